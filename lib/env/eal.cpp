@@ -1,0 +1,94 @@
+#include "env/eal.hpp"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+
+#include <sched.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <set>
+
+namespace rdtx::env {
+
+namespace {
+std::atomic<bool> g_initialized{false};  // set once by eal_init
+
+int trampoline(void* arg) {
+  std::unique_ptr<std::function<int()>> fn(static_cast<std::function<int()>*>(arg));
+  return (*fn)();
+}
+}  // namespace
+
+Result<int> eal_init(int argc, char** argv) {
+  if (g_initialized.load()) return make_error(EALREADY, "EAL already initialised");
+  int n = rte_eal_init(argc, argv);
+  if (n < 0) {
+    return make_error(rte_errno, "EAL initialisation failed: %s (check the EAL options before '--')",
+                      rte_strerror(rte_errno));
+  }
+  g_initialized.store(true);
+  // DPDK moves the program name to argv[n]; the app's options follow it.
+  return n;
+}
+
+void eal_cleanup() {
+  if (g_initialized.exchange(false)) rte_eal_cleanup();
+}
+
+bool eal_initialized() { return g_initialized.load(); }
+
+unsigned lcore_id() {
+  unsigned id = rte_lcore_id();
+  return id == LCORE_ID_ANY ? kNoLcore : id;
+}
+unsigned main_lcore() { return rte_get_main_lcore(); }
+unsigned lcore_count() { return rte_lcore_count(); }
+
+std::vector<unsigned> worker_lcores() {
+  std::vector<unsigned> v;
+  unsigned id;
+  RTE_LCORE_FOREACH_WORKER(id) { v.push_back(id); }
+  return v;
+}
+
+unsigned available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return static_cast<unsigned>(CPU_COUNT(&set));
+}
+
+unsigned lcore_cpu_count() {
+  std::set<int> cpus;
+  unsigned id;
+  RTE_LCORE_FOREACH(id) {
+    rte_cpuset_t set = rte_lcore_cpuset(id);
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.insert(c);
+  }
+  return static_cast<unsigned>(cpus.size());
+}
+
+Result<void> launch(unsigned lcore, std::function<int()> fn) {
+  auto heap = std::make_unique<std::function<int()>>(std::move(fn));
+  int rc = rte_eal_remote_launch(trampoline, heap.get(), lcore);
+  if (rc != 0) return make_error(-rc, "cannot launch on lcore %u: %s", lcore, std::strerror(-rc));
+  heap.release();  // owned by trampoline now
+  return {};
+}
+
+int wait_all() {
+  int first = 0;
+  unsigned id;
+  RTE_LCORE_FOREACH_WORKER(id) {
+    int rc = rte_eal_wait_lcore(id);
+    if (rc != 0 && first == 0) first = rc;
+  }
+  return first;
+}
+
+}  // namespace rdtx::env

@@ -1,0 +1,40 @@
+// EAL initialisation and lcores: the process-wide environment of an rdtx app.
+// An app is launched as `app [EAL options] -- [app options]`; eal_init()
+// consumes the EAL part. Lcores are pinned as the EAL decides (-l, --lcores).
+// Thread-safety: eal_init()/eal_cleanup() from the main thread only; lcore
+// queries from any thread after init.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "base/result.hpp"
+
+namespace rdtx::env {
+
+// Initialises DPDK's EAL from argv. On success returns n such that
+// argv[n] is the program name and argv[n+1..argc) are the app's options
+// (what followed `--`): call `argc -= n; argv += n;` and parse as usual.
+// Errors name the EAL's reason (bad core list, file prefix in use, ...).
+Result<int> eal_init(int argc, char** argv);
+void eal_cleanup();
+bool eal_initialized();
+
+unsigned lcore_id();        // calling thread's lcore, or kNoLcore
+unsigned main_lcore();
+unsigned lcore_count();     // enabled lcores, main included
+std::vector<unsigned> worker_lcores();  // enabled lcores other than main
+constexpr unsigned kNoLcore = UINT32_MAX;
+
+// Number of CPUs this process may run on (its affinity mask).
+unsigned available_cores();
+// Number of distinct CPUs the enabled lcores are pinned to.
+unsigned lcore_cpu_count();
+
+// Runs fn on a worker lcore; fails if that lcore is busy or not a worker.
+Result<void> launch(unsigned lcore, std::function<int()> fn);
+// Waits for every worker lcore; returns the first non-zero return value.
+int wait_all();
+
+}  // namespace rdtx::env

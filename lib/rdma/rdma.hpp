@@ -1,0 +1,210 @@
+// The RDMA device API every driver implements (drivers/rdma/shm, verbs).
+// It mirrors libibverbs closely so that the verbs driver is a thin adapter:
+// memory regions with rkeys, RC queue pairs for one-sided READ, WRITE and
+// 8-byte CAS/FAA, UD queue pairs for SEND/RECV, completion queues polled in
+// bursts, signaled/unsignaled and inline work requests, and a linked list of
+// work requests posted with one doorbell.
+//
+// Control path (open, register, create, connect) returns Result<>; fast path
+// (post, poll) returns counts or negative errno and never allocates.
+// Driver dispatch is one virtual call per burst, never per element.
+//
+// Thread-safety: a Device may be shared by the threads of one node for
+// control-path calls. A QueuePair or CompletionQueue belongs to one thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "base/result.hpp"
+
+namespace rdtx::rdma {
+
+enum class Opcode : uint8_t { kRead, kWrite, kCompareSwap, kFetchAdd, kSend, kRecv };
+const char* to_string(Opcode op);
+
+// Completion status, as ibv_wc_status.
+enum class Status : uint8_t {
+  kSuccess,
+  kLocalLengthError,      // local buffer too small (RECV) or length > limit
+  kLocalProtectionError,  // lkey does not cover the local buffer
+  kRemoteAccessError,     // rkey invalid, out of bounds, or access not granted
+  kRemoteInvalidRequest,  // e.g. misaligned atomic, unknown destination QP
+  kFlushed,               // QP was in the error state
+  kGeneralError,
+};
+const char* to_string(Status st);
+
+enum Access : uint32_t {
+  kLocalWrite = 1u << 0,
+  kRemoteRead = 1u << 1,
+  kRemoteWrite = 1u << 2,
+  kRemoteAtomic = 1u << 3,
+  kAccessAll = kLocalWrite | kRemoteRead | kRemoteWrite | kRemoteAtomic,
+};
+
+// A registered buffer. Remote peers address it with (addr + offset, rkey).
+struct MemoryRegion {
+  void* addr = nullptr;
+  size_t length = 0;
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+  uint64_t remote_addr(size_t offset = 0) const { return reinterpret_cast<uint64_t>(addr) + offset; }
+};
+
+// What a peer needs to reach a queue pair: produced by QueuePair::address(),
+// carried by the bootstrap, consumed by connect() or create_ah(). Opaque to
+// everything but the driver that made it.
+struct QpAddress {
+  uint8_t bytes[48] = {};
+  bool operator==(const QpAddress& o) const { return std::memcmp(bytes, o.bytes, sizeof bytes) == 0; }
+};
+
+// A UD destination (verbs: ibv_ah + remote QPN + Q_Key).
+class AddressHandle {
+ public:
+  virtual ~AddressHandle() = default;
+};
+
+enum SendFlags : uint32_t {
+  kSignaled = 1u << 0,  // produce a completion on success (errors always do)
+  kInline = 1u << 1,    // payload copied at post time; lkey ignored
+  kFence = 1u << 2,     // wait for earlier READ/atomics on this QP first
+};
+
+// One send-queue entry (ibv_send_wr with a single SGE).
+struct WorkRequest {
+  uint64_t wr_id = 0;
+  WorkRequest* next = nullptr;  // the rest of the doorbell batch
+  Opcode opcode = Opcode::kRead;
+  uint32_t flags = 0;
+  void* local = nullptr;  // READ/atomic: destination; WRITE/SEND: source
+  uint32_t length = 0;    // atomics: must be 8
+  uint32_t lkey = 0;
+  uint64_t remote_addr = 0;  // RC
+  uint32_t rkey = 0;         // RC
+  uint64_t compare_add = 0;  // CAS: compare; FAA: add
+  uint64_t swap = 0;         // CAS: swap
+  const AddressHandle* ah = nullptr;  // UD SEND
+};
+
+// One receive-queue entry.
+struct RecvRequest {
+  uint64_t wr_id = 0;
+  RecvRequest* next = nullptr;
+  void* addr = nullptr;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+};
+
+// One completion (ibv_wc). For RECV, byte_len is the payload size and
+// src_qp identifies the sender's QP (driver-defined number).
+struct Completion {
+  uint64_t wr_id;
+  uint32_t byte_len;
+  uint32_t src_qp;
+  Opcode opcode;
+  Status status;
+};
+
+struct DeviceCaps {
+  std::string driver;       // "shm", "verbs"
+  std::string name;         // e.g. "shm:node3", "mlx5_0"
+  // Remote atomics (CAS/FAA through a QP) are atomic with respect to CPU
+  // atomics on the same word. When false, a node must not mix CPU atomics
+  // and NIC atomics on a lock word (verbs: IBV_ATOMIC_HCA).
+  bool atomics_coherent_with_cpu = false;
+  uint32_t max_inline = 0;      // bytes
+  uint32_t max_send_wr = 0;     // per QP
+  uint32_t max_recv_wr = 0;     // per QP
+  uint32_t max_cqe = 0;         // per CQ
+  uint32_t max_msg_size = 0;    // UD payload limit (MTU)
+  uint64_t max_mr_size = 0;
+  // Latency model (shm only; 0 for real devices).
+  uint64_t latency_ns = 0;
+  double bw_gbps = 0;
+};
+
+class CompletionQueue {
+ public:
+  virtual ~CompletionQueue() = default;
+  // Fills up to max completions; returns how many (0 if none), never blocks.
+  // Polling also drives the driver's progress (shm latency model).
+  virtual int poll(Completion* out, int max) = 0;
+};
+
+enum class QpType : uint8_t { kRc, kUd };
+
+struct QpInit {
+  QpType type = QpType::kRc;
+  CompletionQueue* send_cq = nullptr;
+  CompletionQueue* recv_cq = nullptr;  // UD only
+  uint32_t max_send_wr = 256;
+  uint32_t max_recv_wr = 256;
+  uint32_t max_inline = 64;
+};
+
+class QueuePair {
+ public:
+  virtual ~QueuePair() = default;
+  virtual QpType type() const = 0;
+  virtual QpAddress address() const = 0;
+  // Identifies this QP in Completion::src_qp of the messages it sends.
+  virtual uint32_t qp_num() const = 0;
+  // RC: connects to the remote QP (verbs INIT->RTR->RTS). Also brings a QP
+  // that went to the error state back to ready.
+  virtual Result<void> connect(const QpAddress& remote) = 0;
+  // Posts a linked list of work requests with one doorbell. Returns 0, or a
+  // negative errno with *bad set to the first request not posted (-ENOMEM:
+  // send queue full; -EINVAL: malformed request, e.g. SEND on RC).
+  // Unsignaled requests hold their send-queue slot until a later signaled
+  // request on the same QP is completed and polled, as with verbs.
+  virtual int post_send(WorkRequest* list, WorkRequest** bad) = 0;
+  // UD: posts receive buffers. Same return convention.
+  virtual int post_recv(RecvRequest* list, RecvRequest** bad) = 0;
+};
+
+// Per-open parameters that are not devargs: which node this device serves
+// and the fabric (shm: the name of the shared-memory domain that all nodes of
+// one cluster join). Drivers ignore what they do not need.
+struct OpenOptions {
+  uint32_t node_id = 0;
+  std::string fabric;  // empty: driver default
+};
+
+// Memory obtained from Device::alloc_memory(): suitable for registration and
+// reachable by every peer the driver supports (shm: shared memory that other
+// processes can map; verbs: page-aligned, huge pages when available).
+class DeviceMemory;
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceCaps& caps() const = 0;
+
+  virtual Result<std::unique_ptr<DeviceMemory>> alloc_memory(size_t bytes) = 0;
+  virtual Result<MemoryRegion> reg_mr(void* addr, size_t length, uint32_t access) = 0;
+  virtual Result<void> dereg_mr(const MemoryRegion& mr) = 0;
+
+  virtual Result<std::unique_ptr<CompletionQueue>> create_cq(uint32_t depth) = 0;
+  virtual Result<std::unique_ptr<QueuePair>> create_qp(const QpInit& init) = 0;
+  virtual Result<std::unique_ptr<AddressHandle>> create_ah(const QpAddress& remote) = 0;
+};
+
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  virtual void* data() const = 0;
+  virtual size_t size() const = 0;
+};
+
+// Opens a device from a devargs string: "<driver>[,key=value]*", for example
+// "shm", "shm,latency_ns=2000,bw_gbps=100", "verbs,dev=mlx5_0,port=1".
+// Unknown drivers and unknown keys are errors naming them.
+Result<std::unique_ptr<Device>> open_device(std::string_view devargs, const OpenOptions& opts = {});
+
+}  // namespace rdtx::rdma
