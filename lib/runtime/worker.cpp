@@ -1,0 +1,130 @@
+#include "runtime/worker.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <functional>
+
+#include "env/tsc.hpp"
+
+namespace rdtx::runtime {
+
+namespace {
+thread_local Worker* t_worker = nullptr;
+}
+
+namespace detail {
+
+// The frame of a spawned task: owns the Task, links itself into its worker's
+// list of live tasks, and frees itself when the task finishes.
+struct DetachedPromise : PromiseBase {
+  Worker* worker = nullptr;
+  DetachedPromise* prev = nullptr;
+  DetachedPromise* next = nullptr;
+
+  struct Handle {
+    std::coroutine_handle<DetachedPromise> h;
+  };
+  Handle get_return_object() { return {std::coroutine_handle<DetachedPromise>::from_promise(*this)}; }
+  std::suspend_never final_suspend() noexcept { return {}; }
+  void return_void() {}
+
+  void link(Worker* w) {
+    worker = w;
+    next = w->tasks_;
+    if (next) next->prev = this;
+    w->tasks_ = this;
+    ++w->live_;
+  }
+  ~DetachedPromise() {
+    if (worker == nullptr) return;
+    if (prev) prev->next = next;
+    else worker->tasks_ = next;
+    if (next) next->prev = prev;
+    --worker->live_;
+  }
+};
+
+}  // namespace detail
+
+}  // namespace rdtx::runtime
+
+template <typename... Args>
+struct std::coroutine_traits<rdtx::runtime::detail::DetachedPromise::Handle, Args...> {
+  using promise_type = rdtx::runtime::detail::DetachedPromise;
+};
+
+namespace rdtx::runtime {
+
+namespace {
+detail::DetachedPromise::Handle run_detached(Task<void> task) { co_await std::move(task); }
+}  // namespace
+
+Worker::Worker(std::string name) : name_(std::move(name)) {
+  ready_.reserve(64);
+  running_.reserve(64);
+  timers_.reserve(64);
+}
+
+void Worker::schedule_at(uint64_t deadline_tsc, std::coroutine_handle<> h) {
+  timers_.push_back({deadline_tsc, h});
+  std::push_heap(timers_.begin(), timers_.end(), std::greater<>{});
+}
+
+int Worker::fire_timers() {
+  if (timers_.empty()) return 0;
+  uint64_t now = env::tsc();
+  int n = 0;
+  while (!timers_.empty() && timers_.front().deadline <= now) {
+    std::pop_heap(timers_.begin(), timers_.end(), std::greater<>{});
+    schedule(timers_.back().h);
+    timers_.pop_back();
+    ++n;
+  }
+  return n;
+}
+
+void SleepFor::await_suspend(std::coroutine_handle<> h) const {
+  Worker::current()->schedule_at(env::tsc() + env::ns_to_tsc(ns), h);
+}
+
+Worker::~Worker() {
+  Scope scope(this);
+  while (tasks_ != nullptr) {
+    auto h = std::coroutine_handle<detail::DetachedPromise>::from_promise(*tasks_);
+    h.destroy();  // unlinks itself
+  }
+}
+
+Worker* Worker::current() { return t_worker; }
+
+Worker::Scope::Scope(Worker* w) : prev_(t_worker), prev_pool_(FramePool::current()) {
+  t_worker = w;
+  FramePool::set_current(w ? &w->pool_ : nullptr);
+}
+Worker::Scope::~Scope() {
+  t_worker = prev_;
+  FramePool::set_current(prev_pool_);
+}
+
+void Worker::spawn(Task<void> task) {
+  Scope scope(this);
+  auto h = run_detached(std::move(task)).h;
+  h.promise().link(this);
+  schedule(h);
+}
+
+int Worker::poll_once() {
+  Scope scope(this);
+  int work = 0;
+  for (auto& p : pollers_) work += p();
+  work += fire_timers();
+  if (!ready_.empty()) {
+    running_.swap(ready_);
+    for (auto h : running_) h.resume();
+    work += static_cast<int>(running_.size());
+    running_.clear();
+  }
+  return work;
+}
+
+}  // namespace rdtx::runtime

@@ -1,0 +1,163 @@
+// Worker: one (node, thread) pair's scheduler. It owns the coroutines of its
+// coordinators, a ready queue, pollers (CQs, RPC endpoints, timers), and the
+// FramePool their frames come from. A Loop runs one or more workers on one
+// lcore; all of a worker's code runs on that lcore's thread, so nothing in a
+// worker is locked. Workers never share mutable state.
+//
+// Awaitables find the worker they run on through Worker::current(), which the
+// loop sets while it runs a worker (as SPDK's spdk_get_thread()).
+// Thread-safety: none; one thread at a time, and one thread for its lifetime
+// once tasks run.
+#pragma once
+
+#include <coroutine>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/frame_pool.hpp"
+#include "runtime/task.hpp"
+
+namespace rdtx::runtime {
+
+class Worker;
+
+namespace detail {
+struct DetachedPromise;
+}
+
+// A poller returns how much work it did (0 = idle), so the loop can tell busy
+// from idle time.
+using Poller = std::function<int()>;
+
+class Worker {
+ public:
+  explicit Worker(std::string name);
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  // Destroys tasks still suspended (after a drain that timed out).
+  ~Worker();
+
+  const std::string& name() const { return name_; }
+
+  // Starts `task` on this worker's next pass; the worker owns it until it
+  // finishes. Its frame (and those it awaits) come from this worker's pool.
+  void spawn(Task<void> task);
+  // Makes a suspended coroutine of this worker runnable on the next pass.
+  void schedule(std::coroutine_handle<> h) { ready_.push_back(h); }
+  void add_poller(Poller p) { pollers_.push_back(std::move(p)); }
+  // Schedules h once the TSC reaches deadline (checked every pass).
+  void schedule_at(uint64_t deadline_tsc, std::coroutine_handle<> h);
+  size_t pending_timers() const { return timers_.size(); }
+
+  // One pass: every poller once, then every coroutine that was ready at the
+  // start of the pass. Returns the work done (pollers' sum + resumed tasks).
+  int poll_once();
+
+  size_t live_tasks() const { return live_; }
+  // Cooperative stop: closed-loop coordinators check stopping() between
+  // transactions and return.
+  void request_stop() { stopping_ = true; }
+  bool stopping() const { return stopping_; }
+
+  FramePool& frames() { return pool_; }
+
+  static Worker* current();
+
+  // Makes `w` the current worker (and its pool the current frame pool) for the
+  // scope; restores the previous one on exit.
+  class Scope {
+   public:
+    explicit Scope(Worker* w);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    Worker* prev_;
+    FramePool* prev_pool_;
+  };
+
+ private:
+  friend struct detail::DetachedPromise;
+
+  std::string name_;
+  FramePool pool_;  // declared first among the task state: destroyed last
+  std::vector<Poller> pollers_;
+  std::vector<std::coroutine_handle<>> ready_;
+  std::vector<std::coroutine_handle<>> running_;
+  struct Timer {
+    uint64_t deadline;
+    std::coroutine_handle<> h;
+    bool operator>(const Timer& o) const { return deadline > o.deadline; }
+  };
+  std::vector<Timer> timers_;  // min-heap on deadline
+  int fire_timers();
+  detail::DetachedPromise* tasks_ = nullptr;  // intrusive list of live tasks
+  size_t live_ = 0;
+  bool stopping_ = false;
+};
+
+// Reschedules the calling coroutine behind the other ready coroutines of its
+// worker: lets other coordinators run during a local computation.
+struct Yield {
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) const { Worker::current()->schedule(h); }
+  void await_resume() const noexcept {}
+};
+inline Yield yield() { return {}; }
+
+// Suspends the calling coroutine for at least `ns` nanoseconds without
+// blocking the thread: other coroutines and pollers run meanwhile.
+struct SleepFor {
+  uint64_t ns;
+  bool await_ready() const noexcept { return ns == 0; }
+  void await_suspend(std::coroutine_handle<> h) const;
+  void await_resume() const noexcept {}
+};
+inline SleepFor sleep_for(uint64_t ns) { return {ns}; }
+
+// A counter a coroutine waits on until it reaches zero: one wait for a batch
+// of completions (verbs of a doorbell batch, replies of several RPCs). The
+// completer calls done(); the waiter is scheduled on its worker, not resumed
+// inside the completer, so pollers finish their burst first.
+class WaitGroup {
+ public:
+  WaitGroup() = default;
+  explicit WaitGroup(int count) : remaining_(count) {}
+  WaitGroup(const WaitGroup&) = delete;
+  WaitGroup& operator=(const WaitGroup&) = delete;
+
+  void add(int n = 1) { remaining_ += n; }
+  // ok=false records a failure; the wait still ends when the count does.
+  void done(bool ok = true) {
+    failed_ |= !ok;
+    if (--remaining_ == 0 && waiter_) {
+      owner_->schedule(waiter_);
+      waiter_ = {};
+    }
+  }
+  int remaining() const { return remaining_; }
+  bool failed() const { return failed_; }
+  void reset(int count) {
+    remaining_ = count;
+    failed_ = false;
+  }
+
+  bool await_ready() const noexcept { return remaining_ <= 0; }
+  void await_suspend(std::coroutine_handle<> h) noexcept {
+    waiter_ = h;
+    owner_ = Worker::current();
+  }
+  // True if every completion succeeded.
+  bool await_resume() const noexcept { return !failed_; }
+
+ private:
+  int remaining_ = 0;
+  bool failed_ = false;
+  std::coroutine_handle<> waiter_;
+  Worker* owner_ = nullptr;
+};
+
+}  // namespace rdtx::runtime
