@@ -4,13 +4,16 @@
 #include <rte_errno.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
+#include <rte_log.h>
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
 #include <memory>
 #include <set>
+#include <string>
 
 namespace rdtx::env {
 
@@ -25,6 +28,9 @@ int trampoline(void* arg) {
 
 Result<int> eal_init(int argc, char** argv) {
   if (g_initialized.load()) return make_error(EALREADY, "EAL already initialised");
+  // DPDK's start-up chatter (IOVA mode, telemetry socket) is not what an
+  // rdtx user runs for; warnings still show and --log-level overrides this.
+  rte_log_set_level_pattern("lib.*", RTE_LOG_WARNING);
   int n = rte_eal_init(argc, argv);
   if (n < 0) {
     return make_error(rte_errno, "EAL initialisation failed: %s (check the EAL options before '--')",
@@ -33,6 +39,50 @@ Result<int> eal_init(int argc, char** argv) {
   g_initialized.store(true);
   // DPDK moves the program name to argv[n]; the app's options follow it.
   return n;
+}
+
+CommandLine split_command_line(int argc, char** argv) {
+  CommandLine cl;
+  std::string prog = argc > 0 ? argv[0] : "rdtx";
+  int dash = -1;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--") == 0) {
+      dash = i;
+      break;
+    }
+  cl.eal.push_back(prog);
+  cl.app.push_back(prog);
+  if (dash < 0) {
+    std::string defaults = kDefaultEalArgs;
+    for (size_t pos = 0; pos < defaults.size();) {
+      size_t end = defaults.find(' ', pos);
+      if (end == std::string::npos) end = defaults.size();
+      cl.eal.push_back(defaults.substr(pos, end - pos));
+      pos = end + 1;
+    }
+    for (int i = 1; i < argc; ++i) cl.app.push_back(argv[i]);
+  } else {
+    for (int i = 1; i < dash; ++i) cl.eal.push_back(argv[i]);
+    for (int i = dash + 1; i < argc; ++i) cl.app.push_back(argv[i]);
+  }
+  return cl;
+}
+
+Result<void> eal_init(const CommandLine& cl) {
+  // Kept for the life of the process: some EAL versions keep pointers into
+  // argv (program name, option values) instead of copying them.
+  static std::vector<std::string> args;
+  args = cl.eal;
+  bool has_prefix = false;
+  for (const auto& a : args) has_prefix |= a.rfind("--file-prefix", 0) == 0;
+  if (!has_prefix) args.push_back("--file-prefix=rdtx-" + std::to_string(getpid()));
+  static std::vector<char*> argv;
+  argv.clear();
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  auto r = eal_init(static_cast<int>(args.size()), argv.data());
+  if (!r.ok()) return r.error();
+  return {};
 }
 
 void eal_cleanup() {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "base/result.hpp"
@@ -18,6 +19,21 @@ namespace rdtx::env {
 // (what followed `--`): call `argc -= n; argv += n;` and parse as usual.
 // Errors name the EAL's reason (bad core list, file prefix in use, ...).
 Result<int> eal_init(int argc, char** argv);
+
+// An app's command line split at the first `--`: EAL options before it, the
+// app's options after it (app[0] is the program name). Without `--`, every
+// argument is the app's and the EAL gets the embedded defaults
+// (kDefaultEalArgs: one lcore, no huge pages, no PCI, a private file prefix).
+struct CommandLine {
+  std::vector<std::string> eal;
+  std::vector<std::string> app;
+};
+CommandLine split_command_line(int argc, char** argv);
+inline constexpr const char* kDefaultEalArgs = "-l 0 --no-huge --no-pci --no-shconf -m 512";
+
+// eal_init() on cl.eal (plus a --file-prefix unique to this process when the
+// caller gave none, so concurrent runs never collide).
+Result<void> eal_init(const CommandLine& cl);
 void eal_cleanup();
 bool eal_initialized();
 

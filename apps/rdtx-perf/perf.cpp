@@ -1,0 +1,89 @@
+#include "rdtx-perf/perf.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "env/eal.hpp"
+#include "env/tsc.hpp"
+#include "runtime/shutdown.hpp"
+
+namespace rdtx::perf {
+
+const char* to_string(Verb v) {
+  switch (v) {
+    case Verb::kRead: return "read";
+    case Verb::kWrite: return "write";
+    case Verb::kCas: return "cas";
+    case Verb::kFaa: return "faa";
+    case Verb::kEcho: return "echo";
+  }
+  return "?";
+}
+
+Result<Cluster> open_cluster(const std::string& devargs) {
+  Cluster c;
+  std::string fabric = "rdtx-perf-" + std::to_string(getpid());
+  for (uint32_t n = 0; n < 2; ++n) {
+    auto dev = rdma::open_device(devargs, {n, fabric});
+    if (!dev.ok()) return dev.error();
+    c.node[n] = std::move(dev.value());
+  }
+  auto mem = c.node[1]->alloc_memory(Cluster::kTargetBytes);
+  if (!mem.ok()) return mem.error();
+  c.target_mem = std::move(mem.value());
+  auto mr = c.node[1]->reg_mr(c.target_mem->data(), c.target_mem->size(), rdma::kAccessAll);
+  if (!mr.ok()) return mr.error();
+  c.target_mr = *mr;
+  return c;
+}
+
+std::shared_ptr<void> deregister_on_release(rdma::Device* dev, const rdma::MemoryRegion& mr) {
+  return std::shared_ptr<void>(nullptr, [dev, mr](void*) { (void)dev->dereg_mr(mr); });
+}
+
+Result<Point> run_point(Cluster& c, const Params& p, Verb verb, uint32_t size, uint32_t batch,
+                        uint32_t outstanding) {
+  // The window is fixed before the coroutines exist; loops start right after.
+  uint64_t now = env::tsc();
+  Window w{now + env::ns_to_tsc(static_cast<uint64_t>(p.warmup_s * 1e9)),
+           now + env::ns_to_tsc(static_cast<uint64_t>((p.warmup_s + p.duration_s) * 1e9))};
+  auto b = verb == Verb::kEcho ? build_echo(c, p, size, batch, outstanding, w)
+                               : build_onesided(c, p, verb, size, batch, outstanding, w);
+  if (!b.ok()) return b.error();
+  Bench& bench = *b;
+
+  // Lcores in EAL order, main first; placement groups are dealt out
+  // round-robin.
+  std::vector<unsigned> lcores{env::main_lcore()};
+  for (unsigned l : env::worker_lcores()) lcores.push_back(l);
+  size_t groups = 1 + *std::max_element(bench.group.begin(), bench.group.end());
+  size_t nloops = std::min(lcores.size(), groups);
+  runtime::LoopOptions lo;
+  lo.idle = runtime::resolve_idle_policy(p.idle, static_cast<unsigned>(nloops), env::lcore_cpu_count());
+  std::vector<runtime::Loop> loops(nloops, runtime::Loop(lo));
+  for (size_t i = 0; i < bench.workers.size(); ++i) loops[bench.group[i] % nloops].add_worker(bench.workers[i].get());
+  for (size_t i = 1; i < nloops; ++i) {
+    auto r = env::launch(lcores[i], [&loops, i, &w] {
+      loops[i].run(w.end_tsc);
+      return 0;
+    });
+    if (!r.ok()) return r.error();
+  }
+  loops[0].run(w.end_tsc);
+  env::wait_all();
+
+  Point pt{verb, size, batch, outstanding, static_cast<uint32_t>(bench.stats.size()), 0, 0, 0, 0, {}};
+  pt.seconds = p.duration_s;
+  for (auto& s : bench.stats) {
+    pt.ops += s->ops;
+    pt.errors += s->errors;
+    pt.latency_tsc.merge(s->latency_tsc);
+  }
+  double busy = 0;
+  for (auto& l : loops) busy += l.stats().busy_share();
+  pt.busy_share = busy / static_cast<double>(nloops);
+  return pt;
+}
+
+}  // namespace rdtx::perf
