@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs meson test suites in a build dir and prints one closing line
+# "tests: N passed, N failed, N skipped". Usage: scripts/test.sh BUILD_DIR SUITE...
+set -uo pipefail
+cd "$(dirname "$0")/.."
+dir=$1
+shift
+args=()
+for s in "$@"; do args+=(--suite "$s"); done
+meson test -C "$dir" --print-errorlogs --num-processes 2 "${args[@]}"
+rc=$?
+python3 - "$dir/meson-logs/testlog.json" <<'PY'
+import json, sys
+counts = {"passed": 0, "failed": 0, "skipped": 0}
+for line in open(sys.argv[1]):
+    r = json.loads(line).get("result", "")
+    key = {"OK": "passed", "EXPECTEDFAIL": "passed", "SKIP": "skipped"}.get(r, "failed")
+    counts[key] += 1
+print(f"tests: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+PY
+exit $rc
