@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "rdma/rdma.hpp"
+#include "runtime/task.hpp"
 #include "runtime/worker.hpp"
 
 namespace rdtx::runtime {
@@ -36,5 +37,24 @@ class CqPoller {
   rdma::CompletionQueue* cq_;
   uint64_t errors_ = 0;
 };
+
+}  // namespace rdtx::runtime
+
+namespace rdtx::runtime {
+
+// Posts a doorbell batch (`list`, ending at `last`) on `qp` and waits for it:
+// `last` is made signaled and carries the WaitGroup; earlier requests stay
+// as they are (normally unsignaled with wr_id 0: an error on one of them
+// flushes `last`, so the wait still ends, with failure). The QP's send CQ
+// must be polled by a CqPoller on the calling coroutine's worker.
+// Returns false if posting failed or any request completed with an error.
+inline Task<bool> post_and_wait(rdma::QueuePair* qp, rdma::WorkRequest* list, rdma::WorkRequest* last) {
+  WaitGroup wg(1);
+  last->flags |= rdma::kSignaled;
+  last->wr_id = CqPoller::wr_id(&wg);
+  rdma::WorkRequest* bad = nullptr;
+  if (qp->post_send(list, &bad) != 0) co_return false;
+  co_return co_await wg;
+}
 
 }  // namespace rdtx::runtime
