@@ -85,8 +85,9 @@ Result<Bench> build_onesided(Cluster& c, const Params& p, Verb verb, uint32_t si
     init.max_inline = std::min<uint32_t>(caps.max_inline, 256);
     auto qp = c.node[0]->create_qp(init);
     if (!qp.ok()) return qp.error();
+    // The target's QP only exists to be connected to: it posts nothing.
     rdma::QpInit tinit = init;
-    tinit.send_cq = nullptr;
+    tinit.max_send_wr = 1;
     auto tcq = c.node[1]->create_cq(16);
     if (!tcq.ok()) return tcq.error();
     tinit.send_cq = tcq->get();

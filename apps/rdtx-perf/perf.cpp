@@ -44,6 +44,7 @@ std::shared_ptr<void> deregister_on_release(rdma::Device* dev, const rdma::Memor
 
 Result<Point> run_point(Cluster& c, const Params& p, Verb verb, uint32_t size, uint32_t batch,
                         uint32_t outstanding) {
+  if (verb == Verb::kCas || verb == Verb::kFaa) size = 8;  // atomics are 8 bytes
   // The window is fixed before the coroutines exist; loops start right after.
   uint64_t now = env::tsc();
   Window w{now + env::ns_to_tsc(static_cast<uint64_t>(p.warmup_s * 1e9)),

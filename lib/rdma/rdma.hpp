@@ -10,7 +10,8 @@
 // Driver dispatch is one virtual call per burst, never per element.
 //
 // Thread-safety: a Device may be shared by the threads of one node for
-// control-path calls. A QueuePair or CompletionQueue belongs to one thread.
+// control-path calls. A QueuePair and the CQs it reports to belong to one
+// thread.
 #pragma once
 
 #include <cstddef>
@@ -104,11 +105,11 @@ struct RecvRequest {
 // One completion (ibv_wc). For RECV, byte_len is the payload size and
 // src_qp identifies the sender's QP (driver-defined number).
 struct Completion {
-  uint64_t wr_id;
-  uint32_t byte_len;
-  uint32_t src_qp;
-  Opcode opcode;
-  Status status;
+  uint64_t wr_id = 0;
+  uint32_t byte_len = 0;
+  uint32_t src_qp = 0;
+  Opcode opcode = Opcode::kRead;
+  Status status = Status::kSuccess;
 };
 
 struct DeviceCaps {
@@ -129,6 +130,9 @@ struct DeviceCaps {
   double bw_gbps = 0;
 };
 
+// A CQ's depth must cover the send completions all its QPs can have
+// outstanding (the sum of their max_send_wr) plus their posted receives;
+// create_qp refuses a QP that would break this, as verbs would overflow.
 class CompletionQueue {
  public:
   virtual ~CompletionQueue() = default;
@@ -156,7 +160,8 @@ class QueuePair {
   // Identifies this QP in Completion::src_qp of the messages it sends.
   virtual uint32_t qp_num() const = 0;
   // RC: connects to the remote QP (verbs INIT->RTR->RTS). Also brings a QP
-  // that went to the error state back to ready.
+  // that went to the error state back to ready; for a UD QP that is all it
+  // does (pass the QP's own address).
   virtual Result<void> connect(const QpAddress& remote) = 0;
   // Posts a linked list of work requests with one doorbell. Returns 0, or a
   // negative errno with *bad set to the first request not posted (-ENOMEM:
@@ -164,7 +169,9 @@ class QueuePair {
   // Unsignaled requests hold their send-queue slot until a later signaled
   // request on the same QP is completed and polled, as with verbs.
   virtual int post_send(WorkRequest* list, WorkRequest** bad) = 0;
-  // UD: posts receive buffers. Same return convention.
+  // UD: posts receive buffers. Same return convention. A buffer not covered
+  // by its lkey may fail here (-EINVAL, shm) or when a message lands in it
+  // (verbs: an error completion); callers must handle both.
   virtual int post_recv(RecvRequest* list, RecvRequest** bad) = 0;
 };
 

@@ -1,0 +1,99 @@
+// The local node of an shm device: owns the control segment
+// (/dev/shm/rdtx.<fabric>.n<node>, see segment.hpp) and its exclusive flock,
+// the region table and the memory-file table, and a cache of the peers this
+// node talks to. Everything created from the device (memory, QPs, CQs, AHs)
+// holds the Node, so it goes last and its files are unlinked when it does.
+//
+// Thread-safety: the control-path methods may be called from any thread
+// (one mutex); regions() is the lock-free fast-path view.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "latency_model.hpp"
+#include "mapped_file.hpp"
+#include "peer_node.hpp"
+#include "rdma/rdma.hpp"
+#include "region_table.hpp"
+#include "shm_config.hpp"
+
+namespace rdtx::rdma::shm {
+
+class Node {
+ public:
+  // Claims node `node_id` of `fabric`: creates its control segment, or
+  // reclaims a stale one left by a process that died. Fails if a live
+  // process (this one included) has the node open.
+  static Result<std::shared_ptr<Node>> open(const ShmConfig& cfg, uint32_t node_id, const std::string& fabric);
+
+  uint32_t id() const { return node_id_; }
+  const std::string& fabric() const { return fabric_; }
+  uint64_t token() const { return token_; }
+  uint64_t fabric_hash() const { return fabric_hash_; }
+  const ShmConfig& config() const { return cfg_; }
+  const LatencyModel& latency() const { return latency_; }
+  const RegionTable& regions() const { return regions_; }
+
+  Result<MemoryRegion> reg_mr(void* addr, size_t length, uint32_t access);
+  Result<void> dereg_mr(const MemoryRegion& mr);
+
+  // A new memory file of at least `bytes`, registered in the memory table so
+  // peers can map it.
+  struct MemFile {
+    uint32_t id;
+    uint32_t gen;
+    MappedFile file;
+  };
+  Result<MemFile> alloc_memory(size_t bytes);
+  // Called before a memory file is unmapped: deregisters the regions still
+  // inside it (a peer's verb must fail, not fault) and frees its table entry.
+  void free_memory(uint32_t id, uint32_t gen, const uint8_t* base, size_t size);
+
+  // The peer `node_id` in incarnation `token` (from a QpAddress), mapped once
+  // and cached; a restarted peer replaces its cache entry.
+  Result<std::shared_ptr<PeerNode>> peer(uint32_t node_id, uint64_t token);
+
+  Result<uint32_t> next_qpn();
+
+  Node(MappedFile segment, const ShmConfig& cfg, uint32_t node_id, const std::string& fabric, uint64_t token);
+
+ private:
+  struct LiveMemory {
+    uint32_t id;
+    uint32_t gen;
+    size_t size;
+  };
+  struct LiveRegion {
+    uint32_t key;
+    uint32_t mem_id;
+    uint32_t mem_gen;
+  };
+
+  const ShmConfig cfg_;
+  const LatencyModel latency_;
+  const uint32_t node_id_;
+  const std::string fabric_;
+  const uint64_t fabric_hash_;
+  const uint64_t token_;
+  MappedFile segment_;  // unlinked, then its flock released, when the Node goes
+  RegionTable regions_;
+  MemEntry* mems_;
+
+  std::mutex mu_;  // guards everything below
+  std::vector<uint32_t> region_gen_;        // per slot: generation of its last key
+  std::vector<uint32_t> free_regions_;      // free slot indexes
+  std::map<uint32_t, LiveRegion> live_regions_;  // slot -> region
+  std::map<uintptr_t, LiveMemory> memory_;  // base address -> memory file
+  std::vector<uint32_t> free_mem_ids_;
+  uint32_t mem_gen_ = 0;
+  uint32_t qp_seq_ = 0;
+  std::map<uint32_t, std::shared_ptr<PeerNode>> peers_;
+};
+
+}  // namespace rdtx::rdma::shm

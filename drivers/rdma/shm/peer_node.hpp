@@ -1,0 +1,92 @@
+// A node as its peers see it: its control segment mapped read-only and the
+// memory files behind its regions mapped on demand. translate() turns a
+// (remote address, key) of that node into a pointer in this process: the
+// whole protection check and address translation of a one-sided verb.
+//
+// Same process (same pid and process token): the owner's addresses are ours,
+// so regions of any memory are reachable. Another process: only regions of
+// memory from alloc_memory() are, through this process's mapping of the
+// backing file (region base + offset in file -> our mapping + offset).
+// Mappings are made at connect/create_ah time for the memory that exists
+// then, and once, on first use, for memory allocated later; they are kept
+// until the PeerNode goes, so no verb ever races with an unmap.
+//
+// Thread-safety: translate() from any thread; mapping is serialised inside.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "mapped_file.hpp"
+#include "region_table.hpp"
+#include "segment.hpp"
+
+namespace rdtx::rdma::shm {
+
+class PeerNode {
+ public:
+  // Maps the control segment of `node_id`. Fails if the node is not open, is
+  // stale (its owner died), is another incarnation than `expected_token`, or
+  // its segment does not validate.
+  static Result<std::shared_ptr<PeerNode>> open(const std::string& fabric, uint32_t node_id,
+                                                uint64_t expected_token);
+
+  uint32_t node_id() const { return node_id_; }
+  uint64_t token() const { return token_; }
+  bool same_process() const { return same_process_; }
+
+  // Pointer to [addr, addr + len) of this node if `key` names a live region
+  // granting every bit of `access` and covering the range; else nullptr.
+  uint8_t* translate(uint64_t addr, uint64_t len, uint32_t key, uint32_t access) const {
+    Region r;
+    if (!regions_.lookup(key, &r) || (r.access & access) != access || !r.covers(addr, len)) return nullptr;
+    if (same_process_) return reinterpret_cast<uint8_t*>(addr);
+    return in_mapping(r, addr - r.base, len);
+  }
+
+  // Maps every memory file the node has now, so verbs need not map later.
+  void map_live_memory() const;
+
+  struct MemMapping {
+    uint32_t gen;
+    MappedFile file;
+  };
+
+  PeerNode(MappedFile segment, std::string fabric, uint32_t node_id, uint64_t token, bool same_process);
+
+ private:
+  uint8_t* in_mapping(const Region& r, uint64_t offset, uint64_t len) const {
+    if (r.mem_id >= kMaxMemFiles) return nullptr;  // process-local memory of the owner
+    const MemMapping* m = mem_[r.mem_id].load(std::memory_order_acquire);
+    if (m == nullptr || m->gen != r.mem_gen) {
+      m = map_memory(r.mem_id, r.mem_gen);
+      if (m == nullptr) return nullptr;
+    }
+    uint64_t start = r.mem_offset + offset;
+    size_t size = m->file.size();
+    if (start < offset || start > size || len > size - start) return nullptr;
+    return m->file.data() + start;
+  }
+  const MemMapping* map_memory(uint32_t id, uint32_t gen) const;
+
+  MappedFile segment_;
+  RegionTable regions_;
+  const MemEntry* mems_;
+  std::string fabric_;
+  uint32_t node_id_;
+  uint64_t token_;
+  bool same_process_;
+
+  // Current mapping per memory file id, published with release.
+  mutable std::array<std::atomic<const MemMapping*>, kMaxMemFiles> mem_{};
+  mutable std::mutex map_mu_;
+  mutable std::vector<std::unique_ptr<MemMapping>> mappings_;  // every mapping made; guarded by map_mu_
+};
+
+}  // namespace rdtx::rdma::shm

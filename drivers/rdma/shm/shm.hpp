@@ -1,0 +1,23 @@
+// What the shm driver offers beyond the rdma API: statistics a test or a
+// tool may read from a QueuePair made by an shm Device.
+// Thread-safety: reads shared counters; callable from any thread while the
+// QP exists.
+#pragma once
+
+#include <cstdint>
+
+#include "base/result.hpp"
+#include "rdma/rdma.hpp"
+
+namespace rdtx::rdma::shm {
+
+struct UdQpStats {
+  // Messages sent to this QP that found no posted receive buffer and were
+  // dropped (UD semantics: the sender is not told).
+  uint64_t recv_dropped = 0;
+};
+
+// Fails (EINVAL) unless `qp` is a UD QP of an shm device.
+Result<UdQpStats> ud_qp_stats(const QueuePair& qp);
+
+}  // namespace rdtx::rdma::shm

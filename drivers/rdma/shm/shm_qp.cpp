@@ -1,0 +1,334 @@
+#include "shm_qp.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include "env/tsc.hpp"
+#include "qp_address.hpp"
+#include "shm_ah.hpp"
+#include "shm_log.hpp"
+
+namespace rdtx::rdma::shm {
+
+namespace {
+bool is_atomic(Opcode op) { return op == Opcode::kCompareSwap || op == Opcode::kFetchAdd; }
+}  // namespace
+
+Result<std::unique_ptr<ShmQp>> ShmQp::create(std::shared_ptr<Node> node, const QpInit& init,
+                                             std::shared_ptr<CqCore> send_cq, std::shared_ptr<CqCore> recv_cq) {
+  auto qpn = node->next_qpn();
+  if (!qpn.ok()) return qpn.error();
+  std::unique_ptr<RecvQueue> rq;
+  if (init.type == QpType::kUd) {
+    auto q = RecvQueue::create(qp_path(node->fabric(), node->id(), *qpn), *qpn, node->token(), init.max_recv_wr);
+    if (!q.ok()) return q.error();
+    rq = std::move(*q);
+  }
+  auto qp = std::make_unique<ShmQp>(node, init, *qpn, send_cq.get(), std::move(rq));
+  // Attach last: the destructor detaches from whatever the QP holds.
+  RDTX_TRY(send_cq->attach(qp.get(), init.max_send_wr, recv_cq == send_cq && init.type == QpType::kUd));
+  qp->send_cq_ref_ = std::move(send_cq);
+  if (init.type == QpType::kUd && recv_cq != qp->send_cq_ref_) {
+    RDTX_TRY(recv_cq->attach(qp.get(), 0, true));
+    qp->recv_cq_ref_ = std::move(recv_cq);
+  }
+  return qp;
+}
+
+ShmQp::ShmQp(std::shared_ptr<Node> node, const QpInit& init, uint32_t qpn, CqCore* send_cq,
+             std::unique_ptr<RecvQueue> rq)
+    : send_cq_(send_cq),
+      local_regions_(node->regions()),
+      max_send_wr_(init.max_send_wr),
+      max_inline_(init.max_inline),
+      mtu_(node->config().mtu),
+      qpn_(qpn),
+      type_(init.type),
+      state_(init.type == QpType::kUd ? State::kReady : State::kReset),  // UD needs no connection
+      timed_(node->latency().enabled()),
+      node_(std::move(node)),
+      rq_(std::move(rq)),
+      latency_(node_->latency()) {
+  if (timed_) {
+    timed_mask_ = std::bit_ceil(max_send_wr_) - 1;
+    timed_ring_ = std::make_unique<Timed[]>(timed_mask_ + 1);
+    inline_ = std::make_unique<uint8_t[]>((timed_mask_ + 1) * max_inline_);
+  }
+}
+
+ShmQp::~ShmQp() {
+  bool recv_on_send_cq = type_ == QpType::kUd && recv_cq_ref_ == nullptr;
+  if (send_cq_ref_) send_cq_ref_->detach(this, max_send_wr_, recv_on_send_cq);
+  if (recv_cq_ref_) recv_cq_ref_->detach(this, 0, true);
+}
+
+QpAddress ShmQp::address() const {
+  AddressWire w;
+  w.type = static_cast<uint8_t>(type_);
+  w.node_id = node_->id();
+  w.qpn = qpn_;
+  w.fabric_hash = node_->fabric_hash();
+  w.node_token = node_->token();
+  return w.encode();
+}
+
+Result<void> ShmQp::connect(const QpAddress& remote) {
+  AddressWire w;
+  if (!AddressWire::decode(remote, &w)) return make_error(EINVAL, "qp %u: connect to an address that is not an shm QP address", qpn_);
+  if (w.fabric_hash != node_->fabric_hash())
+    return make_error(EINVAL, "qp %u: connect to node %u of another fabric (this is fabric %s)", qpn_, w.node_id,
+                      node_->fabric().c_str());
+  if (type_ == QpType::kRc) {
+    if (w.type != uint8_t(QpType::kRc))
+      return make_error(EINVAL, "qp %u: an RC QP cannot connect to UD qp %u of node %u", qpn_, w.qpn, w.node_id);
+    auto peer = node_->peer(w.node_id, w.node_token);
+    if (!peer.ok()) return peer.error();
+    peer_ref_ = std::move(*peer);
+    peer_ = peer_ref_.get();
+  }
+  // Like verbs' trip through RESET: whatever was outstanding is flushed.
+  if (timed_) flush_timed();
+  state_ = State::kReady;
+  return {};
+}
+
+bool ShmQp::well_formed(const WorkRequest& wr) const {
+  switch (wr.opcode) {
+    case Opcode::kRead:
+    case Opcode::kWrite:
+      if (type_ != QpType::kRc) return false;
+      break;
+    case Opcode::kCompareSwap:
+    case Opcode::kFetchAdd:
+      if (type_ != QpType::kRc || wr.length != 8) return false;
+      break;
+    case Opcode::kSend:
+      if (type_ != QpType::kUd || wr.ah == nullptr) return false;
+      break;
+    default:
+      return false;
+  }
+  if ((wr.flags & kInline) != 0 && (wr.length > max_inline_ || wr.opcode == Opcode::kRead || is_atomic(wr.opcode)))
+    return false;
+  return true;
+}
+
+uint8_t* ShmQp::local(const WorkRequest& wr, uint32_t need) const {
+  Region r;
+  uint64_t addr = reinterpret_cast<uint64_t>(wr.local);
+  if (!local_regions_.lookup(wr.lkey, &r) || (r.access & need) != need || !r.covers(addr, wr.length)) return nullptr;
+  return static_cast<uint8_t*>(wr.local);
+}
+
+Status ShmQp::read(const WorkRequest& wr) {
+  if (wr.length == 0) return Status::kSuccess;
+  uint8_t* dst = local(wr, kLocalWrite);
+  if (dst == nullptr) return Status::kLocalProtectionError;
+  const uint8_t* src = peer_->translate(wr.remote_addr, wr.length, wr.rkey, kRemoteRead);
+  if (src == nullptr) return Status::kRemoteAccessError;
+  // memmove: a loopback READ may overlap its own destination; the result is
+  // unspecified as on an RNIC, but must not be undefined behaviour.
+  std::memmove(dst, src, wr.length);
+  return Status::kSuccess;
+}
+
+Status ShmQp::write(const WorkRequest& wr) {
+  if (wr.length == 0) return Status::kSuccess;
+  const uint8_t* src = (wr.flags & kInline) != 0 ? static_cast<const uint8_t*>(wr.local) : local(wr, 0);
+  if (src == nullptr) return Status::kLocalProtectionError;
+  uint8_t* dst = peer_->translate(wr.remote_addr, wr.length, wr.rkey, kRemoteWrite);
+  if (dst == nullptr) return Status::kRemoteAccessError;
+  std::memmove(dst, src, wr.length);
+  return Status::kSuccess;
+}
+
+Status ShmQp::atomic(const WorkRequest& wr) {
+  uint8_t* result = local(wr, kLocalWrite);
+  if (result == nullptr) return Status::kLocalProtectionError;
+  if ((wr.remote_addr & 7) != 0) return Status::kRemoteInvalidRequest;
+  uint8_t* target = peer_->translate(wr.remote_addr, 8, wr.rkey, kRemoteAtomic);
+  if (target == nullptr) return Status::kRemoteAccessError;
+  // The peer's mapping offset comes from shared memory: check it kept the
+  // alignment rather than trust it.
+  if ((reinterpret_cast<uintptr_t>(target) & 7) != 0) return Status::kRemoteInvalidRequest;
+  // acq_rel: an atomic that takes a lock word acquires what the previous
+  // holder released, and vice versa, for CPU and remote atomics alike.
+  std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(target));
+  uint64_t old;
+  if (wr.opcode == Opcode::kCompareSwap) {
+    old = wr.compare_add;
+    word.compare_exchange_strong(old, wr.swap, std::memory_order_acq_rel, std::memory_order_acquire);
+  } else {
+    old = word.fetch_add(wr.compare_add, std::memory_order_acq_rel);
+  }
+  std::memcpy(result, &old, sizeof old);
+  return Status::kSuccess;
+}
+
+Status ShmQp::send(const WorkRequest& wr, uint64_t visible_tsc) {
+  if (wr.length > mtu_) return Status::kLocalLengthError;
+  const uint8_t* src = static_cast<const uint8_t*>(wr.local);
+  if ((wr.flags & kInline) == 0 && wr.length > 0) {
+    src = local(wr, 0);
+    if (src == nullptr) return Status::kLocalProtectionError;
+  }
+  const auto* ah = static_cast<const ShmAh*>(wr.ah);
+  const RemoteRecvQueue& rq = ah->recv_queue();
+  uint64_t round;
+  RecvSlot* slot = rq.claim(&round);
+  if (slot == nullptr) {
+    // UD: the sender never learns; the receiver's queue counts it.
+    uint64_t total = rq.count_drop();
+    RDTX_LOG(shm_log(), Debug, "qp %u: SEND of %u bytes to qp %u dropped: no receive buffer posted (%llu dropped there)",
+             qpn_, wr.length, ah->qpn(), static_cast<unsigned long long>(total));
+    return Status::kSuccess;
+  }
+  // The descriptor was written by another party: check it like a remote
+  // access (region, kLocalWrite, bounds) before writing through it.
+  uint64_t addr = slot->addr;
+  uint32_t capacity = slot->length;
+  uint32_t lkey = slot->lkey;
+  Status rx = Status::kSuccess;
+  if (wr.length > capacity) {
+    rx = Status::kLocalLengthError;
+  } else if (wr.length > 0) {
+    uint8_t* dst = ah->peer().translate(addr, wr.length, lkey, kLocalWrite);
+    if (dst == nullptr)
+      rx = Status::kLocalProtectionError;
+    else
+      std::memmove(dst, src, wr.length);
+  }
+  slot->visible_tsc = visible_tsc;
+  slot->byte_len = wr.length;
+  slot->src_qp = qpn_;
+  slot->status = static_cast<uint8_t>(rx);
+  RemoteRecvQueue::complete(slot, round);
+  return Status::kSuccess;
+}
+
+Status ShmQp::execute(const WorkRequest& wr, uint64_t visible_tsc) {
+  switch (wr.opcode) {
+    case Opcode::kRead: return read(wr);
+    case Opcode::kWrite: return write(wr);
+    case Opcode::kCompareSwap:
+    case Opcode::kFetchAdd: return atomic(wr);
+    case Opcode::kSend: return send(wr, visible_tsc);
+    case Opcode::kRecv: break;  // rejected by well_formed()
+  }
+  return Status::kGeneralError;
+}
+
+void ShmQp::finish(const WorkRequest& wr, uint64_t seq, Status st) {
+  if (st != Status::kSuccess) {
+    state_ = State::kError;
+  } else if ((wr.flags & kSignaled) == 0) {
+    return;
+  }
+  Completion c;
+  c.wr_id = wr.wr_id;
+  c.byte_len = wr.length;
+  c.src_qp = 0;
+  c.opcode = wr.opcode;
+  c.status = st;
+  send_cq_->push(c, this, seq);
+}
+
+int ShmQp::post_send(WorkRequest* list, WorkRequest** bad) {
+  if (timed_) return post_timed(list, bad);
+  for (WorkRequest* wr = list; wr != nullptr; wr = wr->next) {
+    if (state_ == State::kReset || !well_formed(*wr)) {
+      *bad = wr;
+      return -EINVAL;
+    }
+    if (posted_ - retired_ >= max_send_wr_) {
+      *bad = wr;
+      return -ENOMEM;
+    }
+    uint64_t seq = posted_++;
+    finish(*wr, seq, state_ == State::kReady ? execute(*wr, 0) : Status::kFlushed);
+  }
+  return 0;
+}
+
+int ShmQp::post_timed(WorkRequest* list, WorkRequest** bad) {
+  uint64_t now = env::tsc();
+  progress(now);
+  for (WorkRequest* wr = list; wr != nullptr; wr = wr->next) {
+    if (state_ == State::kReset || !well_formed(*wr)) {
+      *bad = wr;
+      return -EINVAL;
+    }
+    if (posted_ - retired_ >= max_send_wr_) {
+      *bad = wr;
+      return -ENOMEM;
+    }
+    // Unretired requests fit in the ring: it has max_send_wr entries or more.
+    uint64_t index = timed_tail_ & timed_mask_;
+    Timed& t = timed_ring_[index];
+    t.wr = *wr;
+    t.wr.next = nullptr;
+    t.seq = posted_++;
+    if ((wr->flags & kInline) != 0 && wr->length > 0) {
+      uint8_t* copy = &inline_[index * max_inline_];
+      std::memcpy(copy, wr->local, wr->length);
+      t.wr.local = copy;
+    }
+    uint64_t start = std::max(now, wire_free_);
+    wire_free_ = start + latency_.transfer(is_atomic(wr->opcode) ? 8 : wr->length);
+    uint64_t arrival = wire_free_ + latency_.one_way();
+    ++timed_tail_;
+    if (wr->opcode == Opcode::kSend) {
+      // Delivered now, visible to the receiver on arrival; locally complete
+      // once transmitted. A UD QP only SENDs, so everything before it has
+      // been executed already and order is kept.
+      t.effect_tsc = now;
+      t.visible_tsc = wire_free_;
+      t.status = state_ == State::kReady ? send(t.wr, arrival) : Status::kFlushed;
+      if (t.status != Status::kSuccess) state_ = State::kError;
+      ++timed_exec_;
+    } else {
+      t.effect_tsc = arrival;
+      t.visible_tsc = arrival + latency_.one_way();
+    }
+  }
+  return 0;
+}
+
+void ShmQp::progress(uint64_t now) {
+  while (timed_exec_ != timed_tail_) {
+    Timed& t = timed_ring_[timed_exec_ & timed_mask_];
+    if (t.effect_tsc > now) break;
+    t.status = state_ == State::kReady ? execute(t.wr, 0) : Status::kFlushed;
+    if (t.status != Status::kSuccess) state_ = State::kError;
+    ++timed_exec_;
+  }
+  while (timed_head_ != timed_exec_) {
+    Timed& t = timed_ring_[timed_head_ & timed_mask_];
+    if (t.visible_tsc > now) break;
+    finish(t.wr, t.seq, t.status);
+    ++timed_head_;
+  }
+}
+
+void ShmQp::flush_timed() {
+  for (; timed_head_ != timed_tail_; ++timed_head_) {
+    Timed& t = timed_ring_[timed_head_ & timed_mask_];
+    finish(t.wr, t.seq, timed_head_ < timed_exec_ ? t.status : Status::kFlushed);
+  }
+  timed_exec_ = timed_tail_;
+  wire_free_ = 0;
+}
+
+int ShmQp::post_recv(RecvRequest* list, RecvRequest** bad) {
+  if (list == nullptr) return 0;
+  if (type_ != QpType::kUd) {
+    *bad = list;
+    return -EINVAL;
+  }
+  return rq_->post(list, bad, local_regions_);
+}
+
+}  // namespace rdtx::rdma::shm

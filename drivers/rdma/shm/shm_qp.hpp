@@ -1,0 +1,120 @@
+// Queue pairs of the shm driver.
+//
+// RC: READ, WRITE, CAS and FAA are executed by the posting thread directly on
+// the target node's registered memory (PeerNode::translate), in posting
+// order; the target's CPU is never involved. UD: SEND claims a posted receive
+// buffer of the destination QP, copies the payload into it and publishes the
+// receive completion (recv_queue.hpp); RECV buffers are posted into this QP's
+// own shared receive queue.
+//
+// Without a latency model a request is executed inside post_send(), and only
+// its completion (if signaled, or failed) is queued on the send CQ: no clock
+// reads, no allocation, no locks, no syscalls. With one, post_send() stamps
+// each request with its effect and completion times (latency_model.hpp) into
+// a fixed ring of max_send_wr entries, and the send CQ's poll() (and the next
+// post_send()) executes and completes them when their time comes. A SEND is
+// still copied at post time, stamped so the receiver sees it only after the
+// one-way delay.
+//
+// Send-queue slots follow verbs: a request holds its slot until a completion
+// of it or of a later request of the same QP has been polled. After an error
+// completion the QP is in the error state: later requests complete with
+// kFlushed (always with a completion) until connect() is called again.
+//
+// Thread-safety: a QP belongs to one thread, the one that polls its CQs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "base/result.hpp"
+#include "latency_model.hpp"
+#include "node.hpp"
+#include "peer_node.hpp"
+#include "rdma/rdma.hpp"
+#include "recv_queue.hpp"
+#include "region_table.hpp"
+#include "shm_cq.hpp"
+
+namespace rdtx::rdma::shm {
+
+class ShmQp final : public QueuePair {
+ public:
+  // Checks `init` against the device limits and the CQs' capacity.
+  static Result<std::unique_ptr<ShmQp>> create(std::shared_ptr<Node> node, const QpInit& init,
+                                               std::shared_ptr<CqCore> send_cq, std::shared_ptr<CqCore> recv_cq);
+  // Use create(): it also attaches the QP to its CQs.
+  ShmQp(std::shared_ptr<Node> node, const QpInit& init, uint32_t qpn, CqCore* send_cq, std::unique_ptr<RecvQueue> rq);
+  ~ShmQp() override;
+
+  QpType type() const override { return type_; }
+  QpAddress address() const override;
+  uint32_t qp_num() const override { return qpn_; }
+  Result<void> connect(const QpAddress& remote) override;
+  int post_send(WorkRequest* list, WorkRequest** bad) override;
+  int post_recv(RecvRequest* list, RecvRequest** bad) override;
+
+  // For CqCore.
+  void retire(uint64_t seq) { retired_ = seq + 1; }
+  void progress(uint64_t now);
+  int harvest(Completion* out, int max) { return rq_->harvest(out, max); }
+
+  uint64_t recv_dropped() const { return rq_ ? rq_->dropped() : 0; }
+
+ private:
+  enum class State : uint8_t { kReset, kReady, kError };
+
+  // A request waiting for its time under the latency model.
+  struct Timed {
+    WorkRequest wr;
+    uint64_t seq;
+    uint64_t effect_tsc;
+    uint64_t visible_tsc;
+    Status status;
+  };
+
+  bool well_formed(const WorkRequest& wr) const;
+  Status execute(const WorkRequest& wr, uint64_t visible_tsc);
+  Status read(const WorkRequest& wr);
+  Status write(const WorkRequest& wr);
+  Status atomic(const WorkRequest& wr);
+  Status send(const WorkRequest& wr, uint64_t visible_tsc);
+  uint8_t* local(const WorkRequest& wr, uint32_t need) const;
+  void finish(const WorkRequest& wr, uint64_t seq, Status st);
+  int post_timed(WorkRequest* list, WorkRequest** bad);
+  void flush_timed();
+
+  // Fast-path state first.
+  const PeerNode* peer_ = nullptr;  // RC: the connected node
+  CqCore* send_cq_;
+  RegionTable local_regions_;
+  uint64_t posted_ = 0;   // requests posted
+  uint64_t retired_ = 0;  // requests whose slots are free again
+  const uint32_t max_send_wr_;
+  const uint32_t max_inline_;
+  const uint32_t mtu_;
+  const uint32_t qpn_;
+  const QpType type_;
+  State state_;
+  const bool timed_;
+
+  std::shared_ptr<Node> node_;
+  std::shared_ptr<PeerNode> peer_ref_;
+  std::shared_ptr<CqCore> send_cq_ref_;
+  std::shared_ptr<CqCore> recv_cq_ref_;  // UD
+  std::unique_ptr<RecvQueue> rq_;        // UD
+
+  // Latency model: ring of max_send_wr requests; [head, exec) executed,
+  // [exec, tail) waiting to take effect. Inline payloads are copied into
+  // inline_ at post time.
+  LatencyModel latency_;
+  std::unique_ptr<Timed[]> timed_ring_;
+  std::unique_ptr<uint8_t[]> inline_;
+  uint64_t timed_mask_ = 0;
+  uint64_t timed_head_ = 0;
+  uint64_t timed_exec_ = 0;
+  uint64_t timed_tail_ = 0;
+  uint64_t wire_free_ = 0;  // when this QP's wire is free for the next request
+};
+
+}  // namespace rdtx::rdma::shm

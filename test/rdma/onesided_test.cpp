@@ -1,0 +1,516 @@
+// Conformance: one-sided verbs on RC QPs (ordering, atomics, protection
+// errors and the error state, signaling, inline, doorbell lists).
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "conformance_fixture.hpp"
+
+namespace rdtx::rdma::test {
+namespace {
+
+class OneSided : public ConformanceTest {
+ protected:
+  // Runs a request expected to fail with `want`, then recovers the link.
+  void expect_failure(RcLink& link, const WorkRequest& wr, Status want) {
+    EXPECT_EQ(run(link, wr), want) << to_string(wr.opcode);
+    reconnect(link);
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Topologies, OneSided, ::testing::ValuesIn(all_topologies()), topology_name);
+
+TEST_P(OneSided, WriteThenReadOnOneQpSeesTheWrite) {
+  RcLink link = connect_rc();
+  const uint64_t target = topo().mem.addr + 1000;
+  for (uint64_t round = 0; round < 2; ++round) {
+    fill_pattern(local_buf(0), 256, round + 7);
+    std::memset(local_buf(4096), 0, 256);
+    WorkRequest w = write_wr(0, target, topo().mem.rkey, 256, 1);  // unsignaled
+    WorkRequest r = read_wr(4096, target, topo().mem.rkey, 256, 2);
+    r.flags = kSignaled;
+    WorkRequest* bad = nullptr;
+    if (round == 0) {  // one doorbell
+      w.next = &r;
+      ASSERT_EQ(link.qp->post_send(&w, &bad), 0);
+    } else {  // two doorbells
+      ASSERT_EQ(link.qp->post_send(&w, &bad), 0);
+      ASSERT_EQ(link.qp->post_send(&r, &bad), 0);
+    }
+    auto wc = poll_for(*link.cq, 1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].wr_id, 2u);
+    EXPECT_EQ(wc[0].status, Status::kSuccess);
+    EXPECT_TRUE(check_pattern(local_buf(4096), 256, round + 7)) << "round " << round;
+  }
+}
+
+TEST_P(OneSided, WritesLandInPostingOrder) {
+  constexpr int kWrites = 100;
+  RcLink link = connect_rc(128);
+  const uint64_t window = topo().mem.addr + 8192;
+  // Write k covers [k, k + 64) with the value k + 1, so each byte must end
+  // with the value of the last write covering it.
+  std::vector<WorkRequest> wrs;
+  wrs.reserve(kWrites);
+  for (int k = 0; k < kWrites; ++k) {
+    std::memset(local_buf(k * 64), k + 1, 64);
+    wrs.push_back(write_wr(k * 64, window + k, topo().mem.rkey, 64, k));
+    if (k > 0) wrs[k - 1].next = &wrs[k];
+  }
+  wrs.back().flags = kSignaled;
+  WorkRequest* bad = nullptr;
+  ASSERT_EQ(link.qp->post_send(&wrs[0], &bad), 0);
+  auto wc = poll_for(*link.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  ASSERT_EQ(wc[0].status, Status::kSuccess);
+  auto got = remote_read(link, window, topo().mem.rkey, kWrites + 63);
+  for (int j = 0; j < kWrites + 63; ++j) ASSERT_EQ(got[j], std::min(j, kWrites - 1) + 1) << "byte " << j;
+}
+
+TEST_P(OneSided, ReadsAndWritesOfManySizes) {
+  RcLink link = connect_rc();
+  uint64_t seq = 1;
+  for (uint32_t len : {1u, 7u, 8u, 63u, 64u, 4096u, 65536u}) {
+    for (uint64_t off : {0ull, 3ull, 4096ull + 5}) {
+      std::vector<uint8_t> data(len);
+      fill_pattern(data.data(), len, ++seq);
+      remote_write(link, topo().mem.addr + off, topo().mem.rkey, data);
+      EXPECT_EQ(remote_read(link, topo().mem.addr + off, topo().mem.rkey, len), data) << len << " bytes at " << off;
+    }
+  }
+}
+
+TEST_P(OneSided, FetchAddFromManyThreadsIsExact) {
+  constexpr int kThreads = 4, kOps = 10000, kBatch = 16;
+  const uint64_t counter = topo().mem.addr + 16384;
+  std::vector<RcLink> links;
+  for (int t = 0; t < kThreads; ++t) links.push_back(connect_rc(kBatch));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      RcLink& link = links[t];
+      const size_t results = size_t(t) * kOps * 8;  // this thread's result slots
+      WorkRequest wrs[kBatch];
+      for (int done = 0; done < kOps; done += kBatch) {
+        for (int i = 0; i < kBatch; ++i) {
+          wrs[i] = faa_wr(results + (done + i) * 8, counter, topo().mem.rkey, 1, done + i);
+          wrs[i].next = i + 1 < kBatch ? &wrs[i + 1] : nullptr;
+        }
+        wrs[kBatch - 1].flags = kSignaled;
+        WorkRequest* bad = nullptr;
+        auto wc = link.qp->post_send(wrs, &bad) == 0 ? poll_for(*link.cq, 1) : std::vector<Completion>{};
+        if (wc.size() != 1 || wc[0].status != Status::kSuccess) failures.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_EQ(failures.load(), 0);
+  EXPECT_EQ(remote_u64(links[0], counter), uint64_t{kThreads * kOps});
+  // Every FAA saw a distinct old value: none was lost or applied twice.
+  std::vector<uint64_t> old(kThreads * kOps);
+  std::memcpy(old.data(), local_buf(0), old.size() * 8);
+  std::sort(old.begin(), old.end());
+  for (size_t i = 0; i < old.size(); ++i) ASSERT_EQ(old[i], i);
+}
+
+TEST_P(OneSided, CasIncrementsFromManyThreadsLoseNoUpdate) {
+  constexpr int kThreads = 4, kIncrements = 500;
+  const uint64_t counter = topo().mem.addr + 24576;
+  std::vector<RcLink> links;
+  for (int t = 0; t < kThreads; ++t) links.push_back(connect_rc(4));
+  std::atomic<int> failures{0};
+  std::atomic<uint64_t> retries{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      RcLink& link = links[t];
+      uint64_t guess = 0;
+      for (int done = 0; done < kIncrements;) {
+        WorkRequest wr = cas_wr(t * 64, counter, topo().mem.rkey, guess, guess + 1);
+        wr.flags = kSignaled;
+        WorkRequest* bad = nullptr;
+        auto wc = link.qp->post_send(&wr, &bad) == 0 ? poll_for(*link.cq, 1) : std::vector<Completion>{};
+        if (wc.size() != 1 || wc[0].status != Status::kSuccess) {
+          failures.fetch_add(1);
+          return;
+        }
+        uint64_t old;
+        std::memcpy(&old, local_buf(t * 64), 8);
+        if (old == guess) {
+          ++done;
+          ++guess;
+        } else {
+          retries.fetch_add(1);
+          guess = old;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_EQ(failures.load(), 0);
+  EXPECT_EQ(remote_u64(links[0], counter), uint64_t{kThreads * kIncrements}) << retries.load() << " retries";
+}
+
+TEST_P(OneSided, CasSwapsOnlyOnMatch) {
+  RcLink link = connect_rc();
+  const uint64_t word = topo().mem.addr + 256;
+  uint64_t five = 5;
+  remote_write(link, word, topo().mem.rkey, std::vector<uint8_t>((uint8_t*)&five, (uint8_t*)&five + 8));
+  uint64_t old = 0;
+  ASSERT_EQ(run(link, cas_wr(0, word, topo().mem.rkey, 4, 9)), Status::kSuccess);
+  std::memcpy(&old, local_buf(0), 8);
+  EXPECT_EQ(old, 5u);
+  EXPECT_EQ(remote_u64(link, word), 5u) << "CAS swapped on a mismatch";
+  ASSERT_EQ(run(link, cas_wr(0, word, topo().mem.rkey, 5, 9)), Status::kSuccess);
+  std::memcpy(&old, local_buf(0), 8);
+  EXPECT_EQ(old, 5u);
+  EXPECT_EQ(remote_u64(link, word), 9u);
+  ASSERT_EQ(run(link, faa_wr(0, word, topo().mem.rkey, 3)), Status::kSuccess);
+  std::memcpy(&old, local_buf(0), 8);
+  EXPECT_EQ(old, 9u);
+  EXPECT_EQ(remote_u64(link, word), 12u);
+}
+
+TEST_P(OneSided, RemoteAtomicsAreAtomicWithCpuAtomicsWhenCapsSaySo) {
+  if (!dev().caps().atomics_coherent_with_cpu) GTEST_SKIP() << dev().caps().name << " does not claim CPU coherence";
+  constexpr int kOps = 20000;
+  // Loopback: node 0's QP targets node 0's own memory, which a CPU thread
+  // increments at the same time.
+  auto cq = dev().create_cq(128);
+  ASSERT_TRUE(cq.ok());
+  QpInit init;
+  init.type = QpType::kRc;
+  init.send_cq = cq->get();
+  init.max_send_wr = 64;
+  auto a = dev().create_qp(init);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  auto b = dev().create_qp(init);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  ASSERT_TRUE((*a)->connect((*b)->address()).ok());
+  ASSERT_TRUE((*b)->connect((*a)->address()).ok());
+  auto* word = reinterpret_cast<uint64_t*>(local_buf(4096));
+  *word = 0;
+  std::thread cpu([word] {
+    std::atomic_ref<uint64_t> w(*word);
+    for (int i = 0; i < kOps; ++i) w.fetch_add(1, std::memory_order_relaxed);
+  });
+  int failures = 0;
+  for (int i = 0; i < kOps; ++i) {
+    WorkRequest wr = faa_wr(0, reinterpret_cast<uint64_t>(word), lmr().rkey, 1);
+    wr.flags = kSignaled;
+    WorkRequest* bad = nullptr;
+    auto wc = (*a)->post_send(&wr, &bad) == 0 ? poll_for(**cq, 1) : std::vector<Completion>{};
+    failures += wc.size() != 1 || wc[0].status != Status::kSuccess;
+  }
+  cpu.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(std::atomic_ref<uint64_t>(*word).load(), uint64_t{2 * kOps});
+}
+
+TEST_P(OneSided, WrongRkeyFailsAndTouchesNothing) {
+  RcLink link = connect_rc();
+  std::vector<uint8_t> before(64);
+  fill_pattern(before.data(), before.size(), 42);
+  remote_write(link, topo().mem.addr, topo().mem.rkey, before);
+  std::memset(local_buf(0), 0xcc, 64);
+  for (uint32_t bad_key : {topo().mem.rkey ^ 0x80000000u, topo().mem.rkey + 1, 0u}) {
+    expect_failure(link, write_wr(0, topo().mem.addr, bad_key, 64), Status::kRemoteAccessError);
+    expect_failure(link, faa_wr(0, topo().mem.addr, bad_key, 1), Status::kRemoteAccessError);
+    expect_failure(link, read_wr(0, topo().mem.addr, bad_key, 64), Status::kRemoteAccessError);
+  }
+  EXPECT_EQ(remote_read(link, topo().mem.addr, topo().mem.rkey, 64), before);
+}
+
+TEST_P(OneSided, AccessPastEitherEndOfARegionFails) {
+  RcLink link = connect_rc();
+  const RemoteRegion& m = topo().mem;
+  const uint64_t end = m.addr + m.length;
+  auto tail_before = topo().remote_peek(end - 16, 16);
+  ASSERT_TRUE(tail_before.ok()) << tail_before.error().message;
+  std::memset(local_buf(0), 0x77, 64);
+  expect_failure(link, write_wr(0, end - 8, m.rkey, 9), Status::kRemoteAccessError);
+  expect_failure(link, write_wr(0, end, m.rkey, 1), Status::kRemoteAccessError);
+  expect_failure(link, read_wr(0, end - 1, m.rkey, 2), Status::kRemoteAccessError);
+  expect_failure(link, read_wr(0, m.addr - 1, m.rkey, 1), Status::kRemoteAccessError);
+  expect_failure(link, faa_wr(0, end, m.rkey, 1), Status::kRemoteAccessError);
+  auto tail_after = topo().remote_peek(end - 16, 16);
+  ASSERT_TRUE(tail_after.ok());
+  EXPECT_EQ(*tail_after, *tail_before) << "a failed access changed memory";
+  // The last bytes themselves are in bounds.
+  EXPECT_EQ(run(link, write_wr(0, end - 8, m.rkey, 8)), Status::kSuccess);
+  EXPECT_EQ(run(link, read_wr(64, m.addr, m.rkey, 1)), Status::kSuccess);
+}
+
+TEST_P(OneSided, DeregisteredRegionFails) {
+  RcLink link = connect_rc();
+  const RemoteRegion& d = topo().dead;
+  std::memset(local_buf(0), 0x11, 64);
+  expect_failure(link, write_wr(0, d.addr, d.rkey, 64), Status::kRemoteAccessError);
+  expect_failure(link, read_wr(0, d.addr, d.rkey, 64), Status::kRemoteAccessError);
+  expect_failure(link, faa_wr(0, d.addr, d.rkey, 1), Status::kRemoteAccessError);
+  auto after = topo().remote_peek(d.addr, 64);
+  ASSERT_TRUE(after.ok()) << after.error().message;
+  EXPECT_EQ(*after, std::vector<uint8_t>(64, 0x5a));
+}
+
+TEST_P(OneSided, MissingAccessRightFails) {
+  RcLink link = connect_rc();
+  const RemoteRegion& ro = topo().ro;
+  std::memset(local_buf(0), 0x11, 64);
+  expect_failure(link, write_wr(0, ro.addr, ro.rkey, 64), Status::kRemoteAccessError);
+  expect_failure(link, faa_wr(0, ro.addr, ro.rkey, 1), Status::kRemoteAccessError);
+  expect_failure(link, cas_wr(0, ro.addr, ro.rkey, 0xa5a5a5a5a5a5a5a5ull, 1), Status::kRemoteAccessError);
+  auto after = topo().remote_peek(ro.addr, 64);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*after, std::vector<uint8_t>(64, 0xa5));
+  // The right it has works.
+  EXPECT_EQ(remote_read(link, ro.addr, ro.rkey, 64), std::vector<uint8_t>(64, 0xa5));
+}
+
+TEST_P(OneSided, MisalignedAtomicFails) {
+  RcLink link = connect_rc();
+  const uint64_t word = topo().mem.addr + 512;
+  remote_write(link, word, topo().mem.rkey, std::vector<uint8_t>(16, 0));
+  expect_failure(link, faa_wr(0, word + 4, topo().mem.rkey, 1), Status::kRemoteInvalidRequest);
+  expect_failure(link, cas_wr(0, word + 1, topo().mem.rkey, 0, 1), Status::kRemoteInvalidRequest);
+  EXPECT_EQ(remote_read(link, word, topo().mem.rkey, 16), std::vector<uint8_t>(16, 0));
+}
+
+TEST_P(OneSided, ErrorFlushesLaterRequestsUntilReconnect) {
+  RcLink link = connect_rc(16);
+  const RemoteRegion& m = topo().mem;
+  std::memset(local_buf(0), 0x99, 256);
+  // All unsignaled: errors and flushes complete anyway.
+  WorkRequest wrs[4] = {write_wr(0, m.addr, m.rkey ^ 0x80000000u, 64, 10), write_wr(0, m.addr, m.rkey, 64, 11),
+                        write_wr(0, m.addr + 64, m.rkey, 64, 12), read_wr(1024, m.addr, m.rkey, 64, 13)};
+  for (int i = 0; i < 3; ++i) wrs[i].next = &wrs[i + 1];
+  WorkRequest* bad = nullptr;
+  ASSERT_EQ(link.qp->post_send(wrs, &bad), 0);
+  auto wc = poll_for(*link.cq, 4);
+  ASSERT_EQ(wc.size(), 4u);
+  EXPECT_EQ(wc[0].wr_id, 10u);
+  EXPECT_EQ(wc[0].status, Status::kRemoteAccessError);
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_EQ(wc[i].wr_id, 10u + i);
+    EXPECT_EQ(wc[i].status, Status::kFlushed);
+  }
+  // Still in the error state: a later unsignaled request is flushed too.
+  WorkRequest later = write_wr(0, m.addr + 128, m.rkey, 64, 14);
+  ASSERT_EQ(link.qp->post_send(&later, &bad), 0);
+  wc = poll_for(*link.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 14u);
+  EXPECT_EQ(wc[0].status, Status::kFlushed);
+  EXPECT_TRUE(stays_empty(*link.cq));
+  reconnect(link);
+  EXPECT_EQ(remote_read(link, m.addr, m.rkey, 192), std::vector<uint8_t>(192, 0)) << "a flushed WRITE landed";
+  EXPECT_EQ(run(link, write_wr(0, m.addr, m.rkey, 64)), Status::kSuccess);
+  EXPECT_EQ(remote_read(link, m.addr, m.rkey, 64), std::vector<uint8_t>(64, 0x99));
+}
+
+TEST_P(OneSided, LocalKeyViolationFails) {
+  RcLink link = connect_rc();
+  const RemoteRegion& m = topo().mem;
+  remote_write(link, m.addr, m.rkey, std::vector<uint8_t>(64, 0x42));
+  std::memset(local_buf(0), 0xcc, 64);
+  WorkRequest r = read_wr(0, m.addr, m.rkey, 64);
+  r.lkey = lmr().lkey ^ 0x80000000u;
+  expect_failure(link, r, Status::kLocalProtectionError);
+  EXPECT_EQ(std::vector<uint8_t>(local_buf(0), local_buf(64)), std::vector<uint8_t>(64, 0xcc));
+  // A local range running past the end of the local region.
+  std::memset(local_buf(kLocalBytes - 8), 0xcc, 8);
+  expect_failure(link, read_wr(kLocalBytes - 8, m.addr, m.rkey, 16), Status::kLocalProtectionError);
+  EXPECT_EQ(std::vector<uint8_t>(local_buf(kLocalBytes - 8), local_buf(kLocalBytes)), std::vector<uint8_t>(8, 0xcc));
+  WorkRequest w = write_wr(0, m.addr, m.rkey, 64);
+  w.lkey = lmr().lkey + 1;
+  expect_failure(link, w, Status::kLocalProtectionError);
+  EXPECT_EQ(remote_read(link, m.addr, m.rkey, 64), std::vector<uint8_t>(64, 0x42));
+}
+
+TEST_P(OneSided, OnlySignaledRequestsComplete) {
+  RcLink link = connect_rc(32);
+  const RemoteRegion& m = topo().mem;
+  WorkRequest wrs[11];
+  for (int i = 0; i < 11; ++i) {
+    wrs[i] = i < 10 ? write_wr(i * 8, m.addr + i * 8, m.rkey, 8, i) : read_wr(256, m.addr, m.rkey, 80, i);
+    wrs[i].next = i < 10 ? &wrs[i + 1] : nullptr;
+  }
+  wrs[10].flags = kSignaled;
+  WorkRequest* bad = nullptr;
+  ASSERT_EQ(link.qp->post_send(wrs, &bad), 0);
+  auto wc = poll_for(*link.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 10u);
+  EXPECT_EQ(wc[0].status, Status::kSuccess);
+  EXPECT_TRUE(stays_empty(*link.cq)) << "an unsignaled request produced a completion";
+}
+
+TEST_P(OneSided, SendQueueIsFullUntilASignaledCompletionIsPolled) {
+  constexpr uint32_t kDepth = 4;
+  RcLink link = connect_rc(kDepth);
+  const RemoteRegion& m = topo().mem;
+  WorkRequest wrs[kDepth + 1];
+  for (uint32_t i = 0; i <= kDepth; ++i) {
+    wrs[i] = write_wr(0, m.addr, m.rkey, 8, i);
+    wrs[i].next = i < kDepth ? &wrs[i + 1] : nullptr;
+  }
+  wrs[kDepth - 1].flags = kSignaled;  // the last that fits
+  WorkRequest* bad = nullptr;
+  ASSERT_EQ(link.qp->post_send(wrs, &bad), -ENOMEM);
+  EXPECT_EQ(bad, &wrs[kDepth]) << "the first request that did not fit";
+  // Completed but not polled: the slots are still held.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  WorkRequest extra = write_wr(0, m.addr, m.rkey, 8, 99);
+  extra.flags = kSignaled;
+  bad = nullptr;
+  EXPECT_EQ(link.qp->post_send(&extra, &bad), -ENOMEM);
+  EXPECT_EQ(bad, &extra);
+  auto wc = poll_for(*link.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, kDepth - 1);
+  // Polling the signaled completion freed every slot up to it.
+  for (uint32_t i = 0; i < kDepth; ++i) {
+    wrs[i].flags = i + 1 == kDepth ? uint32_t{kSignaled} : 0u;
+    wrs[i].next = i + 1 < kDepth ? &wrs[i + 1] : nullptr;
+  }
+  ASSERT_EQ(link.qp->post_send(wrs, &bad), 0);
+  wc = poll_for(*link.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_TRUE(stays_empty(*link.cq));
+}
+
+TEST_P(OneSided, InlinePayloadIsCopiedAtPostTime) {
+  RcLink link = connect_rc();
+  const RemoteRegion& m = topo().mem;
+  uint8_t payload[48];
+  fill_pattern(payload, sizeof payload, 5);
+  WorkRequest wr;
+  wr.wr_id = 1;
+  wr.opcode = Opcode::kWrite;
+  wr.flags = kSignaled | kInline;
+  wr.local = payload;  // not registered memory: inline ignores the lkey
+  wr.length = sizeof payload;
+  wr.lkey = 0xdeadbeef;
+  wr.remote_addr = m.addr + 2048;
+  wr.rkey = m.rkey;
+  WorkRequest* bad = nullptr;
+  ASSERT_EQ(link.qp->post_send(&wr, &bad), 0);
+  std::memset(payload, 0xff, sizeof payload);  // reused right away
+  auto wc = poll_for(*link.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, Status::kSuccess);
+  auto got = remote_read(link, m.addr + 2048, m.rkey, sizeof payload);
+  EXPECT_TRUE(check_pattern(got.data(), got.size(), 5));
+}
+
+TEST_P(OneSided, InlineLargerThanMaxInlineIsRejected) {
+  RcLink link = connect_rc();
+  std::vector<uint8_t> payload(QpInit{}.max_inline + 1, 1);
+  WorkRequest wr;
+  wr.opcode = Opcode::kWrite;
+  wr.flags = kSignaled | kInline;
+  wr.local = payload.data();
+  wr.length = static_cast<uint32_t>(payload.size());
+  wr.remote_addr = topo().mem.addr;
+  wr.rkey = topo().mem.rkey;
+  WorkRequest* bad = nullptr;
+  EXPECT_EQ(link.qp->post_send(&wr, &bad), -EINVAL);
+  EXPECT_EQ(bad, &wr);
+  EXPECT_TRUE(stays_empty(*link.cq));
+  EXPECT_EQ(run(link, read_wr(0, topo().mem.addr, topo().mem.rkey, 8)), Status::kSuccess) << "QP still works";
+}
+
+TEST_P(OneSided, DoorbellListOfMixedVerbs) {
+  RcLink link = connect_rc();
+  const RemoteRegion& m = topo().mem;
+  uint64_t init[2] = {100, 7};
+  remote_write(link, m.addr + 256, m.rkey, std::vector<uint8_t>((uint8_t*)init, (uint8_t*)init + 16));
+  fill_pattern(local_buf(0), 128, 77);
+  WorkRequest wrs[5] = {write_wr(0, m.addr + 512, m.rkey, 128, 1), faa_wr(128, m.addr + 256, m.rkey, 5, 2),
+                        cas_wr(136, m.addr + 264, m.rkey, 7, 42, 3), read_wr(1024, m.addr + 512, m.rkey, 128, 4),
+                        read_wr(2048, m.addr + 256, m.rkey, 16, 5)};
+  for (int i = 0; i < 5; ++i) {
+    wrs[i].flags = kSignaled;
+    wrs[i].next = i < 4 ? &wrs[i + 1] : nullptr;
+  }
+  WorkRequest* bad = nullptr;
+  ASSERT_EQ(link.qp->post_send(wrs, &bad), 0);
+  auto wc = poll_for(*link.cq, 5);
+  ASSERT_EQ(wc.size(), 5u);
+  const Opcode ops[5] = {Opcode::kWrite, Opcode::kFetchAdd, Opcode::kCompareSwap, Opcode::kRead, Opcode::kRead};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(wc[i].wr_id, uint64_t(i + 1));
+    EXPECT_EQ(wc[i].opcode, ops[i]);
+    EXPECT_EQ(wc[i].status, Status::kSuccess);
+  }
+  uint64_t faa_old, cas_old, after[2];
+  std::memcpy(&faa_old, local_buf(128), 8);
+  std::memcpy(&cas_old, local_buf(136), 8);
+  std::memcpy(after, local_buf(2048), 16);
+  EXPECT_EQ(faa_old, 100u);
+  EXPECT_EQ(cas_old, 7u);
+  EXPECT_TRUE(check_pattern(local_buf(1024), 128, 77));
+  EXPECT_EQ(after[0], 105u);
+  EXPECT_EQ(after[1], 42u);
+}
+
+TEST_P(OneSided, MalformedRequestIsRejectedAfterEarlierOnesArePosted) {
+  RcLink link = connect_rc();
+  const RemoteRegion& m = topo().mem;
+  WorkRequest ok = write_wr(0, m.addr, m.rkey, 8, 1);
+  ok.flags = kSignaled;
+  WorkRequest send = write_wr(0, m.addr, m.rkey, 8, 2);
+  send.opcode = Opcode::kSend;  // not on an RC QP
+  WorkRequest after = write_wr(0, m.addr, m.rkey, 8, 3);
+  after.flags = kSignaled;
+  ok.next = &send;
+  send.next = &after;
+  WorkRequest* bad = nullptr;
+  EXPECT_EQ(link.qp->post_send(&ok, &bad), -EINVAL);
+  EXPECT_EQ(bad, &send);
+  auto wc = poll_for(*link.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 1u);
+  EXPECT_TRUE(stays_empty(*link.cq));
+  WorkRequest short_faa = faa_wr(0, m.addr, m.rkey, 1, 4);
+  short_faa.length = 4;
+  EXPECT_EQ(link.qp->post_send(&short_faa, &bad), -EINVAL);
+  EXPECT_EQ(bad, &short_faa);
+}
+
+TEST_P(OneSided, RegionOfOrdinaryHeapMemory) {
+  RcLink link = connect_rc();
+  const RemoteRegion& h = topo().heap;
+  // shm reaches only alloc_memory() memory from another process; verbs
+  // reaches any registered memory.
+  bool reachable = !(dev().caps().driver == "shm" && topo().spec().separate_process);
+  if (reachable) {
+    EXPECT_EQ(remote_read(link, h.addr, h.rkey, 64), std::vector<uint8_t>(64, 0x3c));
+  } else {
+    EXPECT_EQ(run(link, read_wr(0, h.addr, h.rkey, 64)), Status::kRemoteAccessError);
+  }
+}
+
+TEST_P(OneSided, ConnectRejectsAGarbageAddress) {
+  auto cq = dev().create_cq(4);
+  ASSERT_TRUE(cq.ok());
+  QpInit init;
+  init.send_cq = cq->get();
+  init.max_send_wr = 4;
+  auto qp = dev().create_qp(init);
+  ASSERT_TRUE(qp.ok());
+  QpAddress garbage;
+  std::memset(garbage.bytes, 0xab, sizeof garbage.bytes);
+  auto r = (*qp)->connect(garbage);
+  EXPECT_FALSE(r.ok());
+  // Not connected: posting is refused.
+  WorkRequest wr = read_wr(0, topo().mem.addr, topo().mem.rkey, 8);
+  WorkRequest* bad = nullptr;
+  EXPECT_EQ((*qp)->post_send(&wr, &bad), -EINVAL);
+}
+
+}  // namespace
+}  // namespace rdtx::rdma::test
