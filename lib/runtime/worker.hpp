@@ -153,6 +153,16 @@ class WaitGroup {
   // True if every completion succeeded.
   bool await_resume() const noexcept { return !failed_; }
 
+  // An awaiter by reference, for code that returns a group it owns to the
+  // coroutine that waits (a WaitGroup itself cannot be copied).
+  struct Ref {
+    WaitGroup* wg;
+    bool await_ready() const noexcept { return wg->await_ready(); }
+    void await_suspend(std::coroutine_handle<> h) noexcept { wg->await_suspend(h); }
+    bool await_resume() const noexcept { return wg->await_resume(); }
+  };
+  Ref wait() { return Ref{this}; }
+
  private:
   int remaining_ = 0;
   bool failed_ = false;

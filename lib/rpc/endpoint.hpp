@@ -1,0 +1,200 @@
+// Endpoint: two-sided RPC between workers over a datagram (UD) QP.
+//
+// Each worker owns one Endpoint with a dense id in its cluster. Handlers are
+// registered per endpoint by the components that own them (an id each).
+// A coroutine issues requests through a Batch: requests to several peers are
+// accumulated, requests (and any pending replies or acks) bound for one peer
+// are coalesced into one datagram, all datagrams go out with one doorbell,
+// and the coroutine waits once for every reply (outstanding requests).
+// The endpoint's poll() (a worker poller) receives datagrams, validates them,
+// runs handlers for requests and completes the waiting calls for replies.
+//
+// Semantics:
+// - call: the reply is awaited; a call not answered within `timeout_ns`
+//   fails with kTimeout (UD may drop a datagram, e.g. when the receiver has
+//   no buffer posted: the drop is counted by the driver, never corrupts).
+// - oneway: no reply at all.
+// - passive (passive ACK): the handler's reply is an ack that is not on the
+//   caller's critical path: send() does not wait for it, the server does not
+//   send it on its own but lets it ride on the next datagram to that peer
+//   (piggyback), or sends it after `passive_delay_ns` at the latest. The
+//   caller sees acks only as counters (passive_outstanding(), failures).
+// - deferred reply: a handler may call Request::defer() and answer later with
+//   Endpoint::reply() from any poller of the same worker (e.g. a lock that
+//   must wait); nothing blocks the loop meanwhile.
+// - Every arriving datagram is validated (header, source, lengths, kinds,
+//   handler ids, reply cookies) before use; a malformed one is counted per
+//   reason and dropped with a rate-limited log line.
+//
+// Thread-safety: an Endpoint and its Batches belong to the worker's thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "rdma/rdma.hpp"
+#include "rpc/wire.hpp"
+#include "runtime/worker.hpp"
+
+namespace rdtx::rpc {
+
+inline constexpr unsigned kMaxHandlers = 64;
+using HandlerId = uint8_t;
+
+struct EndpointConfig {
+  uint32_t recv_buffers = 1024;   // posted receive buffers of mtu bytes
+  uint32_t send_buffers = 1024;   // datagram buffers; also the send queue depth
+  uint32_t max_calls = 4096;      // calls and passive requests in flight
+  uint64_t timeout_ns = 100'000'000;
+  uint64_t passive_delay_ns = 20'000;
+  uint32_t signal_every = 16;     // one signaled SEND per this many
+};
+
+// Where a reply lands: owned by the caller, valid until the call completes.
+enum class CallStatus : uint8_t { kPending, kOk, kTimeout, kNoHandler, kTooLarge, kSendFailed };
+const char* to_string(CallStatus s);
+struct Reply {
+  std::byte* buf = nullptr;
+  uint32_t capacity = 0;
+  uint32_t len = 0;
+  CallStatus status = CallStatus::kPending;
+};
+
+// A token for answering a request later.
+struct Deferred {
+  uint32_t src = 0;
+  uint64_t cookie = 0;
+  Kind kind = Kind::kRequest;
+  bool valid() const { return kind != Kind::kOneway; }
+};
+
+class Endpoint;
+
+// What a handler sees. The payload is valid until the handler returns.
+class Request {
+ public:
+  uint32_t src() const { return src_; }
+  HandlerId handler() const { return handler_; }
+  std::span<const std::byte> payload() const { return payload_; }
+  bool wants_reply() const { return kind_ != Kind::kOneway; }
+  // The reply: write up to reply_buffer().size() bytes, then set_reply_len.
+  // A request that wants a reply and sets nothing gets an empty reply.
+  std::span<std::byte> reply_buffer() const { return reply_; }
+  void set_reply_len(uint32_t n) { reply_len_ = n; }
+  // Answer later with Endpoint::reply(token, ...). No reply is sent now.
+  Deferred defer() {
+    deferred_ = true;
+    return {src_, cookie_, kind_};
+  }
+
+ private:
+  friend class Endpoint;
+  uint32_t src_ = 0;
+  HandlerId handler_ = 0;
+  Kind kind_ = Kind::kRequest;
+  uint64_t cookie_ = 0;
+  std::span<const std::byte> payload_;
+  std::span<std::byte> reply_;
+  uint32_t reply_len_ = 0;
+  bool deferred_ = false;
+};
+
+using Handler = std::function<void(Request&)>;
+
+struct EndpointStats {
+  uint64_t calls = 0, oneways = 0, passives = 0;
+  uint64_t requests_handled = 0, replies_received = 0;
+  uint64_t datagrams_sent = 0, datagrams_received = 0, doorbells = 0;
+  uint64_t timeouts = 0, passive_timeouts = 0, passive_failures = 0;
+  uint64_t stale_replies = 0;   // replies to calls that already ended
+  uint64_t send_failures = 0;   // no send buffer, or the driver refused
+  uint64_t malformed[static_cast<unsigned>(Malformed::kCount_)] = {};
+  uint64_t malformed_total() const;
+};
+
+class Batch;
+
+class Endpoint {
+ public:
+  // A UD QP on `dev` with its own CQ, receive and send buffers.
+  static Result<std::unique_ptr<Endpoint>> create(rdma::Device& dev, uint32_t id, uint32_t max_peers,
+                                                  const EndpointConfig& cfg = {});
+  ~Endpoint();
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  uint32_t id() const { return id_; }
+  rdma::QpAddress address() const { return qp_->address(); }
+  // Makes peer `id` (< max_peers) reachable and accepted as a source.
+  Result<void> connect(uint32_t peer, const rdma::QpAddress& addr);
+
+  Result<void> register_handler(HandlerId id, std::string name, Handler h);
+
+  // The poller: receives and dispatches a burst, flushes replies, expires
+  // timed-out calls, sends aged passive acks. Returns the work done.
+  int poll();
+
+  // Answers a deferred request (from any code running on this worker).
+  // Returns false if the reply does not fit a datagram.
+  bool reply(const Deferred& d, std::span<const std::byte> bytes);
+
+  uint32_t max_payload() const { return mtu_ - kDatagramOverhead; }
+  uint32_t passive_outstanding() const { return passive_outstanding_; }
+  uint32_t calls_in_flight() const { return calls_in_flight_; }
+  const EndpointStats& stats() const { return stats_; }
+
+ private:
+  friend class Batch;
+  struct Impl;
+  Endpoint() = default;
+
+  // Appends a message to the datagram being built for `dest`; posts that
+  // datagram first if the message does not fit. False if no buffer is free.
+  bool append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint64_t cookie,
+              std::span<const std::byte> payload, bool urgent);
+  // Posts every open datagram that is urgent (or all, if `all`), one doorbell.
+  void flush(bool all);
+  // Registers a call; returns its cookie, or 0 if the table is full.
+  uint64_t start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* wg);
+
+  std::unique_ptr<Impl> impl_;
+  rdma::Device* device_ = nullptr;  // makes the peers' address handles
+  std::unique_ptr<rdma::QueuePair> qp_;
+  uint32_t id_ = 0;
+  uint32_t mtu_ = 0;
+  uint32_t passive_outstanding_ = 0;
+  uint32_t calls_in_flight_ = 0;
+  EndpointStats stats_;
+};
+
+// A coroutine's set of outstanding requests. Use once: add, then
+// `co_await batch.send()`, which yields true if every call got an OK reply.
+class Batch {
+ public:
+  explicit Batch(Endpoint& ep) : ep_(ep) {}
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+
+  // Each returns false (and the request is not sent) if it cannot be queued:
+  // payload larger than max_payload(), no send buffer, call table full, or
+  // unknown destination. A failed call() has reply->status kSendFailed.
+  bool call(uint32_t dest, HandlerId h, std::span<const std::byte> req, Reply* reply);
+  bool oneway(uint32_t dest, HandlerId h, std::span<const std::byte> req);
+  bool passive(uint32_t dest, HandlerId h, std::span<const std::byte> req);
+
+  // Sends everything with one doorbell; `co_await` the result to wait for
+  // the calls' replies (true if all were OK).
+  runtime::WaitGroup::Ref send();
+
+ private:
+  Endpoint& ep_;
+  runtime::WaitGroup wg_;
+  bool failed_ = false;
+};
+
+}  // namespace rdtx::rpc

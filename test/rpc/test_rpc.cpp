@@ -1,0 +1,529 @@
+// lib/rpc: calls across many endpoints and nodes in one thread, coalescing
+// and doorbells, deferred replies, one-way and passive requests with
+// piggybacked acks, timeouts, buffer exhaustion and malformed datagrams.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "env/tsc.hpp"
+#include "rdma/rdma.hpp"
+#include "rpc/endpoint.hpp"
+#include "runtime/loop.hpp"
+#include "runtime/task.hpp"
+#include "runtime/worker.hpp"
+
+using namespace rdtx;
+using namespace rdtx::rpc;
+using runtime::Task;
+
+namespace {
+
+constexpr HandlerId kEcho = 1;
+constexpr HandlerId kAdd = 2;
+constexpr HandlerId kPark = 3;
+
+std::span<const std::byte> bytes_of(const auto& v) { return std::as_bytes(std::span(&v, 1)); }
+
+// N nodes x W endpoints, every endpoint connected to every other, each on its
+// own runtime::Worker, all driven by one Loop on the test thread.
+struct Cluster {
+  std::vector<std::unique_ptr<rdma::Device>> nodes;
+  std::vector<std::unique_ptr<Endpoint>> eps;
+  std::vector<std::unique_ptr<runtime::Worker>> workers;
+  runtime::Loop loop;
+
+  Cluster(uint32_t n_nodes, uint32_t per_node, EndpointConfig cfg = small_config(),
+          const std::string& devargs = "shm") {
+    static int seq = 0;
+    std::string fabric = "rpc-test-" + std::to_string(getpid()) + "-" + std::to_string(seq++);
+    for (uint32_t n = 0; n < n_nodes; ++n) {
+      auto d = rdma::open_device(devargs, {n, fabric});
+      EXPECT_TRUE(d.ok()) << d.error().message;
+      nodes.push_back(std::move(*d));
+    }
+    uint32_t total = n_nodes * per_node;
+    for (uint32_t i = 0; i < total; ++i) {
+      auto ep = Endpoint::create(*nodes[i / per_node], i, total, cfg);
+      EXPECT_TRUE(ep.ok()) << ep.error().message;
+      eps.push_back(std::move(*ep));
+    }
+    for (auto& a : eps)
+      for (auto& b : eps) EXPECT_TRUE(a->connect(b->id(), b->address()).ok());
+    for (uint32_t i = 0; i < total; ++i) {
+      workers.push_back(std::make_unique<runtime::Worker>("w" + std::to_string(i)));
+      Endpoint* ep = eps[i].get();
+      workers[i]->add_poller([ep] { return ep->poll(); });
+      loop.add_worker(workers[i].get());
+      register_defaults(*ep);
+    }
+  }
+  ~Cluster() {
+    workers.clear();  // coroutines first: they hold Batches on endpoints
+    eps.clear();
+  }
+
+  static EndpointConfig small_config() {
+    EndpointConfig c;
+    c.recv_buffers = 128;
+    c.send_buffers = 128;
+    c.max_calls = 256;
+    c.timeout_ns = 50'000'000;
+    return c;
+  }
+
+  static void register_defaults(Endpoint& ep) {
+    ASSERT_TRUE(ep.register_handler(kEcho, "echo", [](Request& r) {
+                    std::memcpy(r.reply_buffer().data(), r.payload().data(), r.payload().size());
+                    r.set_reply_len(static_cast<uint32_t>(r.payload().size()));
+                  }).ok());
+  }
+
+  // Runs until every worker's tasks are done (bounded by `max_ms`).
+  void run_until_idle(uint64_t max_ms = 5000) {
+    uint64_t end = env::tsc() + env::ns_to_tsc(max_ms * 1'000'000);
+    auto live = [&] {
+      size_t n = 0;
+      for (auto& w : workers) n += w->live_tasks();
+      return n;
+    };
+    while (live() > 0 && env::tsc() < end) loop.run_once();
+    ASSERT_EQ(live(), 0u) << "coroutines did not finish in " << max_ms << " ms";
+  }
+  void run_for_ms(uint64_t ms) {
+    uint64_t end = env::tsc() + env::ns_to_tsc(ms * 1'000'000);
+    while (env::tsc() < end) loop.run_once();
+  }
+};
+
+}  // namespace
+
+TEST(Rpc, CallsToManyPeersAtOnceGetTheirOwnReplies) {
+  Cluster c(3, 2);  // 6 endpoints on 3 nodes, one thread
+  int done = 0;
+  for (uint32_t i = 0; i < c.eps.size(); ++i)
+    for (int co = 0; co < 4; ++co)
+      c.workers[i]->spawn([](Endpoint& ep, uint32_t n, int seed, int& done) -> Task<void> {
+        std::mt19937 rng(seed);
+        for (int round = 0; round < 50; ++round) {
+          Batch b(ep);
+          uint64_t req[5], rep[5];
+          Reply r[5];
+          for (int k = 0; k < 5; ++k) {
+            req[k] = rng();
+            r[k] = {reinterpret_cast<std::byte*>(&rep[k]), sizeof rep[k]};
+            EXPECT_TRUE(b.call(rng() % n, kEcho, bytes_of(req[k]), &r[k]));
+          }
+          bool ok = co_await b.send();
+          EXPECT_TRUE(ok);
+          for (int k = 0; k < 5; ++k) {
+            EXPECT_EQ(r[k].status, CallStatus::kOk);
+            EXPECT_EQ(r[k].len, 8u);
+            EXPECT_EQ(rep[k], req[k]);
+          }
+        }
+        ++done;
+      }(*c.eps[i], static_cast<uint32_t>(c.eps.size()), static_cast<int>(i * 10 + co), done));
+  c.run_until_idle();
+  EXPECT_EQ(done, 24);
+  for (auto& ep : c.eps) {
+    EXPECT_EQ(ep->stats().timeouts, 0u);
+    EXPECT_EQ(ep->stats().malformed_total(), 0u);
+    EXPECT_EQ(ep->calls_in_flight(), 0u);
+  }
+}
+
+TEST(Rpc, RequestsToOnePeerShareADatagramAndABatchOneDoorbell) {
+  Cluster c(3, 1);
+  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
+    Batch b(ep);
+    uint64_t v[12] = {}, out[12] = {};
+    Reply r[12];
+    for (int k = 0; k < 12; ++k) {
+      v[k] = k;
+      r[k] = {reinterpret_cast<std::byte*>(&out[k]), 8};
+      b.call(k < 10 ? 1 : 2, kEcho, bytes_of(v[k]), &r[k]);
+    }
+    uint64_t d0 = ep.stats().doorbells, s0 = ep.stats().datagrams_sent;
+    EXPECT_TRUE(co_await b.send());
+    EXPECT_EQ(ep.stats().doorbells - d0, 1u);
+    EXPECT_EQ(ep.stats().datagrams_sent - s0, 2u) << "10 requests to node 1 and 2 to node 2: two datagrams";
+    for (int k = 0; k < 12; ++k) EXPECT_EQ(out[k], uint64_t(k));
+  }(*c.eps[0]));
+  c.run_until_idle();
+  EXPECT_EQ(c.eps[1]->stats().requests_handled, 10u);
+  EXPECT_EQ(c.eps[1]->stats().datagrams_sent, 1u) << "its ten replies also share one datagram";
+}
+
+TEST(Rpc, LargeBatchesSpillIntoSeveralDatagrams) {
+  Cluster c(2, 1);
+  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
+    Batch b(ep);
+    std::vector<std::byte> big(ep.max_payload() / 3, std::byte{7});
+    std::vector<std::vector<std::byte>> out(7, std::vector<std::byte>(big.size()));
+    std::vector<Reply> r(7);
+    for (int k = 0; k < 7; ++k) {
+      r[k] = {out[k].data(), static_cast<uint32_t>(out[k].size())};
+      EXPECT_TRUE(b.call(1, kEcho, big, &r[k]));
+    }
+    EXPECT_TRUE(co_await b.send());
+    for (auto& o : out) EXPECT_EQ(o, big);
+    EXPECT_GE(ep.stats().datagrams_sent, 3u);
+  }(*c.eps[0]));
+  c.run_until_idle();
+}
+
+TEST(Rpc, DeferredRepliesDoNotBlockTheLoop) {
+  Cluster c(2, 1);
+  std::deque<std::pair<Deferred, uint64_t>> parked;
+  Endpoint& server = *c.eps[1];
+  ASSERT_TRUE(server.register_handler(kPark, "park", [&](Request& r) {
+                uint64_t v;
+                std::memcpy(&v, r.payload().data(), 8);
+                parked.push_back({r.defer(), v * 2});
+              }).ok());
+  // Answers one parked request every 50 passes of the server's worker.
+  int passes = 0;
+  c.workers[1]->add_poller([&] {
+    if (parked.empty() || ++passes % 50 != 0) return 0;
+    auto [d, v] = parked.front();
+    parked.pop_front();
+    EXPECT_TRUE(server.reply(d, bytes_of(v)));
+    return 1;
+  });
+  int echoes = 0;
+  bool parked_done = false;
+  c.workers[0]->spawn([](Endpoint& ep, bool& done) -> Task<void> {
+    Batch b(ep);
+    uint64_t in[3] = {1, 2, 3}, out[3] = {};
+    Reply r[3];
+    for (int k = 0; k < 3; ++k) {
+      r[k] = {reinterpret_cast<std::byte*>(&out[k]), 8};
+      b.call(1, kPark, bytes_of(in[k]), &r[k]);
+    }
+    EXPECT_TRUE(co_await b.send());
+    EXPECT_EQ(out[0], 2u);
+    EXPECT_EQ(out[2], 6u);
+    done = true;
+  }(*c.eps[0], parked_done));
+  // Meanwhile other calls to the same server complete.
+  c.workers[0]->spawn([](Endpoint& ep, int& echoes, bool& parked_done) -> Task<void> {
+    while (!parked_done) {
+      Batch b(ep);
+      uint64_t v = 5, out = 0;
+      Reply r{reinterpret_cast<std::byte*>(&out), 8};
+      b.call(1, kEcho, bytes_of(v), &r);
+      EXPECT_TRUE(co_await b.send());
+      ++echoes;
+    }
+  }(*c.eps[0], echoes, parked_done));
+  c.run_until_idle();
+  EXPECT_TRUE(parked_done);
+  EXPECT_GT(echoes, 10) << "echo calls completed while the parked requests waited";
+}
+
+TEST(Rpc, OnewayRunsTheHandlerAndExpectsNothing) {
+  Cluster c(2, 1);
+  uint64_t sum = 0;
+  ASSERT_TRUE(c.eps[1]->register_handler(kAdd, "add", [&](Request& r) {
+                uint64_t v;
+                std::memcpy(&v, r.payload().data(), 8);
+                sum += v;
+                EXPECT_FALSE(r.wants_reply());
+              }).ok());
+  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
+    Batch b(ep);
+    for (uint64_t v = 1; v <= 10; ++v) EXPECT_TRUE(b.oneway(1, kAdd, bytes_of(v)));
+    EXPECT_TRUE(co_await b.send());  // nothing to wait for
+  }(*c.eps[0]));
+  c.run_until_idle();
+  c.run_for_ms(5);
+  EXPECT_EQ(sum, 55u);
+  EXPECT_EQ(c.eps[1]->stats().datagrams_sent, 0u);
+  EXPECT_EQ(c.eps[0]->calls_in_flight(), 0u);
+}
+
+TEST(Rpc, PassiveAcksRideOnTheNextReply) {
+  EndpointConfig cfg = Cluster::small_config();
+  cfg.passive_delay_ns = 10'000'000'000;  // never alone within this test
+  Cluster c(2, 1, cfg);
+  uint64_t commits = 0;
+  ASSERT_TRUE(c.eps[1]->register_handler(kAdd, "commit", [&](Request&) { ++commits; }).ok());
+  Endpoint& client = *c.eps[0];
+  Endpoint& server = *c.eps[1];
+  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
+    Batch b(ep);
+    uint64_t v = 1;
+    EXPECT_TRUE(b.passive(1, kAdd, bytes_of(v)));
+    EXPECT_TRUE(co_await b.send());  // does not wait for the ack
+  }(client));
+  c.run_until_idle();
+  c.run_for_ms(5);
+  EXPECT_EQ(commits, 1u);
+  EXPECT_EQ(client.passive_outstanding(), 1u) << "the ack is held by the server";
+  EXPECT_EQ(server.stats().datagrams_sent, 0u);
+  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
+    Batch b(ep);
+    uint64_t v = 9, out = 0;
+    Reply r{reinterpret_cast<std::byte*>(&out), 8};
+    b.call(1, kEcho, bytes_of(v), &r);
+    EXPECT_TRUE(co_await b.send());
+    EXPECT_EQ(ep.passive_outstanding(), 0u) << "the ack arrived with the reply";
+  }(client));
+  c.run_until_idle();
+  EXPECT_EQ(server.stats().datagrams_sent, 1u) << "reply and ack shared one datagram";
+}
+
+TEST(Rpc, PassiveAcksAreSentAloneAfterTheDelay) {
+  EndpointConfig cfg = Cluster::small_config();
+  cfg.passive_delay_ns = 2'000'000;
+  Cluster c(2, 1, cfg);
+  ASSERT_TRUE(c.eps[1]->register_handler(kAdd, "commit", [](Request&) {}).ok());
+  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
+    Batch b(ep);
+    uint64_t v = 1;
+    b.passive(1, kAdd, bytes_of(v));
+    co_await b.send();
+  }(*c.eps[0]));
+  c.run_until_idle();
+  c.run_for_ms(1);
+  EXPECT_EQ(c.eps[0]->passive_outstanding(), 1u);
+  c.run_for_ms(10);
+  EXPECT_EQ(c.eps[0]->passive_outstanding(), 0u);
+  EXPECT_EQ(c.eps[0]->stats().passive_failures, 0u);
+}
+
+TEST(Rpc, UnknownHandlerAndSmallReplyBufferFailTheCall) {
+  Cluster c(2, 1);
+  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
+    Batch b(ep);
+    uint64_t v = 1, out = 0;
+    std::byte tiny[4];
+    Reply r1{reinterpret_cast<std::byte*>(&out), 8}, r2{tiny, sizeof tiny};
+    b.call(1, 42, bytes_of(v), &r1);
+    b.call(1, kEcho, bytes_of(v), &r2);
+    EXPECT_FALSE(co_await b.send());
+    EXPECT_EQ(r1.status, CallStatus::kNoHandler);
+    EXPECT_EQ(r2.status, CallStatus::kTooLarge);
+  }(*c.eps[0]));
+  c.run_until_idle();
+}
+
+TEST(Rpc, CallsToASilentPeerTimeOut) {
+  EndpointConfig cfg = Cluster::small_config();
+  cfg.timeout_ns = 5'000'000;
+  Cluster c(2, 1, cfg);
+  c.loop = runtime::Loop();
+  c.loop.add_worker(c.workers[0].get());  // endpoint 1 is never polled
+  uint64_t start = env::tsc();
+  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
+    Batch b(ep);
+    uint64_t v = 1, out = 0;
+    Reply r{reinterpret_cast<std::byte*>(&out), 8};
+    b.call(1, kEcho, bytes_of(v), &r);
+    EXPECT_FALSE(co_await b.send());
+    EXPECT_EQ(r.status, CallStatus::kTimeout);
+  }(*c.eps[0]));
+  c.run_until_idle();
+  EXPECT_GE(env::tsc_to_ns(env::tsc() - start), 5'000'000.0);
+  EXPECT_EQ(c.eps[0]->stats().timeouts, 1u);
+  EXPECT_EQ(c.eps[0]->calls_in_flight(), 0u);
+}
+
+TEST(Rpc, ReceiveBufferExhaustionDropsAndRecovers) {
+  EndpointConfig cfg = Cluster::small_config();
+  cfg.timeout_ns = 5'000'000;
+  Cluster c(2, 1, cfg);
+  EndpointConfig tiny = cfg;
+  tiny.recv_buffers = 4;
+  auto server = Endpoint::create(*c.nodes[1], 1, 2, tiny);  // replaces endpoint 1
+  ASSERT_TRUE(server.ok()) << server.error().message;
+  Cluster::register_defaults(**server);
+  ASSERT_TRUE((*server)->connect(0, c.eps[0]->address()).ok());
+  ASSERT_TRUE(c.eps[0]->connect(1, (*server)->address()).ok());
+  // 40 calls to 40 datagrams: the server, not polling yet, has 4 buffers.
+  int ok_calls = 0, timeouts = 0;
+  for (int i = 0; i < 40; ++i)
+    c.workers[0]->spawn([](Endpoint& ep, int i, int& ok_calls, int& timeouts) -> Task<void> {
+      Batch b(ep);
+      uint64_t v = static_cast<uint64_t>(i), out = ~0ull;
+      Reply r{reinterpret_cast<std::byte*>(&out), 8};
+      b.call(1, kEcho, bytes_of(v), &r);
+      if (co_await b.send()) {
+        EXPECT_EQ(out, v) << "a delivered reply is never corrupted";
+        ++ok_calls;
+      } else {
+        EXPECT_EQ(r.status, CallStatus::kTimeout);
+        ++timeouts;
+      }
+    }(*c.eps[0], i, ok_calls, timeouts));
+  c.workers[0]->poll_once();  // all 40 requests go out before the server polls
+  Endpoint* srv = server->get();
+  c.workers[1] = std::make_unique<runtime::Worker>("server");
+  c.workers[1]->add_poller([srv] { return srv->poll(); });
+  c.loop = runtime::Loop();
+  c.loop.add_worker(c.workers[0].get());
+  c.loop.add_worker(c.workers[1].get());
+  c.run_until_idle();
+  EXPECT_EQ(ok_calls + timeouts, 40);
+  EXPECT_EQ(ok_calls, 4) << "exactly the posted buffers were filled";
+  EXPECT_EQ(timeouts, 36);
+  // Buffers were reposted: new calls succeed.
+  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
+    for (int k = 0; k < 20; ++k) {
+      Batch b(ep);
+      uint64_t v = 77, out = 0;
+      Reply r{reinterpret_cast<std::byte*>(&out), 8};
+      b.call(1, kEcho, bytes_of(v), &r);
+      EXPECT_TRUE(co_await b.send());
+      EXPECT_EQ(out, 77u);
+    }
+  }(*c.eps[0]));
+  c.run_until_idle();
+  c.workers.clear();
+  server->reset();
+}
+
+// Datagrams crafted by hand through a raw UD QP: every malformation is
+// counted under its reason and dropped; the endpoint keeps working.
+TEST(Rpc, MalformedDatagramsAreCountedAndDropped) {
+  Cluster c(2, 1);
+  Endpoint& ep = *c.eps[1];
+  rdma::Device& dev = *c.nodes[0];
+  auto cq = dev.create_cq(64);
+  rdma::QpInit init;
+  init.type = rdma::QpType::kUd;
+  init.send_cq = cq->get();
+  init.recv_cq = cq->get();
+  init.max_send_wr = 32;
+  init.max_recv_wr = 1;
+  auto qp = dev.create_qp(init);
+  ASSERT_TRUE(qp.ok()) << qp.error().message;
+  auto ah = dev.create_ah(ep.address());
+  ASSERT_TRUE(ah.ok());
+  auto send_raw = [&](const std::vector<std::byte>& d) {
+    rdma::WorkRequest wr;
+    std::vector<std::byte> copy = d;
+    wr.opcode = rdma::Opcode::kSend;
+    wr.ah = ah->get();
+    wr.local = copy.data();
+    wr.length = static_cast<uint32_t>(copy.size());
+    wr.flags = rdma::kInline | rdma::kSignaled;
+    rdma::WorkRequest* bad = nullptr;
+    ASSERT_EQ((*qp)->post_send(&wr, &bad), 0);
+    rdma::Completion wc[4];
+    while ((*cq)->poll(wc, 4) == 0) {
+    }
+    for (int i = 0; i < 50; ++i) c.loop.run_once();
+  };
+  auto datagram = [](uint16_t magic, uint32_t src, uint8_t count, std::vector<MsgHeader> msgs, size_t pad = 8) {
+    std::vector<std::byte> d(sizeof(DatagramHeader));
+    DatagramHeader dh{magic, kVersion, count, src};
+    std::memcpy(d.data(), &dh, sizeof dh);
+    for (auto& m : msgs) {
+      size_t at = d.size();
+      d.resize(at + sizeof m + pad);
+      std::memcpy(d.data() + at, &m, sizeof m);
+    }
+    return d;
+  };
+  using M = Malformed;
+  auto count = [&](M m) { return ep.stats().malformed[static_cast<unsigned>(m)]; };
+  MsgHeader good{Kind::kOneway, kEcho, WireStatus::kOk, 0, 8, 0};
+  send_raw(std::vector<std::byte>(5));
+  EXPECT_EQ(count(M::kShort), 1u);
+  send_raw(datagram(0xdead, 0, 1, {good}));
+  EXPECT_EQ(count(M::kMagic), 1u);
+  send_raw(datagram(kMagic, 999, 1, {good}));
+  EXPECT_EQ(count(M::kSource), 1u);
+  send_raw(datagram(kMagic, 0, 0, {good}));
+  send_raw(datagram(kMagic, 0, 3, {good}));
+  EXPECT_EQ(count(M::kCount), 2u);
+  MsgHeader long_len = good;
+  long_len.len = 1000;
+  send_raw(datagram(kMagic, 0, 1, {long_len}));
+  long_len.len = UINT32_MAX;
+  send_raw(datagram(kMagic, 0, 1, {long_len}));
+  EXPECT_EQ(count(M::kLength), 2u);
+  MsgHeader bad_kind = good;
+  bad_kind.kind = static_cast<Kind>(9);
+  send_raw(datagram(kMagic, 0, 1, {bad_kind}));
+  EXPECT_EQ(count(M::kKind), 1u);
+  MsgHeader bad_handler = good;
+  bad_handler.handler = 200;
+  send_raw(datagram(kMagic, 0, 2, {good, bad_handler}));
+  EXPECT_EQ(count(M::kHandler), 1u);
+  EXPECT_EQ(ep.stats().requests_handled, 0u) << "a datagram with one bad message is dropped whole";
+  MsgHeader forged{Kind::kReply, 0, WireStatus::kOk, 0, 8, 0x100000005ull};
+  send_raw(datagram(kMagic, 0, 1, {forged}));
+  EXPECT_EQ(ep.stats().stale_replies, 1u);
+  EXPECT_EQ(ep.stats().malformed_total(), 9u);
+
+  // Still serving.
+  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
+    Batch b(ep);
+    uint64_t v = 3, out = 0;
+    Reply r{reinterpret_cast<std::byte*>(&out), 8};
+    b.call(1, kEcho, bytes_of(v), &r);
+    EXPECT_TRUE(co_await b.send());
+    EXPECT_EQ(out, 3u);
+  }(*c.eps[0]));
+  c.run_until_idle();
+}
+
+TEST(Rpc, ForgedReplyFromTheWrongPeerIsIgnored) {
+  Cluster c(3, 1);
+  // Endpoint 2 answers a call that endpoint 0 made to endpoint 1 by
+  // replaying its cookie: the reply must be rejected as stale.
+  uint64_t cookie = 0;
+  ASSERT_TRUE(c.eps[1]->register_handler(kPark, "park", [&](Request& r) { cookie = r.defer().cookie; }).ok());
+  bool done = false;
+  c.workers[0]->spawn([](Endpoint& ep, bool& done) -> Task<void> {
+    Batch b(ep);
+    uint64_t v = 1, out = 0;
+    Reply r{reinterpret_cast<std::byte*>(&out), 8};
+    b.call(1, kPark, bytes_of(v), &r);
+    co_await b.send();
+    done = true;
+  }(*c.eps[0], done));
+  for (int i = 0; i < 20; ++i) c.loop.run_once();
+  ASSERT_NE(cookie, 0u);
+  uint64_t v = 666;
+  EXPECT_TRUE(c.eps[2]->reply(Deferred{0, cookie, Kind::kRequest}, bytes_of(v)));
+  for (int i = 0; i < 20; ++i) c.loop.run_once();
+  EXPECT_FALSE(done);
+  EXPECT_EQ(c.eps[0]->stats().stale_replies, 1u);
+  EXPECT_TRUE(c.eps[1]->reply(Deferred{0, cookie, Kind::kRequest}, bytes_of(v)));
+  c.run_until_idle();
+  EXPECT_TRUE(done);
+}
+
+TEST(Rpc, SetupErrorsNameTheProblem) {
+  Cluster c(1, 1);
+  auto dup = c.eps[0]->register_handler(kEcho, "again", [](Request&) {});
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.error().message.find("already taken by 'echo'"), std::string::npos);
+  EXPECT_FALSE(c.eps[0]->register_handler(64, "x", [](Request&) {}).ok());
+  auto far = c.eps[0]->connect(5, c.eps[0]->address());
+  ASSERT_FALSE(far.ok());
+  EXPECT_NE(far.error().message.find("peer id 5"), std::string::npos);
+  auto bad = Endpoint::create(*c.nodes[0], 3, 2);
+  ASSERT_FALSE(bad.ok());
+  // Payload larger than a datagram can carry is refused at add time.
+  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
+    Batch b(ep);
+    std::vector<std::byte> huge(ep.max_payload() + 1);
+    Reply r;
+    EXPECT_FALSE(b.call(0, kEcho, huge, &r));
+    EXPECT_EQ(r.status, CallStatus::kSendFailed);
+    EXPECT_FALSE(b.call(7, kEcho, {}, &r)) << "unknown destination";
+    EXPECT_TRUE(co_await b.send());
+    EXPECT_EQ(ep.calls_in_flight(), 0u);
+  }(*c.eps[0]));
+  c.run_until_idle();
+}
