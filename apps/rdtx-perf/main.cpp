@@ -32,9 +32,10 @@ combination of the list options below is one measured point.
 Options (LIST = comma-separated values):
   --device DEVARGS     driver and its key=value arguments (default: shm),
                        e.g. shm,latency_ns=2000,bw_gbps=100
-  --verb LIST          read, write, cas, faa, echo, or all (default: read).
-                       echo is an RPC-style SEND + reply SEND over UD QPs and
-                       counts round trips
+  --verb LIST          read, write, cas, faa, echo, rpc, or all (default:
+                       read). echo is an RPC-style SEND + reply SEND on raw UD
+                       QPs; rpc is a call to a trivial handler through lib/rpc;
+                       both count round trips
   --size LIST          payload bytes, 8..4096 (default: 64); atomics are 8
   --batch LIST         work requests per doorbell, 1..256 (default: 1); only
                        the last of a batch is signaled
@@ -140,13 +141,15 @@ Params parse_args(std::vector<std::string> args, bool& list_drivers) {
       case kVerb: {
         p.verbs.clear();
         for (const auto& s : split(v)) {
-          if (s == "all") p.verbs.insert(p.verbs.end(), {Verb::kRead, Verb::kWrite, Verb::kCas, Verb::kFaa, Verb::kEcho});
+          if (s == "all")
+            p.verbs.insert(p.verbs.end(), {Verb::kRead, Verb::kWrite, Verb::kCas, Verb::kFaa, Verb::kEcho, Verb::kRpc});
           else if (s == "read") p.verbs.push_back(Verb::kRead);
           else if (s == "write") p.verbs.push_back(Verb::kWrite);
           else if (s == "cas") p.verbs.push_back(Verb::kCas);
           else if (s == "faa") p.verbs.push_back(Verb::kFaa);
           else if (s == "echo" || s == "send") p.verbs.push_back(Verb::kEcho);
-          else usage_error("--verb: '" + s + "' is not one of read, write, cas, faa, echo, all");
+          else if (s == "rpc") p.verbs.push_back(Verb::kRpc);
+          else usage_error("--verb: '" + s + "' is not one of read, write, cas, faa, echo, rpc, all");
         }
         break;
       }

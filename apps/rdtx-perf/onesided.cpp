@@ -50,7 +50,8 @@ rdma::Opcode opcode_of(Verb v) {
     case Verb::kWrite: return rdma::Opcode::kWrite;
     case Verb::kCas: return rdma::Opcode::kCompareSwap;
     case Verb::kFaa: return rdma::Opcode::kFetchAdd;
-    case Verb::kEcho: break;
+    case Verb::kEcho:
+    case Verb::kRpc: break;
   }
   return rdma::Opcode::kSend;
 }

@@ -17,6 +17,7 @@ const char* to_string(Verb v) {
     case Verb::kCas: return "cas";
     case Verb::kFaa: return "faa";
     case Verb::kEcho: return "echo";
+    case Verb::kRpc: return "rpc";
   }
   return "?";
 }
@@ -49,8 +50,9 @@ Result<Point> run_point(Cluster& c, const Params& p, Verb verb, uint32_t size, u
   uint64_t now = env::tsc();
   Window w{now + env::ns_to_tsc(static_cast<uint64_t>(p.warmup_s * 1e9)),
            now + env::ns_to_tsc(static_cast<uint64_t>((p.warmup_s + p.duration_s) * 1e9))};
-  auto b = verb == Verb::kEcho ? build_echo(c, p, size, batch, outstanding, w)
-                               : build_onesided(c, p, verb, size, batch, outstanding, w);
+  auto b = verb == Verb::kEcho  ? build_echo(c, p, size, batch, outstanding, w)
+           : verb == Verb::kRpc ? build_rpc(c, p, size, batch, outstanding, w)
+                                : build_onesided(c, p, verb, size, batch, outstanding, w);
   if (!b.ok()) return b.error();
   Bench& bench = *b;
 

@@ -17,7 +17,7 @@
 
 namespace rdtx::perf {
 
-enum class Verb { kRead, kWrite, kCas, kFaa, kEcho };
+enum class Verb { kRead, kWrite, kCas, kFaa, kEcho, kRpc };
 const char* to_string(Verb v);
 
 struct Params {
@@ -90,6 +90,9 @@ Result<Bench> build_onesided(Cluster& c, const Params& p, Verb verb, uint32_t si
                              uint32_t outstanding, const Window& w);
 Result<Bench> build_echo(Cluster& c, const Params& p, uint32_t size, uint32_t batch, uint32_t outstanding,
                          const Window& w);
+
+Result<Bench> build_rpc(Cluster& c, const Params& p, uint32_t size, uint32_t batch, uint32_t outstanding,
+                        const Window& w);
 
 Result<Point> run_point(Cluster& c, const Params& p, Verb verb, uint32_t size, uint32_t batch,
                         uint32_t outstanding);
