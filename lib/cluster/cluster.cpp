@@ -1,0 +1,120 @@
+#include "cluster/cluster.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "env/eal.hpp"
+#include "env/tsc.hpp"
+
+namespace rdtx::cluster {
+
+Result<std::unique_ptr<Cluster>> Cluster::create_embedded(const ClusterConfig& cfg) {
+  if (cfg.nodes == 0 || cfg.workers_per_node == 0)
+    return make_error(EINVAL, "cluster: nodes (%u) and workers_per_node (%u) must be at least 1", cfg.nodes,
+                      cfg.workers_per_node);
+  std::unique_ptr<Cluster> c(new Cluster());
+  c->cfg_ = cfg;
+  // A fabric name unique to this process and cluster, so that several
+  // clusters (tests) never collide.
+  static std::atomic<unsigned> seq{0};
+  std::string fabric = cfg.fabric.empty()
+                           ? "rdtx-" + std::to_string(getpid()) + "-" + std::to_string(seq.fetch_add(1))
+                           : cfg.fabric;
+  for (uint32_t n = 0; n < cfg.nodes; ++n) {
+    auto dev = rdma::open_device(cfg.devargs, {n, fabric});
+    if (!dev.ok()) return dev.error();
+    c->nodes_.push_back(Node{n, std::move(*dev)});
+  }
+  const uint32_t total = cfg.nodes * cfg.workers_per_node;
+  for (uint32_t id = 0; id < total; ++id) {
+    auto w = std::make_unique<WorkerContext>();
+    w->node = id / cfg.workers_per_node;
+    w->index = id % cfg.workers_per_node;
+    w->id = id;
+    rdma::Device& dev = *c->nodes_[w->node].device;
+    w->worker = std::make_unique<runtime::Worker>("n" + std::to_string(w->node) + ".w" + std::to_string(w->index));
+    auto cq = dev.create_cq(cfg.max_outstanding * cfg.nodes + 16);
+    if (!cq.ok()) return cq.error();
+    w->cq = std::move(*cq);
+    for (uint32_t n = 0; n < cfg.nodes; ++n) {
+      rdma::QpInit init;
+      init.type = rdma::QpType::kRc;
+      init.send_cq = w->cq.get();
+      init.max_send_wr = cfg.max_outstanding;
+      auto qp = dev.create_qp(init);
+      if (!qp.ok()) return qp.error();
+      w->qps.push_back(std::move(*qp));
+    }
+    auto ep = rpc::Endpoint::create(dev, id, total, cfg.rpc);
+    if (!ep.ok()) return ep.error();
+    w->rpc = std::move(*ep);
+    auto mem = dev.alloc_memory(cfg.scratch_bytes);
+    if (!mem.ok()) return mem.error();
+    w->scratch = std::move(*mem);
+    auto mr = dev.reg_mr(w->scratch->data(), w->scratch->size(), rdma::kAccessAll);
+    if (!mr.ok()) return mr.error();
+    w->scratch_mr = *mr;
+    w->cq_poller = std::make_unique<runtime::CqPoller>(w->cq.get());
+    runtime::CqPoller* poller = w->cq_poller.get();
+    rpc::Endpoint* endpoint = w->rpc.get();
+    w->worker->add_poller([poller] { return (*poller)(); });
+    w->worker->add_poller([endpoint] { return endpoint->poll(); });
+    c->workers_.push_back(std::move(w));
+  }
+  // Pair worker i of node a with worker i of node b (a == b: loopback).
+  for (auto& w : c->workers_) {
+    for (uint32_t n = 0; n < cfg.nodes; ++n) {
+      WorkerContext& peer = c->worker(n, w->index);
+      RDTX_TRY(w->qps[n]->connect(peer.qps[w->node]->address()));
+    }
+    for (auto& p : c->workers_) RDTX_TRY(w->rpc->connect(p->id, p->rpc->address()));
+  }
+  return c;
+}
+
+Cluster::~Cluster() {
+  // Coroutines go first (they hold references into everything else), then
+  // endpoints and QPs, then CQs and memory (members of WorkerContext are
+  // destroyed in reverse declaration order after that).
+  for (auto& w : workers_) w->worker.reset();
+  for (auto& w : workers_) {
+    if (w->scratch) (void)nodes_[w->node].device->dereg_mr(w->scratch_mr);
+    w->rpc.reset();
+    w->qps.clear();
+  }
+  workers_.clear();
+}
+
+int Cluster::poll_all() {
+  int work = 0;
+  for (auto& w : workers_) work += w->worker->poll_once();
+  return work;
+}
+
+Result<Cluster::RunStats> Cluster::run(uint64_t deadline_tsc, runtime::IdlePolicy idle, bool stop_when_idle) {
+  std::vector<unsigned> lcores{env::eal_initialized() ? env::main_lcore() : 0};
+  if (env::eal_initialized())
+    for (unsigned l : env::worker_lcores()) lcores.push_back(l);
+  size_t nloops = std::min(lcores.size(), workers_.size());
+  runtime::LoopOptions lo;
+  lo.idle = runtime::resolve_idle_policy(idle, static_cast<unsigned>(nloops),
+                                         env::eal_initialized() ? env::lcore_cpu_count() : 1);
+  std::vector<runtime::Loop> loops(nloops, runtime::Loop(lo));
+  for (size_t i = 0; i < workers_.size(); ++i) loops[i % nloops].add_worker(workers_[i]->worker.get());
+  RunStats rs;
+  std::vector<runtime::StopReason> reasons(nloops);
+  for (size_t i = 1; i < nloops; ++i)
+    RDTX_TRY(env::launch(lcores[i], [&loops, &reasons, i, deadline_tsc, stop_when_idle] {
+      reasons[i] = loops[i].run(deadline_tsc, stop_when_idle);
+      return 0;
+    }));
+  reasons[0] = loops[0].run(deadline_tsc, stop_when_idle);
+  if (nloops > 1) env::wait_all();
+  rs.reason = reasons[0];
+  for (auto& l : loops) rs.loops.push_back(l.stats());
+  return rs;
+}
+
+}  // namespace rdtx::cluster

@@ -1,0 +1,96 @@
+// Cluster: the nodes and workers of a run and the connections between them.
+//
+// A node is one rdma::Device (one partition of the database lives in its
+// registered memory). A worker is one (node, thread) pair: its own
+// runtime::Worker, one completion queue, one RC queue pair to every node
+// (its own included, through loopback, so that local accesses take the same
+// path as remote ones), an rpc::Endpoint, and a registered scratch buffer for
+// one-sided READ destinations. Worker i of node a is paired with worker i of
+// node b: their RC QPs connect to each other, as RCC and DrTM+H pair threads.
+//
+// This is the embedded (in-process) cluster, `cluster.mode = "inproc"`:
+// every node lives in this process, on one fabric. Running places workers on
+// the EAL lcores round-robin; several workers share an lcore when there are
+// more workers than lcores, so a many-node cluster runs on 1-2 cores.
+//
+// Thread-safety: built and torn down on one thread; while run() runs, each
+// worker is used only by the lcore that runs it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "rdma/rdma.hpp"
+#include "rpc/endpoint.hpp"
+#include "runtime/cq_poller.hpp"
+#include "runtime/loop.hpp"
+#include "runtime/worker.hpp"
+
+namespace rdtx::cluster {
+
+struct ClusterConfig {
+  uint32_t nodes = 2;
+  uint32_t workers_per_node = 1;
+  std::string devargs = "shm";
+  std::string fabric;              // "" = a fabric private to this process
+  uint32_t max_outstanding = 256;  // one-sided requests in flight per worker and QP
+  size_t scratch_bytes = 1 << 20;  // per worker, registered
+  rpc::EndpointConfig rpc;
+};
+
+struct Node {
+  uint32_t id = 0;
+  std::unique_ptr<rdma::Device> device;
+};
+
+struct WorkerContext {
+  uint32_t node = 0;    // the node this worker belongs to
+  uint32_t index = 0;   // its index among that node's workers
+  uint32_t id = 0;      // dense id in the cluster: node * workers_per_node + index
+  std::unique_ptr<runtime::Worker> worker;
+  std::unique_ptr<rdma::CompletionQueue> cq;
+  std::vector<std::unique_ptr<rdma::QueuePair>> qps;  // [node]: RC QP to that node
+  std::unique_ptr<runtime::CqPoller> cq_poller;
+  std::unique_ptr<rpc::Endpoint> rpc;
+  std::unique_ptr<rdma::DeviceMemory> scratch;
+  rdma::MemoryRegion scratch_mr;
+
+  rdma::QueuePair* qp_to(uint32_t n) const { return qps[n].get(); }
+};
+
+class Cluster {
+ public:
+  static Result<std::unique_ptr<Cluster>> create_embedded(const ClusterConfig& cfg);
+  ~Cluster();
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+
+  const ClusterConfig& config() const { return cfg_; }
+  uint32_t nodes() const { return static_cast<uint32_t>(nodes_.size()); }
+  uint32_t workers() const { return static_cast<uint32_t>(workers_.size()); }
+  Node& node(uint32_t n) { return nodes_[n]; }
+  WorkerContext& worker(uint32_t id) { return *workers_[id]; }
+  WorkerContext& worker(uint32_t node, uint32_t index) { return *workers_[node * cfg_.workers_per_node + index]; }
+
+  struct RunStats {
+    runtime::StopReason reason = runtime::StopReason::kDeadline;
+    std::vector<runtime::LoopStats> loops;
+  };
+  // Runs every worker until deadline_tsc (0: until all their tasks finish),
+  // a shutdown request, or all tasks finished when stop_when_idle. Workers
+  // are dealt round-robin over the EAL lcores (main first).
+  Result<RunStats> run(uint64_t deadline_tsc, runtime::IdlePolicy idle, bool stop_when_idle = false);
+  // One pass of every worker on the calling thread: for deterministic tests.
+  int poll_all();
+
+ private:
+  Cluster() = default;
+  ClusterConfig cfg_;
+  std::vector<Node> nodes_;
+  std::vector<std::unique_ptr<WorkerContext>> workers_;
+};
+
+}  // namespace rdtx::cluster

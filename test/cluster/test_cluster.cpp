@@ -1,0 +1,117 @@
+// lib/cluster: every worker reaches every node by one-sided verbs (its own
+// node through loopback) and every other worker by RPC.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "cluster/cluster.hpp"
+#include "env/tsc.hpp"
+#include "runtime/cq_poller.hpp"
+#include "runtime/task.hpp"
+
+using namespace rdtx;
+using runtime::Task;
+
+namespace {
+
+struct Counters {
+  std::unique_ptr<rdma::DeviceMemory> mem;
+  rdma::MemoryRegion mr;
+};
+
+Task<void> bump_everywhere(cluster::WorkerContext& w, std::vector<Counters>& counters, int rounds, int& done) {
+  auto* buf = static_cast<uint64_t*>(w.scratch->data());
+  for (int r = 0; r < rounds; ++r) {
+    for (uint32_t n = 0; n < counters.size(); ++n) {
+      rdma::WorkRequest faa;
+      faa.opcode = rdma::Opcode::kFetchAdd;
+      faa.local = buf;
+      faa.length = 8;
+      faa.lkey = w.scratch_mr.lkey;
+      faa.remote_addr = counters[n].mr.remote_addr(0);
+      faa.rkey = counters[n].mr.rkey;
+      faa.compare_add = 1;
+      bool ok = co_await runtime::post_and_wait(w.qp_to(n), &faa, &faa);
+      EXPECT_TRUE(ok);
+    }
+  }
+  ++done;
+}
+
+}  // namespace
+
+TEST(Cluster, EveryWorkerReachesEveryNodeOneSided) {
+  cluster::ClusterConfig cfg;
+  cfg.nodes = 3;
+  cfg.workers_per_node = 2;
+  cfg.rpc.recv_buffers = 64;
+  cfg.rpc.send_buffers = 64;
+  auto c = cluster::Cluster::create_embedded(cfg);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  std::vector<Counters> counters(3);
+  for (uint32_t n = 0; n < 3; ++n) {
+    auto mem = (*c)->node(n).device->alloc_memory(4096);
+    ASSERT_TRUE(mem.ok());
+    counters[n].mem = std::move(*mem);
+    std::memset(counters[n].mem->data(), 0, 4096);
+    auto mr = (*c)->node(n).device->reg_mr(counters[n].mem->data(), 4096, rdma::kAccessAll);
+    ASSERT_TRUE(mr.ok());
+    counters[n].mr = *mr;
+  }
+  int done = 0;
+  for (uint32_t id = 0; id < (*c)->workers(); ++id)
+    (*c)->worker(id).worker->spawn(bump_everywhere((*c)->worker(id), counters, 100, done));
+  auto rs = (*c)->run(0, runtime::IdlePolicy::kSpin, /*stop_when_idle=*/true);
+  ASSERT_TRUE(rs.ok()) << rs.error().message;
+  EXPECT_EQ(rs->reason, runtime::StopReason::kIdle);
+  EXPECT_EQ(done, 6);
+  for (uint32_t n = 0; n < 3; ++n)
+    EXPECT_EQ(*static_cast<uint64_t*>(counters[n].mem->data()), 600u) << "node " << n;
+  for (uint32_t n = 0; n < 3; ++n) ASSERT_TRUE((*c)->node(n).device->dereg_mr(counters[n].mr).ok());
+}
+
+TEST(Cluster, EveryWorkerCallsEveryWorker) {
+  cluster::ClusterConfig cfg;
+  cfg.nodes = 2;
+  cfg.workers_per_node = 3;
+  cfg.rpc.recv_buffers = 64;
+  cfg.rpc.send_buffers = 64;
+  auto c = cluster::Cluster::create_embedded(cfg);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  auto& cl = **c;
+  for (uint32_t id = 0; id < cl.workers(); ++id)
+    ASSERT_TRUE(cl.worker(id).rpc->register_handler(1, "whoami", [id](rpc::Request& r) {
+                   std::memcpy(r.reply_buffer().data(), &id, 4);
+                   r.set_reply_len(4);
+                 }).ok());
+  int checked = 0;
+  for (uint32_t id = 0; id < cl.workers(); ++id)
+    cl.worker(id).worker->spawn([](cluster::Cluster& cl, uint32_t self, int& checked) -> Task<void> {
+      rpc::Batch b(*cl.worker(self).rpc);
+      std::vector<uint32_t> who(cl.workers(), ~0u);
+      std::vector<rpc::Reply> r(cl.workers());
+      for (uint32_t p = 0; p < cl.workers(); ++p) {
+        r[p] = {reinterpret_cast<std::byte*>(&who[p]), 4};
+        b.call(p, 1, {}, &r[p]);
+      }
+      EXPECT_TRUE(co_await b.send());
+      for (uint32_t p = 0; p < cl.workers(); ++p) EXPECT_EQ(who[p], p);
+      ++checked;
+    }(cl, id, checked));
+  for (int i = 0; i < 100000 && checked < 6; ++i) cl.poll_all();
+  EXPECT_EQ(checked, 6);
+}
+
+TEST(Cluster, BadShapeIsAnError) {
+  cluster::ClusterConfig cfg;
+  cfg.nodes = 0;
+  auto c = cluster::Cluster::create_embedded(cfg);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("nodes (0)"), std::string::npos);
+  cfg.nodes = 1;
+  cfg.devargs = "shm,bogus=1";
+  c = cluster::Cluster::create_embedded(cfg);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("bogus"), std::string::npos);
+}
