@@ -1,0 +1,86 @@
+#include "store/location_cache.hpp"
+
+#include <algorithm>
+#include <bit>
+
+#include "store/hash_index.hpp"
+
+namespace rdtx::store {
+
+LocationCache::LocationCache(size_t capacity)
+    : sets_(std::bit_floor(std::max<size_t>(capacity / kWays, 1))),
+      data_(std::make_unique<Set[]>(sets_)),
+      victim_(std::make_unique<uint8_t[]>(sets_)) {}
+
+LocationCache::Set& LocationCache::set_of(uint32_t table, uint64_t key) const {
+  // The table id is folded in before mixing so that equal keys of different
+  // tables land in different sets.
+  return data_[index_hash(key + uint64_t{table} * 0x9e3779b97f4a7c15ull) & (sets_ - 1)];
+}
+
+LocationCache::Entry* LocationCache::lookup(uint32_t table, uint64_t key) const {
+  Set& s = set_of(table, key);
+  for (Entry& e : s.way)
+    if (e.state != 0 && e.key == key && e.table == table) return &e;
+  return nullptr;
+}
+
+bool LocationCache::find(uint32_t table, uint64_t key, CachedLocation* out) {
+  const Entry* e = lookup(table, key);
+  if (e == nullptr) {
+    ++stats_.misses;
+    return false;
+  }
+  ++stats_.hits;
+  *out = CachedLocation{e->node, e->remote_addr, e->state};
+  return true;
+}
+
+void LocationCache::insert(uint32_t table, uint64_t key, const CachedLocation& loc) {
+  if (!is_live(loc.state)) return;
+  Entry* e = lookup(table, key);
+  if (e == nullptr) {
+    size_t si = static_cast<size_t>(&set_of(table, key) - data_.get());
+    Set& s = data_[si];
+    for (Entry& w : s.way)
+      if (w.state == 0) {
+        e = &w;
+        break;
+      }
+    if (e == nullptr) {
+      e = &s.way[victim_[si]];
+      victim_[si] = static_cast<uint8_t>((victim_[si] + 1) % kWays);
+      ++stats_.evictions;
+    }
+    ++stats_.inserts;
+  }
+  *e = Entry{key, loc.remote_addr, loc.state, table, loc.node};
+}
+
+bool LocationCache::insert(const TableDescriptor& t, uint64_t key, uint64_t tuple_index, uint64_t state) {
+  if (tuple_index >= t.capacity || !is_live(state)) return false;
+  insert(t.table_id, key, CachedLocation{t.node_id, t.tuple_addr(static_cast<uint32_t>(tuple_index)), state});
+  return true;
+}
+
+bool LocationCache::drop(uint32_t table, uint64_t key) {
+  Entry* e = lookup(table, key);
+  if (e == nullptr) return false;
+  e->state = 0;
+  return true;
+}
+
+void LocationCache::invalidate_stale(uint32_t table, uint64_t key) {
+  if (drop(table, key)) ++stats_.stale;
+}
+
+void LocationCache::invalidate(uint32_t table, uint64_t key) { drop(table, key); }
+
+size_t LocationCache::size() const {
+  size_t n = 0;
+  for (size_t i = 0; i < sets_; ++i)
+    for (const Entry& e : data_[i].way) n += e.state != 0;
+  return n;
+}
+
+}  // namespace rdtx::store

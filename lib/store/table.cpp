@@ -1,0 +1,212 @@
+#include "store/table.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "store/store_log.hpp"
+
+namespace rdtx::store {
+
+namespace {
+
+constexpr uint64_t kAlign = 64;
+
+uint64_t* words(std::byte* p) { return reinterpret_cast<uint64_t*>(p); }
+uint64_t* words_mut(const uint64_t* w) { return const_cast<uint64_t*>(w); }
+
+}  // namespace
+
+Result<std::unique_ptr<Table>> Table::create(rdma::Device& dev, uint32_t node_id, const TableSpec& spec) {
+  auto fail = [&](const char* what) {
+    return make_error(EINVAL, "table '%s' (id %u): %s", spec.name.c_str(), spec.id, what);
+  };
+  if (spec.meta_bytes % 8 != 0) return fail("meta_bytes must be a multiple of 8");
+  if (spec.capacity == 0 || spec.capacity >= UINT32_MAX) return fail("capacity must be in [1, 2^32-1)");
+  if (uint64_t{spec.meta_bytes} + sizeof(TupleHeader) + uint64_t{spec.record_bytes} + 7 > kMaxTupleBytes)
+    return fail("tuple larger than 1 MiB");
+  TupleLayout layout{spec.meta_bytes, spec.record_bytes};
+
+  IndexGeometry g;
+  g.capacity = spec.capacity;
+  g.buckets = spec.buckets != 0 ? spec.buckets : (uint64_t{spec.capacity} + 3) / 4;
+  g.overflow = spec.overflow_buckets.value_or(g.buckets / 8 + 16);
+  // Bucket counts are bounded by what could ever be addressed, so the sizes
+  // below cannot wrap.
+  if (g.buckets > (1ull << 40) || g.overflow > (1ull << 40)) return fail("bucket count above 2^40");
+  uint64_t index_bytes = (g.buckets + g.overflow) * kBucketBytes;
+  uint64_t heap_bytes = uint64_t{spec.capacity} * layout.tuple_bytes();
+  uint64_t region_bytes = index_bytes + heap_bytes;
+  if (region_bytes > dev.caps().max_mr_size) return fail("region larger than the device's max_mr_size");
+
+  // alloc_memory() is page-aligned on every driver we know; over-allocate
+  // by one alignment unit rather than rely on it.
+  auto mem = dev.alloc_memory(region_bytes + kAlign);
+  if (!mem.ok())
+    return make_error(mem.error().code, "table '%s' (id %u): %s", spec.name.c_str(), spec.id,
+                      mem.error().message.c_str());
+  auto raw = reinterpret_cast<uintptr_t>((*mem)->data());
+  auto* base = reinterpret_cast<std::byte*>((raw + kAlign - 1) & ~(kAlign - 1));
+  std::memset(base, 0, region_bytes);
+  auto mr = dev.reg_mr(base, region_bytes, rdma::kAccessAll);
+  if (!mr.ok())
+    return make_error(mr.error().code, "table '%s' (id %u): %s", spec.name.c_str(), spec.id,
+                      mr.error().message.c_str());
+  return std::make_unique<Table>(Key{}, dev, node_id, spec, g, std::move(*mem), base, *mr);
+}
+
+Table::Table(Key, rdma::Device& dev, uint32_t node_id, const TableSpec& spec, const IndexGeometry& g,
+             std::unique_ptr<rdma::DeviceMemory> mem, std::byte* base, const rdma::MemoryRegion& mr)
+    : dev_(dev),
+      id_(spec.id),
+      name_(spec.name),
+      node_id_(node_id),
+      layout_{spec.meta_bytes, spec.record_bytes},
+      tuple_bytes_(layout_.tuple_bytes()),
+      partitioner_(spec.partitioner),
+      mem_(std::move(mem)),
+      mr_(mr),
+      heap_(base + (g.buckets + g.overflow) * kBucketBytes),
+      index_(base, g),
+      alloc_(spec.capacity) {}
+
+Table::~Table() {
+  auto r = dev_.dereg_mr(mr_);
+  if (!r.ok()) RDTX_LOG(store_log(), Warning, "table '%s': %s", name_.c_str(), r.error().message.c_str());
+}
+
+int Table::lookup(uint64_t key, TupleRef* ref) const {
+  for (int attempt = 0; attempt < kLookupAttempts; ++attempt) {
+    uint64_t v = 0;
+    int rc = index_.find(key, &v);
+    if (rc != 0) return rc;
+    uint32_t i = slot_tuple(v);  // < capacity: checked by find()
+    std::byte* t = tuple(i);
+    // acquire: pairs with insert()'s release of the live state, so the key
+    // written before it is visible.
+    uint64_t state = load_word(state_word(t), std::memory_order_acquire);
+    if (is_live(state) && state_low(state) == slot_state(v) &&
+        load_word(key_word(t), std::memory_order_relaxed) == key) {
+      *ref = TupleRef{t, i, state};
+      return 0;
+    }
+    // The key was erased (and maybe reinserted) since find() read its slot.
+  }
+  return -EAGAIN;
+}
+
+bool Table::copy_tuple(const TupleRef& ref, std::byte* out) const {
+  const auto* src = reinterpret_cast<const uint64_t*>(ref.tuple);
+  for (uint32_t i = 0; i < tuple_bytes_ / 8; ++i) {
+    uint64_t w = load_word(src + i, std::memory_order_relaxed);
+    std::memcpy(out + 8 * i, &w, 8);
+  }
+  // Seqlock read side: the fence orders the copy before the re-check, and
+  // pairs with the release fence insert() issues before rewriting a reused
+  // tuple: if the copy saw any word of a later incarnation, the state
+  // loaded below is that incarnation's (or later), not ref.state.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return load_word(state_word(ref.tuple), std::memory_order_relaxed) == ref.state;
+}
+
+void Table::write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> record) {
+  uint64_t* w = words(t);
+  uint32_t meta_words = layout_.meta_bytes / 8;
+  for (uint32_t i = 0; i < meta_words; ++i) store_word(w + i, 0, std::memory_order_relaxed);
+  store_word(words_mut(key_word(t)), key, std::memory_order_relaxed);
+  uint64_t* rec = words(t + layout_.record_offset());
+  uint32_t rec_words = round_up8(layout_.record_bytes) / 8;
+  for (uint32_t i = 0; i < rec_words; ++i) {
+    uint64_t x = 0;
+    size_t off = size_t{i} * 8;
+    if (off < record.size()) std::memcpy(&x, record.data() + off, std::min<size_t>(8, record.size() - off));
+    store_word(rec + i, x, std::memory_order_relaxed);
+  }
+}
+
+int Table::insert(uint64_t key, std::span<const std::byte> record, TupleRef* ref) {
+  if (record.size() > layout_.record_bytes) return -EINVAL;
+  HashIndex::ChainLock lock(index_, key);
+  IndexSlot* slot = nullptr;
+  int rc = index_.reserve(lock, key, &slot);
+  if (rc != 0) return rc;
+  int64_t got = alloc_.allocate();
+  if (got < 0) return -ENOSPC;  // the reserved slot simply stays empty
+  auto i = static_cast<uint32_t>(got);
+  std::byte* t = tuple(i);
+  uint64_t old = load_word(state_word(t), std::memory_order_relaxed);
+  // A free tuple is dead (even state). If a peer wrote an odd value into it,
+  // skip to the next live value so that states still only grow.
+  uint64_t state = is_live(old) ? old + 2 : old + 1;
+  // Seqlock write side (pairs with copy_tuple()'s acquire fence): a reader
+  // of the previous incarnation that sees any word written below also sees
+  // the dead state erase() stored, which the allocator handed over to us.
+  std::atomic_thread_fence(std::memory_order_release);
+  write_tuple(t, key, record);
+  // release: pairs with lookup()'s acquire; the tuple is complete before it
+  // is live.
+  store_word(words_mut(state_word(t)), state, std::memory_order_release);
+  HashIndex::publish(slot, key, slot_value(i, state));
+  live_.fetch_add(1, std::memory_order_relaxed);
+  if (ref != nullptr) *ref = TupleRef{t, i, state};
+  return 0;
+}
+
+int Table::erase(uint64_t key) {
+  HashIndex::ChainLock lock(index_, key);
+  IndexSlot* slot = nullptr;
+  int rc = index_.locate(lock, key, &slot);
+  if (rc != 0) return rc;
+  uint64_t v = load_word(&slot->value, std::memory_order_relaxed);
+  uint32_t i = slot_tuple(v);  // < capacity: checked by locate()
+  std::byte* t = tuple(i);
+  // Under the chain lock only this key's insert/erase changes its tuple, so
+  // slot and tuple agree unless someone scribbled on the index; then freeing
+  // the tuple would destroy another key's data.
+  uint64_t state = load_word(state_word(t), std::memory_order_relaxed);
+  if (!is_live(state) || state_low(state) != slot_state(v) || load_word(key_word(t), std::memory_order_relaxed) != key)
+    return -EBADMSG;
+  HashIndex::clear(slot);
+  // release: readers that re-check the state after copying the tuple
+  // (copy_tuple, remote confirmation) see it dead from here on.
+  store_word(words_mut(state_word(t)), state + 1, std::memory_order_release);
+  alloc_.release(i);
+  live_.fetch_sub(1, std::memory_order_relaxed);
+  return 0;
+}
+
+TableDescriptor Table::descriptor() const {
+  const IndexGeometry& g = index_.geometry();
+  TableDescriptor d;
+  d.table_id = id_;
+  d.node_id = node_id_;
+  d.rkey = mr_.rkey;
+  d.meta_bytes = layout_.meta_bytes;
+  d.record_bytes = layout_.record_bytes;
+  d.tuple_bytes = tuple_bytes_;
+  d.index_addr = mr_.remote_addr(0);
+  d.buckets = g.buckets;
+  d.overflow_buckets = g.overflow;
+  d.heap_addr = mr_.remote_addr(static_cast<size_t>(heap_ - static_cast<std::byte*>(mr_.addr)));
+  d.capacity = g.capacity;
+  return d;
+}
+
+TableMemory Table::memory() const {
+  const IndexGeometry& g = index_.geometry();
+  TableMemory m;
+  m.id = id_;
+  m.name = name_;
+  m.capacity = g.capacity;
+  m.live = size();
+  m.tuple_bytes = tuple_bytes_;
+  m.buckets = g.buckets;
+  m.overflow_buckets = g.overflow;
+  m.overflow_used = index_.overflow_used();
+  m.index_bytes = (g.buckets + g.overflow) * kBucketBytes;
+  m.heap_bytes = g.capacity * tuple_bytes_;
+  m.host_bytes = alloc_.host_bytes();
+  return m;
+}
+
+}  // namespace rdtx::store

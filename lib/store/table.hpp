@@ -1,0 +1,168 @@
+// Table: one table's partition on its owner node. Fixed-size tuples
+// (tuple.hpp) and the table's hash index (hash_index.hpp) live in one
+// registered memory region, so that peers can look keys up and READ, WRITE
+// or CAS tuples with one-sided verbs (remote_lookup.hpp, descriptor()),
+// while the owner's threads (RPC handlers) use the same index and tuples
+// locally through this class.
+//
+// Region layout: [primary buckets][overflow buckets][tuple heap], each part
+// 64-byte aligned; the memory report (memory()) accounts for each part.
+//
+// Inserted tuples start with zeroed protocol metadata: a protocol that needs
+// other initial values writes them through tuple() after insert. Metadata is
+// per incarnation: a reused tuple starts from zero again, which is why a
+// protocol's validation should re-read its versions together with the state
+// word that follows them (one READ of [0, layout().record_offset())).
+//
+// Thread-safety: lookup() and copy_tuple() are lock-free and may run on any
+// thread; insert() and erase() may run concurrently on any threads of the
+// owner (they lock the key's index chain and allocate tuples lock-free);
+// peers READ and write the region at any time without coordination.
+// Record contents under concurrent in-place updates are the protocol's
+// business (its metadata); the store guarantees key and incarnation.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "base/result.hpp"
+#include "rdma/rdma.hpp"
+#include "store/hash_index.hpp"
+#include "store/partitioner.hpp"
+#include "store/table_descriptor.hpp"
+#include "store/tuple.hpp"
+#include "store/tuple_allocator.hpp"
+
+namespace rdtx::store {
+
+struct TableSpec {
+  uint32_t id = 0;
+  std::string name;
+  uint32_t meta_bytes = 0;    // protocol metadata, a multiple of 8
+  uint32_t record_bytes = 0;  // rounded up to 8 in the tuple
+  uint32_t capacity = 0;      // tuples this node can hold, in [1, 2^32-1)
+  // Primary buckets; 0: ceil(capacity / 4), which keeps ~95% of keys in
+  // their primary bucket (one READ) when the table is full.
+  uint64_t buckets = 0;
+  // Overflow buckets shared by all chains; default buckets / 8 + 16.
+  std::optional<uint64_t> overflow_buckets;
+  Partitioner partitioner;  // which node owns which key (all nodes agree)
+};
+
+// A located tuple on the owner. `state` is the state word the lookup
+// confirmed; compare it to detect a later erase or reuse.
+struct TupleRef {
+  std::byte* tuple = nullptr;  // first byte of the tuple (metadata)
+  uint32_t index = 0;
+  uint64_t state = 0;
+};
+
+// Memory held by one table (bytes unless named otherwise).
+struct TableMemory {
+  uint32_t id = 0;
+  std::string name;
+  uint64_t capacity = 0;  // tuples
+  uint64_t live = 0;      // tuples in use
+  uint32_t tuple_bytes = 0;
+  uint64_t buckets = 0;
+  uint64_t overflow_buckets = 0;
+  uint64_t overflow_used = 0;
+  uint64_t index_bytes = 0;  // primary + overflow buckets (registered)
+  uint64_t heap_bytes = 0;   // tuples (registered)
+  uint64_t host_bytes = 0;   // unregistered bookkeeping (tuple free list)
+  uint64_t total_bytes() const { return index_bytes + heap_bytes + host_bytes; }
+};
+
+class Table {
+  struct Key {};  // lets create() use make_unique with a public constructor
+
+ public:
+  // Lookups retry this often when the key's slot and tuple disagree (an
+  // erase or reuse raced with them) before giving up with -EAGAIN.
+  static constexpr int kLookupAttempts = 8;
+  static constexpr uint32_t kMaxTupleBytes = 1u << 20;
+
+  // Allocates the region with dev.alloc_memory(), zeroes and registers it
+  // (kAccessAll). `dev` must outlive the table. Errors name the table:
+  // EINVAL for a bad spec (meta_bytes not a multiple of 8, capacity out of
+  // range, tuple larger than kMaxTupleBytes, region larger than the device
+  // allows), or the device's error.
+  static Result<std::unique_ptr<Table>> create(rdma::Device& dev, uint32_t node_id, const TableSpec& spec);
+  Table(Key, rdma::Device& dev, uint32_t node_id, const TableSpec& spec, const IndexGeometry& g,
+        std::unique_ptr<rdma::DeviceMemory> mem, std::byte* base, const rdma::MemoryRegion& mr);
+  Table(const Table&) = delete;
+  Table& operator=(const Table&) = delete;
+  // Deregisters and frees the region: peers' later verbs on it fail.
+  ~Table();
+
+  // Finds a live tuple. 0 with *ref: at one instant during the call the key
+  // was live in ref->index with state ref->state. -ENOENT: absent. -EAGAIN:
+  // erased and reinserted under our feet kLookupAttempts times. -EBADMSG:
+  // the index is corrupt (a peer wrote into it).
+  int lookup(uint64_t key, TupleRef* ref) const;
+
+  // Copies the whole tuple (tuple_bytes) into `out` (any alignment). Returns
+  // true if the tuple still held ref's incarnation after the copy, so `out`
+  // is that key's tuple; false if it was erased or reused meanwhile.
+  bool copy_tuple(const TupleRef& ref, std::byte* out) const;
+
+  // Inserts `key` with `record` (at most record_bytes; the rest is zeroed)
+  // and zeroed metadata. 0 with *ref (if given); -EEXIST: the key is
+  // present; -ENOSPC: no free tuple or no overflow bucket left; -EINVAL:
+  // record too long; -EBADMSG: the key's index chain is corrupt.
+  int insert(uint64_t key, std::span<const std::byte> record, TupleRef* ref = nullptr);
+  // Erases `key`: its slot is emptied, its tuple dead (next incarnation) and
+  // free for reuse. 0; -ENOENT: absent; -EBADMSG: the slot names a tuple
+  // that is not this key's (corrupt index; nothing is changed).
+  int erase(uint64_t key);
+
+  uint32_t id() const { return id_; }
+  const std::string& name() const { return name_; }
+  uint32_t node_id() const { return node_id_; }
+  const TupleLayout& layout() const { return layout_; }
+  uint32_t tuple_bytes() const { return tuple_bytes_; }
+  const Partitioner& partitioner() const { return partitioner_; }
+  uint32_t capacity() const { return alloc_.capacity(); }
+  uint64_t size() const { return live_.load(std::memory_order_relaxed); }
+
+  // The tuple with this index (< capacity()): protocols read and write
+  // metadata and record in place.
+  std::byte* tuple(uint32_t index) const { return heap_ + uint64_t{index} * tuple_bytes_; }
+
+  // What peers need for one-sided access; see TableDescriptor.
+  TableDescriptor descriptor() const;
+  TableMemory memory() const;
+  const rdma::MemoryRegion& region() const { return mr_; }
+  // The index, for diagnostics and tests.
+  HashIndex& index() { return index_; }
+
+ private:
+  const uint64_t* state_word(const std::byte* t) const {
+    return reinterpret_cast<const uint64_t*>(t + layout_.state_offset());
+  }
+  const uint64_t* key_word(const std::byte* t) const {
+    return reinterpret_cast<const uint64_t*>(t + layout_.key_offset());
+  }
+  void write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> record);
+
+  rdma::Device& dev_;
+  uint32_t id_;
+  std::string name_;
+  uint32_t node_id_;
+  TupleLayout layout_;
+  uint32_t tuple_bytes_;
+  Partitioner partitioner_;
+  std::unique_ptr<rdma::DeviceMemory> mem_;
+  rdma::MemoryRegion mr_;
+  std::byte* heap_;
+  HashIndex index_;
+  TupleAllocator alloc_;
+  std::atomic<uint64_t> live_{0};
+};
+
+}  // namespace rdtx::store
