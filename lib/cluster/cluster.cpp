@@ -50,6 +50,7 @@ Result<std::unique_ptr<Cluster>> Cluster::create_embedded(const ClusterConfig& c
     auto ep = rpc::Endpoint::create(dev, id, total, cfg.rpc);
     if (!ep.ok()) return ep.error();
     w->rpc = std::move(*ep);
+    w->rpc_timeout_ns = cfg.rpc.timeout_ns;
     auto mem = dev.alloc_memory(cfg.scratch_bytes);
     if (!mem.ok()) return mem.error();
     w->scratch = std::move(*mem);
@@ -67,7 +68,8 @@ Result<std::unique_ptr<Cluster>> Cluster::create_embedded(const ClusterConfig& c
   for (auto& w : c->workers_) {
     for (uint32_t n = 0; n < cfg.nodes; ++n) {
       WorkerContext& peer = c->worker(n, w->index);
-      RDTX_TRY(w->qps[n]->connect(peer.qps[w->node]->address()));
+      w->peer_qps.push_back(peer.qps[w->node]->address());
+      RDTX_TRY(w->qps[n]->connect(w->peer_qps.back()));
     }
     for (auto& p : c->workers_) RDTX_TRY(w->rpc->connect(p->id, p->rpc->address()));
   }

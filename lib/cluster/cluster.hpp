@@ -53,12 +53,16 @@ struct WorkerContext {
   std::unique_ptr<runtime::Worker> worker;
   std::unique_ptr<rdma::CompletionQueue> cq;
   std::vector<std::unique_ptr<rdma::QueuePair>> qps;  // [node]: RC QP to that node
+  std::vector<rdma::QpAddress> peer_qps;              // [node]: what qps[node] is connected to
   std::unique_ptr<runtime::CqPoller> cq_poller;
   std::unique_ptr<rpc::Endpoint> rpc;
+  uint64_t rpc_timeout_ns = 0;  // how long a call may take before it fails
   std::unique_ptr<rdma::DeviceMemory> scratch;
   rdma::MemoryRegion scratch_mr;
 
   rdma::QueuePair* qp_to(uint32_t n) const { return qps[n].get(); }
+  // Brings the QP to node n back from the error state (a failed verb).
+  Result<void> reconnect(uint32_t n) { return qps[n]->connect(peer_qps[n]); }
 };
 
 class Cluster {

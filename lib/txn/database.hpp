@@ -1,0 +1,70 @@
+// Database: the tables of a run across the cluster. Every node holds its
+// partition of every table in a store::Store; every worker can reach every
+// partition through the descriptors (validated once here) and, on its own
+// node, through the Store itself (RPC handlers).
+//
+// The tuple metadata is the protocol's (meta_bytes), plus, when histories
+// are recorded, one hidden word holding the id of the transaction that wrote
+// the current version (history_word_offset()).
+// Thread-safety: built and loaded on one thread before the run; read-only
+// (apart from tuple contents) during it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "cluster/cluster.hpp"
+#include "store/partitioner.hpp"
+#include "store/store.hpp"
+#include "store/table_descriptor.hpp"
+#include "txn/types.hpp"
+
+namespace rdtx::txn {
+
+// A workload's table: the same on every node.
+struct TableDef {
+  TableId id = 0;
+  std::string name;
+  uint32_t record_bytes = 0;
+  uint32_t capacity_per_node = 0;
+  store::Partitioner partitioner;
+};
+
+class Database {
+ public:
+  // Creates every table on every node of `c` with `protocol_meta` bytes of
+  // protocol metadata (+8 when `record_history`).
+  static Result<std::unique_ptr<Database>> create(cluster::Cluster& c, const std::vector<TableDef>& tables,
+                                                  uint32_t protocol_meta, bool record_history);
+
+  uint32_t nodes() const { return static_cast<uint32_t>(stores_.size()); }
+  store::Store& store(uint32_t node) { return *stores_[node]; }
+  const store::Store& store(uint32_t node) const { return *stores_[node]; }
+  // The table's partition on `node` as a peer reaches it.
+  const store::TableDescriptor& descriptor(uint32_t node, TableId t) const { return descs_[t][node]; }
+  const TableDef& def(TableId t) const { return defs_[t]; }
+  bool has_table(TableId t) const { return t < defs_.size() && !defs_[t].name.empty(); }
+  uint32_t tables() const { return static_cast<uint32_t>(defs_.size()); }
+  uint32_t owner(TableId t, Key k) const { return defs_[t].partitioner.node_of(k); }
+  const store::TupleLayout& layout(TableId t) const { return layouts_[t]; }
+  uint32_t tuple_bytes(TableId t) const { return layouts_[t].tuple_bytes(); }
+  uint32_t max_tuple_bytes() const { return max_tuple_bytes_; }
+  bool recording() const { return recording_; }
+  // Offset of the hidden writer-id word (recording only).
+  uint32_t history_word_offset() const { return protocol_meta_; }
+
+ private:
+  Database() = default;
+  std::vector<std::unique_ptr<store::Store>> stores_;
+  std::vector<TableDef> defs_;                            // by table id
+  std::vector<store::TupleLayout> layouts_;               // by table id
+  std::vector<std::vector<store::TableDescriptor>> descs_;  // [table][node]
+  uint32_t protocol_meta_ = 0;
+  uint32_t max_tuple_bytes_ = 0;
+  bool recording_ = false;
+};
+
+}  // namespace rdtx::txn

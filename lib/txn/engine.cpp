@@ -1,0 +1,221 @@
+#include "txn/engine.hpp"
+
+#include <algorithm>
+
+#include "env/tsc.hpp"
+#include "runtime/cq_poller.hpp"
+#include "store/hash_index.hpp"
+
+namespace rdtx::txn {
+
+uint64_t WorkerStats::aborts_total() const {
+  uint64_t n = 0;
+  for (uint64_t a : aborts) n += a;
+  return n;
+}
+
+namespace {
+// Per access: a tuple copy (plus an 8-byte word after it) or a bucket.
+uint32_t slot_bytes_for(const Database& db) {
+  uint32_t b = std::max<uint32_t>(db.max_tuple_bytes() + 8, store::kBucketBytes);
+  return (b + 63) & ~63u;
+}
+}  // namespace
+
+size_t scratch_bytes_needed(const Database& db, uint32_t coroutines) {
+  size_t per_co = static_cast<size_t>(slot_bytes_for(db)) * Txn::kMaxAccesses + 128 * Txn::kMaxAccesses;
+  return per_co * coroutines;
+}
+
+WorkerEngine::WorkerEngine(cluster::WorkerContext& w, Database& db, const Options& opts, const ProtocolDef& proto,
+                           Workload& workload)
+    : w_(w), db_(db), opts_(opts), def_(proto), workload_(workload), cache_(opts.location_cache_entries) {
+  stats_.commits_by_type.resize(workload.type_names().size());
+  protocol_ = def_.create(*this);
+}
+
+WorkerEngine::~WorkerEngine() = default;
+
+Result<void> WorkerEngine::start(uint64_t seed) {
+  scratch_per_co_ = scratch_bytes_needed(db_, 1);
+  if (scratch_per_co_ * opts_.coroutines > w_.scratch->size())
+    return make_error(ENOMEM, "worker %u: %u coroutines need %zu bytes of scratch, the worker has %zu", w_.id,
+                      opts_.coroutines, scratch_per_co_ * opts_.coroutines, w_.scratch->size());
+  if (opts_.coroutines > kMaxCoroutines)
+    return make_error(EINVAL, "txn.coroutines = %u exceeds %u", opts_.coroutines, kMaxCoroutines);
+  for (uint32_t i = 0; i < opts_.coroutines; ++i) {
+    auto* base = static_cast<std::byte*>(w_.scratch->data()) + i * scratch_per_co_;
+    coordinators_.push_back(std::make_unique<Coordinator>(*this, i, base, scratch_per_co_, seed * 1000003 + i));
+  }
+  for (auto& c : coordinators_) w_.worker->spawn(c->run());
+  return {};
+}
+
+Coordinator::Coordinator(WorkerEngine& e, uint32_t index, std::byte* scratch, size_t, uint64_t seed)
+    : e_(e), index_(index), scratch_(scratch), slot_bytes_(slot_bytes_for(e.db())), rng_(seed) {
+  extra_offset_ = static_cast<size_t>(slot_bytes_) * Txn::kMaxAccesses;
+  rpc_buf_bytes_ = e.ctx().rpc->max_payload();
+  rpc_bufs_.resize(2 * ItemBatch::kMaxCalls * rpc_buf_bytes_);
+  txn_.co_ = this;
+}
+
+runtime::Task<void> Coordinator::run() {
+  runtime::Worker* self = runtime::Worker::current();
+  WorkerStats& st = e_.stats();
+  const Workload& wl = e_.workload();
+  const uint32_t node = e_.node();
+  const uint32_t worker = e_.ctx().index;
+  const uint32_t max_retries = e_.options().max_retries;
+  TxnInput in;
+  while (!self->stopping()) {
+    wl.generate(rng_, node, in);
+    const uint64_t start = env::tsc();
+    txn_.ts_ = last_ts_ = next_timestamp(start, e_.epoch(), last_ts_, node, worker, index_);
+    for (uint32_t attempt = 0;; ++attempt) {
+      co_await settle_pending_commit();
+      txn_.reset(make_txn_id(node, worker, index_, ++seq_));
+      round_trips_ = 0;
+      int64_t delta = 0;
+      bool ok = co_await wl.execute(txn_, in, &delta);
+      const bool measuring = e_.measuring();
+      if (measuring) ++st.attempts;
+      if (ok) {
+        st.committed_delta += delta;  // always: the invariant covers the whole run
+        if (measuring) {
+          ++st.commits;
+          if (in.type < st.commits_by_type.size()) ++st.commits_by_type[in.type];
+          st.latency_tsc.record(env::tsc() - start);
+          st.round_trips += round_trips_;
+        }
+        break;
+      }
+      if (measuring) ++st.aborts[static_cast<int>(txn_.abort_reason())];
+      // A workload abort (e.g. insufficient funds) is the transaction's
+      // outcome: retrying the same input would abort again.
+      if (txn_.abort_reason() == AbortReason::kUser) break;
+      if (self->stopping() || (max_retries != 0 && attempt + 1 >= max_retries)) break;
+      // Let the conflicting transaction finish before retrying.
+      const uint64_t window = uint64_t{e_.options().backoff_ns} << std::min<uint32_t>(attempt, 6);
+      if (window > 0) {
+        co_await runtime::sleep_for(rng_() % window);
+      } else {
+        co_await runtime::yield();
+      }
+    }
+  }
+  co_await settle_pending_commit();
+}
+
+runtime::Task<void> Coordinator::settle_pending_commit() {
+  if (pending_commit_.remaining() > 0) {
+    bool ok = co_await pending_commit_.wait();
+    if (!ok) ++e_.stats().commit_errors;
+  }
+  pending_commit_.reset(0);
+}
+
+OneSidedBatch::OneSidedBatch(Coordinator& c) : c_(c) {}
+
+rdma::WorkRequest* OneSidedBatch::add(uint32_t node) {
+  if (n_ == kMaxWrs) return nullptr;
+  wrs_[n_] = rdma::WorkRequest{};
+  node_of_[n_] = node;
+  return &wrs_[n_++];
+}
+
+runtime::Task<bool> OneSidedBatch::execute() {
+  if (n_ == 0) co_return true;
+  const Options& o = c_.engine().options();
+  cluster::WorkerContext& w = c_.engine().ctx();
+  const uint32_t nodes = c_.db().nodes();
+  // Link each node's requests in the order they were added.
+  rdma::WorkRequest* head[kMaxNodes] = {};
+  rdma::WorkRequest* tail[kMaxNodes] = {};
+  for (uint32_t i = 0; i < n_; ++i) {
+    uint32_t nd = node_of_[i];
+    wrs_[i].next = nullptr;
+    wrs_[i].lkey = wrs_[i].lkey ? wrs_[i].lkey : c_.lkey();
+    if (tail[nd]) tail[nd]->next = &wrs_[i];
+    else head[nd] = &wrs_[i];
+    tail[nd] = &wrs_[i];
+  }
+  runtime::WaitGroup wg;
+  bool ok = true;
+  auto post_node = [&](uint32_t nd) -> bool {
+    tail[nd]->flags |= rdma::kSignaled;
+    tail[nd]->wr_id = runtime::CqPoller::wr_id(&wg);
+    wg.add(1);
+    rdma::QueuePair* qp = w.qp_to(nd);
+    rdma::WorkRequest* bad = nullptr;
+    if (o.doorbell_batching) {
+      if (qp->post_send(head[nd], &bad) == 0) return true;
+    } else {
+      // One doorbell per request: the cost doorbell batching saves.
+      for (rdma::WorkRequest* r = head[nd]; r;) {
+        rdma::WorkRequest* next = r->next;
+        r->next = nullptr;
+        if (qp->post_send(r, &bad) != 0) return false;
+        r = next;
+      }
+      return true;
+    }
+    return false;
+  };
+  for (uint32_t nd = 0; nd < nodes; ++nd) {
+    if (!head[nd]) continue;
+    if (!post_node(nd)) {
+      wg.done(false);
+      ok = false;
+      continue;
+    }
+    if (!o.outstanding_requests) {
+      ok &= co_await wg.wait();
+      c_.count_round_trip();
+      wg.reset(0);
+    }
+  }
+  if (o.outstanding_requests && wg.remaining() > 0) {
+    ok &= co_await wg.wait();
+    c_.count_round_trip();
+  } else if (o.outstanding_requests) {
+    ok &= !wg.failed();
+  }
+  if (!ok) {
+    // A failed verb leaves its QP in the error state: bring it back.
+    for (uint32_t nd = 0; nd < nodes; ++nd)
+      if (head[nd]) (void)w.reconnect(nd);
+  }
+  n_ = 0;
+  co_return ok;
+}
+
+bool OneSidedBatch::post_only(runtime::WaitGroup& wg) {
+  if (n_ == 0) return true;
+  cluster::WorkerContext& w = c_.engine().ctx();
+  rdma::WorkRequest* head[kMaxNodes] = {};
+  rdma::WorkRequest* tail[kMaxNodes] = {};
+  for (uint32_t i = 0; i < n_; ++i) {
+    uint32_t nd = node_of_[i];
+    wrs_[i].next = nullptr;
+    wrs_[i].lkey = wrs_[i].lkey ? wrs_[i].lkey : c_.lkey();
+    if (tail[nd]) tail[nd]->next = &wrs_[i];
+    else head[nd] = &wrs_[i];
+    tail[nd] = &wrs_[i];
+  }
+  bool ok = true;
+  for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd) {
+    if (!head[nd]) continue;
+    tail[nd]->flags |= rdma::kSignaled;
+    tail[nd]->wr_id = runtime::CqPoller::wr_id(&wg);
+    wg.add(1);
+    rdma::WorkRequest* bad = nullptr;
+    if (w.qp_to(nd)->post_send(head[nd], &bad) != 0) {
+      wg.done(false);
+      ok = false;
+    }
+  }
+  n_ = 0;
+  return ok;
+}
+
+}  // namespace rdtx::txn

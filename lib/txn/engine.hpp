@@ -1,0 +1,188 @@
+// The transaction engine on one worker: the protocol's stages, the
+// coordinators (coroutines running transactions in a closed loop), and what
+// they share (location cache, statistics).
+//
+//   Protocol      a protocol's stage modules for one worker, chosen from the
+//                 pipeline at construction (cc/<protocol>/), plus its RPC
+//                 handlers, registered on the worker's endpoint
+//   WorkerEngine  one per worker: cluster context, database, protocol,
+//                 location cache, stats
+//   Coordinator   one per coroutine: its Txn, its scratch memory slice, its
+//                 doorbell batch; runs workload transactions until stopped
+//
+// Thread-safety: everything here belongs to the worker's thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "cluster/cluster.hpp"
+#include "runtime/task.hpp"
+#include "stats/histogram.hpp"
+#include "store/location_cache.hpp"
+#include "txn/database.hpp"
+#include "txn/item_batch.hpp"
+#include "txn/options.hpp"
+#include "txn/txn.hpp"
+#include "txn/workload.hpp"
+
+namespace rdtx::txn {
+
+class Coordinator;
+class WorkerEngine;
+
+inline constexpr uint32_t kMaxNodes = 64;
+
+// Registered scratch memory a worker needs for `coroutines` coordinators.
+size_t scratch_bytes_needed(const Database& db, uint32_t coroutines);
+
+class Protocol {
+ public:
+  virtual ~Protocol() = default;
+  // Fetches accesses [from, t.size()) (a new round). False: aborted (the
+  // attempt's locks released, t's reason set).
+  virtual runtime::Task<bool> fetch(Coordinator& c, Txn& t, uint32_t from) = 0;
+  // The commit pipeline (lock, validate, log, commit). False: aborted.
+  virtual runtime::Task<bool> commit(Coordinator& c, Txn& t) = 0;
+  // Releases whatever the attempt holds.
+  virtual runtime::Task<void> abort(Coordinator& c, Txn& t) = 0;
+};
+
+// A protocol as the registry (cc/registry.hpp) knows it.
+struct ProtocolDef {
+  const char* name;
+  const char* summary;
+  uint32_t meta_bytes;  // tuple metadata the protocol needs
+  // Primitives each stage accepts; empty: the protocol has no such stage.
+  std::vector<Primitive> allowed[static_cast<int>(Stage::kCount_)];
+  std::unique_ptr<Protocol> (*create)(WorkerEngine& e);
+};
+
+struct WorkerStats {
+  uint64_t commits = 0;
+  uint64_t attempts = 0;
+  uint64_t aborts[static_cast<int>(AbortReason::kCount_)] = {};
+  std::vector<uint64_t> commits_by_type;
+  stats::Histogram latency_tsc;  // first attempt start -> commit
+  uint64_t round_trips = 0;      // waits on the network, committed attempts only
+  int64_t committed_delta = 0;   // workload invariant (SmallBank: money)
+  uint64_t commit_errors = 0;    // passively acknowledged commits that failed
+  uint64_t aborts_total() const;
+};
+
+class WorkerEngine {
+ public:
+  WorkerEngine(cluster::WorkerContext& w, Database& db, const Options& opts, const ProtocolDef& proto,
+               Workload& workload);
+  ~WorkerEngine();
+
+  cluster::WorkerContext& ctx() { return w_; }
+  Database& db() { return db_; }
+  const Options& options() const { return opts_; }
+  Protocol& protocol() { return *protocol_; }
+  Workload& workload() { return workload_; }
+  store::LocationCache* cache() { return opts_.location_cache ? &cache_ : nullptr; }
+  WorkerStats& stats() { return stats_; }
+  uint32_t node() const { return w_.node; }
+  uint32_t workers_per_node() const { return workers_per_node_; }
+  // Start of the timestamp clock, the same for every worker of a run.
+  uint64_t epoch() const { return epoch_; }
+  void set_epoch(uint64_t tsc) { epoch_ = tsc; }
+  void set_workers_per_node(uint32_t n) { workers_per_node_ = n; }
+
+  // Spawns the coordinators on the worker. Each runs transactions until the
+  // worker is asked to stop. Counting starts when measuring() turns true.
+  Result<void> start(uint64_t seed);
+  void set_measuring(bool on) { measuring_ = on; }
+  bool measuring() const { return measuring_; }
+
+  // Per-coroutine slice of the worker's registered scratch memory.
+  size_t scratch_per_coroutine() const { return scratch_per_co_; }
+
+ private:
+  cluster::WorkerContext& w_;
+  Database& db_;
+  Options opts_;
+  const ProtocolDef& def_;
+  Workload& workload_;
+  store::LocationCache cache_;
+  std::unique_ptr<Protocol> protocol_;
+  std::vector<std::unique_ptr<Coordinator>> coordinators_;
+  WorkerStats stats_;
+  size_t scratch_per_co_ = 0;
+  uint32_t workers_per_node_ = 1;
+  uint64_t epoch_ = 0;
+  bool measuring_ = false;
+};
+
+// Collects one-sided work requests per node for one doorbell per QP and one
+// wait (DESIGN: doorbell batching, outstanding requests). With the options
+// off, it posts one request per doorbell, or waits node by node.
+class OneSidedBatch {
+ public:
+  static constexpr uint32_t kMaxWrs = 4 * Txn::kMaxAccesses;
+  explicit OneSidedBatch(Coordinator& c);
+  // A zeroed request for `node`, appended to its list (nullptr when full).
+  rdma::WorkRequest* add(uint32_t node);
+  bool empty() const { return n_ == 0; }
+  // Posts and waits for everything added; false if any request failed.
+  runtime::Task<bool> execute();
+  // Posts everything with `wg` on each node's last request and returns
+  // without waiting (passive acknowledgement): whoever reuses the memory
+  // the requests read from awaits `wg` first. False if a post failed.
+  bool post_only(runtime::WaitGroup& wg);
+
+ private:
+  Coordinator& c_;
+  rdma::WorkRequest wrs_[kMaxWrs];
+  uint32_t node_of_[kMaxWrs];
+  uint32_t n_ = 0;
+};
+
+class Coordinator {
+ public:
+  Coordinator(WorkerEngine& e, uint32_t index, std::byte* scratch, size_t scratch_bytes, uint64_t seed);
+
+  WorkerEngine& engine() { return e_; }
+  Database& db() { return e_.db(); }
+  uint32_t index() const { return index_; }
+  Txn& txn() { return txn_; }
+  // The registered scratch slot of access i (tuple-sized) and extra space
+  // after the slots for protocol use (bucket reads, validation words).
+  std::byte* slot(uint32_t i) { return scratch_ + static_cast<size_t>(i) * slot_bytes_; }
+  std::byte* extra(uint32_t i) { return scratch_ + extra_offset_ + static_cast<size_t>(i) * 128; }
+  uint32_t lkey() const { return e_.ctx().scratch_mr.lkey; }
+  // Counts a network wait (round trip) of the current attempt.
+  void count_round_trip() { ++round_trips_; }
+  // RPC request and reply buffers of call k of an ItemBatch (max_payload each).
+  std::byte* rpc_request_buffer(uint32_t k) { return rpc_bufs_.data() + (2 * k) * rpc_buf_bytes_; }
+  std::byte* rpc_reply_buffer(uint32_t k) { return rpc_bufs_.data() + (2 * k + 1) * rpc_buf_bytes_; }
+  // A commit whose completion is acknowledged passively (one-sided WRITEs
+  // left in flight): the next attempt waits for it before reusing scratch.
+  runtime::WaitGroup& pending_commit() { return pending_commit_; }
+  runtime::Task<void> settle_pending_commit();
+
+  runtime::Task<void> run();
+
+ private:
+  friend class Txn;
+  WorkerEngine& e_;
+  uint32_t index_;
+  std::byte* scratch_;
+  uint32_t slot_bytes_;
+  size_t extra_offset_;
+  uint32_t seq_ = 0;
+  uint64_t last_ts_ = 0;
+  uint64_t round_trips_ = 0;
+  std::mt19937_64 rng_;
+  std::vector<std::byte> rpc_bufs_;
+  size_t rpc_buf_bytes_ = 0;
+  runtime::WaitGroup pending_commit_;
+  Txn txn_;
+};
+
+}  // namespace rdtx::txn

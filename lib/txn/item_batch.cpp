@@ -1,0 +1,105 @@
+#include "txn/item_batch.hpp"
+
+#include "txn/engine.hpp"
+
+namespace rdtx::txn {
+
+ItemBatch::ItemBatch(Coordinator& c, rpc::HandlerId handler)
+    : c_(c), handler_(handler), max_payload_(c.engine().ctx().rpc->max_payload()) {
+  for (int& x : cur_) x = -1;
+}
+
+bool ItemBatch::add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const std::byte> data, uint32_t reply_data) {
+  const Access& a = c_.txn().access(i);
+  const uint32_t req_need = sizeof(ItemHeader) + pad8(static_cast<uint32_t>(data.size()));
+  const uint32_t rep_need = sizeof(ItemReply) + pad8(reply_data);
+  if (req_need + 4 > max_payload_ || rep_need > max_payload_) return false;
+  int k = cur_[a.node];
+  if (k < 0 || calls_[k].req_len + req_need > max_payload_ || calls_[k].reply_len + rep_need > max_payload_ ||
+      calls_[k].nitems == Txn::kMaxAccesses) {
+    if (ncalls_ == kMaxCalls) return false;
+    k = static_cast<int>(ncalls_++);
+    Call& cl = calls_[k];
+    cl = Call{};
+    cl.node = a.node;
+    cl.dest = a.node * c_.engine().workers_per_node() + c_.engine().ctx().index;
+    cl.req = c_.rpc_request_buffer(static_cast<uint32_t>(k));
+    cl.reply = {c_.rpc_reply_buffer(static_cast<uint32_t>(k)), max_payload_};
+    cur_[a.node] = k;
+  }
+  Call& cl = calls_[k];
+  ItemHeader h{a.table, static_cast<uint32_t>(data.size()), a.key, arg0, arg1};
+  std::memcpy(cl.req + cl.req_len, &h, sizeof h);
+  if (!data.empty()) std::memcpy(cl.req + cl.req_len + sizeof h, data.data(), data.size());
+  cl.req_len += req_need;
+  cl.reply_len += rep_need;
+  cl.items[cl.nitems++] = i;
+  std::memcpy(cl.req, &cl.nitems, 4);
+  return true;
+}
+
+runtime::Task<bool> ItemBatch::call() {
+  rpc::Batch b(*c_.engine().ctx().rpc);
+  bool ok = true;
+  for (uint32_t k = 0; k < ncalls_; ++k)
+    ok &= b.call(calls_[k].dest, handler_, std::span<const std::byte>(calls_[k].req, calls_[k].req_len),
+                 &calls_[k].reply);
+  ok &= co_await b.send();
+  c_.count_round_trip();
+  co_return ok;
+}
+
+bool ItemBatch::send_passive(bool oneway) {
+  rpc::Batch b(*c_.engine().ctx().rpc);
+  bool ok = true;
+  for (uint32_t k = 0; k < ncalls_; ++k) {
+    std::span<const std::byte> req(calls_[k].req, calls_[k].req_len);
+    ok &= oneway ? b.oneway(calls_[k].dest, handler_, req) : b.passive(calls_[k].dest, handler_, req);
+  }
+  b.send();  // nothing to wait for
+  return ok;
+}
+
+ItemReader::ItemReader(std::span<const std::byte> p) : p_(p) {
+  if (p.size() < 4) return;
+  std::memcpy(&count_, p.data(), 4);
+  valid_ = count_ <= Txn::kMaxAccesses;
+}
+
+bool ItemReader::next(ItemHeader* h, std::span<const std::byte>* data) {
+  if (!valid_ || seen_ == count_) return false;
+  if (p_.size() < off_ + sizeof(ItemHeader)) {
+    valid_ = false;
+    return false;
+  }
+  std::memcpy(h, p_.data() + off_, sizeof *h);
+  off_ += sizeof *h;
+  if (h->len > p_.size() - off_) {
+    valid_ = false;
+    return false;
+  }
+  *data = p_.subspan(off_, h->len);
+  off_ += pad8(h->len) <= p_.size() - off_ ? pad8(h->len) : h->len;
+  ++seen_;
+  return true;
+}
+
+bool ItemWriter::add(const ItemReply& rep, std::span<const std::byte> data) {
+  std::byte* d = add_reserved(rep, static_cast<uint32_t>(data.size()));
+  if (d == nullptr) return false;
+  if (!data.empty()) std::memcpy(d, data.data(), data.size());
+  return true;
+}
+
+std::byte* ItemWriter::add_reserved(const ItemReply& rep, uint32_t n) {
+  if (buf_.size() < len_ + sizeof rep + pad8(n)) return nullptr;
+  ItemReply r = rep;
+  r.len = n;
+  std::memcpy(buf_.data() + len_, &r, sizeof r);
+  last_ = len_;
+  std::byte* d = buf_.data() + len_ + sizeof r;
+  len_ += sizeof r + pad8(n);
+  return d;
+}
+
+}  // namespace rdtx::txn

@@ -1,0 +1,139 @@
+// ItemBatch: the RPC form of a stage. Per-access items (table, key, two
+// protocol arguments, optional data) are packed into calls to the owner of
+// each access — the worker with the same index on that node, as threads are
+// paired — as few calls as the datagram size allows, all sent with one
+// doorbell and awaited once. Replies come back per item in the same order.
+//
+// Handlers parse requests with ItemReader and answer with ItemWriter; both
+// check every length against the message, so a malformed request is refused,
+// never read out of bounds.
+// Thread-safety: one per coordinator.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "rpc/endpoint.hpp"
+#include "runtime/task.hpp"
+#include "txn/txn.hpp"
+
+namespace rdtx::txn {
+
+class Coordinator;
+
+struct ItemHeader {
+  uint32_t table;
+  uint32_t len;  // data bytes after the header (padded to 8 in the message)
+  uint64_t key;
+  uint64_t arg0;
+  uint64_t arg1;
+};
+static_assert(sizeof(ItemHeader) == 32);
+
+struct ItemReply {
+  int32_t status;  // 0 or a protocol's code (negative errno for lookup errors)
+  uint32_t len;    // data bytes after the reply header (padded to 8)
+  uint64_t tuple_index;
+  uint64_t state;
+  uint64_t arg;
+};
+static_assert(sizeof(ItemReply) == 32);
+
+inline constexpr uint32_t pad8(uint32_t n) { return (n + 7u) & ~7u; }
+
+class ItemBatch {
+ public:
+  static constexpr uint32_t kMaxCalls = 16;
+  ItemBatch(Coordinator& c, rpc::HandlerId handler);
+
+  // Adds an item for access `i`; `reply_data` is the most data its reply may
+  // carry. False if the batch is full (more than kMaxCalls calls).
+  bool add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const std::byte> data, uint32_t reply_data);
+  bool empty() const { return ncalls_ == 0; }
+  // Sends all calls and waits for every reply. False: a call failed.
+  runtime::Task<bool> call();
+  // Sends all calls as passive requests (acks off the critical path) or,
+  // when `oneway`, without any reply.
+  bool send_passive(bool oneway);
+
+  // Replies, in item order: fn(access index, reply, data). False if a reply
+  // is malformed (shorter than its items).
+  template <typename Fn>
+  bool for_each_reply(Fn&& fn) const {
+    for (uint32_t k = 0; k < ncalls_; ++k) {
+      const Call& cl = calls_[k];
+      uint32_t off = 0;
+      for (uint32_t j = 0; j < cl.nitems; ++j) {
+        if (cl.reply.len < off + sizeof(ItemReply)) return false;
+        ItemReply r;
+        std::memcpy(&r, cl.reply.buf + off, sizeof r);
+        off += sizeof r;
+        if (r.len > cl.reply.len - off) return false;
+        fn(cl.items[j], r, std::span<const std::byte>(cl.reply.buf + off, r.len));
+        off += pad8(r.len);
+      }
+    }
+    return true;
+  }
+
+ private:
+  struct Call {
+    uint32_t dest = 0;
+    uint32_t node = 0;
+    uint32_t req_len = 4;  // starts with the item count
+    uint32_t reply_len = 0;
+    uint32_t nitems = 0;
+    uint32_t items[Txn::kMaxAccesses];
+    std::byte* req = nullptr;
+    rpc::Reply reply;
+  };
+  Coordinator& c_;
+  rpc::HandlerId handler_;
+  uint32_t max_payload_;
+  uint32_t ncalls_ = 0;
+  int cur_[64];  // current call per node, -1: none
+  Call calls_[kMaxCalls];
+};
+
+// Reads the items of a request, checking every length.
+class ItemReader {
+ public:
+  explicit ItemReader(std::span<const std::byte> p);
+  bool valid() const { return valid_; }
+  uint32_t count() const { return count_; }
+  // The next item, or false at the end or on a malformed item.
+  bool next(ItemHeader* h, std::span<const std::byte>* data);
+
+ private:
+  std::span<const std::byte> p_;
+  uint32_t off_ = 4;
+  uint32_t count_ = 0;
+  uint32_t seen_ = 0;
+  bool valid_ = false;
+};
+
+// Writes replies into a request's reply buffer; refuses past its end.
+class ItemWriter {
+ public:
+  explicit ItemWriter(rpc::Request& r) : r_(r), buf_(r.reply_buffer()) {}
+  // Appends a reply header and, if `data` is given, copies it after.
+  bool add(const ItemReply& rep, std::span<const std::byte> data = {});
+  // Reserves room for a reply with `n` data bytes; returns where to write
+  // the data (nullptr if it does not fit).
+  std::byte* add_reserved(const ItemReply& rep, uint32_t n);
+  // Changes the status of the reply added last.
+  void set_last_status(int32_t status) {
+    if (last_ != UINT32_MAX) std::memcpy(buf_.data() + last_, &status, sizeof status);
+  }
+  void finish() { r_.set_reply_len(len_); }
+
+ private:
+  rpc::Request& r_;
+  std::span<std::byte> buf_;
+  uint32_t len_ = 0;
+  uint32_t last_ = UINT32_MAX;
+};
+
+}  // namespace rdtx::txn

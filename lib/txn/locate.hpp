@@ -1,0 +1,33 @@
+// Finding tuples on their owners, the common first half of every fetch
+// stage.
+//
+// locate_onesided: for accesses [from, to) not yet located, the worker's
+// location cache gives the tuple's address and full state (no network);
+// the others walk the owner's hash index with one READ per bucket, all
+// accesses in parallel (one doorbell per node per hop, one wait).
+// check_fetched: after a tuple READ, confirms the copy's header (key, live,
+// state equal to the hint) and fills the cache; on a mismatch the cache
+// entry is dropped as stale and the access must be located again.
+// Thread-safety: the coordinator's coroutine.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/task.hpp"
+#include "txn/txn.hpp"
+
+namespace rdtx::txn {
+
+class Coordinator;
+
+// False: aborted (reason set: kNotFound, or kNetwork for failed READs or a
+// corrupt index); nothing is held.
+runtime::Task<bool> locate_onesided(Coordinator& c, Txn& t, uint32_t from, uint32_t to);
+
+// True if a.copy holds the access's tuple; updates a.state and the cache.
+bool check_fetched(Coordinator& c, Access& a);
+
+// Fills the cache from an RPC reply (hybrid fetch).
+void remember_location(Coordinator& c, Access& a, uint64_t tuple_index, uint64_t state);
+
+}  // namespace rdtx::txn

@@ -1,0 +1,92 @@
+#include "txn/options.hpp"
+
+#include "txn/engine.hpp"
+
+namespace rdtx::txn {
+
+namespace {
+constexpr const char* kStageKeys[] = {"txn.pipeline.fetch", "txn.pipeline.lock", "txn.pipeline.validate",
+                                      "txn.pipeline.log", "txn.pipeline.commit"};
+const std::vector<std::string> kPrimitives = {"onesided", "rpc", "hybrid", "off"};
+
+Primitive parse_primitive(const std::string& s) {
+  if (s == "rpc") return Primitive::kRpc;
+  if (s == "hybrid") return Primitive::kHybrid;
+  if (s == "off") return Primitive::kOff;
+  return Primitive::kOneSided;
+}
+}  // namespace
+
+void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& protocols) {
+  std::vector<std::string> names;
+  for (const ProtocolDef* p : protocols) names.push_back(p->name);
+  schema.add_enum("txn.protocol", "occ", names, "concurrency-control protocol");
+  schema.add_int("txn.coroutines", 8, 1, kMaxCoroutines, "coordinator coroutines per worker");
+  schema.add_int("txn.max_retries", 0, 0, 1'000'000, "attempts per transaction before giving up (0: until commit)");
+  schema.add_int("txn.backoff_ns", 2000, 0, 10'000'000, "initial random backoff before retrying an aborted transaction");
+  schema.add_enum("txn.pipeline.fetch", "onesided", kPrimitives, "fetch stage primitive");
+  schema.add_enum("txn.pipeline.lock", "onesided", kPrimitives, "lock stage primitive");
+  schema.add_enum("txn.pipeline.validate", "onesided", kPrimitives, "validate stage primitive");
+  schema.add_enum("txn.pipeline.log", "off", kPrimitives, "log stage primitive (replication; only off for now)");
+  schema.add_enum("txn.pipeline.commit", "onesided", kPrimitives, "commit stage primitive");
+  schema.add_bool("txn.options.doorbell_batching", true, "post a batch of verbs to one QP with one doorbell");
+  schema.add_bool("txn.options.outstanding_requests", true, "send to all nodes at once and wait once");
+  schema.add_bool("txn.options.passive_ack", true, "do not wait for commit/release acknowledgements");
+  schema.add_bool("txn.options.location_cache", true, "cache remote tuple addresses (one READ per hit)");
+  schema.add_int("txn.options.location_cache_entries", 1 << 16, 4, 1 << 26, "location cache entries per worker");
+  std::vector<const ProtocolDef*> copy = protocols;
+  schema.add_check([copy](const config::Config& cfg) -> std::string {
+    const std::string& name = cfg.get_string("txn.protocol");
+    for (const ProtocolDef* p : copy)
+      if (name == p->name) return check_pipeline(cfg, *p);
+    return "";
+  });
+}
+
+std::string check_pipeline(const config::Config& cfg, const ProtocolDef& def) {
+  std::string stages;
+  for (int s = 0; s < static_cast<int>(Stage::kCount_); ++s)
+    if (!def.allowed[s].empty()) stages += (stages.empty() ? "" : ", ") + std::string(to_string(static_cast<Stage>(s)));
+  for (int s = 0; s < static_cast<int>(Stage::kCount_); ++s) {
+    const char* key = kStageKeys[s];
+    const std::string& v = cfg.get_string(key);
+    const std::string& origin = cfg.origin(key);
+    const auto& allowed = def.allowed[s];
+    if (allowed.empty()) {
+      if (origin == "default") continue;
+      if (static_cast<Stage>(s) == Stage::kLog && v == "off") continue;
+      if (static_cast<Stage>(s) == Stage::kLog)
+        return std::string(key) + " = '" + v + "' (" + origin +
+               "): logging to backup replicas is not implemented yet; only 'off' is accepted";
+      return std::string(key) + " = '" + v + "' (" + origin + ") does not apply to protocol '" + def.name +
+             "' (its stages: " + stages + ")";
+    }
+    bool ok = false;
+    std::string list;
+    for (Primitive p : allowed) {
+      ok |= v == to_string(p);
+      list += (list.empty() ? "" : ", ") + std::string(to_string(p));
+    }
+    if (!ok)
+      return std::string(key) + " = '" + v + "' (" + origin + ") is not supported by protocol '" + def.name +
+             "' (allowed: " + list + ")";
+  }
+  return "";
+}
+
+Options options_from(const config::Config& cfg) {
+  Options o;
+  o.protocol = cfg.get_string("txn.protocol");
+  o.coroutines = static_cast<uint32_t>(cfg.get_int("txn.coroutines"));
+  o.max_retries = static_cast<uint32_t>(cfg.get_int("txn.max_retries"));
+  o.backoff_ns = static_cast<uint32_t>(cfg.get_int("txn.backoff_ns"));
+  for (int s = 0; s < static_cast<int>(Stage::kCount_); ++s) o.pipeline[s] = parse_primitive(cfg.get_string(kStageKeys[s]));
+  o.doorbell_batching = cfg.get_bool("txn.options.doorbell_batching");
+  o.outstanding_requests = cfg.get_bool("txn.options.outstanding_requests");
+  o.passive_ack = cfg.get_bool("txn.options.passive_ack");
+  o.location_cache = cfg.get_bool("txn.options.location_cache");
+  o.location_cache_entries = static_cast<uint32_t>(cfg.get_int("txn.options.location_cache_entries"));
+  return o;
+}
+
+}  // namespace rdtx::txn

@@ -1,0 +1,49 @@
+// The engine's run-time choices: protocol, per-stage primitive, coroutines
+// and optimisations, read from the `[txn]` section of the configuration.
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/result.hpp"
+#include "config/config.hpp"
+#include "txn/types.hpp"
+
+namespace rdtx::txn {
+
+struct ProtocolDef;
+
+struct Options {
+  std::string protocol = "occ";
+  uint32_t coroutines = 8;
+  Primitive pipeline[static_cast<int>(Stage::kCount_)] = {Primitive::kOneSided, Primitive::kOneSided,
+                                                          Primitive::kOneSided, Primitive::kOff,
+                                                          Primitive::kOneSided};
+  bool doorbell_batching = true;     // one doorbell per QP per batch (CAS+READ, WRITE+WRITE)
+  bool outstanding_requests = true;  // requests to all nodes at once, one wait
+  bool passive_ack = true;           // commit/release messages not awaited
+  bool location_cache = true;
+  uint32_t location_cache_entries = 1 << 16;
+  bool record_history = false;
+  uint32_t max_retries = 0;  // 0: retry an aborted transaction until it commits
+  // Randomized exponential backoff before a retry: the first wait is
+  // uniform in [0, backoff_ns), doubling per attempt up to 64x. Without it,
+  // NOWAIT under a hot spot livelocks (every retry meets the locks of the
+  // others' retries).
+  uint32_t backoff_ns = 2000;
+
+  Primitive stage(Stage s) const { return pipeline[static_cast<int>(s)]; }
+};
+
+// Declares the [txn] keys (protocol names come from the registry given to
+// the checks).
+void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& protocols);
+// Reads the options; the schema checks have already validated the pipeline.
+Options options_from(const config::Config& cfg);
+// Checks a pipeline against a protocol: each stage it lacks must be left at
+// its default, each stage it has must use a primitive it supports. The error
+// names the key, where it was set, and the allowed values.
+std::string check_pipeline(const config::Config& cfg, const ProtocolDef& def);
+
+}  // namespace rdtx::txn

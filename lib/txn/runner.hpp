@@ -1,0 +1,55 @@
+// Runs a workload on an embedded cluster with one protocol: builds the
+// cluster and database, loads every node's partition, starts the
+// coordinators on every worker, runs for the warm-up and the measured
+// duration, stops, and checks the outcome (the workload's invariants, and
+// that no lock is left held). rdtx-bench and the tests use it.
+// Thread-safety: call from the main thread (it launches the lcores).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/result.hpp"
+#include "cluster/cluster.hpp"
+#include "runtime/loop.hpp"
+#include "txn/engine.hpp"
+
+namespace rdtx::txn {
+
+struct RunConfig {
+  cluster::ClusterConfig cluster;
+  Options options;
+  const ProtocolDef* protocol = nullptr;
+  Workload* workload = nullptr;
+  double warmup_s = 0.2;
+  double duration_s = 1.0;
+  uint64_t seed = 1;
+  runtime::IdlePolicy idle = runtime::IdlePolicy::kAuto;
+  // Run every worker on the calling thread (deterministic order; tests).
+  bool single_thread = false;
+};
+
+struct RunResult {
+  double seconds = 0;          // measured window
+  WorkerStats total;           // merged over workers
+  std::vector<WorkerStats> per_worker;
+  std::vector<runtime::LoopStats> loops;
+  uint64_t locks_left = 0;     // tuples still locked after the run
+  Result<void> invariants;     // the workload's check
+  store::LocationCacheStats cache;
+  uint64_t rpc_malformed = 0, rpc_timeouts = 0;
+  double committed_per_s() const { return seconds > 0 ? static_cast<double>(total.commits) / seconds : 0; }
+  double attempted_per_s() const { return seconds > 0 ? static_cast<double>(total.attempts) / seconds : 0; }
+  double abort_rate() const {
+    return total.attempts ? static_cast<double>(total.attempts - total.commits) / static_cast<double>(total.attempts)
+                          : 0;
+  }
+};
+
+Result<RunResult> run(const RunConfig& rc);
+
+// Tuples of every table on every node whose lock word (metadata word 0) is
+// not 0.
+uint64_t count_locked(Database& db);
+
+}  // namespace rdtx::txn

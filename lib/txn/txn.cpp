@@ -1,0 +1,122 @@
+#include "txn/txn.hpp"
+
+#include "txn/engine.hpp"
+
+namespace rdtx::txn {
+
+const char* to_string(AbortReason r) {
+  switch (r) {
+    case AbortReason::kNone: return "none";
+    case AbortReason::kLockConflict: return "lock conflict";
+    case AbortReason::kWaitDie: return "wait-die (younger dies)";
+    case AbortReason::kValidation: return "validation failed";
+    case AbortReason::kLockedAtRead: return "locked at read";
+    case AbortReason::kNotFound: return "key not found";
+    case AbortReason::kNetwork: return "network error";
+    case AbortReason::kUser: return "workload abort";
+    case AbortReason::kCount_: break;
+  }
+  return "?";
+}
+
+const char* to_string(Stage s) {
+  switch (s) {
+    case Stage::kFetch: return "fetch";
+    case Stage::kLock: return "lock";
+    case Stage::kValidate: return "validate";
+    case Stage::kLog: return "log";
+    case Stage::kCommit: return "commit";
+    case Stage::kCount_: break;
+  }
+  return "?";
+}
+
+const char* to_string(Primitive p) {
+  switch (p) {
+    case Primitive::kOneSided: return "onesided";
+    case Primitive::kRpc: return "rpc";
+    case Primitive::kHybrid: return "hybrid";
+    case Primitive::kOff: return "off";
+  }
+  return "?";
+}
+
+void Txn::reset(uint64_t id) {
+  id_ = id;
+  n_ = 0;
+  fetched_upto_ = 0;
+  round_ = 0;
+  reason_ = AbortReason::kNone;
+  overflow_ = false;
+}
+
+int Txn::declare(TableId table, Key key, AccessMode mode) {
+  for (uint32_t i = 0; i < n_; ++i) {
+    Access& a = acc_[i];
+    if (a.table == table && a.key == key) {
+      if (mode == AccessMode::kWrite && a.mode == AccessMode::kRead) {
+        if (a.fetched) {
+          overflow_ = true;  // upgrading a fetched read is not supported: abort the attempt
+        } else {
+          a.mode = AccessMode::kWrite;
+        }
+      }
+      return static_cast<int>(i);
+    }
+  }
+  if (n_ == kMaxAccesses || !co_->db().has_table(table)) {
+    overflow_ = true;
+    return 0;
+  }
+  Access& a = acc_[n_];
+  a = Access{};
+  a.table = table;
+  a.key = key;
+  a.mode = mode;
+  a.node = co_->db().owner(table, key);
+  a.round = round_;
+  a.copy = co_->slot(n_);
+  return static_cast<int>(n_++);
+}
+
+runtime::Task<bool> Txn::fetch() {
+  if (overflow_) {
+    co_await co_->engine().protocol().abort(*co_, *this);
+    reason_ = AbortReason::kUser;
+    co_return false;
+  }
+  uint32_t from = fetched_upto_;
+  fetched_upto_ = n_;
+  ++round_;
+  if (from == n_) co_return true;
+  co_return co_await co_->engine().protocol().fetch(*co_, *this, from);
+}
+
+runtime::Task<bool> Txn::commit() {
+  if (overflow_ || fetched_upto_ != n_) {
+    // Declared but never fetched, or too many accesses: a workload bug.
+    co_await co_->engine().protocol().abort(*co_, *this);
+    reason_ = AbortReason::kUser;
+    co_return false;
+  }
+  co_return co_await co_->engine().protocol().commit(*co_, *this);
+}
+
+runtime::Task<void> Txn::user_abort() {
+  co_await co_->engine().protocol().abort(*co_, *this);
+  reason_ = AbortReason::kUser;
+}
+
+std::span<const std::byte> Txn::record(int i) const {
+  const Access& a = acc_[i];
+  const auto& l = co_->db().layout(a.table);
+  return {a.copy + l.record_offset(), l.record_bytes};
+}
+
+std::span<std::byte> Txn::mutable_record(int i) {
+  Access& a = acc_[i];
+  const auto& l = co_->db().layout(a.table);
+  return {a.copy + l.record_offset(), l.record_bytes};
+}
+
+}  // namespace rdtx::txn

@@ -1,0 +1,113 @@
+// Txn: the protocol-neutral transaction API workloads are written against,
+// and the read/write set the protocols work on.
+//
+// A workload declares accesses by (table, key), fetches them (several fetch
+// rounds are allowed: a later round may depend on values fetched earlier),
+// computes on the local copies, and commits:
+//
+//   int from = t.write(kChecking, a), to = t.write(kChecking, b);
+//   if (!co_await t.fetch()) co_return false;       // aborted
+//   t.get_mut<Account>(from).balance -= x;
+//   t.get_mut<Account>(to).balance += x;
+//   co_return co_await t.commit();                  // false: aborted
+//
+// It never mentions protocols or verbs. A read-only transaction declares
+// only reads. An aborted attempt has released everything it held when
+// fetch()/commit() return false; abort_reason() says why. user_abort() ends
+// an attempt the workload gives up on (releasing what it holds).
+//
+// Record copies live in the worker's registered scratch memory (the
+// destination of one-sided READs), one tuple-sized slot per access.
+// Thread-safety: a Txn belongs to one coordinator coroutine.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <type_traits>
+
+#include "runtime/task.hpp"
+#include "txn/types.hpp"
+
+namespace rdtx::txn {
+
+class Coordinator;
+
+struct Access {
+  TableId table = 0;
+  uint32_t node = 0;  // owner
+  Key key = 0;
+  AccessMode mode = AccessMode::kRead;
+  uint32_t round = 0;  // fetch round that declared it
+  std::byte* copy = nullptr;  // local copy of the tuple (meta, header, record)
+  uint64_t tuple_addr = 0;    // the tuple's address on the owner (remote address)
+  uint64_t state = 0;         // store state word seen at fetch
+  uint64_t version = 0;       // protocol version seen at fetch (OCC seq)
+  uint64_t writer = 0;        // recording: the writer id seen at fetch
+  uint64_t expect_state = 0;  // location hint: full state (cache), or 0
+  uint32_t expect_low = 0;    // location hint: low 32 bits of the state (index slot)
+  bool located = false;       // tuple_addr and a hint are known
+  bool fetched = false;
+  bool locked = false;        // this attempt holds the tuple's lock
+};
+
+class Txn {
+ public:
+  static constexpr uint32_t kMaxAccesses = 64;
+
+  // Declaring: returns the access index used with get()/get_mut().
+  // Declaring the same (table, key) twice returns the first index (a read
+  // later declared as a write is upgraded if not fetched yet).
+  int read(TableId table, Key key) { return declare(table, key, AccessMode::kRead); }
+  int write(TableId table, Key key) { return declare(table, key, AccessMode::kWrite); }
+
+  // Fetches every access declared since the last fetch. False: aborted.
+  runtime::Task<bool> fetch();
+  // Runs the protocol's commit pipeline. False: aborted.
+  runtime::Task<bool> commit();
+  // The workload gives up: releases what the attempt holds.
+  runtime::Task<void> user_abort();
+
+  std::span<const std::byte> record(int i) const;
+  std::span<std::byte> mutable_record(int i);  // only for write accesses
+  template <typename R>
+  const R& get(int i) const {
+    static_assert(std::is_trivially_copyable_v<R>);
+    return *reinterpret_cast<const R*>(record(i).data());
+  }
+  template <typename R>
+  R& get_mut(int i) {
+    static_assert(std::is_trivially_copyable_v<R>);
+    return *reinterpret_cast<R*>(mutable_record(i).data());
+  }
+
+  AbortReason abort_reason() const { return reason_; }
+  // For protocols: records why the attempt is aborting.
+  void fail(AbortReason r) { reason_ = r; }
+  uint64_t id() const { return id_; }
+  // The transaction's timestamp: globally unique, taken at its first attempt
+  // and kept across retries (WAITDIE's priority; smaller is older).
+  uint64_t timestamp() const { return ts_; }
+  uint32_t size() const { return n_; }
+  Access& access(uint32_t i) { return acc_[i]; }
+  const Access& access(uint32_t i) const { return acc_[i]; }
+  bool declare_failed() const { return overflow_; }
+
+ private:
+  friend class Coordinator;
+  int declare(TableId table, Key key, AccessMode mode);
+  void reset(uint64_t id);
+
+  Coordinator* co_ = nullptr;
+  uint64_t id_ = 0;
+  uint64_t ts_ = 0;
+  uint32_t n_ = 0;
+  uint32_t fetched_upto_ = 0;  // accesses [0, fetched_upto_) are fetched
+  uint32_t round_ = 0;
+  AbortReason reason_ = AbortReason::kNone;
+  bool overflow_ = false;  // more than kMaxAccesses declared: the attempt aborts
+  Access acc_[kMaxAccesses];
+};
+
+}  // namespace rdtx::txn

@@ -1,0 +1,63 @@
+// Vocabulary of the transaction engine: ids, access modes, abort reasons,
+// stages and primitives.
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+
+namespace rdtx::txn {
+
+using TableId = uint32_t;
+using Key = uint64_t;
+
+// A transaction attempt's id, unique in the cluster and never 0:
+//   bits 63..48 node, 47..38 worker (of the node), 37..32 coroutine,
+//   31..0 per-coordinator sequence (wraps; ids of one coordinator are then
+//   reused only after 2^32 attempts, far beyond any run's lock lifetime).
+// Also the value a 2PL lock word holds while the attempt owns it.
+inline constexpr uint64_t make_txn_id(uint32_t node, uint32_t worker, uint32_t coroutine, uint32_t seq) {
+  return (uint64_t{node} << 48) | (uint64_t{worker & 0x3ff} << 38) | (uint64_t{coroutine & 0x3f} << 32) | seq;
+}
+inline constexpr uint32_t kMaxWorkersPerNode = 256;
+inline constexpr uint32_t kMaxCoroutines = 64;
+inline constexpr uint32_t kMaxNodesTs = 64;
+
+// A transaction timestamp: (clock << 20) | node(6) | worker(8) | coroutine(6).
+// The clock part is the TSC since `epoch` divided by 64 (25 ns at 2.6 GHz;
+// 2^44 units last ~120 hours), raised if needed so that one coordinator's
+// timestamps strictly increase. The low 20 bits make timestamps of
+// different coordinators distinct, so two are never equal for any cluster
+// within the limits (64 nodes, 256 workers per node, 64 coroutines), which
+// the configuration enforces.
+inline uint64_t next_timestamp(uint64_t now_tsc, uint64_t epoch, uint64_t last, uint32_t node, uint32_t worker,
+                               uint32_t coroutine) {
+  uint64_t clock = (now_tsc - epoch) >> 6;
+  uint64_t last_clock = last >> 20;
+  if (last != 0 && clock <= last_clock) clock = last_clock + 1;
+  return (clock << 20) | (uint64_t{node & 0x3f} << 14) | (uint64_t{worker & 0xff} << 6) | (coroutine & 0x3f);
+}
+
+enum class AccessMode : uint8_t { kRead, kWrite };
+
+enum class AbortReason : uint8_t {
+  kNone,
+  kLockConflict,  // a lock was held by another transaction (NOWAIT; OCC at commit)
+  kWaitDie,       // WAITDIE: younger than the holder, so it dies
+  kValidation,    // OCC: a read changed or was locked before commit
+  kLockedAtRead,  // OCC: the tuple was being committed while read
+  kNotFound,      // the key does not exist
+  kNetwork,       // an RDMA/RPC operation failed or timed out
+  kUser,          // the workload gave up (e.g. SmallBank insufficient funds)
+  kCount_,
+};
+const char* to_string(AbortReason r);
+
+// The stages a protocol is assembled from (DESIGN.md), in pipeline order.
+enum class Stage : uint8_t { kFetch, kLock, kValidate, kLog, kCommit, kCount_ };
+const char* to_string(Stage s);
+
+// How a stage talks to the owner of a tuple.
+enum class Primitive : uint8_t { kOneSided, kRpc, kHybrid, kOff };
+const char* to_string(Primitive p);
+
+}  // namespace rdtx::txn
