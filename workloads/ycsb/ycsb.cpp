@@ -1,0 +1,210 @@
+#include "workloads/ycsb/ycsb.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "runtime/worker.hpp"
+#include "store/loader.hpp"
+
+namespace rdtx::workloads {
+
+using runtime::Task;
+using txn::Txn;
+
+namespace {
+
+struct RecordHead {
+  uint64_t writes;
+  uint64_t check;
+};
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Fills a record as the `writes`-th version of `key`.
+void fill(std::span<std::byte> rec, uint64_t key, uint64_t writes) {
+  RecordHead h{writes, mix(key * 31 + writes)};
+  std::memcpy(rec.data(), &h, sizeof h);
+  for (size_t off = sizeof h; off + 8 <= rec.size(); off += 8) {
+    uint64_t w = mix(h.check + off);
+    std::memcpy(rec.data() + off, &w, 8);
+  }
+}
+
+bool consistent(std::span<const std::byte> rec, uint64_t key, uint64_t* writes) {
+  RecordHead h;
+  std::memcpy(&h, rec.data(), sizeof h);
+  *writes = h.writes;
+  if (h.check != mix(key * 31 + h.writes)) return false;
+  for (size_t off = sizeof h; off + 8 <= rec.size(); off += 8) {
+    uint64_t w;
+    std::memcpy(&w, rec.data() + off, 8);
+    if (w != mix(h.check + off)) return false;
+  }
+  return true;
+}
+
+double zeta(uint64_t n, double theta) {
+  double s = 0;
+  for (uint64_t i = 1; i <= n; ++i) s += 1.0 / std::pow(static_cast<double>(i), theta);
+  return s;
+}
+
+}  // namespace
+
+void Ycsb::add_schema(config::Schema& s) {
+  s.add_int("ycsb.records_per_node", 100'000, 16, 1 << 26, "records per node");
+  s.add_int("ycsb.record_bytes", 64, 16, 4096, "record size in bytes (>= 16: write counter and check word)");
+  s.add_int("ycsb.ops_per_txn", 10, 1, kMaxOps, "operations per transaction");
+  s.add_int("ycsb.read_percent", 50, 0, 100, "percent of operations that only read (the rest read-modify-write)");
+  s.add_enum("ycsb.distribution", "uniform", {"uniform", "hotspot", "zipfian"}, "key choice");
+  s.add_int("ycsb.hot_records_per_node", 100, 1, 1 << 26, "hotspot: hot records per node");
+  s.add_int("ycsb.hot_percent", 90, 0, 100, "hotspot: percent of accesses to hot records");
+  s.add_float("ycsb.zipf_theta", 0.99, 0.01, 0.9999, "zipfian: skew (theta < 1)");
+  s.add_int("ycsb.compute_ns", 0, 0, 100'000'000, "local computation per transaction, yielding to other coroutines");
+  s.add_check([](const config::Config& c) -> std::string {
+    if (c.get_string("ycsb.distribution") == "hotspot" &&
+        c.get_int("ycsb.hot_records_per_node") > c.get_int("ycsb.records_per_node"))
+      return "ycsb.hot_records_per_node (" + c.origin("ycsb.hot_records_per_node") + ") exceeds ycsb.records_per_node";
+    if (c.get_int("ycsb.record_bytes") % 8 != 0)
+      return "ycsb.record_bytes = " + std::to_string(c.get_int("ycsb.record_bytes")) + " (" +
+             c.origin("ycsb.record_bytes") + ") must be a multiple of 8";
+    return "";
+  });
+}
+
+Ycsb::Params Ycsb::params_from(const config::Config& cfg, uint32_t nodes) {
+  Params p;
+  p.records_per_node = static_cast<uint64_t>(cfg.get_int("ycsb.records_per_node"));
+  p.record_bytes = static_cast<uint32_t>(cfg.get_int("ycsb.record_bytes"));
+  p.ops_per_txn = static_cast<uint32_t>(cfg.get_int("ycsb.ops_per_txn"));
+  p.read_percent = static_cast<uint32_t>(cfg.get_int("ycsb.read_percent"));
+  const std::string& d = cfg.get_string("ycsb.distribution");
+  p.distribution = d == "hotspot" ? Distribution::kHotspot : d == "zipfian" ? Distribution::kZipfian : Distribution::kUniform;
+  p.hot_records_per_node = static_cast<uint64_t>(cfg.get_int("ycsb.hot_records_per_node"));
+  p.hot_percent = static_cast<uint32_t>(cfg.get_int("ycsb.hot_percent"));
+  p.zipf_theta = cfg.get_float("ycsb.zipf_theta");
+  p.compute_ns = static_cast<uint64_t>(cfg.get_int("ycsb.compute_ns"));
+  p.nodes = nodes;
+  return p;
+}
+
+Ycsb::Ycsb(const Params& p) : p_(p), n_(p.records_per_node * p.nodes) {
+  if (p_.distribution == Distribution::kZipfian) {
+    zeta_n_ = zeta(n_, p_.zipf_theta);
+    zeta2_ = zeta(2, p_.zipf_theta);
+    alpha_ = 1.0 / (1.0 - p_.zipf_theta);
+    eta_ = (1 - std::pow(2.0 / static_cast<double>(n_), 1 - p_.zipf_theta)) / (1 - zeta2_ / zeta_n_);
+  }
+}
+
+std::vector<txn::TableDef> Ycsb::tables(uint32_t nodes) const {
+  auto part = store::Partitioner::range(nodes, p_.records_per_node * nodes);
+  return {{kTable, "usertable", p_.record_bytes, static_cast<uint32_t>(p_.records_per_node), part.value()}};
+}
+
+Result<void> Ycsb::load(txn::Database& db, uint32_t node) const {
+  const uint64_t base = node * p_.records_per_node;
+  return store::load(*db.store(node).table(kTable), p_.records_per_node, [base](uint64_t row, std::span<std::byte> rec) {
+    fill(rec, base + row, 0);
+    return base + row;
+  });
+}
+
+std::vector<std::string> Ycsb::type_names() const { return {"ReadOnly", "ReadWrite"}; }
+
+uint64_t Ycsb::pick(std::mt19937_64& rng) const {
+  switch (p_.distribution) {
+    case Distribution::kUniform:
+      return rng() % n_;
+    case Distribution::kHotspot: {
+      uint64_t node = rng() % p_.nodes;
+      uint64_t span = rng() % 100 < p_.hot_percent ? p_.hot_records_per_node : p_.records_per_node;
+      return node * p_.records_per_node + rng() % span;
+    }
+    case Distribution::kZipfian: {
+      double u = std::uniform_real_distribution<double>(0, 1)(rng);
+      double uz = u * zeta_n_;
+      uint64_t rank;
+      if (uz < 1.0) rank = 0;
+      else if (uz < 1.0 + std::pow(0.5, p_.zipf_theta)) rank = 1;
+      else rank = static_cast<uint64_t>(static_cast<double>(n_) * std::pow(eta_ * u - eta_ + 1, alpha_));
+      if (rank >= n_) rank = n_ - 1;
+      return mix(rank) % n_;  // scrambled, so hot keys spread over nodes
+    }
+  }
+  return 0;
+}
+
+void Ycsb::generate(std::mt19937_64& rng, uint32_t home_node, txn::TxnInput& in) const {
+  in.home_node = home_node;
+  uint32_t writes = 0;
+  for (uint32_t i = 0; i < p_.ops_per_txn; ++i) {
+    uint64_t key;
+    bool dup;
+    do {  // distinct keys: an operation per record
+      key = pick(rng);
+      dup = false;
+      for (uint32_t j = 0; j < i; ++j) dup |= (in.args[j] >> 1) == key;
+    } while (dup);
+    bool write = rng() % 100 >= p_.read_percent;
+    writes += write;
+    in.args[i] = key << 1 | (write ? 1 : 0);
+  }
+  in.type = writes > 0 ? 1 : 0;
+}
+
+Task<bool> Ycsb::execute(Txn& t, const txn::TxnInput& in, int64_t* delta) const {
+  int idx[kMaxOps];
+  for (uint32_t i = 0; i < p_.ops_per_txn; ++i) {
+    uint64_t key = in.args[i] >> 1;
+    idx[i] = (in.args[i] & 1) ? t.write(kTable, key) : t.read(kTable, key);
+  }
+  if (!co_await t.fetch()) co_return false;
+  int64_t writes = 0;
+  for (uint32_t i = 0; i < p_.ops_per_txn; ++i) {
+    uint64_t key = in.args[i] >> 1;
+    uint64_t w;
+    if (!consistent(t.record(idx[i]), key, &w)) {
+      // A protocol may fetch a torn copy it will reject at validation (OCC);
+      // it must never commit one.
+      continue;
+    }
+    if (in.args[i] & 1) {
+      fill(t.mutable_record(idx[i]), key, w + 1);
+      ++writes;
+    }
+  }
+  if (p_.compute_ns > 0) co_await runtime::sleep_for(p_.compute_ns);
+  bool ok = co_await t.commit();
+  *delta = ok ? writes : 0;
+  co_return ok;
+}
+
+Result<void> Ycsb::check(txn::Database& db, int64_t committed_delta) const {
+  int64_t total = 0;
+  for (uint32_t n = 0; n < db.nodes(); ++n) {
+    store::Table* tab = db.store(n).table(kTable);
+    for (uint64_t k = n * p_.records_per_node; k < (n + 1) * p_.records_per_node; ++k) {
+      store::TupleRef ref;
+      if (tab->lookup(k, &ref) != 0)
+        return make_error(EIO, "ycsb: record %llu missing on node %u", static_cast<unsigned long long>(k), n);
+      uint64_t w;
+      std::span<const std::byte> rec(ref.tuple + tab->layout().record_offset(), p_.record_bytes);
+      if (!consistent(rec, k, &w))
+        return make_error(EIO, "ycsb: record %llu on node %u is not one consistent version (torn or mixed write)",
+                          static_cast<unsigned long long>(k), n);
+      total += static_cast<int64_t>(w);
+    }
+  }
+  if (total != committed_delta)
+    return make_error(EIO, "ycsb: records carry %lld writes, committed transactions made %lld (lost or phantom updates)",
+                      static_cast<long long>(total), static_cast<long long>(committed_delta));
+  return {};
+}
+
+}  // namespace rdtx::workloads

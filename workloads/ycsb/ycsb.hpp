@@ -1,0 +1,61 @@
+// YCSB as RCC runs it: one table of fixed-size records, transactions of N
+// operations (each a read, or a read-modify-write with probability
+// 1 - read_percent), keys drawn uniformly, from a hot area (RCC's hotspot:
+// `hot_records_per_node` records of each node get `hot_percent`% of the
+// accesses) or from a (scrambled) Zipfian distribution, and an optional
+// local computation per transaction that yields to the other coroutines.
+//
+// Record: {writes, check, payload}: every committed write increments
+// `writes` and rewrites check and payload as functions of (key, writes).
+// Invariants after a run: every record is self-consistent (no torn or
+// mixed write) and the sum of `writes` over all records equals the number
+// of committed write operations (no lost update).
+#pragma once
+
+#include <vector>
+
+#include "config/config.hpp"
+#include "txn/workload.hpp"
+
+namespace rdtx::workloads {
+
+class Ycsb final : public txn::Workload {
+ public:
+  enum class Distribution { kUniform, kHotspot, kZipfian };
+  static constexpr txn::TableId kTable = 0;
+
+  struct Params {
+    uint64_t records_per_node = 100'000;
+    uint32_t record_bytes = 64;
+    uint32_t ops_per_txn = 10;
+    uint32_t read_percent = 50;
+    Distribution distribution = Distribution::kUniform;
+    uint64_t hot_records_per_node = 100;
+    uint32_t hot_percent = 90;
+    double zipf_theta = 0.99;
+    uint64_t compute_ns = 0;
+    uint32_t nodes = 1;
+  };
+  static void add_schema(config::Schema& s);
+  static Params params_from(const config::Config& cfg, uint32_t nodes);
+
+  explicit Ycsb(const Params& p);
+  const char* name() const override { return "ycsb"; }
+  std::vector<txn::TableDef> tables(uint32_t nodes) const override;
+  Result<void> load(txn::Database& db, uint32_t node) const override;
+  std::vector<std::string> type_names() const override;
+  void generate(std::mt19937_64& rng, uint32_t home_node, txn::TxnInput& in) const override;
+  runtime::Task<bool> execute(txn::Txn& t, const txn::TxnInput& in, int64_t* delta) const override;
+  Result<void> check(txn::Database& db, int64_t committed_delta) const override;
+
+  static constexpr uint32_t kMaxOps = 12;  // TxnInput carries the keys
+
+ private:
+  uint64_t pick(std::mt19937_64& rng) const;
+  Params p_;
+  uint64_t n_ = 0;  // records in the cluster
+  // Zipfian (Gray et al., as YCSB): constants for n_ items.
+  double zeta_n_ = 0, alpha_ = 0, eta_ = 0, zeta2_ = 0;
+};
+
+}  // namespace rdtx::workloads
