@@ -46,6 +46,22 @@ Result<RunResult> run(const RunConfig& rc) {
   if (!cl.ok()) return cl.error();
   cluster::Cluster& c = **cl;
 
+  // Lock words are CASed by the fetch/lock stage and released by the commit
+  // stage. A NIC whose atomics are not atomic with respect to CPU atomics
+  // (verbs: IBV_ATOMIC_HCA) must not see both touch one word: then both
+  // stages must use the same side.
+  if (!c.node(0).device->caps().atomics_coherent_with_cpu) {
+    const bool occ_like = rc.protocol->allowed[static_cast<int>(Stage::kLock)].size() > 0;
+    const Stage acquire = occ_like ? Stage::kLock : Stage::kFetch;
+    auto side = [](Primitive p) { return p == Primitive::kRpc ? 1 : 0; };
+    if (side(rc.options.stage(acquire)) != side(rc.options.stage(Stage::kCommit)))
+      return make_error(EINVAL,
+                        "device %s: remote atomics are not coherent with CPU atomics, so txn.pipeline.%s (%s) and "
+                        "txn.pipeline.commit (%s) must both be rpc or both one-sided",
+                        c.node(0).device->caps().name.c_str(), to_string(acquire),
+                        to_string(rc.options.stage(acquire)), to_string(rc.options.stage(Stage::kCommit)));
+  }
+
   auto db = Database::create(c, tables, rc.protocol->meta_bytes, rc.options.record_history);
   if (!db.ok()) return db.error();
   for (uint32_t n = 0; n < c.nodes(); ++n) RDTX_TRY(rc.workload->load(**db, n));

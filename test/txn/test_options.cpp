@@ -1,0 +1,60 @@
+// [txn] configuration: pipelines a protocol does not support are rejected
+// at load time with the key, where it was set, and the allowed values.
+#include <gtest/gtest.h>
+
+#include "cc/registry.hpp"
+#include "txn/options.hpp"
+
+using namespace rdtx;
+
+namespace {
+Result<config::Config> load(const std::string& toml, std::vector<std::string> sets = {}) {
+  config::Schema s;
+  txn::add_schema(s, cc::protocols());
+  return config::Config::parse(s, toml, "t.toml", sets);
+}
+std::string error_of(const std::string& toml, std::vector<std::string> sets = {}) {
+  auto c = load(toml, sets);
+  return c.ok() ? "" : c.error().message;
+}
+}  // namespace
+
+TEST(TxnOptions, SupportedPipelinesLoad) {
+  auto c = load("[txn]\nprotocol = \"occ\"\ncoroutines = 4\n[txn.pipeline]\nfetch = \"hybrid\"\nlock = \"rpc\"\n");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  txn::Options o = txn::options_from(*c);
+  EXPECT_EQ(o.protocol, "occ");
+  EXPECT_EQ(o.coroutines, 4u);
+  EXPECT_EQ(o.stage(txn::Stage::kFetch), txn::Primitive::kHybrid);
+  EXPECT_EQ(o.stage(txn::Stage::kLock), txn::Primitive::kRpc);
+  EXPECT_EQ(o.stage(txn::Stage::kCommit), txn::Primitive::kOneSided);
+  EXPECT_TRUE(load("[txn]\nprotocol = \"nowait\"\n[txn.pipeline]\nfetch = \"rpc\"\ncommit = \"rpc\"\n").ok());
+}
+
+TEST(TxnOptions, StageAProtocolLacksIsRejected) {
+  std::string e = error_of("[txn]\nprotocol = \"nowait\"\n[txn.pipeline]\nvalidate = \"rpc\"\n");
+  EXPECT_NE(e.find("txn.pipeline.validate = 'rpc' (t.toml:4:1) does not apply to protocol 'nowait' (its stages: "
+                   "fetch, commit)"),
+            std::string::npos)
+      << e;
+}
+
+TEST(TxnOptions, UnsupportedPrimitiveNamesAllowedValues) {
+  std::string e = error_of("[txn]\nprotocol = \"waitdie\"\n", {"txn.pipeline.fetch=hybrid"});
+  EXPECT_NE(e.find("txn.pipeline.fetch = 'hybrid' (--set) is not supported by protocol 'waitdie' (allowed: "
+                   "onesided, rpc)"),
+            std::string::npos)
+      << e;
+}
+
+TEST(TxnOptions, LoggingIsRejectedUntilItExists) {
+  std::string e = error_of("", {"txn.pipeline.log=onesided"});
+  EXPECT_NE(e.find("logging to backup replicas is not implemented yet"), std::string::npos) << e;
+  EXPECT_TRUE(load("", {"txn.pipeline.log=off"}).ok());
+}
+
+TEST(TxnOptions, UnknownProtocolListsTheKnownOnes) {
+  std::string e = error_of("[txn]\nprotocol = \"mvcc\"\n");
+  EXPECT_NE(e.find("nowait"), std::string::npos) << e;
+  EXPECT_NE(e.find("occ"), std::string::npos) << e;
+}
