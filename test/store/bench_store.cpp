@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "rdma/rdma.hpp"
+#include "rpc/endpoint.hpp"
 #include "runtime/cq_poller.hpp"
 #include "runtime/worker.hpp"
 #include "store/loader.hpp"
@@ -165,6 +166,55 @@ void BM_Remote(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Remote)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->ArgNames({"mode"});
+
+// The same fetch by RPC: node 1's handler looks the key up in its store and
+// replies with the tuple (what OCC's fetch = "rpc" does per item). Both
+// endpoints are polled on this thread, as the one-sided modes' target needs
+// no CPU at all.
+void BM_RpcFetch(benchmark::State& state) {
+  Cluster& c = cluster();
+  rpc::EndpointConfig cfg;
+  cfg.recv_buffers = 256;
+  cfg.send_buffers = 256;
+  auto client = must(rpc::Endpoint::create(*c.dev[0], 0, 2, cfg));
+  auto server = must(rpc::Endpoint::create(*c.dev[1], 1, 2, cfg));
+  if (!client->connect(1, server->address()).ok() || !server->connect(0, client->address()).ok()) std::exit(1);
+  Table* table = c.table;
+  (void)server->register_handler(1, "fetch", [table](rpc::Request& r) {
+    uint64_t key;
+    if (r.payload().size() != sizeof key) return;
+    std::memcpy(&key, r.payload().data(), sizeof key);
+    TupleRef ref;
+    if (table->lookup(key, &ref) == 0 && table->copy_tuple(ref, r.reply_buffer().data()))
+      r.set_reply_len(table->tuple_bytes());
+  });
+  runtime::Worker cw("rpc-client"), sw("rpc-server");
+  cw.add_poller([ep = client.get()] { return ep->poll(); });
+  sw.add_poller([ep = server.get()] { return ep->poll(); });
+  std::mt19937_64 rng(2);
+  uint64_t ops = 0;
+  std::vector<std::byte> out(c.table->tuple_bytes());
+  for (auto _ : state) {
+    cw.spawn([](rpc::Endpoint& ep, std::mt19937_64& rng, uint64_t& ops, std::vector<std::byte>& out)
+                 -> runtime::Task<void> {
+      for (int i = 0; i < kBatch; ++i) {
+        uint64_t key = key_of(rng() % kRows);
+        rpc::Batch b(ep);
+        rpc::Reply r{out.data(), static_cast<uint32_t>(out.size())};
+        b.call(1, 1, std::as_bytes(std::span(&key, 1)), &r);
+        if (!co_await b.send() || r.len != out.size()) std::exit(1);
+        ++ops;
+      }
+    }(*client, rng, ops, out));
+    while (cw.live_tasks() > 0) {
+      cw.poll_once();
+      sw.poll_once();
+    }
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(ops));
+  state.counters["round_trips/op"] = 1;
+}
+BENCHMARK(BM_RpcFetch);
 
 void BM_CacheFind(benchmark::State& state) {
   LocationCache cache(1 << 20);
