@@ -95,7 +95,7 @@ Task<bool> Occ::fetch(Coordinator& c, Txn& t, uint32_t from) {
     } else if (!co_await locate_onesided(c, t, from, to)) {
       co_return false;
     }
-    OneSidedBatch batch(c);
+    OneSidedBatch& batch = c.onesided();
     for (uint32_t i = from; i < to; ++i) {
       Access& a = t.access(i);
       if (a.fetched) continue;
@@ -127,7 +127,7 @@ Task<bool> Occ::fetch(Coordinator& c, Txn& t, uint32_t from) {
 }
 
 Task<bool> Occ::fetch_rpc(Coordinator& c, Txn& t, uint32_t from, bool only_uncached) {
-  ItemBatch batch(c, kFetchRpc);
+  ItemBatch& batch = c.items(kFetchRpc);
   for (uint32_t i = from; i < t.size(); ++i) {
     Access& a = t.access(i);
     if (a.fetched || (only_uncached && a.located)) continue;
@@ -177,7 +177,7 @@ Task<bool> Occ::lock(Coordinator& c, Txn& t) {
   for (uint32_t i = 0; i < t.size(); ++i) any |= t.access(i).mode == AccessMode::kWrite;
   if (!any) co_return true;
   if (o_.stage(Stage::kLock) == Primitive::kRpc) {
-    ItemBatch batch(c, kLockRpc);
+    ItemBatch& batch = c.items(kLockRpc);
     for (uint32_t i = 0; i < t.size(); ++i) {
       Access& a = t.access(i);
       if (a.mode != AccessMode::kWrite) continue;
@@ -197,7 +197,7 @@ Task<bool> Occ::lock(Coordinator& c, Txn& t) {
     }
     co_return t.abort_reason() == AbortReason::kNone;
   }
-  OneSidedBatch batch(c);
+  OneSidedBatch& batch = c.onesided();
   const uint32_t hdr_end_off = 8;  // extra(i): [CAS result][seq .. state]
   for (uint32_t i = 0; i < t.size(); ++i) {
     Access& a = t.access(i);
@@ -252,7 +252,7 @@ Task<bool> Occ::validate(Coordinator& c, Txn& t) {
   for (uint32_t i = 0; i < t.size(); ++i) any |= t.access(i).mode == AccessMode::kRead;
   if (!any) co_return true;
   if (o_.stage(Stage::kValidate) == Primitive::kRpc) {
-    ItemBatch batch(c, kValidateRpc);
+    ItemBatch& batch = c.items(kValidateRpc);
     for (uint32_t i = 0; i < t.size(); ++i) {
       Access& a = t.access(i);
       if (a.mode == AccessMode::kRead) batch.add(i, a.version, 0, std::as_bytes(std::span(&a.state, 1)), 0);
@@ -269,7 +269,7 @@ Task<bool> Occ::validate(Coordinator& c, Txn& t) {
     if (!all) t.fail(AbortReason::kValidation);
     co_return all;
   }
-  OneSidedBatch batch(c);
+  OneSidedBatch& batch = c.onesided();
   for (uint32_t i = 0; i < t.size(); ++i) {
     Access& a = t.access(i);
     if (a.mode != AccessMode::kRead) continue;
@@ -308,7 +308,7 @@ Task<bool> Occ::write_back(Coordinator& c, Txn& t) {
     if (rec) set_word(a.copy, c.db().history_word_offset(), t.id());
   }
   if (o_.stage(Stage::kCommit) == Primitive::kRpc) {
-    ItemBatch batch(c, kCommitRpc);
+    ItemBatch& batch = c.items(kCommitRpc);
     for (uint32_t i = 0; i < t.size(); ++i) {
       Access& a = t.access(i);
       if (a.mode != AccessMode::kWrite) continue;
@@ -323,7 +323,7 @@ Task<bool> Occ::write_back(Coordinator& c, Txn& t) {
     if (!ok) ++e_.stats().commit_errors;
     co_return true;  // committed: validation passed; a failed write-back is counted, not retried
   }
-  OneSidedBatch batch(c);
+  OneSidedBatch& batch = c.onesided();
   for (uint32_t i = 0; i < t.size(); ++i) {
     Access& a = t.access(i);
     if (a.mode != AccessMode::kWrite) continue;
@@ -358,7 +358,7 @@ Task<void> Occ::release(Coordinator& c, Txn& t) {
   for (uint32_t i = 0; i < t.size(); ++i) any |= t.access(i).locked;
   if (!any) co_return;
   if (o_.stage(Stage::kCommit) == Primitive::kRpc) {
-    ItemBatch batch(c, kReleaseRpc);
+    ItemBatch& batch = c.items(kReleaseRpc);
     for (uint32_t i = 0; i < t.size(); ++i)
       if (t.access(i).locked) batch.add(i, t.id(), 0, {}, 0);
     if (o_.passive_ack) {
@@ -367,7 +367,7 @@ Task<void> Occ::release(Coordinator& c, Txn& t) {
       co_await batch.call();
     }
   } else {
-    OneSidedBatch batch(c);
+    OneSidedBatch& batch = c.onesided();
     for (uint32_t i = 0; i < t.size(); ++i) {
       Access& a = t.access(i);
       if (!a.locked) continue;

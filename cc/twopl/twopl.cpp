@@ -155,7 +155,7 @@ Task<bool> TwoPl::fetch_onesided(Coordinator& c, Txn& t, uint32_t from) {
   const uint64_t mine = lock_value(t);
   for (int relocations = 0; relocations < kRelocateAttempts;) {
     if (!co_await locate_onesided(c, t, from, to)) co_return false;
-    OneSidedBatch batch(c);
+    OneSidedBatch& batch = c.onesided();
     for (uint32_t i = from; i < to; ++i) {
       Access& a = t.access(i);
       if (a.fetched) continue;
@@ -188,7 +188,7 @@ Task<bool> TwoPl::fetch_onesided(Coordinator& c, Txn& t, uint32_t from) {
       if (!check_fetched(c, a)) {
         relocate = true;  // a stale location: unlock if we locked it, look up again
         if (a.locked) {
-          OneSidedBatch un(c);
+          OneSidedBatch& un = c.onesided();
           rdma::WorkRequest* wr = un.add(a.node);
           wr->opcode = rdma::Opcode::kWrite;
           wr->local = const_cast<uint64_t*>(&kZero);
@@ -228,7 +228,7 @@ Task<bool> TwoPl::fetch_onesided(Coordinator& c, Txn& t, uint32_t from) {
 }
 
 Task<bool> TwoPl::fetch_rpc(Coordinator& c, Txn& t, uint32_t from) {
-  ItemBatch batch(c, kLockReadRpc);
+  ItemBatch& batch = c.items(kLockReadRpc);
   for (uint32_t i = from; i < t.size(); ++i) {
     Access& a = t.access(i);
     if (!batch.add(i, lock_value(t), 0, {}, c.db().tuple_bytes(a.table))) {
@@ -280,7 +280,7 @@ Task<void> TwoPl::release(Coordinator& c, Txn& t, bool write_back) {
   if (!any) co_return;
   const uint64_t mine = lock_value(t);
   if (o_.stage(Stage::kCommit) == Primitive::kRpc) {
-    ItemBatch batch(c, write_back ? kCommitRpc : kReleaseRpc);
+    ItemBatch& batch = c.items(write_back ? kCommitRpc : kReleaseRpc);
     for (uint32_t i = 0; i < t.size(); ++i) {
       Access& a = t.access(i);
       if (!a.locked) continue;
@@ -297,7 +297,7 @@ Task<void> TwoPl::release(Coordinator& c, Txn& t, bool write_back) {
       if (!ok) ++e_.stats().commit_errors;
     }
   } else {
-    OneSidedBatch batch(c);
+    OneSidedBatch& batch = c.onesided();
     for (uint32_t i = 0; i < t.size(); ++i) {
       Access& a = t.access(i);
       if (!a.locked) continue;

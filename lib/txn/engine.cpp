@@ -52,7 +52,13 @@ Result<void> WorkerEngine::start(uint64_t seed) {
 }
 
 Coordinator::Coordinator(WorkerEngine& e, uint32_t index, std::byte* scratch, size_t, uint64_t seed)
-    : e_(e), index_(index), scratch_(scratch), slot_bytes_(slot_bytes_for(e.db())), rng_(seed) {
+    : e_(e),
+      index_(index),
+      scratch_(scratch),
+      slot_bytes_(slot_bytes_for(e.db())),
+      rng_(seed),
+      onesided_(*this),
+      items_(*this, 0) {
   extra_offset_ = static_cast<size_t>(slot_bytes_) * Txn::kMaxAccesses;
   rpc_buf_bytes_ = e.ctx().rpc->max_payload();
   rpc_bufs_.resize(2 * ItemBatch::kMaxCalls * rpc_buf_bytes_);

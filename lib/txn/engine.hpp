@@ -122,10 +122,15 @@ class WorkerEngine {
 // Collects one-sided work requests per node for one doorbell per QP and one
 // wait (DESIGN: doorbell batching, outstanding requests). With the options
 // off, it posts one request per doorbell, or waits node by node.
+//
+// One per coordinator (Coordinator::onesided()), reused by every stage: a
+// batch is hundreds of work requests, which neither belong in coroutine
+// frames nor should be zeroed per use.
 class OneSidedBatch {
  public:
   static constexpr uint32_t kMaxWrs = 4 * Txn::kMaxAccesses;
   explicit OneSidedBatch(Coordinator& c);
+  void reset() { n_ = 0; }
   // A zeroed request for `node`, appended to its list (nullptr when full).
   rdma::WorkRequest* add(uint32_t node);
   bool empty() const { return n_ == 0; }
@@ -165,6 +170,15 @@ class Coordinator {
   // left in flight): the next attempt waits for it before reusing scratch.
   runtime::WaitGroup& pending_commit() { return pending_commit_; }
   runtime::Task<void> settle_pending_commit();
+  // The coordinator's reusable batches, emptied (one stage at a time uses them).
+  OneSidedBatch& onesided() {
+    onesided_.reset();
+    return onesided_;
+  }
+  ItemBatch& items(rpc::HandlerId handler) {
+    items_.reset(handler);
+    return items_;
+  }
 
   runtime::Task<void> run();
 
@@ -182,6 +196,8 @@ class Coordinator {
   std::vector<std::byte> rpc_bufs_;
   size_t rpc_buf_bytes_ = 0;
   runtime::WaitGroup pending_commit_;
+  OneSidedBatch onesided_;
+  ItemBatch items_;
   Txn txn_;
 };
 

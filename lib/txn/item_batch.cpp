@@ -9,18 +9,26 @@ ItemBatch::ItemBatch(Coordinator& c, rpc::HandlerId handler)
   for (int& x : cur_) x = -1;
 }
 
+void ItemBatch::reset(rpc::HandlerId handler) {
+  handler_ = handler;
+  for (uint32_t k = 0; k < ncalls_; ++k) cur_[calls_[k].node] = -1;
+  ncalls_ = 0;
+}
+
 bool ItemBatch::add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const std::byte> data, uint32_t reply_data) {
   const Access& a = c_.txn().access(i);
   const uint32_t req_need = sizeof(ItemHeader) + pad8(static_cast<uint32_t>(data.size()));
   const uint32_t rep_need = sizeof(ItemReply) + pad8(reply_data);
-  if (req_need + 4 > max_payload_ || rep_need > max_payload_) return false;
+  if (req_need + 8 > max_payload_ || rep_need > max_payload_) return false;
   int k = cur_[a.node];
   if (k < 0 || calls_[k].req_len + req_need > max_payload_ || calls_[k].reply_len + rep_need > max_payload_ ||
       calls_[k].nitems == Txn::kMaxAccesses) {
     if (ncalls_ == kMaxCalls) return false;
     k = static_cast<int>(ncalls_++);
     Call& cl = calls_[k];
-    cl = Call{};
+    cl.req_len = 8;
+    cl.reply_len = 0;
+    cl.nitems = 0;
     cl.node = a.node;
     cl.dest = a.node * c_.engine().workers_per_node() + c_.engine().ctx().index;
     cl.req = c_.rpc_request_buffer(static_cast<uint32_t>(k));
@@ -34,7 +42,8 @@ bool ItemBatch::add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const st
   cl.req_len += req_need;
   cl.reply_len += rep_need;
   cl.items[cl.nitems++] = i;
-  std::memcpy(cl.req, &cl.nitems, 4);
+  const uint64_t count = cl.nitems;
+  std::memcpy(cl.req, &count, 8);
   return true;
 }
 
@@ -61,7 +70,7 @@ bool ItemBatch::send_passive(bool oneway) {
 }
 
 ItemReader::ItemReader(std::span<const std::byte> p) : p_(p) {
-  if (p.size() < 4) return;
+  if (p.size() < 8) return;
   std::memcpy(&count_, p.data(), 4);
   valid_ = count_ <= Txn::kMaxAccesses;
 }

@@ -47,6 +47,8 @@ class ItemBatch {
  public:
   static constexpr uint32_t kMaxCalls = 16;
   ItemBatch(Coordinator& c, rpc::HandlerId handler);
+  // Empties the batch for a new stage talking to `handler`.
+  void reset(rpc::HandlerId handler);
 
   // Adds an item for access `i`; `reply_data` is the most data its reply may
   // carry. False if the batch is full (more than kMaxCalls calls).
@@ -82,7 +84,7 @@ class ItemBatch {
   struct Call {
     uint32_t dest = 0;
     uint32_t node = 0;
-    uint32_t req_len = 4;  // starts with the item count
+    uint32_t req_len = 8;  // starts with the item count (8 bytes: keeps items 8-aligned)
     uint32_t reply_len = 0;
     uint32_t nitems = 0;
     uint32_t items[Txn::kMaxAccesses];
@@ -108,7 +110,7 @@ class ItemReader {
 
  private:
   std::span<const std::byte> p_;
-  uint32_t off_ = 4;
+  uint32_t off_ = 8;
   uint32_t count_ = 0;
   uint32_t seen_ = 0;
   bool valid_ = false;

@@ -27,7 +27,7 @@ runtime::Task<bool> locate_onesided(Coordinator& c, Txn& t, uint32_t from, uint3
   // Each hop READs the current bucket of every pending access; a chain is at
   // most overflow_buckets long (the store bounds it), so is the walk.
   for (uint64_t hop = 0; npending > 0; ++hop) {
-    OneSidedBatch batch(c);
+    OneSidedBatch& batch = c.onesided();
     for (uint32_t k = 0; k < npending; ++k) {
       Access& a = t.access(pending[k]);
       const store::TableDescriptor& d = c.db().descriptor(a.node, a.table);
