@@ -52,7 +52,8 @@ CommandLine split_command_line(int argc, char** argv) {
     }
   cl.eal.push_back(prog);
   cl.app.push_back(prog);
-  if (dash < 0) {
+  // No EAL options at all (no `--`, or nothing before it): the defaults.
+  if (dash < 0 || dash == 1) {
     std::string defaults = kDefaultEalArgs;
     for (size_t pos = 0; pos < defaults.size();) {
       size_t end = defaults.find(' ', pos);
@@ -60,7 +61,7 @@ CommandLine split_command_line(int argc, char** argv) {
       cl.eal.push_back(defaults.substr(pos, end - pos));
       pos = end + 1;
     }
-    for (int i = 1; i < argc; ++i) cl.app.push_back(argv[i]);
+    for (int i = dash < 0 ? 1 : dash + 1; i < argc; ++i) cl.app.push_back(argv[i]);
   } else {
     for (int i = 1; i < dash; ++i) cl.eal.push_back(argv[i]);
     for (int i = dash + 1; i < argc; ++i) cl.app.push_back(argv[i]);

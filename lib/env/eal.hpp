@@ -22,7 +22,8 @@ Result<int> eal_init(int argc, char** argv);
 
 // An app's command line split at the first `--`: EAL options before it, the
 // app's options after it (app[0] is the program name). Without `--`, every
-// argument is the app's and the EAL gets the embedded defaults
+// argument is the app's; without `--` or with nothing before it, the EAL
+// gets the embedded defaults
 // (kDefaultEalArgs: one lcore, no huge pages, no PCI, a private file prefix).
 struct CommandLine {
   std::vector<std::string> eal;

@@ -74,6 +74,8 @@ runtime::Task<void> Coordinator::run() {
   const uint32_t max_retries = e_.options().max_retries;
   TxnInput in;
   while (!self->stopping()) {
+    // The previous commit's passive completion is not this transaction's latency.
+    co_await settle_pending_commit();
     wl.generate(rng_, node, in);
     const uint64_t start = env::tsc();
     txn_.ts_ = last_ts_ = next_timestamp(start, e_.epoch(), last_ts_, node, worker, index_);
@@ -135,8 +137,10 @@ runtime::Task<bool> OneSidedBatch::execute() {
   cluster::WorkerContext& w = c_.engine().ctx();
   const uint32_t nodes = c_.db().nodes();
   // Link each node's requests in the order they were added.
-  rdma::WorkRequest* head[kMaxNodes] = {};
-  rdma::WorkRequest* tail[kMaxNodes] = {};
+  // Only the cluster's nodes are cleared: this runs several times per transaction.
+  rdma::WorkRequest* head[kMaxNodes];
+  rdma::WorkRequest* tail[kMaxNodes];
+  for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd) head[nd] = tail[nd] = nullptr;
   for (uint32_t i = 0; i < n_; ++i) {
     uint32_t nd = node_of_[i];
     wrs_[i].next = nullptr;
@@ -198,8 +202,10 @@ runtime::Task<bool> OneSidedBatch::execute() {
 bool OneSidedBatch::post_only(runtime::WaitGroup& wg) {
   if (n_ == 0) return true;
   cluster::WorkerContext& w = c_.engine().ctx();
-  rdma::WorkRequest* head[kMaxNodes] = {};
-  rdma::WorkRequest* tail[kMaxNodes] = {};
+  // Only the cluster's nodes are cleared: this runs several times per transaction.
+  rdma::WorkRequest* head[kMaxNodes];
+  rdma::WorkRequest* tail[kMaxNodes];
+  for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd) head[nd] = tail[nd] = nullptr;
   for (uint32_t i = 0; i < n_; ++i) {
     uint32_t nd = node_of_[i];
     wrs_[i].next = nullptr;

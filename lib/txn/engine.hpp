@@ -192,7 +192,7 @@ class Coordinator {
   uint32_t seq_ = 0;
   uint64_t last_ts_ = 0;
   uint64_t round_trips_ = 0;
-  std::mt19937_64 rng_;
+  Rng rng_;
   std::vector<std::byte> rpc_bufs_;
   size_t rpc_buf_bytes_ = 0;
   runtime::WaitGroup pending_commit_;

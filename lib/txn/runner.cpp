@@ -106,7 +106,9 @@ Result<RunResult> run(const RunConfig& rc) {
   }
   // Passive acknowledgements and releases still in flight land now.
   for (int i = 0; i < 1000; ++i) c.poll_all();
-  res.seconds = std::min(rc.duration_s, env::tsc_to_ns(env::tsc() - measure_at) / 1e9);
+  // Interrupted during warm-up: nothing was measured.
+  const uint64_t now = env::tsc();
+  res.seconds = now <= measure_at ? 0 : std::min(rc.duration_s, env::tsc_to_ns(now - measure_at) / 1e9);
   for (auto& e : engines) {
     const WorkerStats& s = e->stats();
     res.per_worker.push_back(s);

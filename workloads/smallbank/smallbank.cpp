@@ -58,14 +58,14 @@ std::vector<std::string> SmallBank::type_names() const {
   return {"Amalgamate", "Balance", "DepositChecking", "SendPayment", "TransactSavings", "WriteCheck"};
 }
 
-uint64_t SmallBank::pick_account(std::mt19937_64& rng) const {
+uint64_t SmallBank::pick_account(txn::Rng& rng) const {
   uint64_t node = rng() % p_.nodes;
   bool hot = rng() % 100 < p_.hot_percent;
   uint64_t n = hot ? p_.hot_accounts_per_node : p_.accounts_per_node;
   return node * p_.accounts_per_node + rng() % n;
 }
 
-void SmallBank::generate(std::mt19937_64& rng, uint32_t home_node, txn::TxnInput& in) const {
+void SmallBank::generate(txn::Rng& rng, uint32_t home_node, txn::TxnInput& in) const {
   in.home_node = home_node;
   uint32_t x = static_cast<uint32_t>(rng() % 100);
   in.type = x < 15 ? kAmalgamate : x < 30 ? kBalance : x < 45 ? kDepositChecking : x < 70 ? kSendPayment

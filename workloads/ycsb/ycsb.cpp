@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "runtime/worker.hpp"
 #include "store/loader.hpp"
@@ -117,7 +118,7 @@ Result<void> Ycsb::load(txn::Database& db, uint32_t node) const {
 
 std::vector<std::string> Ycsb::type_names() const { return {"ReadOnly", "ReadWrite"}; }
 
-uint64_t Ycsb::pick(std::mt19937_64& rng) const {
+uint64_t Ycsb::pick(txn::Rng& rng) const {
   switch (p_.distribution) {
     case Distribution::kUniform:
       return rng() % n_;
@@ -140,7 +141,7 @@ uint64_t Ycsb::pick(std::mt19937_64& rng) const {
   return 0;
 }
 
-void Ycsb::generate(std::mt19937_64& rng, uint32_t home_node, txn::TxnInput& in) const {
+void Ycsb::generate(txn::Rng& rng, uint32_t home_node, txn::TxnInput& in) const {
   in.home_node = home_node;
   uint32_t writes = 0;
   for (uint32_t i = 0; i < p_.ops_per_txn; ++i) {

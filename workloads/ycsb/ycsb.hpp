@@ -44,14 +44,14 @@ class Ycsb final : public txn::Workload {
   std::vector<txn::TableDef> tables(uint32_t nodes) const override;
   Result<void> load(txn::Database& db, uint32_t node) const override;
   std::vector<std::string> type_names() const override;
-  void generate(std::mt19937_64& rng, uint32_t home_node, txn::TxnInput& in) const override;
+  void generate(txn::Rng& rng, uint32_t home_node, txn::TxnInput& in) const override;
   runtime::Task<bool> execute(txn::Txn& t, const txn::TxnInput& in, int64_t* delta) const override;
   Result<void> check(txn::Database& db, int64_t committed_delta) const override;
 
   static constexpr uint32_t kMaxOps = 12;  // TxnInput carries the keys
 
  private:
-  uint64_t pick(std::mt19937_64& rng) const;
+  uint64_t pick(txn::Rng& rng) const;
   Params p_;
   uint64_t n_ = 0;  // records in the cluster
   // Zipfian (Gray et al., as YCSB): constants for n_ items.

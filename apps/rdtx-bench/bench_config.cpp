@@ -1,0 +1,106 @@
+#include "rdtx-bench/bench_config.hpp"
+
+#include <string>
+
+#include "cc/registry.hpp"
+#include "rdma/driver.hpp"
+#include "runtime/loop.hpp"
+#include "txn/options.hpp"
+#include "txn/types.hpp"
+#include "workloads/smallbank/smallbank.hpp"
+#include "workloads/ycsb/ycsb.hpp"
+
+namespace rdtx::bench {
+
+namespace {
+
+std::unique_ptr<txn::Workload> create_smallbank(const config::Config& cfg, uint32_t nodes) {
+  return std::make_unique<workloads::SmallBank>(workloads::SmallBank::params_from(cfg, nodes));
+}
+
+std::unique_ptr<txn::Workload> create_ycsb(const config::Config& cfg, uint32_t nodes) {
+  return std::make_unique<workloads::Ycsb>(workloads::Ycsb::params_from(cfg, nodes));
+}
+
+// The cluster section: where the nodes run and how they are connected.
+void add_cluster_schema(config::Schema& s) {
+  // Only the embedded cluster exists; a multi-process mode will be a second
+  // value here, so that a preset names the mode it was written for.
+  s.add_enum("cluster.mode", "inproc", {"inproc"}, "where the nodes run: inproc = every node in this process");
+  s.add_int("cluster.nodes", 2, 1, txn::kMaxNodes, "nodes (database partitions)");
+  s.add_int("cluster.workers_per_node", 1, 1, txn::kMaxWorkersPerNode,
+            "workers (threads with their own QPs and coroutines) per node");
+  s.add_string("cluster.devargs", "shm", "RDMA device: driver[,key=value...], e.g. shm,latency_ns=2000");
+  s.add_check([](const config::Config& c) -> std::string {
+    const std::string& devargs = c.get_string("cluster.devargs");
+    const std::string driver = devargs.substr(0, devargs.find(','));
+    std::string names;
+    for (const rdma::Driver* d : rdma::drivers()) {
+      if (driver == d->name) return "";
+      names += (names.empty() ? "" : ", ") + std::string(d->name);
+    }
+    return "cluster.devargs = '" + devargs + "' (" + c.origin("cluster.devargs") + "): no driver named '" + driver +
+           "' (built: " + names + ")";
+  });
+}
+
+void add_run_schema(config::Schema& s) {
+  s.add_float("run.duration_s", 5.0, 0.01, 86'400, "measured seconds");
+  s.add_float("run.warmup_s", 1.0, 0.0, 3'600, "seconds run before measuring");
+  s.add_int("run.seed", 1, 0, INT64_MAX, "seed of the transaction generators (one stream per worker)");
+  s.add_enum("run.idle", "auto", {"auto", "spin", "yield", "sleep"},
+             "idle policy of the lcore loops (auto: spin if every lcore has a CPU, else yield)");
+  s.add_bool("run.single_thread", false, "run every worker on the main thread, in a fixed order (deterministic)");
+}
+
+}  // namespace
+
+const std::vector<WorkloadDef>& workloads() {
+  static const std::vector<WorkloadDef> all = {
+      {"smallbank", "SmallBank: six banking transactions on savings and checking accounts",
+       workloads::SmallBank::add_schema, create_smallbank},
+      {"ycsb", "YCSB: transactions of N reads or read-modify-writes on one table of fixed-size records",
+       workloads::Ycsb::add_schema, create_ycsb},
+  };
+  return all;
+}
+
+config::Schema make_schema() {
+  config::Schema s;
+  std::vector<std::string> names;
+  for (const WorkloadDef& w : workloads()) names.push_back(w.name);
+  s.add_enum("workload", "smallbank", names, "benchmark to run");
+  add_cluster_schema(s);
+  add_run_schema(s);
+  txn::add_schema(s, cc::protocols());
+  for (const WorkloadDef& w : workloads()) w.add_schema(s);
+  return s;
+}
+
+Result<Plan> plan_from(const config::Config& cfg) {
+  Plan p;
+  txn::RunConfig& rc = p.run;
+  rc.cluster.nodes = static_cast<uint32_t>(cfg.get_int("cluster.nodes"));
+  rc.cluster.workers_per_node = static_cast<uint32_t>(cfg.get_int("cluster.workers_per_node"));
+  rc.cluster.devargs = cfg.get_string("cluster.devargs");
+  // RPC endpoints keep lib/rpc's defaults (rpc::EndpointConfig).
+  rc.options = txn::options_from(cfg);
+  rc.protocol = cc::find_protocol(rc.options.protocol);
+  if (rc.protocol == nullptr)
+    return make_error(EINVAL, "txn.protocol = '%s': no such protocol", rc.options.protocol.c_str());
+  const std::string& wl = cfg.get_string("workload");
+  for (const WorkloadDef& w : workloads())
+    if (wl == w.name) p.workload = w.create(cfg, rc.cluster.nodes);
+  if (p.workload == nullptr) return make_error(EINVAL, "workload = '%s': no such workload", wl.c_str());
+  rc.workload = p.workload.get();
+  rc.duration_s = cfg.get_float("run.duration_s");
+  rc.warmup_s = cfg.get_float("run.warmup_s");
+  rc.seed = static_cast<uint64_t>(cfg.get_int("run.seed"));
+  auto idle = runtime::parse_idle_policy(cfg.get_string("run.idle"));
+  if (!idle.ok()) return idle.error();
+  rc.idle = *idle;
+  rc.single_thread = cfg.get_bool("run.single_thread");
+  return p;
+}
+
+}  // namespace rdtx::bench

@@ -1,0 +1,47 @@
+// rdtx-bench's configuration: one Schema assembled from the engine's [txn]
+// keys, every workload's keys and the app's own (`workload`, [cluster],
+// [run]), and the translation of a loaded Config into a txn::RunConfig.
+// Thread-safety: setup code for the main thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/result.hpp"
+#include "config/config.hpp"
+#include "txn/runner.hpp"
+#include "txn/workload.hpp"
+
+namespace rdtx::bench {
+
+// A workload the `workload` key can name. Its keys live in a section of its
+// own name ([smallbank], [ycsb]).
+struct WorkloadDef {
+  const char* name;
+  const char* summary;
+  void (*add_schema)(config::Schema& s);
+  std::unique_ptr<txn::Workload> (*create)(const config::Config& cfg, uint32_t nodes);
+};
+const std::vector<WorkloadDef>& workloads();
+
+// Every key rdtx-bench accepts, with the cross-key checks of each component.
+config::Schema make_schema();
+
+// A run as the configuration describes it. `run.workload` points into
+// `workload`, so a Plan is moved, never copied.
+struct Plan {
+  txn::RunConfig run;
+  std::unique_ptr<txn::Workload> workload;
+  Plan() = default;
+  Plan(Plan&&) = default;
+  Plan& operator=(Plan&&) = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+};
+// `cfg` must have been loaded with make_schema(); the schema has checked
+// every value, so this fails only if a name the schema allowed has no
+// implementation.
+Result<Plan> plan_from(const config::Config& cfg);
+
+}  // namespace rdtx::bench

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every preset in conf/ briefly and fails if any does not load, run and
+# pass its checks. Usage: check_presets.sh RDTX_BENCH CONF_DIR [SECONDS]
+set -u
+bench=$1
+conf=$2
+seconds=${3:-0.2}
+failed=0
+count=0
+while IFS= read -r f; do
+  count=$((count + 1))
+  if out=$("$bench" -- -q --config "$f" --duration "$seconds" --warmup 0 2>&1); then
+    echo "ok      $f: $(grep '^committed' <<<"$out" | tr -s ' ')"
+  else
+    echo "FAILED  $f (exit $?)"
+    sed 's/^/        /' <<<"$out" | tail -20
+    failed=$((failed + 1))
+  fi
+done < <(find "$conf" -name '*.toml' | sort)
+if [ "$count" -eq 0 ]; then
+  echo "no presets found under $conf"
+  exit 1
+fi
+echo "$((count - failed)) of $count presets passed"
+[ "$failed" -eq 0 ]

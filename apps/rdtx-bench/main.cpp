@@ -1,0 +1,273 @@
+// rdtx-bench: runs a transaction workload on an embedded cluster with one
+// protocol and pipeline, all chosen from TOML and --set overrides, and
+// reports throughput, aborts, latency, round trips and the run's checks.
+#include <getopt.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cc/registry.hpp"
+#include "env/eal.hpp"
+#include "rdma/driver.hpp"
+#include "rdtx-bench/bench_config.hpp"
+#include "rdtx-bench/report.hpp"
+#include "runtime/shutdown.hpp"
+#include "txn/runner.hpp"
+#include "version.h"
+
+using namespace rdtx;
+using namespace rdtx::bench;
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: rdtx-bench [EAL options] -- [options]
+
+Runs a transaction workload on an embedded cluster in this process (every
+node on the shm software RNIC by default) with the protocol and per-stage
+primitives the configuration names, then prints throughput, aborts by
+reason, latency percentiles, round trips per committed transaction, commits
+per transaction type, location cache and lcore use, and the run's checks
+(workload invariants, locks left, RPC errors, commit errors). The exit status
+is 1 if any check failed.
+
+Options:
+  --config FILE        TOML configuration (presets in conf/); without it the
+                       defaults run: smallbank, occ, 2 nodes x 1 worker, shm
+  --set KEY=VALUE      override one key, e.g. --set txn.coroutines=4
+                       (repeatable; applied in order after the file)
+  --duration S         same as --set run.duration_s=S
+  --warmup S           same as --set run.warmup_s=S
+  --seed N             same as --set run.seed=N
+  --json FILE          also write the report as one JSON object
+  --print-config       print the resolved configuration (TOML) and exit
+  -q, --quiet          do not print the resolved configuration before the run
+  --keys               print every configuration key (type, default, range,
+                       description) and exit
+  --list               list the workloads, protocols (stages and primitives)
+                       and RDMA drivers, then exit
+  -h, --help           this text
+
+Without EAL options (no '--', or nothing before it) the EAL runs with
+-l 0 --no-huge --no-pci --no-shconf -m 512. Workers are dealt
+round-robin over the EAL lcores (-l), so a many-node cluster runs on one.
+
+Exit status: 0 all checks passed, 1 a check failed or the run could not be
+carried out, 2 bad command line or configuration.
+
+Examples:
+  rdtx-bench -- --config conf/default.toml
+  rdtx-bench -l 0 --no-huge --no-pci -- --config conf/smallbank/occ-onesided.toml --duration 3
+  rdtx-bench -- --config conf/smallbank/nowait-rpc.toml --set cluster.devargs=shm,latency_ns=2000
+  rdtx-bench -- --config conf/emulations/fasst.toml --set txn.coroutines=16 --json fasst.json
+)";
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "rdtx-bench: %s (see --help)\n", msg.c_str());
+  std::exit(2);
+}
+
+struct Args {
+  std::string config_file;
+  std::vector<std::string> overrides;  // --set and the shortcuts, in order
+  std::string json_path;
+  bool print_config = false;
+  bool quiet = false;
+  bool keys = false;
+  bool list = false;
+};
+
+bool wants_help(const std::vector<std::string>& app) {
+  for (size_t i = 1; i < app.size(); ++i)
+    if (app[i] == "-h" || app[i] == "--help") return true;
+  return false;
+}
+
+Args parse_args(std::vector<std::string> args) {
+  Args a;
+  enum { kConfig = 1, kSet, kDuration, kWarmup, kSeed, kJson, kPrintConfig, kKeys, kList };
+  static const option opts[] = {
+      {"config", required_argument, nullptr, kConfig},
+      {"set", required_argument, nullptr, kSet},
+      {"duration", required_argument, nullptr, kDuration},
+      {"warmup", required_argument, nullptr, kWarmup},
+      {"seed", required_argument, nullptr, kSeed},
+      {"json", required_argument, nullptr, kJson},
+      {"print-config", no_argument, nullptr, kPrintConfig},
+      {"quiet", no_argument, nullptr, 'q'},
+      {"keys", no_argument, nullptr, kKeys},
+      {"list", no_argument, nullptr, kList},
+      {nullptr, 0, nullptr, 0},
+  };
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  opterr = 0;
+  optind = 1;
+  int c;
+  while ((c = getopt_long(static_cast<int>(args.size()), argv.data(), ":q", opts, nullptr)) != -1) {
+    std::string v = optarg ? optarg : "";
+    switch (c) {
+      case kConfig:
+        if (!a.config_file.empty()) usage_error("--config given twice");
+        if (v.empty()) usage_error("--config needs a file name");
+        a.config_file = v;
+        break;
+      case kSet:
+        a.overrides.push_back(v);
+        break;
+      case kDuration:
+        a.overrides.push_back("run.duration_s=" + v);
+        break;
+      case kWarmup:
+        a.overrides.push_back("run.warmup_s=" + v);
+        break;
+      case kSeed:
+        a.overrides.push_back("run.seed=" + v);
+        break;
+      case kJson:
+        if (v.empty()) usage_error("--json needs a file name");
+        a.json_path = v;
+        break;
+      case kPrintConfig:
+        a.print_config = true;
+        break;
+      case 'q':
+        a.quiet = true;
+        break;
+      case kKeys:
+        a.keys = true;
+        break;
+      case kList:
+        a.list = true;
+        break;
+      case ':':
+        usage_error(std::string(argv[optind - 1]) + " needs a value");
+      default:
+        usage_error("unknown option '" + std::string(argv[optind - 1]) + "'");
+    }
+  }
+  if (optind < static_cast<int>(args.size())) usage_error("unexpected argument '" + args[optind] + "'");
+  return a;
+}
+
+void print_list() {
+  std::printf("workloads (workload = ...):\n");
+  for (const WorkloadDef& w : workloads()) std::printf("  %-10s %s\n", w.name, w.summary);
+  std::printf("protocols (txn.protocol = ...), with the primitives of each stage (txn.pipeline.*):\n");
+  for (const txn::ProtocolDef* p : cc::protocols()) {
+    std::printf("  %-10s %s\n", p->name, p->summary);
+    for (int s = 0; s < static_cast<int>(txn::Stage::kCount_); ++s) {
+      if (p->allowed[s].empty()) continue;
+      std::string prims;
+      for (txn::Primitive x : p->allowed[s]) prims += (prims.empty() ? "" : ", ") + std::string(txn::to_string(x));
+      std::printf("             %-9s %s\n", txn::to_string(static_cast<txn::Stage>(s)), prims.c_str());
+    }
+  }
+  std::printf("RDMA drivers (cluster.devargs = \"driver[,key=value...]\"):\n");
+  for (const rdma::Driver* d : rdma::drivers()) std::printf("  %-10s %s\n", d->name, d->help);
+}
+
+// The device the configuration names, opened once to check the devargs
+// (unknown keys, bad values) before anything is loaded, and for its caps.
+Result<rdma::DeviceCaps> probe_device(const config::Config& cfg) {
+  const std::string& devargs = cfg.get_string("cluster.devargs");
+  auto dev = rdma::open_device(devargs);
+  if (!dev.ok())
+    return make_error(dev.error().code, "cluster.devargs = '%s' (%s): %s", devargs.c_str(),
+                      cfg.origin("cluster.devargs").c_str(), dev.error().message.c_str());
+  return (*dev)->caps();
+}
+
+// Everything between EAL init and cleanup, so that every object is gone
+// before the EAL is.
+int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
+  std::ofstream json;
+  if (!args.json_path.empty()) {
+    // Opened before the run so that a bad path fails now, not after it.
+    json.open(args.json_path);
+    if (!json) {
+      std::fprintf(stderr, "rdtx-bench: cannot write %s\n", args.json_path.c_str());
+      return 1;
+    }
+  }
+  auto caps = probe_device(cfg);
+  if (!caps.ok()) {
+    std::fprintf(stderr, "rdtx-bench: %s\n", caps.error().message.c_str());
+    return 2;
+  }
+  std::printf("rdtx-bench %s\n", RDTX_GIT_REVISION);
+  if (!args.quiet) std::printf("# resolved configuration\n%s\n", cfg.to_toml().c_str());
+  print_header(stdout, cfg, plan.run, *caps);
+  std::fflush(stdout);
+
+  auto result = txn::run(plan.run);
+  if (!result.ok()) {
+    std::fprintf(stderr, "rdtx-bench: %s\n", result.error().message.c_str());
+    return 1;
+  }
+  Report rep;
+  rep.cfg = &cfg;
+  rep.run = &plan.run;
+  rep.result = &*result;
+  rep.device = *caps;
+  rep.type_names = plan.workload->type_names();
+  rep.interrupted = runtime::shutdown_requested();
+  rep.checks = run_checks(*result, rep.interrupted);
+  print_report(stdout, rep);
+  int rc = rep.passed() ? 0 : 1;
+  if (json.is_open()) {
+    json << report_json(rep);
+    json.close();
+    if (!json) {
+      std::fprintf(stderr, "rdtx-bench: cannot write %s\n", args.json_path.c_str());
+      rc = 1;
+    }
+  }
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  env::CommandLine cl = env::split_command_line(argc, argv);
+  if (wants_help(cl.app)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  Args args = parse_args(cl.app);
+  config::Schema schema = make_schema();
+  if (args.keys) {
+    std::fputs(schema.describe().c_str(), stdout);
+    return 0;
+  }
+  if (args.list) {
+    print_list();
+    return 0;
+  }
+  auto cfg = config::Config::load(schema, args.config_file, args.overrides);
+  if (!cfg.ok()) {
+    std::fprintf(stderr, "rdtx-bench: %s\n", cfg.error().message.c_str());
+    return 2;
+  }
+  if (args.print_config) {
+    std::fputs(cfg->to_toml().c_str(), stdout);
+    return 0;
+  }
+  auto plan = plan_from(*cfg);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "rdtx-bench: %s\n", plan.error().message.c_str());
+    return 2;
+  }
+  if (auto r = env::eal_init(cl); !r.ok()) {
+    std::fprintf(stderr, "rdtx-bench: %s\n", r.error().message.c_str());
+    return 1;
+  }
+  runtime::install_signal_handlers();
+  int rc = run_bench(args, *cfg, *plan);
+  env::eal_cleanup();
+  return rc;
+}

@@ -1,0 +1,280 @@
+#include "rdtx-bench/report.hpp"
+
+#include <toml++/toml.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "env/eal.hpp"
+#include "env/tsc.hpp"
+#include "txn/types.hpp"
+#include "version.h"
+
+namespace rdtx::bench {
+
+namespace {
+
+using txn::AbortReason;
+
+constexpr int kReasons = static_cast<int>(AbortReason::kCount_);
+constexpr struct {
+  const char* key;
+  double q;
+} kPercentiles[] = {{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}, {"p999", 0.999}};
+
+double us(double ticks) { return env::tsc_to_ns(static_cast<uint64_t>(ticks)) / 1000.0; }
+
+double per_s(uint64_t n, double seconds) { return seconds > 0 ? static_cast<double>(n) / seconds : 0.0; }
+
+double ratio(uint64_t a, uint64_t b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
+
+// 1234567 -> "1,234,567": throughput figures span six orders of magnitude.
+std::string grouped(uint64_t v) {
+  std::string s = std::to_string(v), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i > 0 && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return out;
+}
+
+// A share as a percentage with three significant digits ("0.0452 %").
+std::string percent(double share) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g %%", share * 100);
+  return buf;
+}
+
+std::string pipeline_of(const txn::RunConfig& run) {
+  std::string out;
+  for (int s = 0; s < static_cast<int>(txn::Stage::kCount_); ++s) {
+    if (run.protocol->allowed[s].empty()) continue;
+    out += (out.empty() ? "" : ", ") + std::string(txn::to_string(static_cast<txn::Stage>(s))) + " " +
+           txn::to_string(run.options.pipeline[s]);
+  }
+  return out;
+}
+
+// Workers the cluster deals to loop k of n (Cluster::run: round-robin).
+uint32_t workers_on_loop(uint32_t workers, size_t k, size_t n) {
+  return static_cast<uint32_t>(workers / n + (k < workers % n ? 1 : 0));
+}
+
+// The lcore each loop of Cluster::run ran on: main first, then the workers.
+std::vector<unsigned> loop_lcores() {
+  std::vector<unsigned> l{env::main_lcore()};
+  for (unsigned w : env::worker_lcores()) l.push_back(w);
+  return l;
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+}  // namespace
+
+const char* abort_key(AbortReason r) {
+  switch (r) {
+    case AbortReason::kNone:
+      return "none";
+    case AbortReason::kLockConflict:
+      return "lock_conflict";
+    case AbortReason::kWaitDie:
+      return "wait_die";
+    case AbortReason::kValidation:
+      return "validation";
+    case AbortReason::kLockedAtRead:
+      return "locked_at_read";
+    case AbortReason::kNotFound:
+      return "not_found";
+    case AbortReason::kNetwork:
+      return "network";
+    case AbortReason::kUser:
+      return "workload";
+    case AbortReason::kCount_:
+      break;
+  }
+  return "unknown";
+}
+
+double Report::seconds() const {
+  // RunResult::seconds is not meaningful when a signal stopped the run
+  // before the measured window opened (nothing was counted).
+  if (interrupted && result->total.attempts == 0) return 0;
+  return result->seconds;
+}
+
+bool Report::passed() const {
+  for (const Check& c : checks)
+    if (!c.ok) return false;
+  return true;
+}
+
+std::vector<Check> run_checks(const txn::RunResult& r, bool interrupted) {
+  std::vector<Check> c;
+  c.push_back(
+      {"invariants", "invariants", 0, r.invariants.ok(), r.invariants.ok() ? "" : r.invariants.error().message});
+  c.push_back({"locks_left", "locks left", r.locks_left, r.locks_left == 0, ""});
+  c.push_back({"rpc_malformed", "RPC malformed", r.rpc_malformed, r.rpc_malformed == 0, ""});
+  c.push_back({"rpc_timeouts", "RPC timeouts", r.rpc_timeouts, r.rpc_timeouts == 0, ""});
+  c.push_back({"commit_errors", "commit errors", r.total.commit_errors, r.total.commit_errors == 0, ""});
+  const uint64_t net = r.total.aborts[static_cast<int>(AbortReason::kNetwork)];
+  c.push_back({"network_aborts", "network aborts", net, net == 0, ""});
+  // A run that committed nothing measured nothing (a livelock, say), unless
+  // a signal cut it short.
+  c.push_back({"commits", "commits", r.total.commits, r.total.commits > 0 || interrupted,
+               r.total.commits > 0 || interrupted ? "" : "no transaction committed in the measured window"});
+  return c;
+}
+
+void print_header(std::FILE* out, const config::Config& cfg, const txn::RunConfig& run,
+                  const rdma::DeviceCaps& device) {
+  const auto& cl = run.cluster;
+  std::string model = device.latency_ns ? ", " + std::to_string(device.latency_ns) + " ns one-way" : "";
+  std::fprintf(out,
+               "%s on %u node(s) x %u worker(s), %s (%s%s), %s [%s], %u coroutine(s) per worker, %u lcore(s)%s, "
+               "%.2f s after %.2f s warm-up\n",
+               cfg.get_string("workload").c_str(), cl.nodes, cl.workers_per_node,
+               cfg.get_string("cluster.mode").c_str(), cl.devargs.c_str(), model.c_str(), run.protocol->name,
+               pipeline_of(run).c_str(), run.options.coroutines, env::lcore_count(),
+               run.single_thread ? " (single thread)" : "", run.duration_s, run.warmup_s);
+}
+
+void print_report(std::FILE* out, const Report& rep) {
+  const txn::RunResult& r = *rep.result;
+  const txn::WorkerStats& t = r.total;
+  const double secs = rep.seconds();
+  if (rep.interrupted && secs > 0) std::fprintf(out, "interrupted: the figures cover %.2f s\n", secs);
+  if (rep.interrupted && secs == 0) std::fprintf(out, "interrupted during the warm-up: nothing was measured\n");
+  std::fprintf(out, "committed     %14s txn/s  (%s in %.2f s)\n",
+               grouped(static_cast<uint64_t>(per_s(t.commits, secs))).c_str(), grouped(t.commits).c_str(), secs);
+  std::fprintf(out, "attempted     %14s txn/s\n", grouped(static_cast<uint64_t>(per_s(t.attempts, secs))).c_str());
+  std::fprintf(out, "abort rate    %13.2f %%", r.abort_rate() * 100);
+  std::string reasons;
+  for (int k = 0; k < kReasons; ++k)
+    if (t.aborts[k])
+      reasons += (reasons.empty() ? "" : ", ") + std::string(txn::to_string(static_cast<AbortReason>(k))) + " " +
+                 percent(ratio(t.aborts[k], t.attempts));
+  std::fprintf(out, "%s%s%s\n", reasons.empty() ? "" : "  (", reasons.c_str(), reasons.empty() ? "" : ")");
+  std::fprintf(out, "latency (us)  ");
+  for (const auto& p : kPercentiles)
+    std::fprintf(out, " %s %.2f", p.key, us(static_cast<double>(t.latency_tsc.percentile(p.q))));
+  std::fprintf(out, "  mean %.2f  max %.2f\n", us(t.latency_tsc.mean()), us(static_cast<double>(t.latency_tsc.max())));
+  std::fprintf(out, "round trips   %14.2f per committed txn\n", ratio(t.round_trips, t.commits));
+  const uint64_t lookups = r.cache.hits + r.cache.misses;
+  if (lookups)
+    std::fprintf(out, "location cache %12.2f %% hits  (%s hits, %s misses, %s stale)\n",
+                 ratio(r.cache.hits, lookups) * 100, grouped(r.cache.hits).c_str(), grouped(r.cache.misses).c_str(),
+                 grouped(r.cache.stale).c_str());
+  else
+    std::fprintf(out, "location cache  not used\n");
+  if (r.loops.empty()) {
+    std::fprintf(out, "lcore busy     n/a (single thread)\n");
+  } else {
+    std::vector<unsigned> lcores = loop_lcores();
+    const uint32_t workers = rep.run->cluster.nodes * rep.run->cluster.workers_per_node;
+    std::fprintf(out, "lcore busy    ");
+    for (size_t k = 0; k < r.loops.size(); ++k)
+      std::fprintf(out, " lcore %u: %.1f %% (%u worker(s))%s", k < lcores.size() ? lcores[k] : 0u,
+                   r.loops[k].busy_share() * 100, workers_on_loop(workers, k, r.loops.size()),
+                   k + 1 < r.loops.size() ? "," : "");
+    std::fprintf(out, "\n");
+  }
+  std::fprintf(out, "commits by type\n");
+  for (size_t k = 0; k < rep.type_names.size(); ++k) {
+    uint64_t n = k < t.commits_by_type.size() ? t.commits_by_type[k] : 0;
+    std::fprintf(out, "  %-20s %14s txn/s  %6.2f %%\n", rep.type_names[k].c_str(),
+                 grouped(static_cast<uint64_t>(per_s(n, secs))).c_str(), ratio(n, t.commits) * 100);
+  }
+  std::fprintf(out, "checks\n");
+  for (const Check& c : rep.checks) {
+    if (std::string(c.key) == "invariants")
+      std::fprintf(out, "  %-20s %s%s%s\n", c.label, c.ok ? "OK" : "FAILED", c.message.empty() ? "" : ": ",
+                   c.message.c_str());
+    else
+      std::fprintf(out, "  %-20s %14s  %s%s%s\n", c.label, grouped(c.value).c_str(), c.ok ? "OK" : "FAILED",
+                   c.message.empty() ? "" : ": ", c.message.c_str());
+  }
+  std::string failed;
+  for (const Check& c : rep.checks)
+    if (!c.ok) failed += (failed.empty() ? "" : ", ") + std::string(c.label);
+  std::fprintf(out, "result: %s%s\n", failed.empty() ? "PASS" : "FAILED: ", failed.c_str());
+}
+
+std::string report_json(const Report& rep) {
+  const txn::RunResult& r = *rep.result;
+  const txn::WorkerStats& t = r.total;
+  auto i64 = [](uint64_t v) { return static_cast<int64_t>(v); };
+
+  toml::table by_reason;
+  for (int k = 1; k < kReasons; ++k) by_reason.insert(abort_key(static_cast<AbortReason>(k)), i64(t.aborts[k]));
+  toml::table latency;
+  for (const auto& p : kPercentiles) latency.insert(p.key, us(static_cast<double>(t.latency_tsc.percentile(p.q))));
+  latency.insert("mean", us(t.latency_tsc.mean()));
+  latency.insert("max", us(static_cast<double>(t.latency_tsc.max())));
+  toml::table types;
+  for (size_t k = 0; k < rep.type_names.size(); ++k) {
+    uint64_t n = k < t.commits_by_type.size() ? t.commits_by_type[k] : 0;
+    types.insert(rep.type_names[k], toml::table{{"commits", i64(n)}, {"committed_per_s", per_s(n, rep.seconds())}});
+  }
+  toml::array lcores;
+  std::vector<unsigned> ids = loop_lcores();
+  const uint32_t workers = rep.run->cluster.nodes * rep.run->cluster.workers_per_node;
+  for (size_t k = 0; k < r.loops.size(); ++k)
+    lcores.push_back(toml::table{{"lcore", static_cast<int64_t>(k < ids.size() ? ids[k] : 0)},
+                                 {"workers", static_cast<int64_t>(workers_on_loop(workers, k, r.loops.size()))},
+                                 {"busy_share", r.loops[k].busy_share()}});
+  toml::table checks{{"passed", rep.passed()}};
+  for (const Check& c : rep.checks) {
+    toml::table entry{{"ok", c.ok}};
+    if (std::string(c.key) == "invariants")
+      entry.insert("message", c.message);
+    else
+      entry.insert("value", i64(c.value));
+    checks.insert(c.key, std::move(entry));
+  }
+  const uint64_t lookups = r.cache.hits + r.cache.misses;
+
+  toml::table doc{
+      {"tool", "rdtx-bench"},
+      {"git_revision", RDTX_GIT_REVISION},
+      {"machine", toml::table{{"cpu", cpu_model()},
+                              {"cores", static_cast<int64_t>(env::available_cores())},
+                              {"lcores", static_cast<int64_t>(env::lcore_count())}}},
+      {"device", toml::table{{"driver", rep.device.driver},
+                             {"name", rep.device.name},
+                             {"latency_ns", i64(rep.device.latency_ns)},
+                             {"bw_gbps", rep.device.bw_gbps},
+                             {"atomics_coherent_with_cpu", rep.device.atomics_coherent_with_cpu}}},
+      {"interrupted", rep.interrupted},
+      {"seconds", rep.seconds()},
+      {"committed", i64(t.commits)},
+      {"attempted", i64(t.attempts)},
+      {"committed_per_s", per_s(t.commits, rep.seconds())},
+      {"attempted_per_s", per_s(t.attempts, rep.seconds())},
+      {"abort_rate", r.abort_rate()},
+      {"aborts", toml::table{{"total", i64(t.aborts_total())}, {"by_reason", std::move(by_reason)}}},
+      {"latency_us", std::move(latency)},
+      {"round_trips_per_commit", ratio(t.round_trips, t.commits)},
+      {"commits_by_type", std::move(types)},
+      {"location_cache", toml::table{{"hits", i64(r.cache.hits)},
+                                     {"misses", i64(r.cache.misses)},
+                                     {"stale", i64(r.cache.stale)},
+                                     {"hit_rate", ratio(r.cache.hits, lookups)}}},
+      {"lcores", std::move(lcores)},
+      {"checks", std::move(checks)},
+  };
+  std::ostringstream os;
+  os << toml::json_formatter{doc};
+  // toml++ cannot hold raw JSON, so the resolved config (Config::to_json(),
+  // which also renders non-finite floats as JSON strings) is spliced in as
+  // the first member.
+  std::string json = os.str();
+  return "{\n    \"config\" : " + rep.cfg->to_json() + "," + json.substr(1) + "\n";
+}
+
+}  // namespace rdtx::bench

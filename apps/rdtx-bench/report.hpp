@@ -1,0 +1,56 @@
+// rdtx-bench's report of one run: the checks that decide whether its figures
+// can be trusted, the human-readable table, and the JSON object (fields
+// documented in doc/rdtx-bench.md).
+// Thread-safety: plain functions over finished results.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "rdma/rdma.hpp"
+#include "txn/runner.hpp"
+
+namespace rdtx::bench {
+
+// One correctness check of a run. `key` names it in the JSON.
+struct Check {
+  const char* key;
+  const char* label;
+  uint64_t value = 0;  // what was counted (0 for the invariant check)
+  bool ok = true;
+  std::string message;  // why it failed (invariants), else ""
+};
+
+// Everything the report says about one run.
+struct Report {
+  const config::Config* cfg = nullptr;
+  const txn::RunConfig* run = nullptr;
+  const txn::RunResult* result = nullptr;
+  rdma::DeviceCaps device;
+  std::vector<std::string> type_names;  // the workload's transaction types
+  bool interrupted = false;             // stopped early by a signal
+  std::vector<Check> checks;
+  // The measured window (0 if interrupted before it opened).
+  double seconds() const;
+  bool passed() const;
+};
+
+// The checks of a finished run: the workload's invariants, no lock left, no
+// malformed RPC, no RPC timeout, no failed commit, no network abort, and at
+// least one commit (unless the run was interrupted).
+std::vector<Check> run_checks(const txn::RunResult& r, bool interrupted);
+
+// One line naming the run, printed before it starts.
+void print_header(std::FILE* out, const config::Config& cfg, const txn::RunConfig& run, const rdma::DeviceCaps& device);
+// The figures and the checks.
+void print_report(std::FILE* out, const Report& rep);
+// The whole report as one JSON object (the resolved config included).
+std::string report_json(const Report& rep);
+
+// Stable JSON names of the abort reasons.
+const char* abort_key(txn::AbortReason r);
+
+}  // namespace rdtx::bench

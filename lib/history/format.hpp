@@ -1,0 +1,137 @@
+// The history recording format: transaction ids, versions, and the fixed-size
+// records a Recorder appends in memory and writes to a file as is, and that
+// the reader loads for the checker. doc/history.md documents every byte.
+//
+// A history file is
+//   FileHeader (128 bytes)
+//   names section (names_bytes, a multiple of 8; see names.hpp)
+//   log: txn_count TxnRecords, each followed by its access_count AccessRecords
+// All integers are little-endian; every record is 8-byte aligned.
+//
+// Thread-safety: plain value types.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+namespace rdtx::history {
+
+static_assert(std::endian::native == std::endian::little,
+              "history files are little-endian and written from memory as is");
+
+// A transaction attempt's id, unique in the cluster and never 0:
+//   bits 63..48 node, 47..38 worker (of the node), 37..32 coroutine,
+//   31..0 per-coordinator sequence.
+// This is the layout lib/txn uses for its ids and lock words; the checker
+// relies on it to name coordinators and to check that every id in a file
+// belongs to the file's (node, worker). Each attempt, including a retry of an
+// aborted one, has its own id: an aborted attempt's writes may have been seen.
+using TxnId = uint64_t;
+
+inline constexpr TxnId kInitialTxn = 0;         // the "writer" of initially loaded data
+inline constexpr uint32_t kMaxWorkers = 1024;   // per node
+inline constexpr uint32_t kMaxCoroutines = 64;  // per worker
+
+inline constexpr TxnId make_txn_id(uint16_t node, uint32_t worker, uint32_t coroutine, uint32_t seq) {
+  return (uint64_t{node} << 48) | (uint64_t{worker & (kMaxWorkers - 1)} << 38) |
+         (uint64_t{coroutine & (kMaxCoroutines - 1)} << 32) | seq;
+}
+inline constexpr uint16_t txn_node(TxnId id) { return static_cast<uint16_t>(id >> 48); }
+inline constexpr uint32_t txn_worker(TxnId id) { return static_cast<uint32_t>(id >> 38) & (kMaxWorkers - 1); }
+inline constexpr uint32_t txn_coroutine(TxnId id) { return static_cast<uint32_t>(id >> 32) & (kMaxCoroutines - 1); }
+inline constexpr uint32_t txn_seq(TxnId id) { return static_cast<uint32_t>(id); }
+
+// A version of one key: the transaction that wrote it and that transaction's
+// write sequence number for the key (0 for its first write of the key, 1 for
+// the second, ...). An engine that installs only final versions always uses
+// seq 0; a higher seq lets an intermediate version be told from the final one
+// (G1b). The initially loaded data, and a key that never existed, is
+// kInitialVersion.
+struct Version {
+  TxnId txn = kInitialTxn;
+  uint16_t seq = 0;
+  friend bool operator==(const Version&, const Version&) = default;
+};
+inline constexpr Version kInitialVersion{};
+
+enum class Op : uint8_t { kRead = 1, kWrite = 2, kInsert = 3, kDelete = 4 };
+const char* to_string(Op op);  // "read", "write", "insert", "delete"
+
+enum class Outcome : uint8_t { kCommitted = 1, kAborted = 2 };
+
+// AccessRecord::flags
+inline constexpr uint8_t kAccessReads = 1;  // read_txn/read_seq hold the version read
+inline constexpr uint8_t kAccessKnownFlags = kAccessReads;
+
+// One access of a transaction. A read names the version it saw. A write
+// (write, insert, delete) names the version it replaced -- the one current
+// when it was installed, seen under the lock or at commit -- and its own
+// write seq; the version it created is (its transaction's id, write_seq).
+// A read-modify-write is one write record that also has kAccessReads.
+struct AccessRecord {
+  uint64_t key;
+  TxnId read_txn;      // version read, if flags & kAccessReads
+  TxnId replaced_txn;  // version replaced, for writes
+  uint32_t table;
+  uint16_t read_seq;
+  uint16_t replaced_seq;
+  uint16_t write_seq;
+  uint8_t op;         // Op
+  uint8_t flags;      // kAccess*
+  uint32_t reserved;  // 0
+
+  bool reads() const { return (flags & kAccessReads) != 0; }
+  bool writes() const { return op != static_cast<uint8_t>(Op::kRead); }
+  Version read_version() const { return {read_txn, read_seq}; }
+  Version replaced_version() const { return {replaced_txn, replaced_seq}; }
+};
+static_assert(sizeof(AccessRecord) == 40);
+
+// One transaction attempt, followed in the log by its accesses.
+struct TxnRecord {
+  TxnId id;
+  uint64_t start_ts;    // logical start (snapshot) timestamp, 0 = unknown
+  uint64_t commit_ts;   // logical commit timestamp, 0 = unknown
+  uint64_t commit_tsc;  // TSC when the outcome was recorded: ordering hints only
+  uint32_t access_count;
+  uint16_t type;          // workload-defined, an index into the type names
+  uint16_t abort_reason;  // aborted: an index into the abort reason names; else 0
+  uint8_t outcome;        // Outcome
+  uint8_t reserved[7];    // 0
+
+  bool committed() const { return outcome == static_cast<uint8_t>(Outcome::kCommitted); }
+};
+static_assert(sizeof(TxnRecord) == 48);
+
+// FileHeader::flags
+inline constexpr uint32_t kFileTruncated = 1;       // the recorder ran out of room: a prefix
+inline constexpr uint32_t kFileAbortsRecorded = 2;  // aborted attempts are in the log
+inline constexpr uint32_t kFileKnownFlags = kFileTruncated | kFileAbortsRecorded;
+
+inline constexpr char kFileMagic[8] = {'R', 'D', 'T', 'X', 'H', 'I', 'S', 'T'};
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr const char* kFileExtension = ".rdtxh";
+
+struct FileHeader {
+  char magic[8];            // kFileMagic
+  uint32_t format_version;  // kFormatVersion
+  uint32_t header_bytes;    // sizeof(FileHeader)
+  uint64_t run_id;          // the same in every file of one run
+  uint16_t node;
+  uint16_t worker;
+  uint16_t cluster_nodes;  // nodes in the run (0: unknown, no completeness check)
+  uint16_t node_workers;   // workers of this node (0: unknown)
+  uint32_t flags;          // kFile*
+  uint32_t reserved0;      // 0
+  uint64_t txn_count;
+  uint64_t access_count;
+  uint64_t names_bytes;
+  uint64_t log_bytes;     // txn_count * 48 + access_count * 40
+  uint64_t dropped_txns;  // outcomes not recorded once truncated
+  uint64_t capacity_bytes;
+  uint8_t reserved[40];  // 0
+};
+static_assert(sizeof(FileHeader) == 128);
+
+}  // namespace rdtx::history

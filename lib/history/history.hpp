@@ -1,0 +1,82 @@
+// History: the recorded transaction attempts of a run, merged from the files
+// of all its workers (reader.hpp), from recorders in the same process
+// (Recorder::append_to), or built by hand in tests; the checker's input.
+//
+// Attempts are stored in flat arrays (records as in the file, plus the index
+// of each attempt's first access), so that millions of them load and check
+// without per-transaction allocations.
+// Thread-safety: plain value type; no internal synchronisation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "history/format.hpp"
+#include "history/names.hpp"
+
+namespace rdtx::history {
+
+// One worker's part of the history (one file).
+struct Source {
+  std::string path;  // empty when not loaded from a file
+  uint16_t node = 0;
+  uint16_t worker = 0;
+  uint16_t node_workers = 0;
+  bool truncated = false;
+  bool aborts_recorded = false;
+  uint64_t txns = 0;
+  uint64_t dropped_txns = 0;
+};
+
+class History {
+ public:
+  // The checker numbers attempts and accesses with 32-bit indexes (and packs
+  // an access index with 2 bits of edge kind); loading refuses more.
+  static constexpr uint64_t kMaxTxns = (uint64_t{1} << 32) - 16;
+  static constexpr uint64_t kMaxAccesses = uint64_t{1} << 30;
+
+  uint64_t run_id = 0;
+  uint16_t cluster_nodes = 0;  // 0: unknown
+  NameTables names;
+  std::vector<Source> sources;
+
+  // Registers one worker's part before its attempts are added. The first
+  // source sets run_id, cluster_nodes and names; a later one must agree on
+  // all three and name a (node, worker) not seen yet. Errors name src.path.
+  Result<void> add_source(const Source& src, uint64_t src_run_id, uint16_t src_cluster_nodes,
+                          const NameTables& src_names);
+  // With cluster_nodes known: every node 0..cluster_nodes-1 has a source for
+  // each of its node_workers workers. The error names the first missing one.
+  Result<void> check_complete() const;
+  bool truncated() const;
+
+  // Appends an attempt; t.access_count is taken from `accesses`.
+  void add(const TxnRecord& t, std::span<const AccessRecord> accesses);
+  // Appends an attempt with t.access_count zeroed accesses for the caller to
+  // fill (a reader reads them from a file straight into place).
+  std::span<AccessRecord> add_uninitialized(const TxnRecord& t);
+  void reserve(size_t txns, size_t accesses);
+
+  size_t size() const { return txns_.size(); }
+  size_t access_count() const { return acc_.size(); }
+  const TxnRecord& txn(size_t i) const { return txns_[i]; }
+  std::span<const AccessRecord> accesses(size_t i) const { return {acc_.data() + first_[i], txns_[i].access_count}; }
+  // The index in all_accesses() of attempt i's first access.
+  uint64_t first_access(size_t i) const { return first_[i]; }
+  std::span<const AccessRecord> all_accesses() const { return acc_; }
+
+  // For tests that plant an anomaly in a generated history.
+  TxnRecord& mutable_txn(size_t i) { return txns_[i]; }
+  std::span<AccessRecord> mutable_accesses(size_t i) { return {acc_.data() + first_[i], txns_[i].access_count}; }
+
+ private:
+  std::vector<TxnRecord> txns_;
+  std::vector<uint64_t> first_;
+  std::vector<AccessRecord> acc_;
+};
+
+}  // namespace rdtx::history

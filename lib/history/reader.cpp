@@ -1,0 +1,224 @@
+#include "history/reader.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <system_error>
+
+namespace rdtx::history {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Generous: three full name tables of long names fit.
+constexpr uint64_t kMaxNamesBytes = uint64_t{64} << 20;
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+// A file whose header and names have been validated. It is closed in
+// between and reopened for the log, so that a run with more workers than the
+// process may have files open still loads.
+struct OpenFile {
+  std::string path;
+  FileHeader h;
+  NameTables names;
+};
+
+std::string txn_label(TxnId id) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "n%u.w%u.c%u#%u", txn_node(id), txn_worker(id), txn_coroutine(id), txn_seq(id));
+  return buf;
+}
+
+Error corrupt(const std::string& path, const std::string& what) {
+  return make_error(EBADMSG, "%s: %s", path.c_str(), what.c_str());
+}
+
+template <size_t N>
+bool all_zero(const uint8_t (&b)[N]) {
+  return std::all_of(b, b + N, [](uint8_t x) { return x == 0; });
+}
+
+bool read_exact(std::FILE* f, void* dst, size_t n) { return n == 0 || std::fread(dst, 1, n, f) == n; }
+
+Result<OpenFile> open_file(const std::string& path) {
+  OpenFile of;
+  of.path = path;
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec) return make_error(ENOENT, "%s: %s", path.c_str(), ec.message().c_str());
+  File f(std::fopen(path.c_str(), "rb"));
+  if (!f) return make_error(errno, "%s: %s", path.c_str(), std::strerror(errno));
+
+  FileHeader& h = of.h;
+  if (size < sizeof h)
+    return corrupt(path, "truncated file: " + std::to_string(size) + " bytes, shorter than the " +
+                             std::to_string(sizeof h) + "-byte header");
+  if (!read_exact(f.get(), &h, sizeof h)) return make_error(EIO, "%s: cannot read the header", path.c_str());
+  if (std::memcmp(h.magic, kFileMagic, sizeof h.magic) != 0)
+    return corrupt(path, "bad magic: not an rdtx history file");
+  if (h.format_version != kFormatVersion)
+    return corrupt(path, "format version " + std::to_string(h.format_version) + ", this reader knows version " +
+                             std::to_string(kFormatVersion));
+  if (h.header_bytes != sizeof h)
+    return corrupt(path, "header size " + std::to_string(h.header_bytes) + ", expected " + std::to_string(sizeof h));
+  if ((h.flags & ~kFileKnownFlags) != 0)
+    return corrupt(path, "unknown flags " + std::to_string(h.flags & ~kFileKnownFlags) + " in the header");
+  if (h.reserved0 != 0 || !all_zero(h.reserved)) return corrupt(path, "reserved header bytes are not zero");
+  if (h.names_bytes > kMaxNamesBytes || h.names_bytes % 8 != 0)
+    return corrupt(path, "names section of " + std::to_string(h.names_bytes) + " bytes (a multiple of 8 up to " +
+                             std::to_string(kMaxNamesBytes) + " expected)");
+  uint64_t txn_bytes, acc_bytes, log_bytes, total;
+  if (__builtin_mul_overflow(h.txn_count, sizeof(TxnRecord), &txn_bytes) ||
+      __builtin_mul_overflow(h.access_count, sizeof(AccessRecord), &acc_bytes) ||
+      __builtin_add_overflow(txn_bytes, acc_bytes, &log_bytes) || log_bytes != h.log_bytes)
+    return corrupt(path, "the header's counts (" + std::to_string(h.txn_count) + " transactions, " +
+                             std::to_string(h.access_count) + " accesses) do not match its log size of " +
+                             std::to_string(h.log_bytes) + " bytes");
+  if (__builtin_add_overflow(sizeof h + h.names_bytes, h.log_bytes, &total))
+    return corrupt(path, "truncated file: the header announces more than 2^64 bytes");
+  if (total > size)
+    return corrupt(path, "truncated file: the header announces " + std::to_string(total) + " bytes, the file has " +
+                             std::to_string(size));
+  if (total < size) return corrupt(path, std::to_string(size - total) + " unexpected bytes after the log");
+
+  std::vector<uint8_t> names(h.names_bytes);
+  if (!read_exact(f.get(), names.data(), names.size()))
+    return make_error(EIO, "%s: cannot read the names section", path.c_str());
+  auto decoded = NameTables::decode(names);
+  if (!decoded.ok()) return corrupt(path, decoded.error().message);
+  of.names = std::move(*decoded);
+  return of;
+}
+
+// Validates the i-th transaction record of `of`.
+Result<void> check_txn(const OpenFile& of, uint64_t i, const TxnRecord& t, uint64_t accesses_left) {
+  std::string what = "transaction " + std::to_string(i);
+  if (t.id == kInitialTxn) return corrupt(of.path, what + " has id 0, the initial data's");
+  what += " (" + txn_label(t.id) + ")";
+  if (txn_node(t.id) != of.h.node || txn_worker(t.id) != of.h.worker)
+    return corrupt(of.path, what + " belongs to another worker than the file's n" + std::to_string(of.h.node) + ".w" +
+                                std::to_string(of.h.worker));
+  if (t.outcome != static_cast<uint8_t>(Outcome::kCommitted) && t.outcome != static_cast<uint8_t>(Outcome::kAborted))
+    return corrupt(of.path,
+                   what + ": outcome " + std::to_string(t.outcome) + " is neither committed (1) nor aborted (2)");
+  if (!t.committed() && !(of.h.flags & kFileAbortsRecorded))
+    return corrupt(of.path, what + " is aborted, but the header says aborts are not recorded");
+  if (t.committed() && t.abort_reason != 0)
+    return corrupt(of.path, what + " committed with abort reason " + std::to_string(t.abort_reason));
+  if (!t.committed() && t.abort_reason >= of.names.abort_reasons.size())
+    return corrupt(of.path, what + ": abort reason " + std::to_string(t.abort_reason) + " is out of range (" +
+                                std::to_string(of.names.abort_reasons.size()) + " reason names)");
+  if (t.type >= of.names.types.size())
+    return corrupt(of.path, what + ": type " + std::to_string(t.type) + " is out of range (" +
+                                std::to_string(of.names.types.size()) + " type names)");
+  if (!all_zero(t.reserved)) return corrupt(of.path, what + ": reserved bytes are not zero");
+  if (t.access_count > accesses_left)
+    return corrupt(of.path, what + " has " + std::to_string(t.access_count) + " accesses, past the end of the log (" +
+                                std::to_string(accesses_left) + " left)");
+  return {};
+}
+
+Result<void> check_access(const OpenFile& of, uint64_t i, const TxnRecord& t, uint32_t j, const AccessRecord& a) {
+  auto bad = [&](const std::string& msg) {
+    return corrupt(of.path, "transaction " + std::to_string(i) + " (" + txn_label(t.id) + "), access " +
+                                std::to_string(j) + ": " + msg);
+  };
+  if (a.op < static_cast<uint8_t>(Op::kRead) || a.op > static_cast<uint8_t>(Op::kDelete))
+    return bad("op " + std::to_string(a.op) + " is not read (1), write (2), insert (3) or delete (4)");
+  if ((a.flags & ~kAccessKnownFlags) != 0) return bad("unknown flags " + std::to_string(a.flags));
+  if (a.op == static_cast<uint8_t>(Op::kRead) && !a.reads()) return bad("a read without the version it read");
+  if (a.reserved != 0) return bad("reserved bytes are not zero");
+  if (a.table >= of.names.tables.size())
+    return bad("table " + std::to_string(a.table) + " is out of range (" + std::to_string(of.names.tables.size()) +
+               " table names)");
+  return {};
+}
+
+Result<void> read_log(const OpenFile& of, History& h) {
+  File f(std::fopen(of.path.c_str(), "rb"));
+  if (!f) return make_error(errno, "%s: %s", of.path.c_str(), std::strerror(errno));
+  if (std::fseek(f.get(), static_cast<long>(sizeof(FileHeader) + of.h.names_bytes), SEEK_SET) != 0)
+    return make_error(EIO, "%s: cannot seek to the log: %s", of.path.c_str(), std::strerror(errno));
+  uint64_t accesses_left = of.h.access_count;
+  for (uint64_t i = 0; i < of.h.txn_count; ++i) {
+    TxnRecord t;
+    if (!read_exact(f.get(), &t, sizeof t))
+      return make_error(EIO, "%s: cannot read transaction %llu", of.path.c_str(), static_cast<unsigned long long>(i));
+    RDTX_TRY(check_txn(of, i, t, accesses_left));
+    accesses_left -= t.access_count;
+    std::span<AccessRecord> acc = h.add_uninitialized(t);
+    if (!read_exact(f.get(), acc.data(), acc.size_bytes()))
+      return make_error(EIO, "%s: cannot read the accesses of transaction %llu", of.path.c_str(),
+                        static_cast<unsigned long long>(i));
+    for (uint32_t j = 0; j < acc.size(); ++j) RDTX_TRY(check_access(of, i, t, j, acc[j]));
+  }
+  if (accesses_left != 0)
+    return corrupt(of.path, "the transactions have " + std::to_string(of.h.access_count - accesses_left) +
+                                " accesses, the header says " + std::to_string(of.h.access_count));
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> expand_history_paths(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (!fs::is_directory(p, ec)) {
+      out.push_back(p);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const auto& e : fs::directory_iterator(p, ec))
+      if (e.path().extension() == kFileExtension && e.is_regular_file(ec)) found.push_back(e.path().string());
+    if (ec) return make_error(EIO, "%s: %s", p.c_str(), ec.message().c_str());
+    if (found.empty()) return make_error(ENOENT, "%s: no %s history file in this directory", p.c_str(), kFileExtension);
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+Result<History> load_history(const std::vector<std::string>& paths) {
+  auto files = expand_history_paths(paths);
+  if (!files.ok()) return files.error();
+  History h;
+  // Headers first: cross-file checks fail fast, and the totals size the
+  // arrays once instead of regrowing them per file.
+  std::vector<OpenFile> open;
+  uint64_t txns = 0, accesses = 0;
+  for (const std::string& path : *files) {
+    auto of = open_file(path);
+    if (!of.ok()) return of.error();
+    Source src;
+    src.path = path;
+    src.node = of->h.node;
+    src.worker = of->h.worker;
+    src.node_workers = of->h.node_workers;
+    src.truncated = (of->h.flags & kFileTruncated) != 0;
+    src.aborts_recorded = (of->h.flags & kFileAbortsRecorded) != 0;
+    src.txns = of->h.txn_count;
+    src.dropped_txns = of->h.dropped_txns;
+    if (auto r = h.add_source(src, of->h.run_id, of->h.cluster_nodes, of->names); !r.ok()) return r.error();
+    txns += of->h.txn_count;
+    accesses += of->h.access_count;
+    if (txns > History::kMaxTxns || accesses > History::kMaxAccesses)
+      return make_error(EFBIG,
+                        "%s: the history grows past %llu transactions or %llu accesses, more than the checker handles",
+                        path.c_str(), static_cast<unsigned long long>(History::kMaxTxns),
+                        static_cast<unsigned long long>(History::kMaxAccesses));
+    open.push_back(std::move(*of));
+  }
+  h.reserve(txns, accesses);
+  for (const OpenFile& of : open) RDTX_TRY(read_log(of, h));
+  return h;
+}
+
+}  // namespace rdtx::history

@@ -1,0 +1,73 @@
+// HistoryBuilder: hand-built histories for the checker tests, written with
+// the same TxnTrace calls the engine makes:
+//
+//   HistoryBuilder b;
+//   b.txn(T(1)).read(kChecking, 7, kInit).write(kSavings, 7, kInit).commit();
+//
+// Transactions run on n0.w0; T(seq, coroutine) names them.
+#pragma once
+
+#include <cstdint>
+
+#include "history/history.hpp"
+#include "history/txn_trace.hpp"
+
+namespace rdtx::history::test {
+
+enum Table : uint32_t { kChecking = 0, kSavings = 1 };
+enum Type : uint16_t { kWriteCheck = 0, kAmalgamate = 1 };
+enum Reason : uint16_t { kConflict = 0, kUser = 1 };
+inline constexpr Version kInit = kInitialVersion;
+
+inline TxnId T(uint32_t seq, uint32_t coroutine = 0) { return make_txn_id(0, 0, coroutine, seq); }
+inline Version V(TxnId writer, uint16_t seq = 0) { return {writer, seq}; }
+
+class HistoryBuilder {
+ public:
+  HistoryBuilder() { h_.names = {{"checking", "savings"}, {"WriteCheck", "Amalgamate"}, {"conflict", "user"}}; }
+
+  class Txn {
+   public:
+    Txn(History& h, TxnId id, uint16_t type) : h_(h), trace_(64) { trace_.begin(id, type); }
+    Txn& read(uint32_t table, uint64_t key, Version v) {
+      trace_.read(table, key, v);
+      return *this;
+    }
+    Txn& write(uint32_t table, uint64_t key, Version replaced, uint16_t seq = 0) {
+      trace_.write(table, key, replaced, seq);
+      return *this;
+    }
+    Txn& rmw(uint32_t table, uint64_t key, Version seen, Version replaced, uint16_t seq = 0) {
+      trace_.read_modify_write(table, key, seen, replaced, seq);
+      return *this;
+    }
+    Txn& timestamps(uint64_t start, uint64_t commit) {
+      trace_.set_start_ts(start);
+      commit_ts_ = commit;
+      return *this;
+    }
+    TxnId commit() { return finish(Outcome::kCommitted, 0); }
+    TxnId abort(uint16_t reason = kConflict) { return finish(Outcome::kAborted, reason); }
+
+   private:
+    TxnId finish(Outcome o, uint16_t reason) {
+      TxnRecord r = trace_.record();
+      r.outcome = static_cast<uint8_t>(o);
+      r.abort_reason = reason;
+      r.commit_ts = o == Outcome::kCommitted ? commit_ts_ : 0;
+      h_.add(r, trace_.accesses());
+      return r.id;
+    }
+    History& h_;
+    TxnTrace trace_;
+    uint64_t commit_ts_ = 0;
+  };
+
+  Txn txn(TxnId id, uint16_t type = kWriteCheck) { return Txn(h_, id, type); }
+  History& history() { return h_; }
+
+ private:
+  History h_;
+};
+
+}  // namespace rdtx::history::test
