@@ -131,15 +131,8 @@ rdma::WorkRequest* OneSidedBatch::add(uint32_t node) {
   return &wrs_[n_++];
 }
 
-runtime::Task<bool> OneSidedBatch::execute() {
-  if (n_ == 0) co_return true;
-  const Options& o = c_.engine().options();
-  cluster::WorkerContext& w = c_.engine().ctx();
-  const uint32_t nodes = c_.db().nodes();
-  // Link each node's requests in the order they were added.
+void OneSidedBatch::link_per_node() {
   // Only the cluster's nodes are cleared: this runs several times per transaction.
-  rdma::WorkRequest* head[kMaxNodes];
-  rdma::WorkRequest* tail[kMaxNodes];
   for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd) head[nd] = tail[nd] = nullptr;
   for (uint32_t i = 0; i < n_; ++i) {
     uint32_t nd = node_of_[i];
@@ -149,6 +142,14 @@ runtime::Task<bool> OneSidedBatch::execute() {
     else head[nd] = &wrs_[i];
     tail[nd] = &wrs_[i];
   }
+}
+
+runtime::Task<bool> OneSidedBatch::execute() {
+  if (n_ == 0) co_return true;
+  const Options& o = c_.engine().options();
+  cluster::WorkerContext& w = c_.engine().ctx();
+  const uint32_t nodes = c_.db().nodes();
+  link_per_node();
   runtime::WaitGroup wg;
   bool ok = true;
   auto post_node = [&](uint32_t nd) -> bool {
@@ -202,18 +203,7 @@ runtime::Task<bool> OneSidedBatch::execute() {
 bool OneSidedBatch::post_only(runtime::WaitGroup& wg) {
   if (n_ == 0) return true;
   cluster::WorkerContext& w = c_.engine().ctx();
-  // Only the cluster's nodes are cleared: this runs several times per transaction.
-  rdma::WorkRequest* head[kMaxNodes];
-  rdma::WorkRequest* tail[kMaxNodes];
-  for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd) head[nd] = tail[nd] = nullptr;
-  for (uint32_t i = 0; i < n_; ++i) {
-    uint32_t nd = node_of_[i];
-    wrs_[i].next = nullptr;
-    wrs_[i].lkey = wrs_[i].lkey ? wrs_[i].lkey : c_.lkey();
-    if (tail[nd]) tail[nd]->next = &wrs_[i];
-    else head[nd] = &wrs_[i];
-    tail[nd] = &wrs_[i];
-  }
+  link_per_node();
   bool ok = true;
   for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd) {
     if (!head[nd]) continue;

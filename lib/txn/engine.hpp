@@ -146,6 +146,10 @@ class OneSidedBatch {
   rdma::WorkRequest wrs_[kMaxWrs];
   uint32_t node_of_[kMaxWrs];
   uint32_t n_ = 0;
+  // Each node's requests linked in the order they were added.
+  void link_per_node();
+  rdma::WorkRequest* head[kMaxNodes];
+  rdma::WorkRequest* tail[kMaxNodes];
 };
 
 class Coordinator {
