@@ -76,6 +76,7 @@ int Txn::declare(TableId table, Key key, AccessMode mode) {
   a.node = co_->db().owner(table, key);
   a.round = round_;
   a.copy = co_->slot(n_);
+  if (const store::LocationCache* cache = co_->engine().cache()) cache->prefetch(table, key);
   return static_cast<int>(n_++);
 }
 
