@@ -38,7 +38,6 @@ void set_word(std::byte* p, uint32_t off, uint64_t v) { std::memcpy(p + off, &v,
 std::atomic_ref<uint64_t> tuple_word(std::byte* tuple, uint32_t off) {
   return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(tuple + off));
 }
-const uint64_t kZero = 0;  // source of inline unlock WRITEs
 
 class Occ final : public Protocol {
  public:
@@ -335,13 +334,7 @@ Task<bool> Occ::write_back(Coordinator& c, Txn& t) {
     wr->length = l.tuple_bytes() - kSeqOff;
     wr->remote_addr = a.tuple_addr + kSeqOff;
     wr->rkey = rkey;
-    rdma::WorkRequest* un = batch.add(a.node);
-    un->opcode = rdma::Opcode::kWrite;
-    un->local = const_cast<uint64_t*>(&kZero);
-    un->length = 8;
-    un->flags = rdma::kInline;
-    un->remote_addr = a.tuple_addr + kLockOff;
-    un->rkey = rkey;
+    batch.add_unlock(a);
     a.locked = false;
   }
   if (batch.empty()) co_return true;
@@ -371,13 +364,7 @@ Task<void> Occ::release(Coordinator& c, Txn& t) {
     for (uint32_t i = 0; i < t.size(); ++i) {
       Access& a = t.access(i);
       if (!a.locked) continue;
-      rdma::WorkRequest* un = batch.add(a.node);
-      un->opcode = rdma::Opcode::kWrite;
-      un->local = const_cast<uint64_t*>(&kZero);
-      un->length = 8;
-      un->flags = rdma::kInline;
-      un->remote_addr = a.tuple_addr + kLockOff;
-      un->rkey = c.db().descriptor(a.node, a.table).rkey;
+      batch.add_unlock(a);
     }
     if (o_.passive_ack) {
       batch.post_only(c.pending_commit());

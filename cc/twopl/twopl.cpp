@@ -36,7 +36,6 @@ namespace {
 
 constexpr uint32_t kLockOff = 0;
 constexpr int kRelocateAttempts = 4;
-const uint64_t kZero = 0;
 
 enum class Policy { kNoWait, kWaitDie };
 enum Handler : rpc::HandlerId { kLockReadRpc = 20, kCommitRpc, kReleaseRpc };
@@ -189,13 +188,7 @@ Task<bool> TwoPl::fetch_onesided(Coordinator& c, Txn& t, uint32_t from) {
         relocate = true;  // a stale location: unlock if we locked it, look up again
         if (a.locked) {
           OneSidedBatch& un = c.onesided();
-          rdma::WorkRequest* wr = un.add(a.node);
-          wr->opcode = rdma::Opcode::kWrite;
-          wr->local = const_cast<uint64_t*>(&kZero);
-          wr->length = 8;
-          wr->flags = rdma::kInline;
-          wr->remote_addr = a.tuple_addr + kLockOff;
-          wr->rkey = c.db().descriptor(a.node, a.table).rkey;
+          un.add_unlock(a);
           co_await un.execute();
           a.locked = false;
         }
@@ -310,13 +303,7 @@ Task<void> TwoPl::release(Coordinator& c, Txn& t, bool write_back) {
         wr->remote_addr = a.tuple_addr + 8;
         wr->rkey = rkey;
       }
-      rdma::WorkRequest* un = batch.add(a.node);
-      un->opcode = rdma::Opcode::kWrite;
-      un->local = const_cast<uint64_t*>(&kZero);
-      un->length = 8;
-      un->flags = rdma::kInline;
-      un->remote_addr = a.tuple_addr + kLockOff;
-      un->rkey = rkey;
+      batch.add_unlock(a);
     }
     if (o_.passive_ack) {
       if (!batch.post_only(c.pending_commit())) ++e_.stats().commit_errors;

@@ -144,6 +144,19 @@ void OneSidedBatch::link_per_node() {
   }
 }
 
+bool OneSidedBatch::add_unlock(const Access& a) {
+  static const uint64_t kZero = 0;  // inline: copied at post time
+  rdma::WorkRequest* un = add(a.node);
+  if (un == nullptr) return false;
+  un->opcode = rdma::Opcode::kWrite;
+  un->local = const_cast<uint64_t*>(&kZero);
+  un->length = 8;
+  un->flags = rdma::kInline;
+  un->remote_addr = a.tuple_addr;
+  un->rkey = c_.db().descriptor(a.node, a.table).rkey;
+  return true;
+}
+
 runtime::Task<bool> OneSidedBatch::execute() {
   if (n_ == 0) co_return true;
   const Options& o = c_.engine().options();

@@ -133,6 +133,9 @@ class OneSidedBatch {
   void reset() { n_ = 0; }
   // A zeroed request for `node`, appended to its list (nullptr when full).
   rdma::WorkRequest* add(uint32_t node);
+  // An inline 8-byte WRITE of 0 to the lock word (metadata word 0) of the
+  // access's tuple: how every protocol releases a lock one-sided. False when full.
+  bool add_unlock(const Access& a);
   bool empty() const { return n_ == 0; }
   // Posts and waits for everything added; false if any request failed.
   runtime::Task<bool> execute();
