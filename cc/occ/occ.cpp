@@ -375,120 +375,80 @@ Task<void> Occ::release(Coordinator& c, Txn& t) {
   for (uint32_t i = 0; i < t.size(); ++i) t.access(i).locked = false;
 }
 
-// Owner side. Each handler looks the item's key up in this node's store;
+// Owner side. serve_items looks each item's key up in this node's store;
 // ids and lengths from the message are checked before use.
 void Occ::register_handlers() {
   rpc::Endpoint& ep = *e_.ctx().rpc;
-  Database& db = e_.db();
-  const uint32_t node = e_.node();
-  auto find = [&db, node](const ItemHeader& h, store::TupleRef* ref) -> int {
-    store::Table* tab = db.store(node).table(h.table);
-    if (tab == nullptr) return -EINVAL;
-    return tab->lookup(h.key, ref);
+  const store::Store& st = e_.db().store(e_.node());
+  using Data = std::span<const std::byte>;
+  auto word_arg = [](Data d) {
+    uint64_t v;
+    std::memcpy(&v, d.data(), 8);
+    return v;
   };
-  (void)ep.register_handler(kFetchRpc, "occ.fetch", [&db, node, find](rpc::Request& r) {
-    ItemReader in(r.payload());
-    ItemWriter out(r);
-    ItemHeader h;
-    std::span<const std::byte> data;
-    while (in.next(&h, &data)) {
-      store::TupleRef ref;
-      int rc = find(h, &ref);
+  (void)ep.register_handler(kFetchRpc, "occ.fetch", [&st](rpc::Request& r) {
+    serve_items(r, st, [](const ItemHeader&, Data, int rc, store::Table* tab, const store::TupleRef& ref,
+                          ItemWriter& out) {
       if (rc != 0) {
         out.add({rc, 0, 0, 0, 0});
-        continue;
+        return;
       }
-      store::Table* tab = db.store(node).table(h.table);
       std::byte* dst = out.add_reserved({0, 0, ref.index, ref.state, 0}, tab->tuple_bytes());
-      if (dst == nullptr) break;
       // Erased or reused during the copy: the bytes are not the key's.
-      if (!tab->copy_tuple(ref, dst)) out.set_last_status(-EAGAIN);
-    }
-    out.finish();
+      if (dst != nullptr && !tab->copy_tuple(ref, dst)) out.set_last_status(-EAGAIN);
+    });
   });
-  (void)ep.register_handler(kLockRpc, "occ.lock", [&db, node, find](rpc::Request& r) {
-    ItemReader in(r.payload());
-    ItemWriter out(r);
-    ItemHeader h;
-    std::span<const std::byte> data;
-    while (in.next(&h, &data)) {
-      store::TupleRef ref;
-      int rc = find(h, &ref);
+  (void)ep.register_handler(kLockRpc, "occ.lock", [&st, word_arg](rpc::Request& r) {
+    serve_items(r, st, [&](const ItemHeader& h, Data data, int rc, store::Table* tab, const store::TupleRef& ref,
+                           ItemWriter& out) {
       if (rc != 0 || data.size() != 8) {
         out.add({rc != 0 ? rc : -EINVAL, 0, 0, 0, 0});
-        continue;
+        return;
       }
-      const auto& l = db.store(node).table(h.table)->layout();
       uint64_t expect = 0;
       if (!tuple_word(ref.tuple, kLockOff).compare_exchange_strong(expect, h.arg0, std::memory_order_acquire)) {
         out.add({kConflict, 0, 0, 0, 0});
-        continue;
+        return;
       }
-      uint64_t state_seen;
-      std::memcpy(&state_seen, data.data(), 8);
       uint64_t seq = tuple_word(ref.tuple, kSeqOff).load(std::memory_order_acquire);
-      uint64_t state = tuple_word(ref.tuple, l.state_offset()).load(std::memory_order_acquire);
-      out.add({seq == h.arg1 && state == state_seen ? kOk : kChanged, 0, ref.index, state, seq});
-    }
-    out.finish();
+      uint64_t state = tuple_word(ref.tuple, tab->layout().state_offset()).load(std::memory_order_acquire);
+      out.add({seq == h.arg1 && state == word_arg(data) ? kOk : kChanged, 0, ref.index, state, seq});
+    });
   });
-  (void)ep.register_handler(kValidateRpc, "occ.validate", [&db, node, find](rpc::Request& r) {
-    ItemReader in(r.payload());
-    ItemWriter out(r);
-    ItemHeader h;
-    std::span<const std::byte> data;
-    while (in.next(&h, &data)) {
-      store::TupleRef ref;
-      int rc = find(h, &ref);
-      if (rc != 0 || data.size() != 8) {
-        out.add({kChanged, 0, 0, 0, 0});
-        continue;
-      }
-      const auto& l = db.store(node).table(h.table)->layout();
-      uint64_t state_seen;
-      std::memcpy(&state_seen, data.data(), 8);
-      bool ok = tuple_word(ref.tuple, kLockOff).load(std::memory_order_acquire) == 0 &&
+  (void)ep.register_handler(kValidateRpc, "occ.validate", [&st, word_arg](rpc::Request& r) {
+    serve_items(r, st, [&](const ItemHeader& h, Data data, int rc, store::Table* tab, const store::TupleRef& ref,
+                           ItemWriter& out) {
+      bool ok = rc == 0 && data.size() == 8 &&
+                tuple_word(ref.tuple, kLockOff).load(std::memory_order_acquire) == 0 &&
                 tuple_word(ref.tuple, kSeqOff).load(std::memory_order_acquire) == h.arg0 &&
-                tuple_word(ref.tuple, l.state_offset()).load(std::memory_order_acquire) == state_seen;
+                tuple_word(ref.tuple, tab->layout().state_offset()).load(std::memory_order_acquire) ==
+                    word_arg(data);
       out.add({ok ? kOk : kChanged, 0, 0, 0, 0});
-    }
-    out.finish();
+    });
   });
-  (void)ep.register_handler(kCommitRpc, "occ.commit", [&db, node, find](rpc::Request& r) {
-    ItemReader in(r.payload());
-    ItemWriter out(r);
-    ItemHeader h;
-    std::span<const std::byte> data;
-    while (in.next(&h, &data)) {
-      store::TupleRef ref;
-      int rc = find(h, &ref);
-      store::Table* tab = rc == 0 ? db.store(node).table(h.table) : nullptr;
+  (void)ep.register_handler(kCommitRpc, "occ.commit", [&st](rpc::Request& r) {
+    serve_items(r, st, [](const ItemHeader& h, Data data, int rc, store::Table* tab, const store::TupleRef& ref,
+                          ItemWriter& out) {
       if (rc != 0 || data.size() != tab->tuple_bytes() - kSeqOff || data.size() % 8 != 0 ||
           tuple_word(ref.tuple, kLockOff).load(std::memory_order_acquire) != h.arg0) {
         out.add({kNotHeld, 0, 0, 0, 0});
-        continue;
+        return;
       }
       // Record and version first, then the unlock that publishes them.
       store::store_words(reinterpret_cast<uint64_t*>(ref.tuple + kSeqOff),
                          reinterpret_cast<const uint64_t*>(data.data()), data.size() / 8);
       tuple_word(ref.tuple, kLockOff).store(0, std::memory_order_release);
       out.add({kOk, 0, 0, 0, 0});
-    }
-    out.finish();
+    });
   });
-  (void)ep.register_handler(kReleaseRpc, "occ.release", [find](rpc::Request& r) {
-    ItemReader in(r.payload());
-    ItemWriter out(r);
-    ItemHeader h;
-    std::span<const std::byte> data;
-    while (in.next(&h, &data)) {
-      store::TupleRef ref;
+  (void)ep.register_handler(kReleaseRpc, "occ.release", [&st](rpc::Request& r) {
+    serve_items(r, st, [](const ItemHeader& h, Data, int rc, store::Table*, const store::TupleRef& ref,
+                          ItemWriter& out) {
       uint64_t holder = h.arg0;
-      bool ok = find(h, &ref) == 0 &&
+      bool ok = rc == 0 &&
                 tuple_word(ref.tuple, kLockOff).compare_exchange_strong(holder, 0, std::memory_order_release);
       out.add({ok ? kOk : kNotHeld, 0, 0, 0, 0});
-    }
-    out.finish();
+    });
   });
 }
 

@@ -458,27 +458,21 @@ void TwoPl::register_handlers() {
                               }
                               r.set_reply_len(len);
                             });
-  auto unlock_items = [&db, node](rpc::Request& r, bool write_back) {
-    ItemReader in(r.payload());
-    ItemWriter out(r);
-    ItemHeader h;
-    std::span<const std::byte> data;
-    while (in.next(&h, &data)) {
-      store::Table* tab = db.store(node).table(h.table);
-      store::TupleRef ref;
-      if (tab == nullptr || tab->lookup(h.key, &ref) != 0 ||
-          lock_word(ref.tuple).load(std::memory_order_acquire) != h.arg0 ||
+  const store::Store& st = db.store(node);
+  auto unlock_items = [&st](rpc::Request& r, bool write_back) {
+    serve_items(r, st, [write_back](const ItemHeader& h, std::span<const std::byte> data, int rc, store::Table* tab,
+                                    const store::TupleRef& ref, ItemWriter& out) {
+      if (rc != 0 || lock_word(ref.tuple).load(std::memory_order_acquire) != h.arg0 ||
           (write_back && !data.empty() && (data.size() != tab->tuple_bytes() - 8 || data.size() % 8 != 0))) {
         out.add({kNotHeld, 0, 0, 0, 0});
-        continue;
+        return;
       }
       if (write_back && !data.empty())
         store::store_words(reinterpret_cast<uint64_t*>(ref.tuple + 8), reinterpret_cast<const uint64_t*>(data.data()),
                            data.size() / 8);
       lock_word(ref.tuple).store(0, std::memory_order_release);  // publishes the record
       out.add({kOk, 0, 0, 0, 0});
-    }
-    out.finish();
+    });
   };
   (void)ep.register_handler(kCommitRpc, policy_ == Policy::kNoWait ? "nowait.commit" : "waitdie.commit",
                             [unlock_items](rpc::Request& r) { unlock_items(r, true); });

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "rpc/endpoint.hpp"
+#include "store/store.hpp"
 #include "runtime/task.hpp"
 #include "txn/txn.hpp"
 
@@ -137,5 +138,25 @@ class ItemWriter {
   uint32_t len_ = 0;
   uint32_t last_ = UINT32_MAX;
 };
+
+// The owner side of an item RPC: for each item of request `r`, looks its key
+// up in `st` and calls fn(header, data, status, table, ref, writer), where
+// status is 0, or -EINVAL (unknown table id: table is nullptr) or the lookup's
+// error; `fn` adds exactly one reply per item. A malformed request stops at
+// the first bad item.
+template <typename Fn>
+void serve_items(rpc::Request& r, const store::Store& st, Fn&& fn) {
+  ItemReader in(r.payload());
+  ItemWriter out(r);
+  ItemHeader h;
+  std::span<const std::byte> data;
+  while (in.next(&h, &data)) {
+    store::Table* tab = st.table(h.table);
+    store::TupleRef ref;
+    int rc = tab ? tab->lookup(h.key, &ref) : -EINVAL;
+    fn(h, data, rc, tab, ref, out);
+  }
+  out.finish();
+}
 
 }  // namespace rdtx::txn
