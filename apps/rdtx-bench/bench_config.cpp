@@ -53,6 +53,18 @@ void add_run_schema(config::Schema& s) {
   s.add_bool("run.single_thread", false, "run every worker on the main thread, in a fixed order (deterministic)");
 }
 
+// What rdtx-bench does with a recorded history (history.record and the
+// recorder's own keys are the engine's: txn/options.cpp).
+void add_history_schema(config::Schema& s) {
+  s.add_string("history.dir", "", "write the recorded history files (one per worker) to this directory");
+  s.add_bool("history.check", true, "check the recorded history for serializability after the run");
+  s.add_check([](const config::Config& c) -> std::string {
+    if (c.get_bool("history.record") || c.get_string("history.dir").empty()) return "";
+    return "history.dir = '" + c.get_string("history.dir") + "' (" + c.origin("history.dir") +
+           ") needs history.record = true";
+  });
+}
+
 }  // namespace
 
 const std::vector<WorkloadDef>& workloads() {
@@ -72,6 +84,7 @@ config::Schema make_schema() {
   s.add_enum("workload", "smallbank", names, "benchmark to run");
   add_cluster_schema(s);
   add_run_schema(s);
+  add_history_schema(s);
   txn::add_schema(s, cc::protocols());
   for (const WorkloadDef& w : workloads()) w.add_schema(s);
   return s;

@@ -31,8 +31,9 @@ node on the shm software RNIC by default) with the protocol and per-stage
 primitives the configuration names, then prints throughput, aborts by
 reason, latency percentiles, round trips per committed transaction, commits
 per transaction type, location cache and lcore use, and the run's checks
-(workload invariants, locks left, RPC errors, commit errors). The exit status
-is 1 if any check failed.
+(workload invariants, locks left, RPC errors, commit errors, and with
+history recording the serializability of the recorded history). The exit
+status is 1 if any check failed.
 
 Options:
   --config FILE        TOML configuration (presets in conf/); without it the
@@ -43,6 +44,9 @@ Options:
   --warmup S           same as --set run.warmup_s=S
   --seed N             same as --set run.seed=N
   --json FILE          also write the report as one JSON object
+  --history DIR        record the history, write it to DIR (one file per
+                       worker, for rdtx-check) and check it after the run;
+                       same as --set history.record=true --set history.dir=DIR
   --print-config       print the resolved configuration (TOML) and exit
   -q, --quiet          do not print the resolved configuration before the run
   --keys               print every configuration key (type, default, range,
@@ -88,7 +92,7 @@ bool wants_help(const std::vector<std::string>& app) {
 
 Args parse_args(std::vector<std::string> args) {
   Args a;
-  enum { kConfig = 1, kSet, kDuration, kWarmup, kSeed, kJson, kPrintConfig, kKeys, kList };
+  enum { kConfig = 1, kSet, kDuration, kWarmup, kSeed, kJson, kHistory, kPrintConfig, kKeys, kList };
   static const option opts[] = {
       {"config", required_argument, nullptr, kConfig},
       {"set", required_argument, nullptr, kSet},
@@ -96,6 +100,7 @@ Args parse_args(std::vector<std::string> args) {
       {"warmup", required_argument, nullptr, kWarmup},
       {"seed", required_argument, nullptr, kSeed},
       {"json", required_argument, nullptr, kJson},
+      {"history", required_argument, nullptr, kHistory},
       {"print-config", no_argument, nullptr, kPrintConfig},
       {"quiet", no_argument, nullptr, 'q'},
       {"keys", no_argument, nullptr, kKeys},
@@ -131,6 +136,11 @@ Args parse_args(std::vector<std::string> args) {
       case kJson:
         if (v.empty()) usage_error("--json needs a file name");
         a.json_path = v;
+        break;
+      case kHistory:
+        if (v.empty()) usage_error("--history needs a directory");
+        a.overrides.push_back("history.record=true");
+        a.overrides.push_back("history.dir=" + v);
         break;
       case kPrintConfig:
         a.print_config = true;
@@ -216,7 +226,9 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
   rep.device = *caps;
   rep.type_names = plan.workload->type_names();
   rep.interrupted = runtime::shutdown_requested();
-  rep.checks = run_checks(*result, rep.interrupted);
+  HistoryResult hist = handle_history(cfg, *result);
+  rep.history = &hist;
+  rep.checks = run_checks(*result, rep.interrupted, &hist);
   print_report(stdout, rep);
   int rc = rep.passed() ? 0 : 1;
   if (json.is_open()) {

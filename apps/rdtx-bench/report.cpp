@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -114,7 +115,51 @@ bool Report::passed() const {
   return true;
 }
 
-std::vector<Check> run_checks(const txn::RunResult& r, bool interrupted) {
+HistoryResult handle_history(const config::Config& cfg, const txn::RunResult& r) {
+  HistoryResult h;
+  h.recorded = !r.histories.empty();
+  if (!h.recorded) return h;
+  for (const history::Recorder& rec : r.histories) {
+    h.txns += rec.txn_count();
+    h.accesses += rec.access_count();
+    h.dropped += rec.dropped_txns();
+    h.truncated |= rec.truncated();
+  }
+  const std::string& dir = cfg.get_string("history.dir");
+  if (!dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      h.error = "history.dir = '" + dir + "': " + ec.message();
+      return h;
+    }
+    for (const history::Recorder& rec : r.histories) {
+      auto w = rec.write_file(dir + "/" + history::Recorder::file_name(rec.options().node, rec.options().worker));
+      if (!w.ok()) {
+        h.error = w.error().message;
+        return h;
+      }
+    }
+    h.dir = dir;
+  }
+  if (!cfg.get_bool("history.check")) return h;
+  auto merged = txn::merged_history(r);
+  if (!merged.ok()) {
+    h.error = merged.error().message;
+    return h;
+  }
+  auto rep = history::check(*merged);
+  if (!rep.ok()) {
+    h.error = rep.error().message;
+    return h;
+  }
+  h.checked = true;
+  h.report = std::move(*rep);
+  h.text = history::format_report(h.report, 3);
+  return h;
+}
+
+std::vector<Check> run_checks(const txn::RunResult& r, bool interrupted, const HistoryResult* history) {
   std::vector<Check> c;
   c.push_back(
       {"invariants", "invariants", 0, r.invariants.ok(), r.invariants.ok() ? "" : r.invariants.error().message});
@@ -128,6 +173,11 @@ std::vector<Check> run_checks(const txn::RunResult& r, bool interrupted) {
   // a signal cut it short.
   c.push_back({"commits", "commits", r.total.commits, r.total.commits > 0 || interrupted,
                r.total.commits > 0 || interrupted ? "" : "no transaction committed in the measured window"});
+  if (history && history->recorded && (history->checked || !history->error.empty())) {
+    const bool ok = history->error.empty() && history->report.certified;
+    c.push_back({"history", "history", history->report.anomalies(), ok,
+                 history->error.empty() ? history->report.verdict() : history->error});
+  }
   return c;
 }
 
@@ -190,9 +240,21 @@ void print_report(std::FILE* out, const Report& rep) {
     std::fprintf(out, "  %-20s %14s txn/s  %6.2f %%\n", rep.type_names[k].c_str(),
                  grouped(static_cast<uint64_t>(per_s(n, secs))).c_str(), ratio(n, t.commits) * 100);
   }
+  if (const HistoryResult* h = rep.history; h && h->recorded) {
+    std::fprintf(out, "history       %14s txns, %s accesses recorded%s%s%s\n", grouped(h->txns).c_str(),
+                 grouped(h->accesses).c_str(), h->truncated ? " (TRUNCATED: raise history.capacity_mb)" : "",
+                 h->dir.empty() ? "" : ", written to ", h->dir.c_str());
+    if (h->checked) {
+      const auto& st = h->report.stats;
+      std::fprintf(out, "  checked in %.2f s: %s ww, %s wr, %s rw edges; %s\n", st.seconds,
+                   grouped(st.edges[0]).c_str(), grouped(st.edges[1]).c_str(), grouped(st.edges[2]).c_str(),
+                   h->report.verdict().c_str());
+      if (!h->report.certified) std::fprintf(out, "%s\n", h->text.c_str());
+    }
+  }
   std::fprintf(out, "checks\n");
   for (const Check& c : rep.checks) {
-    if (std::string(c.key) == "invariants")
+    if (std::string(c.key) == "invariants" || std::string(c.key) == "history")
       std::fprintf(out, "  %-20s %s%s%s\n", c.label, c.ok ? "OK" : "FAILED", c.message.empty() ? "" : ": ",
                    c.message.c_str());
     else
@@ -231,7 +293,7 @@ std::string report_json(const Report& rep) {
   toml::table checks{{"passed", rep.passed()}};
   for (const Check& c : rep.checks) {
     toml::table entry{{"ok", c.ok}};
-    if (std::string(c.key) == "invariants")
+    if (std::string(c.key) == "invariants" || std::string(c.key) == "history")
       entry.insert("message", c.message);
     else
       entry.insert("value", i64(c.value));
@@ -268,6 +330,32 @@ std::string report_json(const Report& rep) {
       {"lcores", std::move(lcores)},
       {"checks", std::move(checks)},
   };
+  if (const HistoryResult* h = rep.history; h && h->recorded) {
+    toml::table ht{{"txns", i64(h->txns)},
+                   {"accesses", i64(h->accesses)},
+                   {"truncated", h->truncated},
+                   {"dropped_txns", i64(h->dropped)},
+                   {"dir", h->dir},
+                   {"checked", h->checked}};
+    if (!h->error.empty()) ht.insert("error", h->error);
+    if (h->checked) {
+      const history::CheckReport& cr = h->report;
+      toml::table anomalies;
+      for (size_t k = 0; k < history::kAnomalyKinds; ++k)
+        if (cr.counts[k]) anomalies.insert(history::to_string(static_cast<history::Anomaly>(k)), i64(cr.counts[k]));
+      toml::array findings;
+      for (const history::Finding& f : cr.findings) findings.push_back(f.text);
+      ht.insert("isolation", history::to_string(cr.isolation));
+      ht.insert("certified", cr.certified);
+      ht.insert("verdict", cr.verdict());
+      ht.insert("anomalies", std::move(anomalies));
+      ht.insert("findings", std::move(findings));
+      ht.insert("edges", toml::table{{"ww", i64(cr.stats.edges[0])}, {"wr", i64(cr.stats.edges[1])},
+                                     {"rw", i64(cr.stats.edges[2])}});
+      ht.insert("check_seconds", cr.stats.seconds);
+    }
+    doc.insert("history", std::move(ht));
+  }
   std::ostringstream os;
   os << toml::json_formatter{doc};
   // toml++ cannot hold raw JSON, so the resolved config (Config::to_json(),

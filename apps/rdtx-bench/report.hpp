@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "history/checker.hpp"
 #include "rdma/rdma.hpp"
 #include "txn/runner.hpp"
 
@@ -24,6 +25,22 @@ struct Check {
   std::string message;  // why it failed (invariants), else ""
 };
 
+// The recorded history of a run (history.record): where it was written and
+// what the checker said.
+struct HistoryResult {
+  bool recorded = false;
+  uint64_t txns = 0, accesses = 0, dropped = 0;
+  bool truncated = false;
+  std::string dir;    // where the files were written ("" = not written)
+  std::string error;  // writing or loading failed
+  bool checked = false;
+  history::CheckReport report;
+  std::string text;  // format_report(): the findings, for a person
+};
+
+// Writes the files (history.dir) and checks the history (history.check).
+HistoryResult handle_history(const config::Config& cfg, const txn::RunResult& r);
+
 // Everything the report says about one run.
 struct Report {
   const config::Config* cfg = nullptr;
@@ -31,6 +48,7 @@ struct Report {
   const txn::RunResult* result = nullptr;
   rdma::DeviceCaps device;
   std::vector<std::string> type_names;  // the workload's transaction types
+  const HistoryResult* history = nullptr;
   bool interrupted = false;             // stopped early by a signal
   std::vector<Check> checks;
   // The measured window (0 if interrupted before it opened).
@@ -41,7 +59,8 @@ struct Report {
 // The checks of a finished run: the workload's invariants, no lock left, no
 // malformed RPC, no RPC timeout, no failed commit, no network abort, and at
 // least one commit (unless the run was interrupted).
-std::vector<Check> run_checks(const txn::RunResult& r, bool interrupted);
+// With a checked history, also: the checker certified it.
+std::vector<Check> run_checks(const txn::RunResult& r, bool interrupted, const HistoryResult* history = nullptr);
 
 // One line naming the run, printed before it starts.
 void print_header(std::FILE* out, const config::Config& cfg, const txn::RunConfig& run, const rdma::DeviceCaps& device);

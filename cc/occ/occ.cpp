@@ -41,7 +41,7 @@ std::atomic_ref<uint64_t> tuple_word(std::byte* tuple, uint32_t off) {
 
 class Occ final : public Protocol {
  public:
-  explicit Occ(WorkerEngine& e) : e_(e), o_(e.options()) { register_handlers(); }
+  Occ(WorkerEngine& e, bool validating) : e_(e), o_(e.options()), validating_(validating) { register_handlers(); }
 
   Task<bool> fetch(Coordinator& c, Txn& t, uint32_t from) override;
   Task<bool> commit(Coordinator& c, Txn& t) override;
@@ -58,6 +58,7 @@ class Occ final : public Protocol {
 
   WorkerEngine& e_;
   const Options& o_;
+  const bool validating_;  // false only in the broken variant for tests
 };
 
 // A fetched copy is usable if no commit was in progress on it.
@@ -67,7 +68,7 @@ bool Occ::accept_copy(Coordinator& c, Txn& t, Access& a) {
     return false;
   }
   a.version = word(a.copy, kSeqOff);
-  if (c.db().recording()) a.writer = word(a.copy, c.db().history_word_offset());
+  if (c.db().recording()) a.writer = a.replaced = word(a.copy, c.db().history_word_offset());
   a.fetched = true;
   return true;
 }
@@ -175,19 +176,23 @@ Task<bool> Occ::lock(Coordinator& c, Txn& t) {
   bool any = false;
   for (uint32_t i = 0; i < t.size(); ++i) any |= t.access(i).mode == AccessMode::kWrite;
   if (!any) co_return true;
+  const bool rec = c.db().recording();
   if (o_.stage(Stage::kLock) == Primitive::kRpc) {
     ItemBatch& batch = c.items(kLockRpc);
     for (uint32_t i = 0; i < t.size(); ++i) {
       Access& a = t.access(i);
       if (a.mode != AccessMode::kWrite) continue;
-      batch.add(i, t.id(), a.version, std::as_bytes(std::span(&a.state, 1)), 0);
+      batch.add(i, t.id(), a.version, std::as_bytes(std::span(&a.state, 1)), rec ? 8 : 0);
     }
     bool ok = co_await batch.call();
-    bool wellformed = batch.for_each_reply([&](uint32_t i, const ItemReply& r, std::span<const std::byte>) {
+    bool wellformed = batch.for_each_reply([&](uint32_t i, const ItemReply& r, std::span<const std::byte> data) {
       Access& a = t.access(i);
       if (r.status == kOk || r.status == kChanged) a.locked = true;
+      // Recording: the version the write will replace, read under the lock.
+      if (rec && a.locked && data.size() == 8) a.replaced = word(data.data(), 0);
       if (r.status == kConflict && t.abort_reason() == AbortReason::kNone) t.fail(AbortReason::kLockConflict);
-      if (r.status == kChanged && t.abort_reason() == AbortReason::kNone) t.fail(AbortReason::kValidation);
+      if (r.status == kChanged && validating_ && t.abort_reason() == AbortReason::kNone)
+        t.fail(AbortReason::kValidation);
       if (r.status < 0 && t.abort_reason() == AbortReason::kNone) t.fail(AbortReason::kNetwork);
     });
     if (!ok || !wellformed) {
@@ -236,7 +241,8 @@ Task<bool> Occ::lock(Coordinator& c, Txn& t) {
     const auto& l = c.db().layout(a.table);
     uint64_t seq = word(x, hdr_end_off);
     uint64_t state = word(x, hdr_end_off + l.state_offset() - kSeqOff);
-    if (seq != a.version || state != a.state) {
+    if (rec) a.replaced = word(x, hdr_end_off + c.db().history_word_offset() - kSeqOff);
+    if (validating_ && (seq != a.version || state != a.state)) {
       if (ok) t.fail(AbortReason::kValidation);
       ok = false;
     }
@@ -249,7 +255,7 @@ Task<bool> Occ::lock(Coordinator& c, Txn& t) {
 Task<bool> Occ::validate(Coordinator& c, Txn& t) {
   bool any = false;
   for (uint32_t i = 0; i < t.size(); ++i) any |= t.access(i).mode == AccessMode::kRead;
-  if (!any) co_return true;
+  if (!any || !validating_) co_return true;
   if (o_.stage(Stage::kValidate) == Primitive::kRpc) {
     ItemBatch& batch = c.items(kValidateRpc);
     for (uint32_t i = 0; i < t.size(); ++i) {
@@ -398,7 +404,8 @@ void Occ::register_handlers() {
       if (dst != nullptr && !tab->copy_tuple(ref, dst)) out.set_last_status(-EAGAIN);
     });
   });
-  (void)ep.register_handler(kLockRpc, "occ.lock", [&st, word_arg](rpc::Request& r) {
+  const uint32_t history_word = e_.db().recording() ? e_.db().history_word_offset() : 0;
+  (void)ep.register_handler(kLockRpc, "occ.lock", [&st, word_arg, history_word](rpc::Request& r) {
     serve_items(r, st, [&](const ItemHeader& h, Data data, int rc, store::Table* tab, const store::TupleRef& ref,
                            ItemWriter& out) {
       if (rc != 0 || data.size() != 8) {
@@ -412,7 +419,14 @@ void Occ::register_handlers() {
       }
       uint64_t seq = tuple_word(ref.tuple, kSeqOff).load(std::memory_order_acquire);
       uint64_t state = tuple_word(ref.tuple, tab->layout().state_offset()).load(std::memory_order_acquire);
-      out.add({seq == h.arg1 && state == word_arg(data) ? kOk : kChanged, 0, ref.index, state, seq});
+      const ItemReply reply{seq == h.arg1 && state == word_arg(data) ? kOk : kChanged, 0, ref.index, state, seq};
+      if (history_word == 0) {
+        out.add(reply);
+        return;
+      }
+      // Recording: the writer id of the version the lock holder will replace.
+      const uint64_t writer = tuple_word(ref.tuple, history_word).load(std::memory_order_acquire);
+      out.add(reply, std::as_bytes(std::span(&writer, 1)));
     });
   });
   (void)ep.register_handler(kValidateRpc, "occ.validate", [&st, word_arg](rpc::Request& r) {
@@ -452,7 +466,8 @@ void Occ::register_handlers() {
   });
 }
 
-std::unique_ptr<Protocol> create(WorkerEngine& e) { return std::make_unique<Occ>(e); }
+std::unique_ptr<Protocol> create(WorkerEngine& e) { return std::make_unique<Occ>(e, true); }
+std::unique_ptr<Protocol> create_unvalidated(WorkerEngine& e) { return std::make_unique<Occ>(e, false); }
 
 }  // namespace
 
@@ -468,6 +483,14 @@ const ProtocolDef kDef = {
         {Primitive::kOneSided, Primitive::kRpc},                      // commit
     },
     create,
+};
+
+const ProtocolDef kUnvalidatedForTests = {
+    "occ-unvalidated",
+    "BROKEN, tests only: OCC that validates neither its reads nor its read-write records",
+    kDef.meta_bytes,
+    {kDef.allowed[0], kDef.allowed[1], kDef.allowed[2], kDef.allowed[3], kDef.allowed[4]},
+    create_unvalidated,
 };
 
 }  // namespace rdtx::cc::occ

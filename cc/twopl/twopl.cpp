@@ -195,7 +195,7 @@ Task<bool> TwoPl::fetch_onesided(Coordinator& c, Txn& t, uint32_t from) {
         continue;
       }
       if (old == 0) {
-        if (c.db().recording()) a.writer = word(a.copy, c.db().history_word_offset());
+        if (c.db().recording()) a.writer = a.replaced = word(a.copy, c.db().history_word_offset());
         a.fetched = true;
         continue;
       }
@@ -237,7 +237,7 @@ Task<bool> TwoPl::fetch_rpc(Coordinator& c, Txn& t, uint32_t from) {
       a.locked = true;
       std::memcpy(a.copy, data.data(), data.size());
       remember_location(c, a, r.tuple_index, r.state);
-      if (c.db().recording()) a.writer = word(a.copy, c.db().history_word_offset());
+      if (c.db().recording()) a.writer = a.replaced = word(a.copy, c.db().history_word_offset());
       a.fetched = true;
       return;
     }

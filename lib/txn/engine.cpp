@@ -4,9 +4,15 @@
 
 #include "env/tsc.hpp"
 #include "runtime/cq_poller.hpp"
+#include "history/format.hpp"
 #include "store/hash_index.hpp"
 
 namespace rdtx::txn {
+
+// Recorded ids are the engine's attempt ids (and lock words): one layout.
+static_assert(history::make_txn_id(3, 77, 5, 9) == make_txn_id(3, 77, 5, 9));
+static_assert(history::make_txn_id(65535, 1023, 63, UINT32_MAX) == make_txn_id(65535, 1023, 63, UINT32_MAX));
+static_assert(kMaxWorkersPerNode <= history::kMaxWorkers && kMaxCoroutines <= history::kMaxCoroutines);
 
 uint64_t WorkerStats::aborts_total() const {
   uint64_t n = 0;
@@ -36,13 +42,29 @@ WorkerEngine::WorkerEngine(cluster::WorkerContext& w, Database& db, const Option
 
 WorkerEngine::~WorkerEngine() = default;
 
-Result<void> WorkerEngine::start(uint64_t seed) {
+Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& history) {
   scratch_per_co_ = scratch_bytes_needed(db_, 1);
   if (scratch_per_co_ * opts_.coroutines > w_.scratch->size())
     return make_error(ENOMEM, "worker %u: %u coroutines need %zu bytes of scratch, the worker has %zu", w_.id,
                       opts_.coroutines, scratch_per_co_ * opts_.coroutines, w_.scratch->size());
   if (opts_.coroutines > kMaxCoroutines)
     return make_error(EINVAL, "txn.coroutines = %u exceeds %u", opts_.coroutines, kMaxCoroutines);
+  if (opts_.record_history) {
+    history::RecorderOptions ro = history;
+    ro.node = static_cast<uint16_t>(w_.node);
+    ro.worker = static_cast<uint16_t>(w_.index);
+    ro.capacity_bytes = opts_.history_capacity_bytes;
+    ro.record_aborted = opts_.record_aborted;
+    if (ro.names.tables.empty()) {
+      for (TableId t = 0; t < db_.tables(); ++t) ro.names.tables.push_back(db_.has_table(t) ? db_.def(t).name : "");
+      ro.names.types = workload_.type_names();
+      for (int r = 0; r < static_cast<int>(AbortReason::kCount_); ++r)
+        ro.names.abort_reasons.emplace_back(to_string(static_cast<AbortReason>(r)));
+    }
+    auto rec = history::Recorder::create(std::move(ro));
+    if (!rec.ok()) return rec.error();
+    recorder_.emplace(std::move(*rec));
+  }
   for (uint32_t i = 0; i < opts_.coroutines; ++i) {
     auto* base = static_cast<std::byte*>(w_.scratch->data()) + i * scratch_per_co_;
     coordinators_.push_back(std::make_unique<Coordinator>(*this, i, base, scratch_per_co_, seed * 1000003 + i));
@@ -63,6 +85,28 @@ Coordinator::Coordinator(WorkerEngine& e, uint32_t index, std::byte* scratch, si
   rpc_buf_bytes_ = e.ctx().rpc->max_payload();
   rpc_bufs_.resize(2 * ItemBatch::kMaxCalls * rpc_buf_bytes_);
   txn_.co_ = this;
+  if (e.options().record_history) trace_ = std::make_unique<history::TxnTrace>(Txn::kMaxAccesses);
+}
+
+void Coordinator::record_outcome(uint32_t type, bool committed) {
+  history::Recorder* rec = e_.recorder();
+  if (rec == nullptr || (!committed && !rec->options().record_aborted)) return;
+  history::TxnTrace& tr = *trace_;
+  tr.begin(txn_.id(), static_cast<uint16_t>(type));  // no snapshot timestamps (serializable protocols)
+  for (uint32_t i = 0; i < txn_.size(); ++i) {
+    const Access& a = txn_.access(i);
+    if (!a.fetched) continue;  // an aborted attempt's accesses that never saw a version
+    // Every write of the Txn API is computed from the fetched copy, so it is
+    // a read-modify-write: the version it saw and the one it replaced.
+    if (a.mode == AccessMode::kWrite)
+      tr.read_modify_write(a.table, a.key, {a.writer, 0}, {a.replaced, 0});
+    else
+      tr.read(a.table, a.key, {a.writer, 0});
+  }
+  if (committed)
+    rec->commit(tr);
+  else
+    rec->abort(tr, static_cast<uint16_t>(txn_.abort_reason()));
 }
 
 runtime::Task<void> Coordinator::run() {
@@ -85,6 +129,7 @@ runtime::Task<void> Coordinator::run() {
       round_trips_ = 0;
       int64_t delta = 0;
       bool ok = co_await wl.execute(txn_, in, &delta);
+      if (trace_) record_outcome(in.type, ok);
       const bool measuring = e_.measuring();
       if (measuring) ++st.attempts;
       if (ok) {

@@ -15,12 +15,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "base/result.hpp"
 #include "cluster/cluster.hpp"
+#include "history/recorder.hpp"
 #include "runtime/task.hpp"
 #include "stats/histogram.hpp"
 #include "store/location_cache.hpp"
@@ -96,7 +98,11 @@ class WorkerEngine {
 
   // Spawns the coordinators on the worker. Each runs transactions until the
   // worker is asked to stop. Counting starts when measuring() turns true.
-  Result<void> start(uint64_t seed);
+  // With options().record_history, `history` identifies the run in the
+  // worker's recorder (its node and worker fields are filled in here).
+  Result<void> start(uint64_t seed, const history::RecorderOptions& history = {});
+  // The worker's history (recording only; nullptr otherwise).
+  history::Recorder* recorder() { return recorder_ ? &*recorder_ : nullptr; }
   void set_measuring(bool on) { measuring_ = on; }
   bool measuring() const { return measuring_; }
 
@@ -112,6 +118,7 @@ class WorkerEngine {
   store::LocationCache cache_;
   std::unique_ptr<Protocol> protocol_;
   std::vector<std::unique_ptr<Coordinator>> coordinators_;
+  std::optional<history::Recorder> recorder_;
   WorkerStats stats_;
   size_t scratch_per_co_ = 0;
   uint32_t workers_per_node_ = 1;
@@ -190,6 +197,9 @@ class Coordinator {
   runtime::Task<void> run();
 
  private:
+  // Recording: the attempt's accesses and outcome go to the worker's history.
+  void record_outcome(uint32_t type, bool committed);
+
   friend class Txn;
   WorkerEngine& e_;
   uint32_t index_;
@@ -205,6 +215,7 @@ class Coordinator {
   runtime::WaitGroup pending_commit_;
   OneSidedBatch onesided_;
   ItemBatch items_;
+  std::unique_ptr<history::TxnTrace> trace_;  // recording only
   Txn txn_;
 };
 

@@ -34,6 +34,17 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   schema.add_bool("txn.options.passive_ack", true, "do not wait for commit/release acknowledgements");
   schema.add_bool("txn.options.location_cache", true, "cache remote tuple addresses (one READ per hit)");
   schema.add_int("txn.options.location_cache_entries", 1 << 16, 4, 1 << 26, "location cache entries per worker");
+  schema.add_bool("history.record", false,
+                  "record every committed attempt's reads and writes (adds a hidden writer id to each tuple)");
+  schema.add_bool("history.record_aborted", false, "also record aborted attempts with their abort reason");
+  schema.add_int("history.capacity_mb", 256, 1, 1 << 16,
+                 "history buffer per worker (MiB); when full, recording stops and the history is truncated");
+  schema.add_check([](const config::Config& cfg) -> std::string {
+    if (cfg.get_bool("history.record_aborted") && !cfg.get_bool("history.record"))
+      return "history.record_aborted = true (" + cfg.origin("history.record_aborted") +
+             ") needs history.record = true";
+    return "";
+  });
   std::vector<const ProtocolDef*> copy = protocols;
   schema.add_check([copy](const config::Config& cfg) -> std::string {
     const std::string& name = cfg.get_string("txn.protocol");
@@ -86,6 +97,9 @@ Options options_from(const config::Config& cfg) {
   o.passive_ack = cfg.get_bool("txn.options.passive_ack");
   o.location_cache = cfg.get_bool("txn.options.location_cache");
   o.location_cache_entries = static_cast<uint32_t>(cfg.get_int("txn.options.location_cache_entries"));
+  o.record_history = cfg.get_bool("history.record");
+  o.record_aborted = cfg.get_bool("history.record_aborted");
+  o.history_capacity_bytes = static_cast<uint64_t>(cfg.get_int("history.capacity_mb")) << 20;
   return o;
 }
 

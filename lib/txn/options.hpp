@@ -25,7 +25,11 @@ struct Options {
   bool passive_ack = true;           // commit/release messages not awaited
   bool location_cache = true;
   uint32_t location_cache_entries = 1 << 16;
+  // History recording (doc/history.md): each worker appends its committed
+  // (and, with record_aborted, aborted) attempts to a bounded buffer.
   bool record_history = false;
+  bool record_aborted = false;
+  uint64_t history_capacity_bytes = uint64_t{256} << 20;  // per worker
   uint32_t max_retries = 0;  // 0: retry an aborted transaction until it commits
   // Randomized exponential backoff before a retry: the first wait is
   // uniform in [0, backoff_ns), doubling per attempt up to 64x. Without it,

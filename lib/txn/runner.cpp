@@ -22,6 +22,13 @@ uint64_t count_locked(Database& db) {
   return n;
 }
 
+Result<history::History> merged_history(const RunResult& r) {
+  history::History h;
+  for (const history::Recorder& rec : r.histories) RDTX_TRY(rec.append_to(h));
+  RDTX_TRY(h.check_complete());
+  return h;
+}
+
 Result<RunResult> run(const RunConfig& rc) {
   if (rc.protocol == nullptr || rc.workload == nullptr) return make_error(EINVAL, "run: no protocol or workload");
   if (rc.cluster.nodes > kMaxNodes || rc.cluster.nodes > kMaxNodesTs)
@@ -73,7 +80,11 @@ Result<RunResult> run(const RunConfig& rc) {
     engines.back()->set_workers_per_node(cc.workers_per_node);
     engines.back()->set_epoch(epoch);
   }
-  for (uint32_t id = 0; id < c.workers(); ++id) RDTX_TRY(engines[id]->start(rc.seed * 7919 + id));
+  history::RecorderOptions ho;
+  ho.run_id = rc.run_id != 0 ? rc.run_id : (epoch | 1);
+  ho.cluster_nodes = static_cast<uint16_t>(cc.nodes);
+  ho.node_workers = static_cast<uint16_t>(cc.workers_per_node);
+  for (uint32_t id = 0; id < c.workers(); ++id) RDTX_TRY(engines[id]->start(rc.seed * 7919 + id, ho));
 
   // Warm-up, then the measured window: the engines count from the moment
   // measuring is switched on, which a poller of each worker does itself.
@@ -129,6 +140,7 @@ Result<RunResult> run(const RunConfig& rc) {
     }
     res.rpc_malformed += e->ctx().rpc->stats().malformed_total();
     res.rpc_timeouts += e->ctx().rpc->stats().timeouts;
+    if (history::Recorder* h = e->recorder()) res.histories.push_back(std::move(*h));
   }
   res.locks_left = count_locked(**db);
   res.invariants = rc.workload->check(**db, res.total.committed_delta);

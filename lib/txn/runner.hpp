@@ -11,6 +11,8 @@
 
 #include "base/result.hpp"
 #include "cluster/cluster.hpp"
+#include "history/history.hpp"
+#include "history/recorder.hpp"
 #include "runtime/loop.hpp"
 #include "txn/engine.hpp"
 
@@ -27,6 +29,9 @@ struct RunConfig {
   runtime::IdlePolicy idle = runtime::IdlePolicy::kAuto;
   // Run every worker on the calling thread (deterministic order; tests).
   bool single_thread = false;
+  // Identifies the run in recorded histories (options.record_history); 0
+  // picks one from the clock.
+  uint64_t run_id = 0;
 };
 
 struct RunResult {
@@ -38,6 +43,9 @@ struct RunResult {
   Result<void> invariants;     // the workload's check
   store::LocationCacheStats cache;
   uint64_t rpc_malformed = 0, rpc_timeouts = 0;
+  // Recording: every worker's history (node-major), warm-up included: a
+  // history must be whole to be checked.
+  std::vector<history::Recorder> histories;
   double committed_per_s() const { return seconds > 0 ? static_cast<double>(total.commits) / seconds : 0; }
   double attempted_per_s() const { return seconds > 0 ? static_cast<double>(total.attempts) / seconds : 0; }
   double abort_rate() const {
@@ -47,6 +55,9 @@ struct RunResult {
 };
 
 Result<RunResult> run(const RunConfig& rc);
+
+// The recorded histories of a run merged into one, for the checker.
+Result<history::History> merged_history(const RunResult& r);
 
 // Tuples of every table on every node whose lock word (metadata word 0) is
 // not 0.

@@ -45,6 +45,7 @@ struct Access {
   uint64_t state = 0;         // store state word seen at fetch
   uint64_t version = 0;       // protocol version seen at fetch (OCC seq)
   uint64_t writer = 0;        // recording: the writer id seen at fetch
+  uint64_t replaced = 0;      // recording, writes: the writer id seen under the lock
   uint64_t expect_state = 0;  // location hint: full state (cache), or 0
   uint32_t expect_low = 0;    // location hint: low 32 bits of the state (index slot)
   bool located = false;       // tuple_addr and a hint are known

@@ -1,0 +1,157 @@
+// The contended run the protocol tests (fast) and the stress suite share:
+// one protocol x pipeline x optimisation set on SmallBank or YCSB with a
+// tiny hot set, many coroutines and three nodes in one thread over a 1 us
+// latency model, with history recording. It returns the run's result and
+// the history checker's report; the callers assert on both.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "cc/occ/occ.hpp"
+#include "cc/registry.hpp"
+#include "history/checker.hpp"
+#include "txn/runner.hpp"
+#include "workloads/smallbank/smallbank.hpp"
+#include "workloads/ycsb/ycsb.hpp"
+
+namespace rdtx::testing_contention {
+
+using txn::Primitive;
+
+struct Combo {
+  std::string workload;  // "smallbank" or "ycsb"
+  std::string protocol;  // a registry name, or "occ-unvalidated" (broken, tests only)
+  Primitive fetch = Primitive::kOneSided, lock = Primitive::kOneSided, validate = Primitive::kOneSided,
+            commit = Primitive::kOneSided;
+  bool passive_ack = true;
+  bool doorbell = true;
+  bool outstanding = true;
+  bool cache = true;
+  uint32_t coroutines = 8;
+};
+
+inline std::string name_of(const Combo& c) {
+  std::string n = c.workload + "_" + c.protocol + "_" + txn::to_string(c.fetch) + "_" + txn::to_string(c.commit);
+  if (c.protocol.rfind("occ", 0) == 0)
+    n += std::string("_lock_") + txn::to_string(c.lock) + "_val_" + txn::to_string(c.validate);
+  if (!c.passive_ack) n += "_sync";
+  if (!c.doorbell) n += "_nodoorbell";
+  if (!c.outstanding) n += "_serial";
+  if (!c.cache) n += "_nocache";
+  if (c.coroutines != 8) n += "_co" + std::to_string(c.coroutines);
+  for (char& ch : n)
+    if (ch == '-') ch = '_';
+  return n;
+}
+
+// Every protocol x per-stage primitive the registry accepts, on both workloads.
+inline std::vector<Combo> primitive_combos() {
+  using P = Primitive;
+  std::vector<Combo> v;
+  for (const char* w : {"smallbank", "ycsb"}) {
+    for (const char* p : {"nowait", "waitdie"})
+      for (P f : {P::kOneSided, P::kRpc})
+        for (P c : {P::kOneSided, P::kRpc}) v.push_back({w, p, f, P::kOneSided, P::kOneSided, c});
+    for (P f : {P::kOneSided, P::kRpc, P::kHybrid})
+      for (P l : {P::kOneSided, P::kRpc})
+        for (P val : {P::kOneSided, P::kRpc})
+          for (P c : {P::kOneSided, P::kRpc}) v.push_back({w, "occ", f, l, val, c});
+  }
+  return v;
+}
+
+struct Outcome {
+  txn::RunResult run;
+  history::CheckReport check;
+  std::string check_text;  // format_report(), for failure messages
+};
+
+inline const txn::ProtocolDef* protocol_of(const std::string& name) {
+  if (name == "occ-unvalidated") return &cc::occ::kUnvalidatedForTests;
+  return cc::find_protocol(name);
+}
+
+// Runs `c` for `seconds` with `seed` and checks the history it recorded.
+inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double seconds) {
+  workloads::SmallBank::Params sp;
+  sp.accounts_per_node = 200;
+  sp.hot_accounts_per_node = 4;
+  sp.hot_percent = 90;
+  sp.nodes = 3;
+  workloads::SmallBank smallbank(sp);
+  workloads::Ycsb::Params yp;
+  yp.records_per_node = 500;
+  yp.distribution = workloads::Ycsb::Distribution::kHotspot;
+  yp.hot_records_per_node = 16;
+  yp.hot_percent = 80;
+  yp.ops_per_txn = 4;
+  yp.read_percent = 50;
+  yp.nodes = 3;
+  workloads::Ycsb ycsb(yp);
+
+  txn::RunConfig rc;
+  rc.workload = c.workload == "ycsb" ? static_cast<txn::Workload*>(&ycsb) : &smallbank;
+  rc.cluster.nodes = 3;
+  rc.cluster.workers_per_node = 1;
+  // A 1 us latency model: operations take effect and complete later than
+  // they are posted, so coroutines interleave at every step. (With zero
+  // latency one thread serialises them so tightly that even OCC without
+  // validation keeps the invariant.)
+  rc.cluster.devargs = "shm,latency_ns=1000";
+  rc.cluster.rpc.recv_buffers = 256;
+  rc.cluster.rpc.send_buffers = 256;
+  rc.protocol = protocol_of(c.protocol);
+  if (rc.protocol == nullptr) return make_error(EINVAL, "unknown protocol '%s'", c.protocol.c_str());
+  rc.options.coroutines = c.coroutines;
+  rc.options.pipeline[static_cast<int>(txn::Stage::kFetch)] = c.fetch;
+  rc.options.pipeline[static_cast<int>(txn::Stage::kLock)] = c.lock;
+  rc.options.pipeline[static_cast<int>(txn::Stage::kValidate)] = c.validate;
+  rc.options.pipeline[static_cast<int>(txn::Stage::kCommit)] = c.commit;
+  rc.options.passive_ack = c.passive_ack;
+  rc.options.doorbell_batching = c.doorbell;
+  rc.options.outstanding_requests = c.outstanding;
+  rc.options.location_cache = c.cache;
+  rc.options.record_history = true;
+  rc.options.record_aborted = true;
+  rc.options.history_capacity_bytes = size_t{32} << 20;
+  rc.warmup_s = 0.0;
+  rc.duration_s = seconds;
+  rc.seed = seed;
+  rc.single_thread = true;
+  auto r = txn::run(rc);
+  if (!r.ok()) return r.error();
+  Outcome out;
+  out.run = std::move(*r);
+  auto h = txn::merged_history(out.run);
+  if (!h.ok()) return h.error();
+  auto rep = history::check(*h);
+  if (!rep.ok()) return rep.error();
+  out.check = std::move(*rep);
+  out.check_text = history::format_report(out.check, 3);
+  return out;
+}
+
+// Writes the run's history files to `dir` (which must exist), for rdtx-check.
+inline Result<void> write_histories(const txn::RunResult& r, const std::string& dir) {
+  for (const history::Recorder& rec : r.histories) {
+    const auto& o = rec.options();
+    RDTX_TRY(rec.write_file(dir + "/" + history::Recorder::file_name(o.node, o.worker)));
+  }
+  return {};
+}
+
+// "commits 123, attempts 456, lock conflict 7, ..." for failure messages.
+inline std::string summary(const txn::RunResult& r) {
+  std::string s = "commits " + std::to_string(r.total.commits) + ", attempts " + std::to_string(r.total.attempts) +
+                  ", rpc timeouts " + std::to_string(r.rpc_timeouts);
+  for (int k = 0; k < static_cast<int>(txn::AbortReason::kCount_); ++k)
+    if (r.total.aborts[k])
+      s += std::string(", ") + txn::to_string(static_cast<txn::AbortReason>(k)) + " " +
+           std::to_string(r.total.aborts[k]);
+  return s;
+}
+
+}  // namespace rdtx::testing_contention
