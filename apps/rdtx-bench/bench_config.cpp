@@ -50,6 +50,8 @@ void add_run_schema(config::Schema& s) {
   s.add_int("run.seed", 1, 0, INT64_MAX, "seed of the transaction generators (one stream per worker)");
   s.add_enum("run.idle", "auto", {"auto", "spin", "yield", "sleep"},
              "idle policy of the lcore loops (auto: spin if every lcore has a CPU, else yield)");
+  s.add_float("run.progress_s", 1.0, 0.0, 3'600,
+              "print a progress line to stderr every this many seconds (0: none)");
   s.add_bool("run.single_thread", false, "run every worker on the main thread, in a fixed order (deterministic)");
 }
 
@@ -113,6 +115,7 @@ Result<Plan> plan_from(const config::Config& cfg) {
   if (!idle.ok()) return idle.error();
   rc.idle = *idle;
   rc.single_thread = cfg.get_bool("run.single_thread");
+  rc.progress_interval_s = cfg.get_float("run.progress_s");
   return p;
 }
 

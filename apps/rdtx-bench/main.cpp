@@ -44,6 +44,10 @@ Options:
   --warmup S           same as --set run.warmup_s=S
   --seed N             same as --set run.seed=N
   --json FILE          also write the report as one JSON object
+  --csv FILE           also append the run as one CSV row to FILE (a header
+                       first if the file is new or empty; for sweeps)
+  --no-progress        no progress line (same as --set run.progress_s=0);
+                       the line goes to stderr every run.progress_s seconds
   --history DIR        record the history, write it to DIR (one file per
                        worker, for rdtx-check) and check it after the run;
                        same as --set history.record=true --set history.dir=DIR
@@ -78,6 +82,7 @@ struct Args {
   std::string config_file;
   std::vector<std::string> overrides;  // --set and the shortcuts, in order
   std::string json_path;
+  std::string csv_path;
   bool print_config = false;
   bool quiet = false;
   bool keys = false;
@@ -92,7 +97,7 @@ bool wants_help(const std::vector<std::string>& app) {
 
 Args parse_args(std::vector<std::string> args) {
   Args a;
-  enum { kConfig = 1, kSet, kDuration, kWarmup, kSeed, kJson, kHistory, kPrintConfig, kKeys, kList };
+  enum { kConfig = 1, kSet, kDuration, kWarmup, kSeed, kJson, kCsv, kNoProgress, kHistory, kPrintConfig, kKeys, kList };
   static const option opts[] = {
       {"config", required_argument, nullptr, kConfig},
       {"set", required_argument, nullptr, kSet},
@@ -101,6 +106,8 @@ Args parse_args(std::vector<std::string> args) {
       {"seed", required_argument, nullptr, kSeed},
       {"json", required_argument, nullptr, kJson},
       {"history", required_argument, nullptr, kHistory},
+      {"csv", required_argument, nullptr, kCsv},
+      {"no-progress", no_argument, nullptr, kNoProgress},
       {"print-config", no_argument, nullptr, kPrintConfig},
       {"quiet", no_argument, nullptr, 'q'},
       {"keys", no_argument, nullptr, kKeys},
@@ -136,6 +143,13 @@ Args parse_args(std::vector<std::string> args) {
       case kJson:
         if (v.empty()) usage_error("--json needs a file name");
         a.json_path = v;
+        break;
+      case kCsv:
+        if (v.empty()) usage_error("--csv needs a file name");
+        a.csv_path = v;
+        break;
+      case kNoProgress:
+        a.overrides.push_back("run.progress_s=0");
         break;
       case kHistory:
         if (v.empty()) usage_error("--history needs a directory");
@@ -231,6 +245,12 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
   rep.checks = run_checks(*result, rep.interrupted, &hist);
   print_report(stdout, rep);
   int rc = rep.passed() ? 0 : 1;
+  if (!args.csv_path.empty()) {
+    if (auto w = append_csv(args.csv_path, rep); !w.ok()) {
+      std::fprintf(stderr, "rdtx-bench: %s\n", w.error().message.c_str());
+      rc = 1;
+    }
+  }
   if (json.is_open()) {
     json << report_json(rep);
     json.close();

@@ -1,6 +1,7 @@
 #include "rdtx-bench/report.hpp"
 
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -68,6 +69,11 @@ std::vector<unsigned> loop_lcores() {
   return l;
 }
 
+std::string hostname() {
+  char buf[256] = {};
+  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown";
+}
+
 std::string cpu_model() {
   std::ifstream f("/proc/cpuinfo");
   std::string line;
@@ -76,31 +82,26 @@ std::string cpu_model() {
   return "unknown";
 }
 
+// Figures of one node: its workers' stats merged (workers are node-major).
+std::vector<txn::WorkerStats> per_node(const Report& rep) {
+  const uint32_t wpn = rep.run->cluster.workers_per_node;
+  std::vector<txn::WorkerStats> nodes(rep.run->cluster.nodes);
+  const auto& pw = rep.result->per_worker;
+  for (size_t id = 0; id < pw.size(); ++id) nodes[id / wpn].merge(pw[id]);
+  return nodes;
+}
+
+// One-sided verbs and RPC messages the node's coordinators posted per second.
+double messages_per_s(const txn::WorkerStats& s, double secs) { return per_s(s.net_all.total_verbs(), secs); }
+
+bool phase_applies(const txn::RunConfig& run, txn::Phase p) {
+  if (p == txn::Phase::kRelease) return true;
+  return !run.protocol->allowed[static_cast<int>(p)].empty();
+}
+
 }  // namespace
 
-const char* abort_key(AbortReason r) {
-  switch (r) {
-    case AbortReason::kNone:
-      return "none";
-    case AbortReason::kLockConflict:
-      return "lock_conflict";
-    case AbortReason::kWaitDie:
-      return "wait_die";
-    case AbortReason::kValidation:
-      return "validation";
-    case AbortReason::kLockedAtRead:
-      return "locked_at_read";
-    case AbortReason::kNotFound:
-      return "not_found";
-    case AbortReason::kNetwork:
-      return "network";
-    case AbortReason::kUser:
-      return "workload";
-    case AbortReason::kCount_:
-      break;
-  }
-  return "unknown";
-}
+const char* abort_key(AbortReason r) { return txn::to_key(r); }
 
 double Report::seconds() const {
   // RunResult::seconds is not meaningful when a signal stopped the run
@@ -215,6 +216,34 @@ void print_report(std::FILE* out, const Report& rep) {
     std::fprintf(out, " %s %.2f", p.key, us(static_cast<double>(t.latency_tsc.percentile(p.q))));
   std::fprintf(out, "  mean %.2f  max %.2f\n", us(t.latency_tsc.mean()), us(static_cast<double>(t.latency_tsc.max())));
   std::fprintf(out, "round trips   %14.2f per committed txn\n", ratio(t.round_trips, t.commits));
+  if (rep.run->options.breakdown) {
+    const stats::VerbCounts& n = t.net_committed;
+    std::fprintf(out, "per committed  ");
+    for (int v = 0; v < stats::kVerbs; ++v)
+      std::fprintf(out, "%s %.2f  ", stats::to_string(static_cast<stats::Verb>(v)), ratio(n.verbs[v], t.commits));
+    std::fprintf(out, "doorbells %.2f  bytes %.0f\n", ratio(n.doorbells, t.commits), ratio(n.bytes, t.commits));
+    std::fprintf(out, "stages (us)    mean per committed txn; p50 / p99 of the attempts that ran the stage (1 in %u timed)\n",
+                 rep.run->options.breakdown_sample);
+    for (int p = 0; p < txn::kPhases; ++p) {
+      const auto ph = static_cast<txn::Phase>(p);
+      if (!phase_applies(*rep.run, ph)) continue;
+      const stats::Histogram& h = t.phase_tsc[p];
+      const bool rel = ph == txn::Phase::kRelease;
+      const uint64_t denom = rel ? t.sampled_aborts : t.sampled_commits;
+      std::fprintf(out, "  %-9s %9.2f%s  p50 %.2f  p99 %.2f\n", txn::to_string(ph),
+                   us(denom ? static_cast<double>(t.phase_sum_tsc[p]) / static_cast<double>(denom) : 0.0),
+                   rel ? " per abort" : "          ", us(static_cast<double>(h.percentile(0.5))),
+                   us(static_cast<double>(h.percentile(0.99))));
+    }
+    std::fprintf(out, "per node      ");
+    const auto nodes = per_node(rep);
+    for (size_t nd = 0; nd < nodes.size(); ++nd)
+      std::fprintf(out, " n%zu: %s txn/s, %s msg/s%s", nd,
+                   grouped(static_cast<uint64_t>(per_s(nodes[nd].commits, secs))).c_str(),
+                   grouped(static_cast<uint64_t>(messages_per_s(nodes[nd], secs))).c_str(),
+                   nd + 1 < nodes.size() ? ";" : "");
+    std::fprintf(out, "\n");
+  }
   const uint64_t lookups = r.cache.hits + r.cache.misses;
   if (lookups)
     std::fprintf(out, "location cache %12.2f %% hits  (%s hits, %s misses, %s stale)\n",
@@ -237,8 +266,14 @@ void print_report(std::FILE* out, const Report& rep) {
   std::fprintf(out, "commits by type\n");
   for (size_t k = 0; k < rep.type_names.size(); ++k) {
     uint64_t n = k < t.commits_by_type.size() ? t.commits_by_type[k] : 0;
-    std::fprintf(out, "  %-20s %14s txn/s  %6.2f %%\n", rep.type_names[k].c_str(),
+    const stats::Histogram* h = k < t.latency_by_type.size() ? &t.latency_by_type[k] : nullptr;
+    std::fprintf(out, "  %-20s %14s txn/s  %6.2f %%", rep.type_names[k].c_str(),
                  grouped(static_cast<uint64_t>(per_s(n, secs))).c_str(), ratio(n, t.commits) * 100);
+    if (h && h->count()) {
+      std::fprintf(out, "  latency (us)");
+      for (const auto& p : kPercentiles) std::fprintf(out, " %s %.2f", p.key, us(static_cast<double>(h->percentile(p.q))));
+    }
+    std::fprintf(out, "\n");
   }
   if (const HistoryResult* h = rep.history; h && h->recorded) {
     std::fprintf(out, "history       %14s txns, %s accesses recorded%s%s%s\n", grouped(h->txns).c_str(),
@@ -278,10 +313,50 @@ std::string report_json(const Report& rep) {
   for (const auto& p : kPercentiles) latency.insert(p.key, us(static_cast<double>(t.latency_tsc.percentile(p.q))));
   latency.insert("mean", us(t.latency_tsc.mean()));
   latency.insert("max", us(static_cast<double>(t.latency_tsc.max())));
+  auto latency_of = [](const stats::Histogram& h) {
+    toml::table l;
+    for (const auto& p : kPercentiles) l.insert(p.key, us(static_cast<double>(h.percentile(p.q))));
+    l.insert("mean", us(h.mean()));
+    l.insert("max", us(static_cast<double>(h.max())));
+    return l;
+  };
   toml::table types;
   for (size_t k = 0; k < rep.type_names.size(); ++k) {
     uint64_t n = k < t.commits_by_type.size() ? t.commits_by_type[k] : 0;
-    types.insert(rep.type_names[k], toml::table{{"commits", i64(n)}, {"committed_per_s", per_s(n, rep.seconds())}});
+    toml::table ty{{"commits", i64(n)}, {"committed_per_s", per_s(n, rep.seconds())}};
+    if (k < t.latency_by_type.size()) ty.insert("latency_us", latency_of(t.latency_by_type[k]));
+    types.insert(rep.type_names[k], std::move(ty));
+  }
+  toml::array nodes;
+  {
+    const auto pn = per_node(rep);
+    for (size_t nd = 0; nd < pn.size(); ++nd)
+      nodes.push_back(toml::table{{"node", static_cast<int64_t>(nd)},
+                                  {"committed", i64(pn[nd].commits)},
+                                  {"committed_per_s", per_s(pn[nd].commits, rep.seconds())},
+                                  {"attempted_per_s", per_s(pn[nd].attempts, rep.seconds())},
+                                  {"messages_per_s", messages_per_s(pn[nd], rep.seconds())},
+                                  {"latency_us", latency_of(pn[nd].latency_tsc)}});
+  }
+  toml::table stages;
+  toml::table net;
+  if (rep.run->options.breakdown) {
+    for (int p = 0; p < txn::kPhases; ++p) {
+      const auto ph = static_cast<txn::Phase>(p);
+      if (!phase_applies(*rep.run, ph)) continue;
+      const bool rel = ph == txn::Phase::kRelease;
+      const uint64_t denom = rel ? t.sampled_aborts : t.sampled_commits;
+      toml::table st = latency_of(t.phase_tsc[p]);
+      st.insert(rel ? "mean_per_abort" : "mean_per_commit",
+                us(denom ? static_cast<double>(t.phase_sum_tsc[p]) / static_cast<double>(denom) : 0.0));
+      st.insert("count", i64(t.phase_tsc[p].count()));
+      stages.insert(txn::to_string(ph), std::move(st));
+    }
+    const stats::VerbCounts& n = t.net_committed;
+    for (int v = 0; v < stats::kVerbs; ++v) net.insert(stats::to_string(static_cast<stats::Verb>(v)), ratio(n.verbs[v], t.commits));
+    net.insert("doorbells", ratio(n.doorbells, t.commits));
+    net.insert("bytes", ratio(n.bytes, t.commits));
+    net.insert("round_trips", ratio(n.round_trips, t.commits));
   }
   toml::array lcores;
   std::vector<unsigned> ids = loop_lcores();
@@ -305,9 +380,11 @@ std::string report_json(const Report& rep) {
       {"tool", "rdtx-bench"},
       {"git_revision", RDTX_GIT_REVISION},
       {"machine", toml::table{{"cpu", cpu_model()},
+                              {"hostname", hostname()},
                               {"cores", static_cast<int64_t>(env::available_cores())},
                               {"lcores", static_cast<int64_t>(env::lcore_count())}}},
       {"device", toml::table{{"driver", rep.device.driver},
+                             {"devargs", rep.run->cluster.devargs},
                              {"name", rep.device.name},
                              {"latency_ns", i64(rep.device.latency_ns)},
                              {"bw_gbps", rep.device.bw_gbps},
@@ -323,6 +400,9 @@ std::string report_json(const Report& rep) {
       {"latency_us", std::move(latency)},
       {"round_trips_per_commit", ratio(t.round_trips, t.commits)},
       {"commits_by_type", std::move(types)},
+      {"per_node", std::move(nodes)},
+      {"stages_us", std::move(stages)},
+      {"per_commit", std::move(net)},
       {"location_cache", toml::table{{"hits", i64(r.cache.hits)},
                                      {"misses", i64(r.cache.misses)},
                                      {"stale", i64(r.cache.stale)},
@@ -363,6 +443,92 @@ std::string report_json(const Report& rep) {
   // the first member.
   std::string json = os.str();
   return "{\n    \"config\" : " + rep.cfg->to_json() + "," + json.substr(1) + "\n";
+}
+
+}  // namespace rdtx::bench
+
+namespace rdtx::bench {
+
+namespace {
+
+// RFC 4180: quote a field holding a comma, quote or newline.
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+Result<void> append_csv(const std::string& path, const Report& rep) {
+  const txn::RunResult& r = *rep.result;
+  const txn::WorkerStats& t = r.total;
+  const txn::RunConfig& run = *rep.run;
+  const double secs = rep.seconds();
+  std::vector<std::pair<std::string, std::string>> cols = {
+      {"git_revision", RDTX_GIT_REVISION},
+      {"workload", rep.cfg->get_string("workload")},
+      {"protocol", run.protocol->name},
+      {"fetch", txn::to_string(run.options.stage(txn::Stage::kFetch))},
+      {"lock", txn::to_string(run.options.stage(txn::Stage::kLock))},
+      {"validate", txn::to_string(run.options.stage(txn::Stage::kValidate))},
+      {"commit", txn::to_string(run.options.stage(txn::Stage::kCommit))},
+      {"nodes", std::to_string(run.cluster.nodes)},
+      {"workers_per_node", std::to_string(run.cluster.workers_per_node)},
+      {"coroutines", std::to_string(run.options.coroutines)},
+      {"devargs", run.cluster.devargs},
+      {"seed", std::to_string(run.seed)},
+      {"seconds", num(secs)},
+      {"committed_per_s", num(per_s(t.commits, secs))},
+      {"attempted_per_s", num(per_s(t.attempts, secs))},
+      {"abort_rate", num(r.abort_rate())},
+  };
+  for (const auto& p : kPercentiles)
+    cols.emplace_back(std::string("latency_") + p.key + "_us", num(us(static_cast<double>(t.latency_tsc.percentile(p.q)))));
+  cols.emplace_back("round_trips_per_commit", num(ratio(t.round_trips, t.commits)));
+  for (int v = 0; v < stats::kVerbs; ++v)
+    cols.emplace_back(std::string(stats::to_string(static_cast<stats::Verb>(v))) + "_per_commit",
+                      num(ratio(t.net_committed.verbs[v], t.commits)));
+  cols.emplace_back("doorbells_per_commit", num(ratio(t.net_committed.doorbells, t.commits)));
+  cols.emplace_back("bytes_per_commit", num(ratio(t.net_committed.bytes, t.commits)));
+  for (int p = 0; p < txn::kPhases - 1; ++p)
+    cols.emplace_back(std::string(txn::to_string(static_cast<txn::Phase>(p))) + "_us_per_commit",
+                      num(us(t.sampled_commits ? static_cast<double>(t.phase_sum_tsc[p]) /
+                                                     static_cast<double>(t.sampled_commits)
+                                               : 0)));
+  cols.emplace_back("passed", rep.passed() ? "true" : "false");
+
+  std::string header, row;
+  for (size_t i = 0; i < cols.size(); ++i) {
+    header += (i ? "," : "") + cols[i].first;
+    row += (i ? "," : "") + csv_field(cols[i].second);
+  }
+  std::string existing;
+  {
+    std::ifstream in(path);
+    if (in) std::getline(in, existing);
+  }
+  if (!existing.empty() && existing != header) {
+    size_t i = 0;
+    while (i < existing.size() && i < header.size() && existing[i] == header[i]) ++i;
+    const size_t start = header.rfind(',', i == 0 ? 0 : i - 1);
+    const size_t from = start == std::string::npos ? 0 : start + 1;
+    return make_error(EINVAL, "--csv %s: the file has other columns (first difference at '%s'); use a new file",
+                      path.c_str(), header.substr(from, header.find(',', from) - from).c_str());
+  }
+  std::ofstream out(path, std::ios::app);
+  if (existing.empty()) out << header << "\n";
+  out << row << "\n";
+  out.close();
+  if (!out) return make_error(EIO, "--csv %s: cannot write", path.c_str());
+  return {};
 }
 
 }  // namespace rdtx::bench

@@ -69,6 +69,11 @@ void print_report(std::FILE* out, const Report& rep);
 // The whole report as one JSON object (the resolved config included).
 std::string report_json(const Report& rep);
 
+// Appends the run as one CSV row (the columns of csv_columns(); a header
+// line first when the file is new or empty). Refuses a file whose header
+// differs, naming the first differing column.
+Result<void> append_csv(const std::string& path, const Report& rep);
+
 // Stable JSON names of the abort reasons.
 const char* abort_key(txn::AbortReason r);
 

@@ -45,7 +45,11 @@ class Occ final : public Protocol {
 
   Task<bool> fetch(Coordinator& c, Txn& t, uint32_t from) override;
   Task<bool> commit(Coordinator& c, Txn& t) override;
-  Task<void> abort(Coordinator& c, Txn& t) override { co_await release(c, t); }
+  Task<void> abort(Coordinator& c, Txn& t) override {
+    const uint64_t t0 = c.phase_clock();
+    co_await release(c, t);
+    c.add_phase(Phase::kRelease, t0);
+  }
 
  private:
   Task<bool> fetch_rpc(Coordinator& c, Txn& t, uint32_t from, bool only_uncached);
@@ -161,13 +165,24 @@ Task<bool> Occ::fetch_rpc(Coordinator& c, Txn& t, uint32_t from, bool only_uncac
 Task<bool> Occ::commit(Coordinator& c, Txn& t) {
   // (GCC 12 leaks the frame of a co_await operand inside || or ?:, so
   // each await is its own statement.)
+  uint64_t t0 = c.phase_clock();
   bool ok = co_await lock(c, t);
-  if (ok) ok = co_await validate(c, t);
+  c.add_phase(Phase::kLock, t0);
+  if (ok) {
+    t0 = c.phase_clock();
+    ok = co_await validate(c, t);
+    c.add_phase(Phase::kValidate, t0);
+  }
   if (!ok) {
+    t0 = c.phase_clock();
     co_await release(c, t);
+    c.add_phase(Phase::kRelease, t0);
     co_return false;
   }
-  co_return co_await write_back(c, t);
+  t0 = c.phase_clock();
+  ok = co_await write_back(c, t);
+  c.add_phase(Phase::kCommit, t0);
+  co_return ok;
 }
 
 // Locks the write set; a read-write record is validated in the same round

@@ -98,7 +98,11 @@ class TwoPl final : public Protocol {
 
   Task<bool> fetch(Coordinator& c, Txn& t, uint32_t from) override;
   Task<bool> commit(Coordinator& c, Txn& t) override;
-  Task<void> abort(Coordinator& c, Txn& t) override { co_await release(c, t, false); }
+  Task<void> abort(Coordinator& c, Txn& t) override {
+    const uint64_t t0 = c.phase_clock();
+    co_await release(c, t, false);
+    c.add_phase(Phase::kRelease, t0);
+  }
 
   // Owner side: processes items [first, ...) of a lock+read request into
   // `out`; returns the index of an item that must wait (WAITDIE), or -1 when
@@ -145,7 +149,11 @@ Task<bool> TwoPl::fetch(Coordinator& c, Txn& t, uint32_t from) {
   } else {
     ok = co_await fetch_onesided(c, t, from);
   }
-  if (!ok) co_await release(c, t, false);
+  if (!ok) {
+    const uint64_t t0 = c.phase_clock();
+    co_await release(c, t, false);
+    c.add_phase(Phase::kRelease, t0);
+  }
   co_return ok;
 }
 
@@ -261,7 +269,9 @@ Task<bool> TwoPl::commit(Coordinator& c, Txn& t) {
     Access& a = t.access(i);
     if (a.mode == AccessMode::kWrite && rec) set_word(a.copy, c.db().history_word_offset(), t.id());
   }
+  const uint64_t t0 = c.phase_clock();
   co_await release(c, t, true);
+  c.add_phase(Phase::kCommit, t0);
   co_return true;  // all locks were held: the transaction is serialized
 }
 

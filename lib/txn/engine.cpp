@@ -20,6 +20,35 @@ uint64_t WorkerStats::aborts_total() const {
   return n;
 }
 
+void WorkerStats::merge(const WorkerStats& s) {
+  commits += s.commits;
+  attempts += s.attempts;
+  for (int r = 0; r < static_cast<int>(AbortReason::kCount_); ++r) aborts[r] += s.aborts[r];
+  if (commits_by_type.size() < s.commits_by_type.size()) commits_by_type.resize(s.commits_by_type.size());
+  for (size_t k = 0; k < s.commits_by_type.size(); ++k) commits_by_type[k] += s.commits_by_type[k];
+  if (latency_by_type.size() < s.latency_by_type.size()) latency_by_type.resize(s.latency_by_type.size());
+  for (size_t k = 0; k < s.latency_by_type.size(); ++k) latency_by_type[k].merge(s.latency_by_type[k]);
+  latency_tsc.merge(s.latency_tsc);
+  round_trips += s.round_trips;
+  committed_delta += s.committed_delta;
+  commit_errors += s.commit_errors;
+  for (int p = 0; p < kPhases; ++p) {
+    phase_tsc[p].merge(s.phase_tsc[p]);
+    phase_sum_tsc[p] += s.phase_sum_tsc[p];
+  }
+  sampled_commits += s.sampled_commits;
+  sampled_aborts += s.sampled_aborts;
+  net_committed.add(s.net_committed);
+  net_all.add(s.net_all);
+}
+
+void WorkerEngine::publish_live() {
+  live_counts_.measuring = measuring_;
+  live_counts_.measured_commits = stats_.commits;
+  live_counts_.latency_tsc = stats_.latency_tsc;
+  live_->publish(live_counts_);
+}
+
 namespace {
 // Per access: a tuple copy (plus an 8-byte word after it) or a bucket.
 uint32_t slot_bytes_for(const Database& db) {
@@ -37,6 +66,8 @@ WorkerEngine::WorkerEngine(cluster::WorkerContext& w, Database& db, const Option
                            Workload& workload)
     : w_(w), db_(db), opts_(opts), def_(proto), workload_(workload), cache_(opts.location_cache_entries) {
   stats_.commits_by_type.resize(workload.type_names().size());
+  stats_.latency_by_type.resize(workload.type_names().size());
+  live_ = std::make_unique<stats::Published<LiveStats>>();
   protocol_ = def_.create(*this);
 }
 
@@ -85,6 +116,8 @@ Coordinator::Coordinator(WorkerEngine& e, uint32_t index, std::byte* scratch, si
   rpc_buf_bytes_ = e.ctx().rpc->max_payload();
   rpc_bufs_.resize(2 * ItemBatch::kMaxCalls * rpc_buf_bytes_);
   txn_.co_ = this;
+  breakdown_ = e.options().breakdown;
+  sample_mask_ = e.options().breakdown_sample - 1;
   if (e.options().record_history) trace_ = std::make_unique<history::TxnTrace>(Txn::kMaxAccesses);
 }
 
@@ -126,23 +159,54 @@ runtime::Task<void> Coordinator::run() {
     for (uint32_t attempt = 0;; ++attempt) {
       co_await settle_pending_commit();
       txn_.reset(make_txn_id(node, worker, index_, ++seq_));
-      round_trips_ = 0;
+      net_ = {};
+      timing_ = breakdown_ && (seq_ & sample_mask_) == 0;
+      if (timing_)
+        for (uint64_t& p : phase_tsc_) p = 0;
       int64_t delta = 0;
       bool ok = co_await wl.execute(txn_, in, &delta);
       if (trace_) record_outcome(in.type, ok);
       const bool measuring = e_.measuring();
-      if (measuring) ++st.attempts;
+      LiveStats& live = e_.live_counts();
+      ++live.attempts;
+      if (measuring) {
+        ++st.attempts;
+        st.net_all.add(net_);
+      }
       if (ok) {
         st.committed_delta += delta;  // always: the invariant covers the whole run
+        ++live.commits;
         if (measuring) {
           ++st.commits;
-          if (in.type < st.commits_by_type.size()) ++st.commits_by_type[in.type];
-          st.latency_tsc.record(env::tsc() - start);
-          st.round_trips += round_trips_;
+          const uint64_t lat = env::tsc() - start;
+          st.latency_tsc.record(lat);
+          if (in.type < st.commits_by_type.size()) {
+            ++st.commits_by_type[in.type];
+            st.latency_by_type[in.type].record(lat);
+          }
+          st.round_trips += net_.round_trips;
+          st.net_committed.add(net_);
+          if (timing_) {
+            ++st.sampled_commits;
+            for (int p = 0; p < kPhases; ++p)
+              if (phase_tsc_[p] != 0) {
+                st.phase_tsc[p].record(phase_tsc_[p]);
+                st.phase_sum_tsc[p] += phase_tsc_[p];
+              }
+          }
         }
         break;
       }
-      if (measuring) ++st.aborts[static_cast<int>(txn_.abort_reason())];
+      ++live.aborts[static_cast<int>(txn_.abort_reason())];
+      if (measuring) {
+        ++st.aborts[static_cast<int>(txn_.abort_reason())];
+        constexpr int kRel = static_cast<int>(Phase::kRelease);
+        st.sampled_aborts += timing_;
+        if (timing_ && phase_tsc_[kRel] != 0) {
+          st.phase_tsc[kRel].record(phase_tsc_[kRel]);
+          st.phase_sum_tsc[kRel] += phase_tsc_[kRel];
+        }
+      }
       // A workload abort (e.g. insufficient funds) is the transaction's
       // outcome: retrying the same input would abort again.
       if (txn_.abort_reason() == AbortReason::kUser) break;
@@ -181,11 +245,22 @@ void OneSidedBatch::link_per_node() {
   for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd) head[nd] = tail[nd] = nullptr;
   for (uint32_t i = 0; i < n_; ++i) {
     uint32_t nd = node_of_[i];
+    count(wrs_[i]);
     wrs_[i].next = nullptr;
     wrs_[i].lkey = wrs_[i].lkey ? wrs_[i].lkey : c_.lkey();
     if (tail[nd]) tail[nd]->next = &wrs_[i];
     else head[nd] = &wrs_[i];
     tail[nd] = &wrs_[i];
+  }
+}
+
+void OneSidedBatch::count(const rdma::WorkRequest& wr) {
+  switch (wr.opcode) {
+    case rdma::Opcode::kRead: c_.count_verb(stats::Verb::kRead, wr.length); break;
+    case rdma::Opcode::kWrite: c_.count_verb(stats::Verb::kWrite, wr.length); break;
+    case rdma::Opcode::kCompareSwap: c_.count_verb(stats::Verb::kCas, 8); break;
+    case rdma::Opcode::kFetchAdd: c_.count_verb(stats::Verb::kFaa, 8); break;
+    default: c_.count_verb(stats::Verb::kSend, wr.length); break;
   }
 }
 
@@ -217,12 +292,14 @@ runtime::Task<bool> OneSidedBatch::execute() {
     rdma::QueuePair* qp = w.qp_to(nd);
     rdma::WorkRequest* bad = nullptr;
     if (o.doorbell_batching) {
+      c_.count_doorbell();
       if (qp->post_send(head[nd], &bad) == 0) return true;
     } else {
       // One doorbell per request: the cost doorbell batching saves.
       for (rdma::WorkRequest* r = head[nd]; r;) {
         rdma::WorkRequest* next = r->next;
         r->next = nullptr;
+        c_.count_doorbell();
         if (qp->post_send(r, &bad) != 0) return false;
         r = next;
       }
@@ -269,6 +346,7 @@ bool OneSidedBatch::post_only(runtime::WaitGroup& wg) {
     tail[nd]->wr_id = runtime::CqPoller::wr_id(&wg);
     wg.add(1);
     rdma::WorkRequest* bad = nullptr;
+    c_.count_doorbell();
     if (w.qp_to(nd)->post_send(head[nd], &bad) != 0) {
       wg.done(false);
       ok = false;

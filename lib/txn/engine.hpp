@@ -24,7 +24,10 @@
 #include "cluster/cluster.hpp"
 #include "history/recorder.hpp"
 #include "runtime/task.hpp"
+#include "env/tsc.hpp"
 #include "stats/histogram.hpp"
+#include "stats/published.hpp"
+#include "stats/verbs.hpp"
 #include "store/location_cache.hpp"
 #include "txn/database.hpp"
 #include "txn/item_batch.hpp"
@@ -64,16 +67,41 @@ struct ProtocolDef {
   std::unique_ptr<Protocol> (*create)(WorkerEngine& e);
 };
 
+// A worker's figures over the measured window (committed_delta: the whole
+// run). Merged across workers after the run by adding (merge()).
 struct WorkerStats {
   uint64_t commits = 0;
   uint64_t attempts = 0;
   uint64_t aborts[static_cast<int>(AbortReason::kCount_)] = {};
   std::vector<uint64_t> commits_by_type;
+  std::vector<stats::Histogram> latency_by_type;  // first attempt start -> commit, per type
   stats::Histogram latency_tsc;  // first attempt start -> commit
   uint64_t round_trips = 0;      // waits on the network, committed attempts only
   int64_t committed_delta = 0;   // workload invariant (SmallBank: money)
   uint64_t commit_errors = 0;    // passively acknowledged commits that failed
+  // The breakdown (options.breakdown): time in each phase of the sampled
+  // committed attempts (release: of the sampled aborted attempts), recorded
+  // when the phase ran, with its sum for the mean per committed transaction
+  // (phase_sum_tsc / sampled_commits).
+  stats::Histogram phase_tsc[kPhases];
+  uint64_t phase_sum_tsc[kPhases] = {};
+  uint64_t sampled_commits = 0, sampled_aborts = 0;
+  stats::VerbCounts net_committed;  // verbs etc. of the committed attempts
+  stats::VerbCounts net_all;        // of every attempt: message rates
   uint64_t aborts_total() const;
+  void merge(const WorkerStats& o);
+};
+
+// What a worker publishes for readers on other threads (progress line,
+// telemetry): counters since the run started and the latency histogram of
+// the measured window.
+struct LiveStats {
+  uint64_t commits = 0;   // whole run, warm-up included
+  uint64_t attempts = 0;  // whole run
+  uint64_t aborts[static_cast<int>(AbortReason::kCount_) + 1] = {};  // +1: 8-byte multiple
+  uint64_t measuring = 0;
+  uint64_t measured_commits = 0;
+  stats::Histogram latency_tsc;  // measured window
 };
 
 class WorkerEngine {
@@ -89,6 +117,10 @@ class WorkerEngine {
   Workload& workload() { return workload_; }
   store::LocationCache* cache() { return opts_.location_cache ? &cache_ : nullptr; }
   WorkerStats& stats() { return stats_; }
+  // Live figures, published by the worker every ~50 ms (publish_live()).
+  const stats::Published<LiveStats>& live() const { return *live_; }
+  void publish_live();
+  LiveStats& live_counts() { return live_counts_; }
   uint32_t node() const { return w_.node; }
   uint32_t workers_per_node() const { return workers_per_node_; }
   // Start of the timestamp clock, the same for every worker of a run.
@@ -120,6 +152,8 @@ class WorkerEngine {
   std::vector<std::unique_ptr<Coordinator>> coordinators_;
   std::optional<history::Recorder> recorder_;
   WorkerStats stats_;
+  LiveStats live_counts_;  // the worker's own copy, counted as it goes
+  std::unique_ptr<stats::Published<LiveStats>> live_;
   size_t scratch_per_co_ = 0;
   uint32_t workers_per_node_ = 1;
   uint64_t epoch_ = 0;
@@ -156,8 +190,9 @@ class OneSidedBatch {
   rdma::WorkRequest wrs_[kMaxWrs];
   uint32_t node_of_[kMaxWrs];
   uint32_t n_ = 0;
-  // Each node's requests linked in the order they were added.
+  // Each node's requests linked in the order they were added (and counted).
   void link_per_node();
+  void count(const rdma::WorkRequest& wr);
   rdma::WorkRequest* head[kMaxNodes];
   rdma::WorkRequest* tail[kMaxNodes];
 };
@@ -176,7 +211,18 @@ class Coordinator {
   std::byte* extra(uint32_t i) { return scratch_ + extra_offset_ + static_cast<size_t>(i) * 128; }
   uint32_t lkey() const { return e_.ctx().scratch_mr.lkey; }
   // Counts a network wait (round trip) of the current attempt.
-  void count_round_trip() { ++round_trips_; }
+  void count_round_trip() { ++net_.round_trips; }
+  // The attempt's verbs, doorbells and bytes (with options().breakdown).
+  void count_verb(stats::Verb v, uint64_t bytes) {
+    if (breakdown_) net_.count(v, bytes);
+  }
+  void count_doorbell() { net_.doorbells += breakdown_; }
+  // Phase timing: t0 = phase_clock() before the phase, add_phase(p, t0)
+  // after it; both cost nothing without options().breakdown.
+  uint64_t phase_clock() const { return timing_ ? env::tsc() : 0; }
+  void add_phase(Phase p, uint64_t t0) {
+    if (t0 != 0) phase_tsc_[static_cast<int>(p)] += env::tsc() - t0;
+  }
   // RPC request and reply buffers of call k of an ItemBatch (max_payload each).
   std::byte* rpc_request_buffer(uint32_t k) { return rpc_bufs_.data() + (2 * k) * rpc_buf_bytes_; }
   std::byte* rpc_reply_buffer(uint32_t k) { return rpc_bufs_.data() + (2 * k + 1) * rpc_buf_bytes_; }
@@ -208,7 +254,11 @@ class Coordinator {
   size_t extra_offset_;
   uint32_t seq_ = 0;
   uint64_t last_ts_ = 0;
-  uint64_t round_trips_ = 0;
+  stats::VerbCounts net_;             // this attempt
+  uint64_t phase_tsc_[kPhases] = {};  // this attempt
+  bool breakdown_ = true;
+  bool timing_ = false;      // this attempt's phases are timed (a sample)
+  uint32_t sample_mask_ = 0;  // time attempts whose sequence & mask == 0
   Rng rng_;
   std::vector<std::byte> rpc_bufs_;
   size_t rpc_buf_bytes_ = 0;

@@ -50,9 +50,12 @@ bool ItemBatch::add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const st
 runtime::Task<bool> ItemBatch::call() {
   rpc::Batch b(*c_.engine().ctx().rpc);
   bool ok = true;
-  for (uint32_t k = 0; k < ncalls_; ++k)
+  for (uint32_t k = 0; k < ncalls_; ++k) {
     ok &= b.call(calls_[k].dest, handler_, std::span<const std::byte>(calls_[k].req, calls_[k].req_len),
                  &calls_[k].reply);
+    c_.count_verb(stats::Verb::kSend, calls_[k].req_len);
+  }
+  if (ncalls_ > 0) c_.count_doorbell();
   ok &= co_await b.send();
   c_.count_round_trip();
   co_return ok;
@@ -64,7 +67,9 @@ bool ItemBatch::send_passive(bool oneway) {
   for (uint32_t k = 0; k < ncalls_; ++k) {
     std::span<const std::byte> req(calls_[k].req, calls_[k].req_len);
     ok &= oneway ? b.oneway(calls_[k].dest, handler_, req) : b.passive(calls_[k].dest, handler_, req);
+    c_.count_verb(stats::Verb::kSend, calls_[k].req_len);
   }
+  if (ncalls_ > 0) c_.count_doorbell();
   b.send();  // nothing to wait for
   return ok;
 }

@@ -34,6 +34,16 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   schema.add_bool("txn.options.passive_ack", true, "do not wait for commit/release acknowledgements");
   schema.add_bool("txn.options.location_cache", true, "cache remote tuple addresses (one READ per hit)");
   schema.add_int("txn.options.location_cache_entries", 1 << 16, 4, 1 << 26, "location cache entries per worker");
+  schema.add_bool("stats.breakdown", true,
+                  "time each stage and count verbs, doorbells and bytes per transaction (off: measure the cost)");
+  schema.add_int("stats.breakdown_sample", 16, 1, 1 << 20,
+                 "time the stages of one attempt in this many (a power of two; 1: every attempt)");
+  schema.add_check([](const config::Config& cfg) -> std::string {
+    const int64_t n = cfg.get_int("stats.breakdown_sample");
+    if ((n & (n - 1)) == 0) return "";
+    return "stats.breakdown_sample = " + std::to_string(n) + " (" + cfg.origin("stats.breakdown_sample") +
+           ") must be a power of two";
+  });
   schema.add_bool("history.record", false,
                   "record every committed attempt's reads and writes (adds a hidden writer id to each tuple)");
   schema.add_bool("history.record_aborted", false, "also record aborted attempts with their abort reason");
@@ -97,6 +107,8 @@ Options options_from(const config::Config& cfg) {
   o.passive_ack = cfg.get_bool("txn.options.passive_ack");
   o.location_cache = cfg.get_bool("txn.options.location_cache");
   o.location_cache_entries = static_cast<uint32_t>(cfg.get_int("txn.options.location_cache_entries"));
+  o.breakdown = cfg.get_bool("stats.breakdown");
+  o.breakdown_sample = static_cast<uint32_t>(cfg.get_int("stats.breakdown_sample"));
   o.record_history = cfg.get_bool("history.record");
   o.record_aborted = cfg.get_bool("history.record_aborted");
   o.history_capacity_bytes = static_cast<uint64_t>(cfg.get_int("history.capacity_mb")) << 20;

@@ -27,6 +27,10 @@ struct Options {
   uint32_t location_cache_entries = 1 << 16;
   // History recording (doc/history.md): each worker appends its committed
   // (and, with record_aborted, aborted) attempts to a bounded buffer.
+  // Per-stage timing and verb accounting (stats.breakdown); stages are timed
+  // in one attempt of every breakdown_sample (a power of two).
+  bool breakdown = true;
+  uint32_t breakdown_sample = 16;
   bool record_history = false;
   bool record_aborted = false;
   uint64_t history_capacity_bytes = uint64_t{256} << 20;  // per worker

@@ -1,5 +1,14 @@
 #include "txn/runner.hpp"
 
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include <string>
+
+#include "env/telemetry.hpp"
 #include "env/tsc.hpp"
 #include "runtime/shutdown.hpp"
 
@@ -28,6 +37,140 @@ Result<history::History> merged_history(const RunResult& r) {
   RDTX_TRY(h.check_complete());
   return h;
 }
+
+namespace {
+
+// The progress line: every rc.progress_interval_s, the committed and
+// attempted rates since the last line, the abort rate and the p99 latency
+// of the measured window so far, from what the workers publish. A thread of
+// its own when the workers run on lcores; ticked by the loop otherwise.
+class Progress {
+ public:
+  Progress(const RunConfig& rc, const std::vector<std::unique_ptr<WorkerEngine>>& engines, uint64_t t0,
+           uint64_t measure_at)
+      : engines_(engines), t0_(t0), measure_at_(measure_at) {
+    interval_ = rc.progress_interval_s > 0 ? env::ns_to_tsc(static_cast<uint64_t>(rc.progress_interval_s * 1e9)) : 0;
+    next_ = t0 + interval_;
+    last_ = t0;
+  }
+  ~Progress() { stop_thread(); }
+
+  void tick() {
+    if (interval_ == 0) return;
+    const uint64_t now = env::tsc();
+    if (now < next_) return;
+    next_ = now + interval_;
+    print(now);
+  }
+  void start_thread() {
+    if (interval_ == 0) return;
+    thread_ = std::thread([this] {
+      std::unique_lock lk(mu_);
+      while (!cv_.wait_for(lk, std::chrono::milliseconds(20), [this] { return stop_; })) tick();
+    });
+  }
+  void stop_thread() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void print(uint64_t now) {
+    uint64_t commits = 0, attempts = 0;
+    stats::Histogram lat;
+    LiveStats l;
+    for (const auto& e : engines_)
+      if (e->live().read(&l)) {
+        commits += l.commits;
+        attempts += l.attempts;
+        lat.merge(l.latency_tsc);
+      }
+    const double dt = env::tsc_to_ns(now - last_) / 1e9;
+    const uint64_t dc = commits - last_commits_, da = attempts - last_attempts_;
+    char p99[32] = "-";
+    if (lat.count()) std::snprintf(p99, sizeof p99, "%.2f us", env::tsc_to_ns(lat.percentile(0.99)) / 1000.0);
+    std::fprintf(stderr, "[%6.1f s] %s %12.0f committed/s %12.0f attempted/s  aborts %5.1f %%  p99 %s\n",
+                 env::tsc_to_ns(now - t0_) / 1e9, now < measure_at_ ? "warm-up " : "measured",
+                 dt > 0 ? static_cast<double>(dc) / dt : 0.0, dt > 0 ? static_cast<double>(da) / dt : 0.0,
+                 da ? 100.0 * static_cast<double>(da - dc) / static_cast<double>(da) : 0.0, p99);
+    last_ = now;
+    last_commits_ = commits;
+    last_attempts_ = attempts;
+  }
+
+  const std::vector<std::unique_ptr<WorkerEngine>>& engines_;
+  uint64_t t0_, measure_at_, interval_ = 0, next_ = 0, last_ = 0;
+  uint64_t last_commits_ = 0, last_attempts_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+};
+
+// Live counters for DPDK's telemetry client while the run goes on
+// (doc/telemetry.md): /rdtx/stats (the cluster) and /rdtx/workers (each
+// worker), read from what the workers publish. Unbound when the run ends.
+std::vector<env::TelemetryCommand> register_telemetry(const std::vector<std::unique_ptr<WorkerEngine>>& engines,
+                                                      uint64_t t0, uint64_t measure_at) {
+  std::vector<env::TelemetryCommand> cmds;
+  if (!env::telemetry_available()) return cmds;
+  auto ns = [](uint64_t tsc) { return env::tsc_to_ns(tsc); };
+  auto stats = env::telemetry_register(
+      "/rdtx/stats", "rdtx: committed/attempted txns, aborts by reason, latency (ns) of the measured window",
+      [&engines, t0, measure_at, ns](std::string_view, env::TelemetryDict& out) {
+        LiveStats sum{}, l;
+        stats::Histogram lat;
+        for (const auto& e : engines)
+          if (e->live().read(&l)) {
+            sum.commits += l.commits;
+            sum.attempts += l.attempts;
+            sum.measured_commits += l.measured_commits;
+            for (int r = 0; r < static_cast<int>(AbortReason::kCount_); ++r) sum.aborts[r] += l.aborts[r];
+            lat.merge(l.latency_tsc);
+          }
+        const uint64_t now = env::tsc();
+        out.add_u64("running", 1);
+        out.add_u64("elapsed_ms", ns(now - t0) / 1'000'000);
+        out.add_u64("measuring", now >= measure_at);
+        out.add_u64("workers", engines.size());
+        out.add_u64("committed", sum.commits);
+        out.add_u64("attempted", sum.attempts);
+        out.add_u64("committed_measured", sum.measured_commits);
+        out.add_dict("aborts", [&](env::TelemetryDict& d) {
+          for (int r = 1; r < static_cast<int>(AbortReason::kCount_); ++r)
+            d.add_u64(to_key(static_cast<AbortReason>(r)), sum.aborts[r]);
+        });
+        out.add_u64("latency_p50_ns", ns(lat.percentile(0.5)));
+        out.add_u64("latency_p99_ns", ns(lat.percentile(0.99)));
+        out.add_u64("latency_p999_ns", ns(lat.percentile(0.999)));
+      });
+  if (stats.ok()) cmds.push_back(std::move(*stats));
+  auto workers = env::telemetry_register(
+      "/rdtx/workers", "rdtx: per worker (n<node>w<index>): committed, attempted, aborted",
+      [&engines](std::string_view, env::TelemetryDict& out) {
+        LiveStats l;
+        for (const auto& e : engines) {
+          if (!e->live().read(&l)) continue;
+          uint64_t aborted = 0;
+          for (int r = 0; r < static_cast<int>(AbortReason::kCount_); ++r) aborted += l.aborts[r];
+          out.add_dict("n" + std::to_string(e->node()) + "w" + std::to_string(e->ctx().index),
+                       [&](env::TelemetryDict& d) {
+                         d.add_u64("committed", l.commits);
+                         d.add_u64("attempted", l.attempts);
+                         d.add_u64("aborted", aborted);
+                       });
+        }
+      });
+  if (workers.ok()) cmds.push_back(std::move(*workers));
+  return cmds;
+}
+
+}  // namespace
 
 Result<RunResult> run(const RunConfig& rc) {
   if (rc.protocol == nullptr || rc.workload == nullptr) return make_error(EINVAL, "run: no protocol or workload");
@@ -93,15 +236,26 @@ Result<RunResult> run(const RunConfig& rc) {
   const uint64_t end = measure_at + env::ns_to_tsc(static_cast<uint64_t>(rc.duration_s * 1e9));
   for (auto& e : engines) {
     WorkerEngine* eng = e.get();
-    eng->ctx().worker->add_poller([eng, measure_at, end] {
-      if (!eng->measuring() && env::tsc() >= measure_at && env::tsc() < end) eng->set_measuring(true);
-      if (eng->measuring() && env::tsc() >= end) eng->set_measuring(false);
+    const uint64_t publish_every = env::ns_to_tsc(50'000'000);
+    eng->ctx().worker->add_poller([eng, measure_at, end, publish_every, next = uint64_t{0}]() mutable {
+      const uint64_t now = env::tsc();
+      if (!eng->measuring() && now >= measure_at && now < end) eng->set_measuring(true);
+      if (eng->measuring() && now >= end) eng->set_measuring(false);
+      if (now >= next) {  // live figures for the progress line and telemetry
+        eng->publish_live();
+        next = now + publish_every;
+      }
       return 0;
     });
   }
   RunResult res;
+  Progress progress(rc, engines, t0, measure_at);
+  std::vector<env::TelemetryCommand> telemetry = register_telemetry(engines, t0, measure_at);
   if (rc.single_thread) {
-    while (env::tsc() < end && !runtime::shutdown_requested()) c.poll_all();
+    while (env::tsc() < end && !runtime::shutdown_requested()) {
+      c.poll_all();
+      progress.tick();
+    }
     for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker->request_stop();
     uint64_t drain_end = env::tsc() + env::ns_to_tsc(2'000'000'000);
     auto live = [&] {
@@ -111,10 +265,13 @@ Result<RunResult> run(const RunConfig& rc) {
     };
     while (live() > 0 && env::tsc() < drain_end) c.poll_all();
   } else {
+    progress.start_thread();
     auto rs = c.run(end, rc.idle);
+    progress.stop_thread();
     if (!rs.ok()) return rs.error();
     res.loops = rs->loops;
   }
+  telemetry.clear();  // unbound before the engines go
   // Passive acknowledgements and releases still in flight land now.
   for (int i = 0; i < 1000; ++i) c.poll_all();
   // Interrupted during warm-up: nothing was measured.
@@ -123,16 +280,7 @@ Result<RunResult> run(const RunConfig& rc) {
   for (auto& e : engines) {
     const WorkerStats& s = e->stats();
     res.per_worker.push_back(s);
-    res.total.commits += s.commits;
-    res.total.attempts += s.attempts;
-    for (int r = 0; r < static_cast<int>(AbortReason::kCount_); ++r) res.total.aborts[r] += s.aborts[r];
-    if (res.total.commits_by_type.size() < s.commits_by_type.size())
-      res.total.commits_by_type.resize(s.commits_by_type.size());
-    for (size_t k = 0; k < s.commits_by_type.size(); ++k) res.total.commits_by_type[k] += s.commits_by_type[k];
-    res.total.latency_tsc.merge(s.latency_tsc);
-    res.total.round_trips += s.round_trips;
-    res.total.committed_delta += s.committed_delta;
-    res.total.commit_errors += s.commit_errors;
+    res.total.merge(s);
     if (store::LocationCache* cache = e->cache()) {
       res.cache.hits += cache->stats().hits;
       res.cache.misses += cache->stats().misses;

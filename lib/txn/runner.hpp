@@ -29,6 +29,8 @@ struct RunConfig {
   runtime::IdlePolicy idle = runtime::IdlePolicy::kAuto;
   // Run every worker on the calling thread (deterministic order; tests).
   bool single_thread = false;
+  // A progress line on stderr every this many seconds (0: none).
+  double progress_interval_s = 0;
   // Identifies the run in recorded histories (options.record_history); 0
   // picks one from the clock.
   uint64_t run_id = 0;

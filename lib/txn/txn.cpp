@@ -1,5 +1,7 @@
 #include "txn/txn.hpp"
 
+#include <iterator>
+
 #include "txn/engine.hpp"
 
 namespace rdtx::txn {
@@ -19,6 +21,13 @@ const char* to_string(AbortReason r) {
   return "?";
 }
 
+const char* to_key(AbortReason r) {
+  constexpr const char* kKeys[] = {"none",      "lock_conflict", "wait_die", "validation", "locked_at_read",
+                                   "not_found", "network",       "workload"};
+  static_assert(std::size(kKeys) == static_cast<size_t>(AbortReason::kCount_));
+  return r < AbortReason::kCount_ ? kKeys[static_cast<int>(r)] : "unknown";
+}
+
 const char* to_string(Stage s) {
   switch (s) {
     case Stage::kFetch: return "fetch";
@@ -29,6 +38,14 @@ const char* to_string(Stage s) {
     case Stage::kCount_: break;
   }
   return "?";
+}
+
+const char* to_string(Phase p) {
+  switch (p) {
+    case Phase::kRelease: return "release";
+    case Phase::kCount_: return "?";
+    default: return to_string(static_cast<Stage>(p));
+  }
 }
 
 const char* to_string(Primitive p) {
@@ -90,7 +107,10 @@ runtime::Task<bool> Txn::fetch() {
   fetched_upto_ = n_;
   ++round_;
   if (from == n_) co_return true;
-  co_return co_await co_->engine().protocol().fetch(*co_, *this, from);
+  const uint64_t t0 = co_->phase_clock();
+  bool ok = co_await co_->engine().protocol().fetch(*co_, *this, from);
+  co_->add_phase(Phase::kFetch, t0);
+  co_return ok;
 }
 
 runtime::Task<bool> Txn::commit() {

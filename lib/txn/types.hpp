@@ -51,10 +51,19 @@ enum class AbortReason : uint8_t {
   kCount_,
 };
 const char* to_string(AbortReason r);
+// Stable key for reports (JSON, telemetry): "lock_conflict", "wait_die", ...
+const char* to_key(AbortReason r);
 
 // The stages a protocol is assembled from (DESIGN.md), in pipeline order.
 enum class Stage : uint8_t { kFetch, kLock, kValidate, kLog, kCommit, kCount_ };
 const char* to_string(Stage s);
+
+// Where an attempt spends its time (the per-stage breakdown): the stages,
+// plus releasing what an aborted attempt held. Stage values map to the same
+// phase.
+enum class Phase : uint8_t { kFetch, kLock, kValidate, kLog, kCommit, kRelease, kCount_ };
+inline constexpr int kPhases = static_cast<int>(Phase::kCount_);
+const char* to_string(Phase p);
 
 // How a stage talks to the owner of a tuple.
 enum class Primitive : uint8_t { kOneSided, kRpc, kHybrid, kOff };
