@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -19,6 +21,17 @@ namespace rdtx::env {
 
 namespace {
 std::atomic<bool> g_initialized{false};  // set once by eal_init
+char g_runtime_dir[4096];                 // the EAL's runtime directory, removed at exit
+
+// With --no-shconf nothing removes /var/run/dpdk/<prefix>/, which then
+// holds only this process's telemetry socket: remove both at exit (a
+// thousand runs would leave a thousand directories). rmdir leaves a
+// directory that still has other files (shared config of a primary).
+void remove_runtime_dir() {
+  if (g_runtime_dir[0] == '\0') return;
+  (void)unlink((std::string(g_runtime_dir) + "/dpdk_telemetry.v2").c_str());
+  (void)rmdir(g_runtime_dir);
+}
 
 int trampoline(void* arg) {
   std::unique_ptr<std::function<int()>> fn(static_cast<std::function<int()>*>(arg));
@@ -31,11 +44,14 @@ Result<int> eal_init(int argc, char** argv) {
   // DPDK's start-up chatter (IOVA mode, telemetry socket) is not what an
   // rdtx user runs for; warnings still show and --log-level overrides this.
   rte_log_set_level_pattern("lib.*", RTE_LOG_WARNING);
+  static const bool registered = std::atexit(remove_runtime_dir) == 0;
+  (void)registered;
   int n = rte_eal_init(argc, argv);
   if (n < 0) {
     return make_error(rte_errno, "EAL initialisation failed: %s (check the EAL options before '--')",
                       rte_strerror(rte_errno));
   }
+  std::snprintf(g_runtime_dir, sizeof g_runtime_dir, "%s", rte_eal_get_runtime_dir());
   g_initialized.store(true);
   // DPDK moves the program name to argv[n]; the app's options follow it.
   return n;
@@ -51,6 +67,9 @@ CommandLine split_command_line(int argc, char** argv) {
       break;
     }
   cl.eal.push_back(prog);
+  // "TELEMETRY: No legacy callbacks, legacy socket not created" is not a
+  // problem; a later --log-level from the user still wins.
+  cl.eal.push_back("--log-level=lib.telemetry:error");
   cl.app.push_back(prog);
   // No EAL options at all (no `--`, or nothing before it): the defaults.
   if (dash < 0 || dash == 1) {
