@@ -1,0 +1,734 @@
+// lib/cluster/bootstrap: nodes as threads of this process, and as fork()ed
+// processes where a node must die (SIGKILL) or stall (SIGSTOP), all on
+// 127.0.0.1 with ports the kernel reported free. Raw sockets play strangers
+// and misconfigured nodes; they speak the wire format of doc/bootstrap.md.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/bootstrap.hpp"
+
+using namespace rdtx;
+using cluster::Bootstrap;
+using cluster::BootstrapOptions;
+using Blob = std::vector<std::byte>;
+
+namespace {
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Ports the kernel hands out for port 0, held together so they differ.
+std::vector<uint16_t> free_ports(size_t k) {
+  std::vector<int> fds;
+  std::vector<uint16_t> ports;
+  for (size_t i = 0; i < k; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ports.push_back(ntohs(a.sin_port));
+    fds.push_back(fd);
+  }
+  for (int fd : fds) ::close(fd);
+  return ports;
+}
+
+BootstrapOptions options(uint32_t self, const std::vector<uint16_t>& ports, uint64_t connect_ms = 5000) {
+  BootstrapOptions o;
+  o.self = self;
+  for (uint32_t i = 0; i < ports.size(); ++i) o.nodes.push_back({i, "127.0.0.1", ports[i]});
+  o.connect_timeout_ms = connect_ms;
+  o.op_timeout_ms = 5000;
+  o.heartbeat_ms = 100;
+  o.peer_dead_ms = 600;
+  return o;
+}
+
+std::string addr(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
+
+struct Joined {
+  std::unique_ptr<Bootstrap> b;
+  Error err;
+};
+
+// Connects every node of `opts` concurrently, one thread each.
+std::vector<Joined> connect_nodes(const std::vector<BootstrapOptions>& opts) {
+  std::vector<Joined> out(opts.size());
+  std::vector<std::thread> ts;
+  for (size_t i = 0; i < opts.size(); ++i)
+    ts.emplace_back([&, i] {
+      auto r = Bootstrap::connect(opts[i]);
+      if (r.ok())
+        out[i].b = std::move(*r);
+      else
+        out[i].err = r.error();
+    });
+  for (auto& t : ts) t.join();
+  return out;
+}
+
+std::vector<Joined> connect_all(const std::vector<uint16_t>& ports) {
+  std::vector<BootstrapOptions> opts;
+  for (uint32_t i = 0; i < ports.size(); ++i) opts.push_back(options(i, ports));
+  return connect_nodes(opts);
+}
+
+// Runs f(i) for every node at once (collectives block until all take part).
+void on_all(size_t n, const std::function<void(uint32_t)>& f) {
+  std::vector<std::thread> ts;
+  for (uint32_t i = 0; i < n; ++i) ts.emplace_back(f, i);
+  for (auto& t : ts) t.join();
+}
+
+Blob pattern(uint32_t node, size_t size) {
+  Blob b(size);
+  for (size_t j = 0; j < size; ++j) b[j] = std::byte(static_cast<uint8_t>(node * 31 + j * 7 + (j >> 12)));
+  return b;
+}
+
+bool wait_for(const std::function<bool()>& cond, int64_t ms) {
+  const int64_t deadline = now_ms() + ms;
+  while (!cond()) {
+    if (now_ms() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// Whether msg says that `node` lost its connection (then `tail`): a process
+// that exits with unread data in its socket resets the connection instead
+// of closing it, which is up to timing.
+testing::AssertionResult lost(const std::string& msg, const std::string& node, const std::string& tail = "") {
+  if (msg.find(node + " closed the connection" + tail) != std::string::npos) return testing::AssertionSuccess();
+  size_t at = msg.find(node + " reset the connection (");
+  if (at != std::string::npos && msg.find(")" + tail, at) != std::string::npos) return testing::AssertionSuccess();
+  return testing::AssertionFailure() << "'" << msg << "' does not say that " << node << " lost its connection" << tail;
+}
+
+// --- raw clients: the wire format of doc/bootstrap.md ---
+
+struct Wire {
+  std::vector<std::byte> b;
+  Wire& u8(uint8_t v) {
+    b.push_back(std::byte{v});
+    return *this;
+  }
+  Wire& u16(uint16_t v) { return u8(static_cast<uint8_t>(v >> 8)).u8(static_cast<uint8_t>(v)); }
+  Wire& u32(uint32_t v) { return u16(static_cast<uint16_t>(v >> 16)).u16(static_cast<uint16_t>(v)); }
+  Wire& u64(uint64_t v) { return u32(static_cast<uint32_t>(v >> 32)).u32(static_cast<uint32_t>(v)); }
+  Wire& text(std::string_view s) {
+    for (char c : s) u8(static_cast<uint8_t>(c));
+    return *this;
+  }
+};
+
+std::vector<std::byte> frame(uint16_t type, uint32_t from, const std::vector<std::byte>& payload,
+                             uint16_t version = 1) {
+  Wire w;
+  w.u32(0x52445442).u16(version).u16(type).u32(from).u32(static_cast<uint32_t>(payload.size()));
+  w.b.insert(w.b.end(), payload.begin(), payload.end());
+  return w.b;
+}
+
+uint64_t doc_fingerprint(const std::vector<uint16_t>& ports) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint32_t i = 0; i < ports.size(); ++i)
+    for (unsigned char c : std::to_string(i) + "=127.0.0.1:" + std::to_string(ports[i]) + ";") {
+      h ^= c;
+      h *= 0x100000001b3ull;
+    }
+  return h;
+}
+
+std::vector<std::byte> hello(uint32_t id, uint32_t nodes, uint64_t fp, std::string_view run = "") {
+  Wire p;
+  p.u32(nodes).u64(fp).u16(static_cast<uint16_t>(run.size())).text(run);
+  return frame(1, id, p.b);
+}
+
+int raw_connect(uint16_t port) {
+  for (int attempt = 0; attempt < 300; ++attempt) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+    ::close(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
+void send_bytes(int fd, const std::vector<std::byte>& b) {
+  size_t off = 0;
+  while (off < b.size()) {
+    ssize_t r = ::send(fd, b.data() + off, b.size() - off, MSG_NOSIGNAL);
+    if (r <= 0) return;  // the peer may already have dropped us
+    off += static_cast<size_t>(r);
+  }
+}
+
+// Reads until the peer closes (true) or ms pass (false); returns what came.
+bool read_until_eof(int fd, int ms, std::string* got = nullptr) {
+  const int64_t deadline = now_ms() + ms;
+  char buf[4096];
+  for (;;) {
+    int64_t left = deadline - now_ms();
+    if (left <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+    if (r <= 0) return true;
+    if (got) got->append(buf, static_cast<size_t>(r));
+  }
+}
+
+// A node in a child process: connects, starts its monitor, meets the parent's
+// nodes at barrier "monitoring", then idles with its heartbeat thread running
+// until killed. Forked before the parent starts any thread.
+struct Child {
+  pid_t pid = -1;
+  ~Child() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+pid_t spawn_monitored_node(const BootstrapOptions& o) {
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  auto b = Bootstrap::connect(o);
+  if (!b.ok()) _exit(2);
+  (*b)->start_monitor();
+  if (!(*b)->barrier("monitoring").ok()) _exit(3);
+  for (int i = 0; i < 300; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  _exit(0);
+}
+
+}  // namespace
+
+// --- collectives ---
+
+TEST(Bootstrap, ThreeNodesAllGatherGatherBarrier) {
+  auto ports = free_ports(3);
+  auto nodes = connect_all(ports);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  EXPECT_EQ(nodes[1].b->self(), 1u);
+  EXPECT_EQ(nodes[1].b->nodes(), 3u);
+  EXPECT_EQ(nodes[2].b->address(0).port, ports[0]);
+
+  const size_t sizes[3] = {0, 1 << 20, 17};  // empty, 1 MiB, odd
+  std::vector<std::vector<Blob>> got(3), gathered(3);
+  on_all(3, [&](uint32_t i) {
+    Bootstrap& b = *nodes[i].b;
+    Blob mine = pattern(i, sizes[i]);
+    auto r = b.all_gather(mine, "qps");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    got[i] = *r;
+    ASSERT_TRUE(b.barrier("loaded").ok());
+    auto g = b.gather(pattern(i, 100 + i), "stats");
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    gathered[i] = *g;
+    ASSERT_TRUE(b.barrier("done").ok());
+  });
+  for (uint32_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(got[i].size(), 3u) << "node " << i;
+    for (uint32_t k = 0; k < 3; ++k) EXPECT_EQ(got[i][k], pattern(k, sizes[k])) << "node " << i << " blob " << k;
+  }
+  ASSERT_EQ(gathered[0].size(), 3u);
+  for (uint32_t k = 0; k < 3; ++k) EXPECT_EQ(gathered[0][k], pattern(k, 100 + k));
+  EXPECT_TRUE(gathered[1].empty());
+  EXPECT_TRUE(gathered[2].empty());
+
+  // Every node 1 MiB at once, then all empty.
+  on_all(3, [&](uint32_t i) {
+    auto r = nodes[i].b->all_gather(pattern(i + 5, 1 << 20), "big");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    ASSERT_EQ(r->size(), 3u);
+    for (uint32_t k = 0; k < 3; ++k) EXPECT_EQ((*r)[k], pattern(k + 5, 1 << 20));
+    auto e = nodes[i].b->all_gather({}, "empty");
+    ASSERT_TRUE(e.ok()) << e.error().message;
+    EXPECT_EQ(*e, std::vector<Blob>(3));
+  });
+  for (auto& j : nodes) EXPECT_FALSE(j.b->failed());
+}
+
+TEST(Bootstrap, SingleNodeNeedsNoPeers) {
+  auto ports = free_ports(1);
+  auto b = Bootstrap::connect(options(0, ports));
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  auto r = (*b)->all_gather(pattern(0, 10), "x");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, std::vector<Blob>{pattern(0, 10)});
+  EXPECT_TRUE((*b)->barrier("b").ok());
+  EXPECT_TRUE((*b)->agree({{"a", "1"}}).ok());
+}
+
+TEST(Bootstrap, CollectivesWhileMonitoring) {
+  auto ports = free_ports(3);
+  auto nodes = connect_all(ports);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  for (auto& j : nodes) j.b->start_monitor();
+  on_all(3, [&](uint32_t i) {
+    auto r = nodes[i].b->all_gather(pattern(i, (1 << 20) - i), "qps");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    for (uint32_t k = 0; k < 3; ++k) EXPECT_EQ((*r)[k], pattern(k, (1 << 20) - k));
+    auto g = nodes[i].b->gather(pattern(i, 3), "stats");
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    EXPECT_EQ(g->size(), i == 0 ? 3u : 0u);
+    ASSERT_TRUE(nodes[i].b->barrier("done").ok());
+    nodes[i].b->stop_monitor();
+  });
+  for (auto& j : nodes) EXPECT_FALSE(j.b->failed()) << j.b->failure();
+}
+
+TEST(Bootstrap, DifferentOperationsAreAnErrorOnEveryNode) {
+  auto ports = free_ports(3);
+  auto nodes = connect_all(ports);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  std::vector<std::string> err(3);
+  on_all(3, [&](uint32_t i) {
+    auto r = nodes[i].b->barrier(i == 2 ? "unloaded" : "loaded");
+    if (!r.ok()) err[i] = r.error().message;
+  });
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_NE(err[i].find("node 2 (" + addr(ports[2]) + ") is in barrier 'unloaded'"), std::string::npos) << err[i];
+    EXPECT_NE(err[i].find("node 0 is in barrier 'loaded'"), std::string::npos) << err[i];
+    EXPECT_TRUE(nodes[i].b->failed());
+  }
+  // Broken for good: later calls fail at once with the same error.
+  EXPECT_EQ(nodes[1].b->barrier("again").error().message, err[1]);
+}
+
+TEST(Bootstrap, BarrierTimeoutNamesTheLateNode) {
+  auto ports = free_ports(3);
+  std::vector<BootstrapOptions> opts;
+  for (uint32_t i = 0; i < 3; ++i) {
+    opts.push_back(options(i, ports));
+    opts.back().op_timeout_ms = 300;
+  }
+  auto nodes = connect_nodes(opts);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  std::vector<std::string> err(3);
+  const int64_t t0 = now_ms();
+  on_all(3, [&](uint32_t i) {
+    if (i == 1) return;  // node 1 never comes
+    auto r = nodes[i].b->barrier("loaded");
+    if (!r.ok()) err[i] = r.error().message;
+  });
+  EXPECT_LT(now_ms() - t0, 2000);
+  const std::string want = "node 1 (" + addr(ports[1]) + ") did not reach barrier 'loaded' within 0.3 s";
+  EXPECT_NE(err[0].find(want), std::string::npos) << err[0];
+  EXPECT_NE(err[2].find(want), std::string::npos) << err[2];
+}
+
+TEST(Bootstrap, PeerClosingDuringBarrierIsNamed) {
+  auto ports = free_ports(3);
+  auto nodes = connect_all(ports);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  nodes[1].b.reset();
+  std::vector<std::string> err(3);
+  on_all(3, [&](uint32_t i) {
+    if (i == 1) return;
+    auto r = nodes[i].b->barrier("loaded");
+    if (!r.ok()) err[i] = r.error().message;
+  });
+  const std::string node1 = "node 1 (" + addr(ports[1]) + ")";
+  EXPECT_TRUE(lost(err[0], node1, " during barrier 'loaded'"));
+  EXPECT_TRUE(lost(err[2], node1, " during barrier 'loaded'"));
+}
+
+// --- configuration agreement ---
+
+TEST(Bootstrap, AgreeAcceptsEqualConfigs) {
+  auto ports = free_ports(3);
+  auto nodes = connect_all(ports);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  on_all(3, [&](uint32_t i) {
+    auto r = nodes[i].b->agree({{"txn.protocol", "\"occ\""}, {"txn.coroutines", "4"}});
+    EXPECT_TRUE(r.ok()) << r.error().message;
+  });
+}
+
+TEST(Bootstrap, AgreeMismatchNamesKeyValuesAndNodesOnEveryNode) {
+  auto ports = free_ports(3);
+  auto nodes = connect_all(ports);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  std::vector<std::string> err(3);
+  on_all(3, [&](uint32_t i) {
+    auto r = nodes[i].b->agree({{"txn.protocol", "\"occ\""}, {"txn.coroutines", i == 2 ? "8" : "4"}});
+    if (!r.ok()) err[i] = r.error().message;
+  });
+  for (uint32_t i = 0; i < 3; ++i)
+    EXPECT_EQ(err[i], "bootstrap: config mismatch: node 2 has txn.coroutines = 8, node 0 has 4") << "node " << i;
+}
+
+TEST(Bootstrap, AgreeMismatchOnKeyPresentOnOneSideOnly) {
+  for (bool extra : {false, true}) {
+    auto ports = free_ports(2);
+    auto nodes = connect_all(ports);
+    for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+    std::vector<std::string> err(2);
+    on_all(2, [&](uint32_t i) {
+      std::vector<std::pair<std::string, std::string>> c{{"a", "1"}};
+      if ((i == 1) == extra) c.emplace_back("txn.x", "5");
+      auto r = nodes[i].b->agree(c);
+      if (!r.ok()) err[i] = r.error().message;
+    });
+    const std::string want = extra ? "config mismatch: node 1 has txn.x = 5, node 0 has no txn.x"
+                                   : "config mismatch: node 1 has no txn.x, node 0 has txn.x = 5";
+    for (uint32_t i = 0; i < 2; ++i) EXPECT_NE(err[i].find(want), std::string::npos) << err[i];
+  }
+}
+
+// --- connecting ---
+
+TEST(Bootstrap, PortInUseIsReported) {
+  auto ports = free_ports(2);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(ports[1]);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  const int64_t t0 = now_ms();
+  auto r = Bootstrap::connect(options(1, ports));
+  ::close(fd);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, EADDRINUSE);
+  EXPECT_NE(r.error().message.find("port " + std::to_string(ports[1]) + " on 127.0.0.1 is already in use (node 1)"),
+            std::string::npos)
+      << r.error().message;
+  EXPECT_LT(now_ms() - t0, 1000);  // at once, not after a timeout
+}
+
+TEST(Bootstrap, SecondProcessWithTheSameIdOnOneHostFails) {
+  auto ports = free_ports(2);
+  auto nodes = connect_all(ports);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  auto again = Bootstrap::connect(options(1, ports));
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.error().message.find("already in use (node 1)"), std::string::npos) << again.error().message;
+}
+
+TEST(Bootstrap, PeerThatNeverShowsUpIsNamedWithinTheTimeout) {
+  auto ports = free_ports(3);
+  const int64_t t0 = now_ms();
+  auto nodes = connect_nodes({options(0, ports, 300), options(1, ports, 300)});
+  const int64_t took = now_ms() - t0;
+  EXPECT_GE(took, 250);
+  EXPECT_LT(took, 300 + 1500);
+  const std::string want = "node 2 (" + addr(ports[2]) + ") did not connect within 0.3 s";
+  for (uint32_t i = 0; i < 2; ++i) {
+    ASSERT_FALSE(nodes[i].b) << "node " << i;
+    EXPECT_EQ(nodes[i].err.code, ETIMEDOUT);
+    EXPECT_NE(nodes[i].err.message.find(want), std::string::npos) << nodes[i].err.message;
+  }
+}
+
+TEST(Bootstrap, MissingNodeZeroIsNamedWithinTheTimeout) {
+  auto ports = free_ports(2);
+  const int64_t t0 = now_ms();
+  auto r = Bootstrap::connect(options(1, ports, 300));
+  EXPECT_LT(now_ms() - t0, 300 + 1000);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ETIMEDOUT);
+  EXPECT_NE(
+      r.error().message.find("node 0 (" + addr(ports[0]) + ") did not accept a connection from node 1 within 0.3 s"),
+      std::string::npos)
+      << r.error().message;
+}
+
+TEST(Bootstrap, InvalidOptionsAreRejected) {
+  auto ports = free_ports(3);
+  auto o = options(3, ports);
+  auto r = Bootstrap::connect(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("this node's id 3 is out of range"), std::string::npos) << r.error().message;
+
+  o = options(0, ports);
+  o.nodes[2].id = 1;
+  r = Bootstrap::connect(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("node id 1 is listed twice"), std::string::npos) << r.error().message;
+
+  o = options(0, ports);
+  o.nodes[1].id = 5;
+  r = Bootstrap::connect(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("node 1 is missing"), std::string::npos) << r.error().message;
+
+  o = options(0, ports);
+  o.peer_dead_ms = o.heartbeat_ms;
+  EXPECT_FALSE(Bootstrap::connect(o).ok());
+}
+
+// Strangers on node 0's port are dropped; the run connects regardless.
+TEST(Bootstrap, GarbageToNodeZeroIsDroppedAndRealNodesStillConnect) {
+  auto ports = free_ports(2);
+  Joined n0;
+  std::thread t0([&] {
+    auto r = Bootstrap::connect(options(0, ports));
+    if (r.ok())
+      n0.b = std::move(*r);
+    else
+      n0.err = r.error();
+  });
+  auto text = [](std::string_view s) { return Wire().text(s).b; };
+  std::vector<std::vector<std::byte>> strangers = {
+      text("GET / HTTP/1.0\r\n\r\n"),
+      frame(1, 1, Blob(14), 9),                                       // another protocol version
+      Wire().u32(0x52445442).u16(1).u16(1).u32(1).u32(0xffffffff).b,  // a huge length
+      frame(99, 1, {}),                                               // an unknown type
+      frame(4, 1, Blob(20)),                                          // a contribution before any hello
+      frame(1, 1, Blob(3)),                                           // a truncated hello payload
+  };
+  for (const auto& s : strangers) {
+    int fd = raw_connect(ports[0]);
+    ASSERT_GE(fd, 0);
+    send_bytes(fd, s);
+    EXPECT_TRUE(read_until_eof(fd, 3000)) << "node 0 kept a stranger's connection";
+    ::close(fd);
+  }
+  // Random bytes, some behind a valid magic, each on its own connection;
+  // plus connections that stay idle or send half a header.
+  std::mt19937 rng(12345);
+  int idle = raw_connect(ports[0]);
+  int half = raw_connect(ports[0]);
+  send_bytes(half, Wire().u32(0x52445442).u8(0).b);
+  for (int k = 0; k < 100; ++k) {
+    Blob b(1 + rng() % 300);
+    for (auto& x : b) x = std::byte(static_cast<uint8_t>(rng()));
+    if (k % 2) {
+      auto magic = Wire().u32(0x52445442).u16(1).u16(static_cast<uint16_t>(2 + rng() % 8)).b;
+      b.resize(std::max(b.size(), magic.size()));
+      std::copy(magic.begin(), magic.end(), b.begin());
+    }
+    int fd = raw_connect(ports[0]);
+    ASSERT_GE(fd, 0);
+    send_bytes(fd, b);
+    ::close(fd);
+  }
+  auto n1 = Bootstrap::connect(options(1, ports));
+  t0.join();
+  ::close(idle);
+  ::close(half);
+  ASSERT_TRUE(n1.ok()) << n1.error().message;
+  ASSERT_TRUE(n0.b) << n0.err.message;
+  Bootstrap* bs[2] = {n0.b.get(), n1->get()};
+  on_all(2, [&](uint32_t i) { EXPECT_TRUE(bs[i]->barrier("after garbage").ok()); });
+}
+
+TEST(Bootstrap, DroppedStrangerIsNamedWhenANodeIsMissing) {
+  auto ports = free_ports(2);
+  Joined n0;
+  std::thread t0([&] {
+    auto r = Bootstrap::connect(options(0, ports, 600));
+    if (!r.ok()) n0.err = r.error();
+  });
+  int fd = raw_connect(ports[0]);
+  send_bytes(fd, Wire().text("GET / HTTP/1.0\r\n\r\n").b);
+  t0.join();
+  ::close(fd);
+  EXPECT_NE(n0.err.message.find("node 1 (" + addr(ports[1]) + ") did not connect within 0.6 s"), std::string::npos)
+      << n0.err.message;
+  EXPECT_NE(n0.err.message.find("bad magic 0x47455420"), std::string::npos) << n0.err.message;
+}
+
+TEST(Bootstrap, OutOfRangeIdFromThePeerIsAnError) {
+  auto ports = free_ports(3);
+  Joined n0;
+  std::thread t0([&] {
+    auto r = Bootstrap::connect(options(0, ports));
+    if (!r.ok()) n0.err = r.error();
+  });
+  int fd = raw_connect(ports[0]);
+  ASSERT_GE(fd, 0);
+  send_bytes(fd, hello(7, 3, doc_fingerprint(ports)));
+  std::string got;
+  EXPECT_TRUE(read_until_eof(fd, 3000, &got));  // the abort message, then EOF
+  ::close(fd);
+  t0.join();
+  EXPECT_EQ(n0.err.code, EINVAL);
+  EXPECT_NE(n0.err.message.find("claims node id 7, out of range for 3 nodes"), std::string::npos) << n0.err.message;
+  EXPECT_NE(got.find(n0.err.message), std::string::npos) << "the peer was not told why";
+}
+
+TEST(Bootstrap, DuplicateIdIsAnErrorOnNodeZeroAndTheJoinedNode) {
+  auto ports = free_ports(3);
+  std::vector<Joined> nodes(2);
+  std::thread t0([&] {
+    auto r = Bootstrap::connect(options(0, ports));
+    if (!r.ok()) nodes[0].err = r.error();
+  });
+  // An impostor claims node 1 (another host: no port clash), then node 1 comes.
+  int fd = raw_connect(ports[0]);
+  ASSERT_GE(fd, 0);
+  send_bytes(fd, hello(1, 3, doc_fingerprint(ports)));
+  auto r1 = Bootstrap::connect(options(1, ports));
+  t0.join();
+  ::close(fd);
+  ASSERT_FALSE(r1.ok());
+  for (const std::string& m : {nodes[0].err.message, r1.error().message})
+    EXPECT_NE(m.find("node 1 joined twice, from 127.0.0.1:"), std::string::npos) << m;
+}
+
+TEST(Bootstrap, MismatchedClusterListOrRunIdIsAnErrorOnBothSides) {
+  auto ports = free_ports(4);
+  std::vector<uint16_t> three(ports.begin(), ports.begin() + 3);
+  struct Case {
+    BootstrapOptions joiner;
+    std::string want;
+  };
+  auto other_list = options(1, three);
+  other_list.nodes[2].port = ports[3];
+  auto other_run = options(1, three);
+  other_run.run_id = "b";
+  std::vector<Case> cases = {
+      {options(1, ports), "was started with 4 nodes, node 0 with 3"},
+      {other_list, "has a different node list than node 0"},
+      {other_run, "has run id 'b', node 0 has 'a'"},
+  };
+  for (auto& c : cases) {
+    auto root = options(0, three);
+    root.run_id = "a";
+    if (c.joiner.run_id.empty()) c.joiner.run_id = "a";
+    auto nodes = connect_nodes({root, c.joiner});
+    for (uint32_t i = 0; i < 2; ++i) {
+      ASSERT_FALSE(nodes[i].b) << c.want;
+      EXPECT_NE(nodes[i].err.message.find(c.want), std::string::npos) << nodes[i].err.message;
+      EXPECT_NE(nodes[i].err.message.find("node 1 (connecting from 127.0.0.1:"), std::string::npos)
+          << nodes[i].err.message;
+    }
+  }
+}
+
+// --- liveness ---
+
+namespace {
+
+// Nodes 0..2 with `child` in a forked process and the other two here, all
+// monitoring; returns the two local ones (index = node id, child's empty).
+std::vector<Joined> monitored_trio(const std::vector<uint16_t>& ports, uint32_t child, Child& proc) {
+  proc.pid = spawn_monitored_node(options(child, ports));
+  std::vector<BootstrapOptions> opts;
+  for (uint32_t i = 0; i < 3; ++i)
+    if (i != child) opts.push_back(options(i, ports));
+  auto two = connect_nodes(opts);
+  std::vector<Joined> nodes(3);
+  for (uint32_t i = 0, k = 0; i < 3; ++i)
+    if (i != child) nodes[i] = std::move(two[k++]);
+  for (auto& j : nodes)
+    if (j.b) j.b->start_monitor();
+  on_all(3, [&](uint32_t i) {
+    if (!nodes[i].b) return;
+    auto r = nodes[i].b->barrier("monitoring");
+    EXPECT_TRUE(r.ok()) << r.error().message;
+  });
+  return nodes;
+}
+
+}  // namespace
+
+TEST(Bootstrap, KilledPeerIsDetectedOnEverySurvivor) {
+  auto ports = free_ports(3);
+  Child proc;
+  auto nodes = monitored_trio(ports, 2, proc);
+  ASSERT_TRUE(nodes[0].b && nodes[1].b);
+  // Heartbeats keep a live run alive well past peer_dead_ms.
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  ASSERT_FALSE(nodes[0].b->failed()) << nodes[0].b->failure();
+  ASSERT_FALSE(nodes[1].b->failed()) << nodes[1].b->failure();
+  const int64_t t0 = now_ms();
+  ::kill(proc.pid, SIGKILL);
+  EXPECT_TRUE(wait_for([&] { return nodes[0].b->failed() && nodes[1].b->failed(); }, 3000));
+  EXPECT_LT(now_ms() - t0, 600 + 100 + 1000);  // peer_dead_ms + heartbeat_ms, plus slack for a loaded machine
+  for (uint32_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(lost(nodes[i].b->failure(), "node 2 (" + addr(ports[2]) + ")", " while monitored"));
+    nodes[i].b->stop_monitor();
+  }
+  EXPECT_FALSE(nodes[1].b->barrier("after").ok());
+}
+
+TEST(Bootstrap, StoppedPeerIsDetectedBySilence) {
+  auto ports = free_ports(3);
+  Child proc;
+  auto nodes = monitored_trio(ports, 2, proc);
+  ASSERT_TRUE(nodes[0].b && nodes[1].b);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const int64_t t0 = now_ms();
+  ::kill(proc.pid, SIGSTOP);
+  EXPECT_TRUE(wait_for([&] { return nodes[0].b->failed() && nodes[1].b->failed(); }, 5000));
+  const int64_t took = now_ms() - t0;
+  EXPECT_GE(took, 600 - 2 * 100 - 50);  // silence, not something else
+  EXPECT_LT(took, 600 + 100 + 1000);
+  for (uint32_t i = 0; i < 2; ++i) {
+    const std::string f = nodes[i].b->failure();
+    EXPECT_NE(f.find("node 2 (" + addr(ports[2]) + ") has been silent"), std::string::npos) << f;
+  }
+}
+
+TEST(Bootstrap, KilledNodeZeroIsDetectedByTheOthers) {
+  auto ports = free_ports(3);
+  Child proc;
+  auto nodes = monitored_trio(ports, 0, proc);
+  ASSERT_TRUE(nodes[1].b && nodes[2].b);
+  ::kill(proc.pid, SIGKILL);
+  EXPECT_TRUE(wait_for([&] { return nodes[1].b->failed() && nodes[2].b->failed(); }, 2000));
+  for (uint32_t i = 1; i < 3; ++i)
+    EXPECT_TRUE(lost(nodes[i].b->failure(), "node 0 (" + addr(ports[0]) + ")", " while monitored"));
+}
+
+TEST(Bootstrap, StopMonitorThenExitIsNoFailure) {
+  auto ports = free_ports(3);
+  auto nodes = connect_all(ports);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  for (auto& j : nodes) j.b->start_monitor();
+  on_all(3, [&](uint32_t i) { EXPECT_TRUE(nodes[i].b->barrier("monitoring").ok()); });
+  nodes[2].b->stop_monitor();
+  nodes[2].b.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));  // > peer_dead_ms
+  EXPECT_FALSE(nodes[0].b->failed()) << nodes[0].b->failure();
+  EXPECT_FALSE(nodes[1].b->failed()) << nodes[1].b->failure();
+  // But a collective that needs it names it.
+  std::vector<std::string> err(2);
+  on_all(2, [&](uint32_t i) {
+    auto r = nodes[i].b->barrier("done");
+    if (!r.ok()) err[i] = r.error().message;
+  });
+  for (uint32_t i = 0; i < 2; ++i)
+    EXPECT_TRUE(lost(err[i], "node 2 (" + addr(ports[2]) + ")", " during barrier 'done'"));
+}
+
+TEST(Bootstrap, PeerGoneBeforeTheMonitorStartsIsAFailure) {
+  auto ports = free_ports(3);
+  auto nodes = connect_all(ports);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  nodes[2].b.reset();  // exits without stop_monitor(), e.g. on an error path
+  nodes[0].b->start_monitor();
+  nodes[1].b->start_monitor();
+  EXPECT_TRUE(wait_for([&] { return nodes[0].b->failed() && nodes[1].b->failed(); }, 2000));
+  EXPECT_TRUE(lost(nodes[1].b->failure(), "node 2 (" + addr(ports[2]) + ")"));
+}
