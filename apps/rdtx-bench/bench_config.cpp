@@ -1,5 +1,6 @@
 #include "rdtx-bench/bench_config.hpp"
 
+#include <cstdlib>
 #include <string>
 
 #include "cc/registry.hpp"
@@ -24,13 +25,32 @@ std::unique_ptr<txn::Workload> create_ycsb(const config::Config& cfg, uint32_t n
 
 // The cluster section: where the nodes run and how they are connected.
 void add_cluster_schema(config::Schema& s) {
-  // Only the embedded cluster exists; a multi-process mode will be a second
-  // value here, so that a preset names the mode it was written for.
-  s.add_enum("cluster.mode", "inproc", {"inproc"}, "where the nodes run: inproc = every node in this process");
+  s.add_enum("cluster.mode", "inproc", {"inproc", "process"},
+             "where the nodes run: inproc = every node in this process; process = one process per node "
+             "(rdtx-bench --node N, addresses in cluster.hosts)");
+  s.add_string("cluster.hosts", "",
+               "process mode: the nodes' bootstrap addresses, host:port for node 0, 1, ... separated by commas");
+  s.add_float("cluster.connect_timeout_s", 30.0, 0.1, 3'600,
+              "process mode: how long to wait for every node to join (and for each exchange: a third of it)");
   s.add_int("cluster.nodes", 2, 1, txn::kMaxNodes, "nodes (database partitions)");
   s.add_int("cluster.workers_per_node", 1, 1, txn::kMaxWorkersPerNode,
             "workers (threads with their own QPs and coroutines) per node");
   s.add_string("cluster.devargs", "shm", "RDMA device: driver[,key=value...], e.g. shm,latency_ns=2000");
+  s.add_check([](const config::Config& c) -> std::string {
+    const bool process = c.get_string("cluster.mode") == "process";
+    const std::string& hosts = c.get_string("cluster.hosts");
+    if (!process) return hosts.empty() ? "" : "cluster.hosts (" + c.origin("cluster.hosts") + ") needs cluster.mode = \"process\"";
+    auto parsed = parse_hosts(hosts);
+    if (!parsed.ok()) return "cluster.hosts = '" + hosts + "' (" + c.origin("cluster.hosts") + "): " + parsed.error().message;
+    if (parsed->size() != static_cast<size_t>(c.get_int("cluster.nodes")))
+      return "cluster.hosts (" + c.origin("cluster.hosts") + ") lists " + std::to_string(parsed->size()) +
+             " node(s), cluster.nodes = " + std::to_string(c.get_int("cluster.nodes"));
+    if (c.get_bool("run.single_thread")) return "run.single_thread does not apply to cluster.mode = \"process\"";
+    if (c.get_bool("history.record") && c.get_string("history.dir").empty())
+      return "history.record with cluster.mode = \"process\" needs history.dir (a directory every node writes and "
+             "node 0 reads)";
+    return "";
+  });
   s.add_check([](const config::Config& c) -> std::string {
     const std::string& devargs = c.get_string("cluster.devargs");
     const std::string driver = devargs.substr(0, devargs.find(','));
@@ -68,6 +88,29 @@ void add_history_schema(config::Schema& s) {
 }
 
 }  // namespace
+
+Result<std::vector<cluster::NodeAddress>> parse_hosts(const std::string& hosts) {
+  std::vector<cluster::NodeAddress> out;
+  if (hosts.empty()) return make_error(EINVAL, "empty: list host:port for every node");
+  size_t pos = 0;
+  while (pos <= hosts.size()) {
+    size_t end = hosts.find(',', pos);
+    if (end == std::string::npos) end = hosts.size();
+    std::string item = hosts.substr(pos, end - pos);
+    const size_t colon = item.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size())
+      return make_error(EINVAL, "node %zu: '%s' is not host:port", out.size(), item.c_str());
+    std::string host = item.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    char* rest = nullptr;
+    const unsigned long port = std::strtoul(item.c_str() + colon + 1, &rest, 10);
+    if (*rest != '\0' || port == 0 || port > 65535)
+      return make_error(EINVAL, "node %zu: port '%s' is not 1..65535", out.size(), item.c_str() + colon + 1);
+    out.push_back({static_cast<uint32_t>(out.size()), host, static_cast<uint16_t>(port)});
+    pos = end + 1;
+  }
+  return out;
+}
 
 const std::vector<WorkloadDef>& workloads() {
   static const std::vector<WorkloadDef> all = {

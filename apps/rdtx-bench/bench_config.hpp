@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/result.hpp"
+#include "cluster/bootstrap.hpp"
 #include "config/config.hpp"
 #include "txn/runner.hpp"
 #include "txn/workload.hpp"
@@ -24,6 +25,9 @@ struct WorkloadDef {
   std::unique_ptr<txn::Workload> (*create)(const config::Config& cfg, uint32_t nodes);
 };
 const std::vector<WorkloadDef>& workloads();
+
+// cluster.hosts: "host:port,host:port,..." (node 0 first; [v6]:port allowed).
+Result<std::vector<cluster::NodeAddress>> parse_hosts(const std::string& hosts);
 
 // Every key rdtx-bench accepts, with the cross-key checks of each component.
 config::Schema make_schema();

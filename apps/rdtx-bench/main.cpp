@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cc/registry.hpp"
+#include "cluster/bootstrap.hpp"
 #include "env/eal.hpp"
 #include "rdma/driver.hpp"
 #include "rdtx-bench/bench_config.hpp"
@@ -27,7 +28,8 @@ namespace {
 constexpr const char* kUsage = R"(usage: rdtx-bench [EAL options] -- [options]
 
 Runs a transaction workload on an embedded cluster in this process (every
-node on the shm software RNIC by default) with the protocol and per-stage
+node on the shm software RNIC by default), or one node of a multi-process
+cluster (cluster.mode = "process", --node N; doc/deployment.md), with the protocol and per-stage
 primitives the configuration names, then prints throughput, aborts by
 reason, latency percentiles, round trips per committed transaction, commits
 per transaction type, location cache and lcore use, and the run's checks
@@ -48,6 +50,8 @@ Options:
                        first if the file is new or empty; for sweeps)
   --no-progress        no progress line (same as --set run.progress_s=0);
                        the line goes to stderr every run.progress_s seconds
+  --node N             cluster.mode = "process": run node N of cluster.hosts in
+                       this process (start one process per node, same config)
   --history DIR        record the history, write it to DIR (one file per
                        worker, for rdtx-check) and check it after the run;
                        same as --set history.record=true --set history.dir=DIR
@@ -83,6 +87,7 @@ struct Args {
   std::vector<std::string> overrides;  // --set and the shortcuts, in order
   std::string json_path;
   std::string csv_path;
+  int node = -1;  // --node
   bool print_config = false;
   bool quiet = false;
   bool keys = false;
@@ -97,7 +102,7 @@ bool wants_help(const std::vector<std::string>& app) {
 
 Args parse_args(std::vector<std::string> args) {
   Args a;
-  enum { kConfig = 1, kSet, kDuration, kWarmup, kSeed, kJson, kCsv, kNoProgress, kHistory, kPrintConfig, kKeys, kList };
+  enum { kConfig = 1, kSet, kDuration, kWarmup, kSeed, kJson, kCsv, kNoProgress, kHistory, kNode, kPrintConfig, kKeys, kList };
   static const option opts[] = {
       {"config", required_argument, nullptr, kConfig},
       {"set", required_argument, nullptr, kSet},
@@ -107,6 +112,7 @@ Args parse_args(std::vector<std::string> args) {
       {"json", required_argument, nullptr, kJson},
       {"history", required_argument, nullptr, kHistory},
       {"csv", required_argument, nullptr, kCsv},
+      {"node", required_argument, nullptr, kNode},
       {"no-progress", no_argument, nullptr, kNoProgress},
       {"print-config", no_argument, nullptr, kPrintConfig},
       {"quiet", no_argument, nullptr, 'q'},
@@ -148,6 +154,14 @@ Args parse_args(std::vector<std::string> args) {
         if (v.empty()) usage_error("--csv needs a file name");
         a.csv_path = v;
         break;
+      case kNode: {
+        char* end = nullptr;
+        const long n = std::strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end != '\0' || n < 0 || n >= static_cast<long>(txn::kMaxNodes))
+          usage_error("--node needs a node id 0.." + std::to_string(txn::kMaxNodes - 1) + ", not '" + v + "'");
+        a.node = static_cast<int>(n);
+        break;
+      }
       case kNoProgress:
         a.overrides.push_back("run.progress_s=0");
         break;
@@ -223,6 +237,28 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
     std::fprintf(stderr, "rdtx-bench: %s\n", caps.error().message.c_str());
     return 2;
   }
+  // One process per node: join the others, agree on the configuration.
+  std::unique_ptr<cluster::Bootstrap> boot;
+  if (cfg.get_string("cluster.mode") == "process") {
+    cluster::BootstrapOptions bo;
+    bo.self = static_cast<uint32_t>(args.node);
+    bo.nodes = *parse_hosts(cfg.get_string("cluster.hosts"));  // checked with the configuration
+    bo.connect_timeout_ms = static_cast<uint64_t>(cfg.get_float("cluster.connect_timeout_s") * 1000);
+    bo.op_timeout_ms = std::max<uint64_t>(bo.connect_timeout_ms / 3, 1000);
+    std::fprintf(stderr, "rdtx-bench: node %d of %zu, waiting for the others at %s\n", args.node, bo.nodes.size(),
+                 cfg.get_string("cluster.hosts").c_str());
+    auto b = cluster::Bootstrap::connect(bo);
+    if (!b.ok()) {
+      std::fprintf(stderr, "rdtx-bench: %s\n", b.error().message.c_str());
+      return 1;
+    }
+    boot = std::move(*b);
+    if (auto r = boot->agree(cfg.flat()); !r.ok()) {
+      std::fprintf(stderr, "rdtx-bench: %s\n", r.error().message.c_str());
+      return 2;
+    }
+    plan.run.bootstrap = boot.get();
+  }
   std::printf("rdtx-bench %s\n", RDTX_GIT_REVISION);
   if (!args.quiet) std::printf("# resolved configuration\n%s\n", cfg.to_toml().c_str());
   print_header(stdout, cfg, plan.run, *caps);
@@ -240,7 +276,7 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
   rep.device = *caps;
   rep.type_names = plan.workload->type_names();
   rep.interrupted = runtime::shutdown_requested();
-  HistoryResult hist = handle_history(cfg, *result);
+  HistoryResult hist = handle_history(cfg, *result, boot.get());
   rep.history = &hist;
   rep.checks = run_checks(*result, rep.interrupted, &hist);
   print_report(stdout, rep);
@@ -289,6 +325,12 @@ int main(int argc, char** argv) {
     std::fputs(cfg->to_toml().c_str(), stdout);
     return 0;
   }
+  const bool process = cfg->get_string("cluster.mode") == "process";
+  if (process && args.node < 0) usage_error("cluster.mode = \"process\" needs --node N (this process's node)");
+  if (!process && args.node >= 0) usage_error("--node needs cluster.mode = \"process\"");
+  if (process && args.node >= cfg->get_int("cluster.nodes"))
+    usage_error("--node " + std::to_string(args.node) + " is not below cluster.nodes = " +
+                std::to_string(cfg->get_int("cluster.nodes")));
   auto plan = plan_from(*cfg);
   if (!plan.ok()) {
     std::fprintf(stderr, "rdtx-bench: %s\n", plan.error().message.c_str());

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "env/eal.hpp"
+#include "history/reader.hpp"
 #include "env/tsc.hpp"
 #include "txn/types.hpp"
 #include "version.h"
@@ -116,7 +117,7 @@ bool Report::passed() const {
   return true;
 }
 
-HistoryResult handle_history(const config::Config& cfg, const txn::RunResult& r) {
+HistoryResult handle_history(const config::Config& cfg, const txn::RunResult& r, cluster::Bootstrap* boot) {
   HistoryResult h;
   h.recorded = !r.histories.empty();
   if (!h.recorded) return h;
@@ -143,8 +144,19 @@ HistoryResult handle_history(const config::Config& cfg, const txn::RunResult& r)
     }
     h.dir = dir;
   }
+  if (boot != nullptr) {
+    // Every node's files are in the directory once all have passed here.
+    if (auto b = boot->barrier("history written"); !b.ok()) {
+      h.error = b.error().message;
+      return h;
+    }
+    if (boot->self() != 0 || !cfg.get_bool("history.check")) return h;
+  }
   if (!cfg.get_bool("history.check")) return h;
-  auto merged = txn::merged_history(r);
+  Result<history::History> merged = boot == nullptr ? txn::merged_history(r) : history::load_history({dir});
+  if (merged.ok() && boot != nullptr) {
+    if (auto complete = merged->check_complete(); !complete.ok()) merged = complete.error();
+  }
   if (!merged.ok()) {
     h.error = merged.error().message;
     return h;
@@ -199,6 +211,9 @@ void print_report(std::FILE* out, const Report& rep) {
   const txn::RunResult& r = *rep.result;
   const txn::WorkerStats& t = r.total;
   const double secs = rep.seconds();
+  if (!r.aggregate)
+    std::fprintf(out, "node %u: the figures are this node's workers; node 0 reports the cluster (checks: the cluster's)\n",
+                 r.node);
   if (rep.interrupted && secs > 0) std::fprintf(out, "interrupted: the figures cover %.2f s\n", secs);
   if (rep.interrupted && secs == 0) std::fprintf(out, "interrupted during the warm-up: nothing was measured\n");
   std::fprintf(out, "committed     %14s txn/s  (%s in %.2f s)\n",
@@ -390,6 +405,8 @@ std::string report_json(const Report& rep) {
                              {"bw_gbps", rep.device.bw_gbps},
                              {"atomics_coherent_with_cpu", rep.device.atomics_coherent_with_cpu}}},
       {"interrupted", rep.interrupted},
+      {"node", static_cast<int64_t>(r.node)},
+      {"aggregate", r.aggregate},
       {"seconds", rep.seconds()},
       {"committed", i64(t.commits)},
       {"attempted", i64(t.attempts)},

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/bootstrap.hpp"
 #include "config/config.hpp"
 #include "history/checker.hpp"
 #include "rdma/rdma.hpp"
@@ -39,7 +40,9 @@ struct HistoryResult {
 };
 
 // Writes the files (history.dir) and checks the history (history.check).
-HistoryResult handle_history(const config::Config& cfg, const txn::RunResult& r);
+// Multi-process (`boot`): every node writes its files to history.dir, then
+// node 0 loads all of them and checks.
+HistoryResult handle_history(const config::Config& cfg, const txn::RunResult& r, cluster::Bootstrap* boot = nullptr);
 
 // Everything the report says about one run.
 struct Report {

@@ -4,36 +4,45 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 
 #include "env/eal.hpp"
 #include "env/tsc.hpp"
 
 namespace rdtx::cluster {
 
-Result<std::unique_ptr<Cluster>> Cluster::create_embedded(const ClusterConfig& cfg) {
+namespace {
+
+// What a peer process needs to reach one worker: its RPC endpoint and the
+// RC QP it keeps to each node.
+struct WireAddresses {
+  rdma::QpAddress endpoint;
+  rdma::QpAddress qp_to[1];  // [nodes]
+};
+size_t wire_bytes(uint32_t nodes) { return sizeof(rdma::QpAddress) * (1 + nodes); }
+
+}  // namespace
+
+Result<void> Cluster::build_local(const ClusterConfig& cfg, uint32_t first, uint32_t count) {
   if (cfg.nodes == 0 || cfg.workers_per_node == 0)
     return make_error(EINVAL, "cluster: nodes (%u) and workers_per_node (%u) must be at least 1", cfg.nodes,
                       cfg.workers_per_node);
-  std::unique_ptr<Cluster> c(new Cluster());
-  c->cfg_ = cfg;
-  // A fabric name unique to this process and cluster, so that several
-  // clusters (tests) never collide.
-  static std::atomic<unsigned> seq{0};
-  std::string fabric = cfg.fabric.empty()
-                           ? "rdtx-" + std::to_string(getpid()) + "-" + std::to_string(seq.fetch_add(1))
-                           : cfg.fabric;
-  for (uint32_t n = 0; n < cfg.nodes; ++n) {
-    auto dev = rdma::open_device(cfg.devargs, {n, fabric});
+  cfg_ = cfg;
+  first_node_ = first;
+  nodes_.resize(cfg.nodes);
+  for (uint32_t n = 0; n < cfg.nodes; ++n) nodes_[n].id = n;
+  for (uint32_t n = first; n < first + count; ++n) {
+    auto dev = rdma::open_device(cfg.devargs, {n, cfg_.fabric});
     if (!dev.ok()) return dev.error();
-    c->nodes_.push_back(Node{n, std::move(*dev)});
+    nodes_[n].device = std::move(*dev);
   }
   const uint32_t total = cfg.nodes * cfg.workers_per_node;
-  for (uint32_t id = 0; id < total; ++id) {
+  for (uint32_t id = first * cfg.workers_per_node; id < (first + count) * cfg.workers_per_node; ++id) {
     auto w = std::make_unique<WorkerContext>();
     w->node = id / cfg.workers_per_node;
     w->index = id % cfg.workers_per_node;
     w->id = id;
-    rdma::Device& dev = *c->nodes_[w->node].device;
+    rdma::Device& dev = *nodes_[w->node].device;
     w->worker = std::make_unique<runtime::Worker>("n" + std::to_string(w->node) + ".w" + std::to_string(w->index));
     auto cq = dev.create_cq(cfg.max_outstanding * cfg.nodes + 16);
     if (!cq.ok()) return cq.error();
@@ -62,8 +71,19 @@ Result<std::unique_ptr<Cluster>> Cluster::create_embedded(const ClusterConfig& c
     rpc::Endpoint* endpoint = w->rpc.get();
     w->worker->add_poller([poller] { return (*poller)(); });
     w->worker->add_poller([endpoint] { return endpoint->poll(); });
-    c->workers_.push_back(std::move(w));
+    workers_.push_back(std::move(w));
   }
+  return {};
+}
+
+Result<std::unique_ptr<Cluster>> Cluster::create_embedded(const ClusterConfig& cfg) {
+  std::unique_ptr<Cluster> c(new Cluster());
+  // A fabric name unique to this process and cluster, so that several
+  // clusters (tests) never collide.
+  static std::atomic<unsigned> seq{0};
+  ClusterConfig cc = cfg;
+  if (cc.fabric.empty()) cc.fabric = "rdtx-" + std::to_string(getpid()) + "-" + std::to_string(seq.fetch_add(1));
+  RDTX_TRY(c->build_local(cc, 0, cfg.nodes));
   // Pair worker i of node a with worker i of node b (a == b: loopback).
   for (auto& w : c->workers_) {
     for (uint32_t n = 0; n < cfg.nodes; ++n) {
@@ -72,6 +92,51 @@ Result<std::unique_ptr<Cluster>> Cluster::create_embedded(const ClusterConfig& c
       RDTX_TRY(w->qps[n]->connect(w->peer_qps.back()));
     }
     for (auto& p : c->workers_) RDTX_TRY(w->rpc->connect(p->id, p->rpc->address()));
+  }
+  return c;
+}
+
+Result<std::unique_ptr<Cluster>> Cluster::create_node(const ClusterConfig& cfg, uint32_t self,
+                                                      const AllGather& all_gather) {
+  if (self >= cfg.nodes) return make_error(EINVAL, "cluster: node %u is not below cluster.nodes = %u", self, cfg.nodes);
+  if (cfg.fabric.empty()) return make_error(EINVAL, "cluster: a multi-process cluster needs a fabric name");
+  std::unique_ptr<Cluster> c(new Cluster());
+  RDTX_TRY(c->build_local(cfg, self, 1));
+  // Every node's worker addresses, then the pairing as in one process.
+  const size_t per_worker = wire_bytes(cfg.nodes);
+  std::vector<std::byte> mine(per_worker * cfg.workers_per_node);
+  for (auto& w : c->workers_) {
+    std::byte* p = mine.data() + w->index * per_worker;
+    rdma::QpAddress a = w->rpc->address();
+    std::memcpy(p, &a, sizeof a);
+    for (uint32_t n = 0; n < cfg.nodes; ++n) {
+      a = w->qps[n]->address();
+      std::memcpy(p + sizeof a * (1 + n), &a, sizeof a);
+    }
+  }
+  auto all = all_gather(mine, "qp addresses");
+  if (!all.ok()) return all.error();
+  if (all->size() != cfg.nodes) return make_error(EPROTO, "cluster: addresses of %zu nodes, expected %u", all->size(), cfg.nodes);
+  for (uint32_t n = 0; n < cfg.nodes; ++n)
+    if ((*all)[n].size() != mine.size())
+      return make_error(EPROTO, "cluster: node %u sent %zu bytes of QP addresses, expected %zu (cluster.nodes or "
+                        "cluster.workers_per_node differ?)", n, (*all)[n].size(), mine.size());
+  auto addr_of = [&](uint32_t node, uint32_t worker, int slot) {
+    rdma::QpAddress a;
+    std::memcpy(&a, (*all)[node].data() + worker * per_worker + sizeof a * slot, sizeof a);
+    return a;
+  };
+  for (auto& w : c->workers_) {
+    for (uint32_t n = 0; n < cfg.nodes; ++n) {
+      w->peer_qps.push_back(addr_of(n, w->index, 1 + static_cast<int>(self)));
+      auto r = w->qps[n]->connect(w->peer_qps.back());
+      if (!r.ok())
+        return make_error(r.error().code, "cluster: worker %u cannot connect its QP to node %u: %s", w->index, n,
+                          r.error().message.c_str());
+    }
+    for (uint32_t n = 0; n < cfg.nodes; ++n)
+      for (uint32_t j = 0; j < cfg.workers_per_node; ++j)
+        RDTX_TRY(w->rpc->connect(n * cfg.workers_per_node + j, addr_of(n, j, 0)));
   }
   return c;
 }

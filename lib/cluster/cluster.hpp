@@ -8,8 +8,10 @@
 // one-sided READ destinations. Worker i of node a is paired with worker i of
 // node b: their RC QPs connect to each other, as RCC and DrTM+H pair threads.
 //
-// This is the embedded (in-process) cluster, `cluster.mode = "inproc"`:
-// every node lives in this process, on one fabric. Running places workers on
+// The embedded (in-process) cluster, `cluster.mode = "inproc"`: every node
+// lives in this process, on one fabric. In a multi-process cluster
+// (create_node) this process holds one node; the others are reached
+// through the fabric, with addresses exchanged over the bootstrap channel. Running places workers on
 // the EAL lcores round-robin; several workers share an lcore when there are
 // more workers than lcores, so a many-node cluster runs on 1-2 cores.
 //
@@ -18,7 +20,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -65,19 +70,39 @@ struct WorkerContext {
   Result<void> reconnect(uint32_t n) { return qps[n]->connect(peer_qps[n]); }
 };
 
+// Every node's blob, indexed by node id (Bootstrap::all_gather).
+using AllGather =
+    std::function<Result<std::vector<std::vector<std::byte>>>(std::span<const std::byte> mine, std::string_view what)>;
+
 class Cluster {
  public:
   static Result<std::unique_ptr<Cluster>> create_embedded(const ClusterConfig& cfg);
+  // One node of a multi-process cluster (`cluster.mode = "process"`): this
+  // process hosts node `self` and its workers; `all_gather` exchanges the
+  // QP and endpoint addresses with the other nodes' processes, which must
+  // call it with the same configuration. cfg.fabric must name the run (the
+  // same in every process).
+  static Result<std::unique_ptr<Cluster>> create_node(const ClusterConfig& cfg, uint32_t self,
+                                                      const AllGather& all_gather);
   ~Cluster();
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
 
   const ClusterConfig& config() const { return cfg_; }
+  // Nodes of the cluster (all processes).
   uint32_t nodes() const { return static_cast<uint32_t>(nodes_.size()); }
+  // Whether node n lives in this process (has a device here).
+  bool is_local(uint32_t n) const { return n < nodes_.size() && nodes_[n].device != nullptr; }
+  // The first node in this process (0 embedded; the process's node otherwise).
+  uint32_t first_local_node() const { return first_node_; }
+  // Workers in this process, by local index (node-major).
   uint32_t workers() const { return static_cast<uint32_t>(workers_.size()); }
   Node& node(uint32_t n) { return nodes_[n]; }
-  WorkerContext& worker(uint32_t id) { return *workers_[id]; }
-  WorkerContext& worker(uint32_t node, uint32_t index) { return *workers_[node * cfg_.workers_per_node + index]; }
+  WorkerContext& worker(uint32_t i) { return *workers_[i]; }
+  // Worker `index` of local node `node`.
+  WorkerContext& worker(uint32_t node, uint32_t index) {
+    return *workers_[(node - first_node_) * cfg_.workers_per_node + index];
+  }
 
   struct RunStats {
     runtime::StopReason reason = runtime::StopReason::kDeadline;
@@ -92,7 +117,10 @@ class Cluster {
 
  private:
   Cluster() = default;
+  // Devices, workers, QPs and endpoints of nodes [first, first + count).
+  Result<void> build_local(const ClusterConfig& cfg, uint32_t first, uint32_t count);
   ClusterConfig cfg_;
+  uint32_t first_node_ = 0;
   std::vector<Node> nodes_;
   std::vector<std::unique_ptr<WorkerContext>> workers_;
 };

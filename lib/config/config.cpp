@@ -428,6 +428,12 @@ std::string Config::to_toml() const {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> Config::flat() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, entry] : values_) out.emplace_back(key, detail::toml_literal(entry.value));
+  return out;
+}
+
 std::string Config::to_json() const {
   std::string out = "{";
   std::vector<std::string_view> open;  // components of the innermost open object

@@ -143,6 +143,9 @@ class Config {
   // "inf", "-inf" and "nan".
   std::string to_toml() const;
   std::string to_json() const;
+  // Every key with its value as a TOML literal, sorted by key: what the
+  // processes of a multi-process run compare to agree on one configuration.
+  std::vector<std::pair<std::string, std::string>> flat() const;
 
  private:
   struct Entry {

@@ -1,6 +1,8 @@
 #include "txn/database.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <span>
 
 namespace rdtx::txn {
 
@@ -15,7 +17,11 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
   db->defs_.resize(max_id + 1);
   db->layouts_.resize(max_id + 1);
   db->descs_.resize(max_id + 1);
-  for (uint32_t n = 0; n < c.nodes(); ++n) db->stores_.push_back(std::make_unique<store::Store>(*c.node(n).device, n));
+  // Stores of the nodes in this process; the others' are reached through
+  // their descriptors (exchange_descriptors()).
+  db->stores_.resize(c.nodes());
+  for (uint32_t n = 0; n < c.nodes(); ++n)
+    if (c.is_local(n)) db->stores_[n] = std::make_unique<store::Store>(*c.node(n).device, n);
   for (const auto& t : tables) {
     if (!db->defs_[t.id].name.empty())
       return make_error(EEXIST, "table id %u is used by both '%s' and '%s'", t.id, db->defs_[t.id].name.c_str(),
@@ -31,17 +37,58 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
     spec.record_bytes = t.record_bytes;
     spec.capacity = t.capacity_per_node;
     spec.partitioner = t.partitioner;
+    db->descs_[t.id].resize(c.nodes());
+    db->layouts_[t.id] = store::TupleLayout{meta, t.record_bytes};
     for (uint32_t n = 0; n < c.nodes(); ++n) {
+      if (!db->stores_[n]) continue;
       auto tab = db->stores_[n]->create_table(spec);
       if (!tab.ok()) return tab.error();
       store::TableDescriptor d = (*tab)->descriptor();
       RDTX_TRY(store::validate(d));
-      db->descs_[t.id].push_back(d);
+      db->descs_[t.id][n] = d;
       db->layouts_[t.id] = (*tab)->layout();
     }
     db->max_tuple_bytes_ = std::max(db->max_tuple_bytes_, db->layouts_[t.id].tuple_bytes());
   }
   return db;
+}
+
+Result<void> Database::exchange_descriptors(const cluster::AllGather& all_gather) {
+  // Mine: the descriptor of every table of every local node.
+  std::vector<store::TableDescriptor> mine;
+  for (uint32_t n = 0; n < nodes(); ++n)
+    if (stores_[n])
+      for (TableId t = 0; t < tables(); ++t)
+        if (has_table(t)) mine.push_back(descs_[t][n]);
+  auto all = all_gather(std::as_bytes(std::span(mine)), "table descriptors");
+  if (!all.ok()) return all.error();
+  for (uint32_t from = 0; from < all->size(); ++from) {
+    const auto& blob = (*all)[from];
+    if (blob.size() % sizeof(store::TableDescriptor) != 0)
+      return make_error(EPROTO, "node %u sent %zu bytes of table descriptors, not a whole number", from, blob.size());
+    for (size_t off = 0; off < blob.size(); off += sizeof(store::TableDescriptor)) {
+      store::TableDescriptor d;
+      std::memcpy(&d, blob.data() + off, sizeof d);
+      if (d.node_id >= nodes() || !has_table(d.table_id))
+        return make_error(EPROTO, "node %u sent a descriptor of table %u on node %u: no such table or node", from,
+                          d.table_id, d.node_id);
+      if (auto v = store::validate(d); !v.ok())
+        return make_error(EPROTO, "node %u sent a bad descriptor of table '%s': %s", from, defs_[d.table_id].name.c_str(),
+                          v.error().message.c_str());
+      const store::TupleLayout& l = layouts_[d.table_id];
+      if (d.meta_bytes != l.meta_bytes || d.record_bytes != l.record_bytes)
+        return make_error(EPROTO, "node %u has table '%s' with %u+%u bytes per tuple, this node %u+%u (different "
+                          "protocol or history.record?)", from, defs_[d.table_id].name.c_str(), d.meta_bytes,
+                          d.record_bytes, l.meta_bytes, l.record_bytes);
+      if (!stores_[d.node_id]) descs_[d.table_id][d.node_id] = d;
+    }
+  }
+  for (TableId t = 0; t < tables(); ++t)
+    if (has_table(t))
+      for (uint32_t n = 0; n < nodes(); ++n)
+        if (descs_[t][n].capacity == 0)
+          return make_error(EPROTO, "no descriptor of table '%s' on node %u arrived", defs_[t].name.c_str(), n);
+  return {};
 }
 
 }  // namespace rdtx::txn

@@ -40,7 +40,13 @@ class Database {
   static Result<std::unique_ptr<Database>> create(cluster::Cluster& c, const std::vector<TableDef>& tables,
                                                   uint32_t protocol_meta, bool record_history);
 
+  // Multi-process: the descriptors of the other processes' partitions, in
+  // exchange for this process's (every process calls it once after create()).
+  Result<void> exchange_descriptors(const cluster::AllGather& all_gather);
+
   uint32_t nodes() const { return static_cast<uint32_t>(stores_.size()); }
+  // Whether node n's partition is in this process (store(n) is valid).
+  bool is_local(uint32_t n) const { return stores_[n] != nullptr; }
   store::Store& store(uint32_t node) { return *stores_[node]; }
   const store::Store& store(uint32_t node) const { return *stores_[node]; }
   // The table's partition on `node` as a peer reaches it.

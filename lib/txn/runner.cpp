@@ -1,6 +1,13 @@
 #include "txn/runner.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
+#include <cstring>
+#include <functional>
+#include <span>
+#include <type_traits>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -18,7 +25,7 @@ uint64_t count_locked(Database& db) {
   uint64_t n = 0;
   for (uint32_t node = 0; node < db.nodes(); ++node)
     for (TableId t = 0; t < db.tables(); ++t) {
-      if (!db.has_table(t)) continue;
+      if (!db.has_table(t) || !db.is_local(node)) continue;
       store::Table* tab = db.store(node).table(t);
       for (uint32_t i = 0; i < tab->capacity(); ++i) {
         const std::byte* tuple = tab->tuple(i);
@@ -29,6 +36,16 @@ uint64_t count_locked(Database& db) {
       }
     }
   return n;
+}
+
+Result<void> Workload::check(Database& db, int64_t committed_delta) const {
+  int64_t sum = 0;
+  for (uint32_t n = 0; n < db.nodes(); ++n) {
+    auto part = check_node(db, n);
+    if (!part.ok()) return part.error();
+    sum += *part;
+  }
+  return check_total(sum, db.nodes(), committed_delta);
 }
 
 Result<history::History> merged_history(const RunResult& r) {
@@ -170,6 +187,194 @@ std::vector<env::TelemetryCommand> register_telemetry(const std::vector<std::uni
   return cmds;
 }
 
+// Byte encoding of what node 0 gathers from the others (the same build runs
+// every node, so plain copies of trivially copyable values will do; every
+// length is checked when decoding).
+static_assert(std::is_trivially_copyable_v<stats::Histogram> && std::is_trivially_copyable_v<stats::VerbCounts>);
+class Writer {
+ public:
+  template <typename T>
+  void put(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const auto* p = reinterpret_cast<const std::byte*>(&v);
+    out.insert(out.end(), p, p + sizeof v);
+  }
+  template <typename T>
+  void put_vector(const std::vector<T>& v) {
+    put<uint64_t>(v.size());
+    for (const T& x : v) put(x);
+  }
+  std::vector<std::byte> out;
+};
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> in) : in_(in) {}
+  template <typename T>
+  bool get(T* v) {
+    if (in_.size() - off_ < sizeof(T)) return false;
+    std::memcpy(static_cast<void*>(v), in_.data() + off_, sizeof(T));
+    off_ += sizeof(T);
+    return true;
+  }
+  template <typename T>
+  bool get_vector(std::vector<T>* v) {
+    uint64_t n;
+    if (!get(&n) || n > (in_.size() - off_) / sizeof(T)) return false;
+    v->resize(n);
+    for (T& x : *v)
+      if (!get(&x)) return false;
+    return true;
+  }
+  bool done() const { return off_ == in_.size(); }
+
+ private:
+  std::span<const std::byte> in_;
+  size_t off_ = 0;
+};
+
+void put_stats(Writer& w, const WorkerStats& s) {
+  w.put(s.commits);
+  w.put(s.attempts);
+  w.put(s.aborts);
+  w.put_vector(s.commits_by_type);
+  w.put_vector(s.latency_by_type);
+  w.put(s.latency_tsc);
+  w.put(s.round_trips);
+  w.put(s.committed_delta);
+  w.put(s.commit_errors);
+  w.put(s.phase_tsc);
+  w.put(s.phase_sum_tsc);
+  w.put(s.sampled_commits);
+  w.put(s.sampled_aborts);
+  w.put(s.net_committed);
+  w.put(s.net_all);
+}
+bool get_stats(Reader& r, WorkerStats* s) {
+  return r.get(&s->commits) && r.get(&s->attempts) && r.get(&s->aborts) && r.get_vector(&s->commits_by_type) &&
+         r.get_vector(&s->latency_by_type) && r.get(&s->latency_tsc) && r.get(&s->round_trips) &&
+         r.get(&s->committed_delta) && r.get(&s->commit_errors) && r.get(&s->phase_tsc) &&
+         r.get(&s->phase_sum_tsc) && r.get(&s->sampled_commits) && r.get(&s->sampled_aborts) &&
+         r.get(&s->net_committed) && r.get(&s->net_all);
+}
+
+// Multi-process: while the run goes on, a peer that stops answering (the
+// bootstrap monitor) stops this node's run too.
+class PeerWatch {
+ public:
+  explicit PeerWatch(cluster::Bootstrap* b) : b_(b) {
+    if (b_ == nullptr) return;
+    thread_ = std::thread([this] {
+      std::unique_lock lk(mu_);
+      while (!cv_.wait_for(lk, std::chrono::milliseconds(20), [this] { return stop_; }))
+        if (b_->failed()) runtime::request_shutdown();
+    });
+  }
+  ~PeerWatch() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  cluster::Bootstrap* b_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+};
+
+// Runs `op` (a bootstrap collective) on a thread of its own while this
+// thread keeps polling the cluster's workers, so that peers still finishing
+// get their RPCs answered and their one-sided completions delivered.
+Result<void> while_polling(cluster::Cluster& c, const std::function<Result<void>()>& op) {
+  std::atomic<bool> done{false};
+  Result<void> r;
+  std::thread t([&] {
+    r = op();
+    done.store(true, std::memory_order_release);
+  });
+  while (!done.load(std::memory_order_acquire)) c.poll_all();
+  t.join();
+  return r;
+}
+
+// Multi-process, after the run: every node learns the cluster's checks
+// (each node's share of the invariant sum, committed deltas and locks left:
+// all_gather), and node 0 gathers every worker's figures into its result.
+Result<void> exchange_results(cluster::Bootstrap& boot, cluster::Cluster& c, Database& db, const Workload& wl,
+                              RunResult& res) {
+  const uint32_t self = boot.self();
+  auto part = wl.check_node(db, self);
+  Writer cw;
+  cw.put<int64_t>(part.ok() ? *part : 0);
+  cw.put<int64_t>(res.total.committed_delta);
+  cw.put<uint64_t>(res.locks_left);
+  std::string err = part.ok() ? "" : part.error().message;
+  std::vector<char> err_bytes(err.begin(), err.end());
+  cw.put_vector(err_bytes);
+  auto checks = boot.all_gather(cw.out, "checks");
+  if (!checks.ok()) return checks.error();
+  int64_t sum = 0, delta = 0;
+  uint64_t locks = 0;
+  std::string first_error;
+  for (uint32_t n = 0; n < checks->size(); ++n) {
+    Reader r((*checks)[n]);
+    int64_t s = 0, d = 0;
+    uint64_t l = 0;
+    std::vector<char> e;
+    if (!r.get(&s) || !r.get(&d) || !r.get(&l) || !r.get_vector(&e) || !r.done())
+      return make_error(EPROTO, "node %u sent malformed checks", n);
+    sum += s;
+    delta += d;
+    locks += l;
+    if (!e.empty() && first_error.empty()) first_error = "node " + std::to_string(n) + ": " + std::string(e.begin(), e.end());
+  }
+  res.locks_left = locks;
+  res.invariants = first_error.empty() ? wl.check_total(sum, c.nodes(), delta)
+                                       : Result<void>(make_error(EIO, "%s", first_error.c_str()));
+  // Figures: node 0 gathers the others'.
+  Writer w;
+  w.put<uint64_t>(res.per_worker.size());
+  for (const WorkerStats& s : res.per_worker) put_stats(w, s);
+  w.put(res.rpc_malformed);
+  w.put(res.rpc_timeouts);
+  w.put(res.cache);
+  auto all = boot.gather(w.out, "results");
+  if (!all.ok()) return all.error();
+  res.aggregate = self == 0;
+  if (self != 0) return {};
+  res.per_worker.clear();
+  res.total = WorkerStats{};
+  res.rpc_malformed = res.rpc_timeouts = 0;
+  res.cache = {};
+  for (uint32_t n = 0; n < all->size(); ++n) {
+    Reader r((*all)[n]);
+    uint64_t workers = 0;
+    if (!r.get(&workers) || workers > 4096) return make_error(EPROTO, "node %u sent malformed results", n);
+    for (uint64_t k = 0; k < workers; ++k) {
+      WorkerStats s;
+      if (!get_stats(r, &s)) return make_error(EPROTO, "node %u sent malformed results (worker %llu)", n,
+                                               static_cast<unsigned long long>(k));
+      res.total.merge(s);
+      res.per_worker.push_back(std::move(s));
+    }
+    uint64_t malformed = 0, timeouts = 0;
+    store::LocationCacheStats cache;
+    if (!r.get(&malformed) || !r.get(&timeouts) || !r.get(&cache) || !r.done())
+      return make_error(EPROTO, "node %u sent malformed results", n);
+    res.rpc_malformed += malformed;
+    res.rpc_timeouts += timeouts;
+    res.cache.hits += cache.hits;
+    res.cache.misses += cache.misses;
+    res.cache.stale += cache.stale;
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<RunResult> run(const RunConfig& rc) {
@@ -192,15 +397,35 @@ Result<RunResult> run(const RunConfig& rc) {
   uint32_t slot = (std::max<uint32_t>(max_tuple + 8, store::kBucketBytes) + 63) & ~63u;
   cc.scratch_bytes = (static_cast<size_t>(slot) + 128) * Txn::kMaxAccesses * rc.options.coroutines;
   cc.max_outstanding = std::max<uint32_t>(cc.max_outstanding, 4 * Txn::kMaxAccesses * rc.options.coroutines);
-  auto cl = cluster::Cluster::create_embedded(cc);
+  cluster::Bootstrap* boot = rc.bootstrap;
+  cluster::AllGather all_gather = [boot](std::span<const std::byte> mine, std::string_view what) {
+    return boot->all_gather(mine, what);
+  };
+  uint64_t run_id = rc.run_id;
+  Result<std::unique_ptr<cluster::Cluster>> cl = make_error(EINVAL, "no cluster");
+  if (boot == nullptr) {
+    cl = cluster::Cluster::create_embedded(cc);
+  } else {
+    // Node 0 names the run: its id (histories) and its fabric (shm segments).
+    uint64_t mine = run_id != 0 ? run_id : (env::tsc() ^ (uint64_t{static_cast<uint32_t>(getpid())} << 32)) | 1;
+    auto ids = boot->all_gather(std::as_bytes(std::span(&mine, 1)), "run id");
+    if (!ids.ok()) return ids.error();
+    if ((*ids)[0].size() != 8) return make_error(EPROTO, "node 0 sent a run id of %zu bytes", (*ids)[0].size());
+    std::memcpy(&run_id, (*ids)[0].data(), 8);
+    char fabric[40];
+    std::snprintf(fabric, sizeof fabric, "rdtx-run-%016llx", static_cast<unsigned long long>(run_id));
+    cc.fabric = fabric;
+    cl = cluster::Cluster::create_node(cc, boot->self(), all_gather);
+  }
   if (!cl.ok()) return cl.error();
   cluster::Cluster& c = **cl;
+  const uint32_t local = c.first_local_node();
 
   // Lock words are CASed by the fetch/lock stage and released by the commit
   // stage. A NIC whose atomics are not atomic with respect to CPU atomics
   // (verbs: IBV_ATOMIC_HCA) must not see both touch one word: then both
   // stages must use the same side.
-  if (!c.node(0).device->caps().atomics_coherent_with_cpu) {
+  if (!c.node(local).device->caps().atomics_coherent_with_cpu) {
     const bool occ_like = rc.protocol->allowed[static_cast<int>(Stage::kLock)].size() > 0;
     const Stage acquire = occ_like ? Stage::kLock : Stage::kFetch;
     auto side = [](Primitive p) { return p == Primitive::kRpc ? 1 : 0; };
@@ -208,13 +433,15 @@ Result<RunResult> run(const RunConfig& rc) {
       return make_error(EINVAL,
                         "device %s: remote atomics are not coherent with CPU atomics, so txn.pipeline.%s (%s) and "
                         "txn.pipeline.commit (%s) must both be rpc or both one-sided",
-                        c.node(0).device->caps().name.c_str(), to_string(acquire),
+                        c.node(local).device->caps().name.c_str(), to_string(acquire),
                         to_string(rc.options.stage(acquire)), to_string(rc.options.stage(Stage::kCommit)));
   }
 
   auto db = Database::create(c, tables, rc.protocol->meta_bytes, rc.options.record_history);
   if (!db.ok()) return db.error();
-  for (uint32_t n = 0; n < c.nodes(); ++n) RDTX_TRY(rc.workload->load(**db, n));
+  if (boot != nullptr) RDTX_TRY((*db)->exchange_descriptors(all_gather));
+  for (uint32_t n = 0; n < c.nodes(); ++n)
+    if (c.is_local(n)) RDTX_TRY(rc.workload->load(**db, n));
 
   std::vector<std::unique_ptr<WorkerEngine>> engines;
   const uint64_t epoch = env::tsc();
@@ -224,10 +451,18 @@ Result<RunResult> run(const RunConfig& rc) {
     engines.back()->set_epoch(epoch);
   }
   history::RecorderOptions ho;
-  ho.run_id = rc.run_id != 0 ? rc.run_id : (epoch | 1);
+  ho.run_id = run_id != 0 ? run_id : (epoch | 1);
   ho.cluster_nodes = static_cast<uint16_t>(cc.nodes);
   ho.node_workers = static_cast<uint16_t>(cc.workers_per_node);
-  for (uint32_t id = 0; id < c.workers(); ++id) RDTX_TRY(engines[id]->start(rc.seed * 7919 + id, ho));
+  for (uint32_t id = 0; id < c.workers(); ++id)
+    RDTX_TRY(engines[id]->start(rc.seed * 7919 + c.worker(id).id, ho));
+  // Multi-process: every node loaded and listening before anyone sends;
+  // from then on a node that stops answering ends the run everywhere.
+  if (boot != nullptr) {
+    RDTX_TRY(boot->barrier("loaded"));
+    boot->start_monitor();
+  }
+  PeerWatch watch(boot);
 
   // Warm-up, then the measured window: the engines count from the moment
   // measuring is switched on, which a poller of each worker does itself.
@@ -272,6 +507,21 @@ Result<RunResult> run(const RunConfig& rc) {
     res.loops = rs->loops;
   }
   telemetry.clear();  // unbound before the engines go
+  if (boot != nullptr) {
+    if (boot->failed()) return make_error(EPIPE, "%s", boot->failure().c_str());
+    // Stop this node's coordinators; keep serving the others until every
+    // node's have stopped.
+    for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker->request_stop();
+    const uint64_t drain_end = env::tsc() + env::ns_to_tsc(5'000'000'000);
+    auto live = [&] {
+      size_t n = 0;
+      for (uint32_t id = 0; id < c.workers(); ++id) n += c.worker(id).worker->live_tasks();
+      return n;
+    };
+    while (live() > 0 && env::tsc() < drain_end && !boot->failed()) c.poll_all();
+    RDTX_TRY(while_polling(c, [boot] { return boot->barrier("drained"); }));
+    boot->stop_monitor();
+  }
   // Passive acknowledgements and releases still in flight land now.
   for (int i = 0; i < 1000; ++i) c.poll_all();
   // Interrupted during warm-up: nothing was measured.
@@ -291,7 +541,12 @@ Result<RunResult> run(const RunConfig& rc) {
     if (history::Recorder* h = e->recorder()) res.histories.push_back(std::move(*h));
   }
   res.locks_left = count_locked(**db);
-  res.invariants = rc.workload->check(**db, res.total.committed_delta);
+  if (boot == nullptr) {
+    res.invariants = rc.workload->check(**db, res.total.committed_delta);
+  } else {
+    res.node = local;
+    RDTX_TRY(exchange_results(*boot, c, **db, *rc.workload, res));
+  }
   // Coroutines (which refer to the engines) go before the engines.
   for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker.reset();
   engines.clear();

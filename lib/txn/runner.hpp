@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/result.hpp"
+#include "cluster/bootstrap.hpp"
 #include "cluster/cluster.hpp"
 #include "history/history.hpp"
 #include "history/recorder.hpp"
@@ -29,6 +30,10 @@ struct RunConfig {
   runtime::IdlePolicy idle = runtime::IdlePolicy::kAuto;
   // Run every worker on the calling thread (deterministic order; tests).
   bool single_thread = false;
+  // Multi-process (cluster.mode = "process"): this process runs node
+  // bootstrap->self() of the cluster; the others run the same RunConfig in
+  // their own processes. nullptr: every node in this process.
+  cluster::Bootstrap* bootstrap = nullptr;
   // A progress line on stderr every this many seconds (0: none).
   double progress_interval_s = 0;
   // Identifies the run in recorded histories (options.record_history); 0
@@ -37,6 +42,11 @@ struct RunConfig {
 };
 
 struct RunResult {
+  // Multi-process: node 0's result covers every node (per_worker of all
+  // nodes, merged total, checks); another node's covers its own workers
+  // (its checks are the cluster's: invariants and locks are exchanged).
+  uint32_t node = 0;           // the node whose process this is (0 in process mode's aggregate)
+  bool aggregate = true;       // the figures cover every node of the cluster
   double seconds = 0;          // measured window
   WorkerStats total;           // merged over workers
   std::vector<WorkerStats> per_worker;

@@ -73,8 +73,15 @@ class Workload {
   // everything. `delta` (committed attempts only) adds to the run's
   // invariant sum (SmallBank: money created or destroyed).
   virtual runtime::Task<bool> execute(Txn& t, const TxnInput& in, int64_t* delta) const = 0;
-  // Invariants after a run, given the sum of committed deltas.
-  virtual Result<void> check(Database& db, int64_t committed_delta) const = 0;
+  // Invariants after a run, in two parts so that each process of a
+  // multi-process cluster checks the partitions it holds: check_node()
+  // checks what node `node`'s partition holds and returns its share of the
+  // run-wide sum; check_total() compares the sum of the shares of all
+  // `nodes` nodes with the sum of committed deltas.
+  virtual Result<int64_t> check_node(Database& db, uint32_t node) const = 0;
+  virtual Result<void> check_total(int64_t sum, uint32_t nodes, int64_t committed_delta) const = 0;
+  // Both, over every node of `db` (all in this process).
+  Result<void> check(Database& db, int64_t committed_delta) const;
 };
 
 }  // namespace rdtx::txn

@@ -139,23 +139,25 @@ Task<bool> SmallBank::execute(Txn& t, const txn::TxnInput& in, int64_t* delta) c
   co_return ok;
 }
 
-Result<void> SmallBank::check(txn::Database& db, int64_t committed_delta) const {
+Result<int64_t> SmallBank::check_node(txn::Database& db, uint32_t n) const {
   int64_t total = 0;
-  for (uint32_t n = 0; n < db.nodes(); ++n)
-    for (txn::TableId id : {kSavings, kChecking}) {
-      store::Table* tab = db.store(n).table(id);
-      for (uint64_t k = n * p_.accounts_per_node; k < (n + 1) * p_.accounts_per_node; ++k) {
-        store::TupleRef ref;
-        if (tab->lookup(k, &ref) != 0)
-          return make_error(EIO, "smallbank: account %llu missing from %s on node %u", static_cast<unsigned long long>(k),
-                            tab->name().c_str(), n);
-        Balance b;
-        std::memcpy(&b, ref.tuple + tab->layout().record_offset(), sizeof b);
-        total += b.value;
-      }
+  for (txn::TableId id : {kSavings, kChecking}) {
+    store::Table* tab = db.store(n).table(id);
+    for (uint64_t k = n * p_.accounts_per_node; k < (n + 1) * p_.accounts_per_node; ++k) {
+      store::TupleRef ref;
+      if (tab->lookup(k, &ref) != 0)
+        return make_error(EIO, "smallbank: account %llu missing from %s on node %u", static_cast<unsigned long long>(k),
+                          tab->name().c_str(), n);
+      Balance b;
+      std::memcpy(&b, ref.tuple + tab->layout().record_offset(), sizeof b);
+      total += b.value;
     }
-  const int64_t expect =
-      2 * kInitialBalance * static_cast<int64_t>(p_.accounts_per_node * db.nodes()) + committed_delta;
+  }
+  return total;
+}
+
+Result<void> SmallBank::check_total(int64_t total, uint32_t nodes, int64_t committed_delta) const {
+  const int64_t expect = 2 * kInitialBalance * static_cast<int64_t>(p_.accounts_per_node * nodes) + committed_delta;
   if (total != expect)
     return make_error(EIO, "smallbank: total money is %lld, expected %lld (initial + committed deltas %lld)",
                       static_cast<long long>(total), static_cast<long long>(expect),
