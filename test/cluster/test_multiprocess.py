@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""One process per node on this host: rdtx-bench --node N with the shm driver.
+
+  1. A 3-process SmallBank cluster with history recording: every process
+     exits 0; node 0's JSON covers the cluster (3 nodes' figures), its
+     checks pass (money invariant, locks, RPC) and the history the three
+     processes wrote is certified serializable.
+  2. A configuration that differs on one node: every process exits 2 and
+     names the key.
+  3. A node killed during the run: the others end with an error naming it,
+     within a bounded time.
+  4. Bad command lines: --node without process mode, process mode without
+     --node, a node id out of range, a bad cluster.hosts.
+Usage: test_multiprocess.py RDTX_BENCH
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+BENCH = sys.argv[1]
+FAILS = []
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what, flush=True)
+    if not cond:
+        FAILS.append(what)
+
+
+def free_ports(n):
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def hosts(n):
+    return ",".join(f"127.0.0.1:{p}" for p in free_ports(n))
+
+
+def start(node, args, tmp):
+    log = open(os.path.join(tmp, f"node{node}.log"), "w")
+    cmd = [BENCH, "--", "-q", "--no-progress", "--node", str(node)] + args
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log
+
+
+def read(tmp, node):
+    with open(os.path.join(tmp, f"node{node}.log")) as f:
+        return f.read()
+
+
+def cluster_args(n, h, extra=()):
+    return ["--set", "cluster.mode=process", "--set", f"cluster.nodes={n}", "--set", f"cluster.hosts={h}",
+            "--set", "cluster.connect_timeout_s=20"] + list(extra)
+
+
+def run_ok(tmp):
+    h = hosts(3)
+    hist = os.path.join(tmp, "history")
+    procs = []
+    for n in range(3):
+        extra = ["--duration", "1", "--warmup", "0.2", "--history", hist, "--json", os.path.join(tmp, f"n{n}.json"),
+                 "--set", "smallbank.accounts_per_node=2000", "--set", "smallbank.hot_accounts_per_node=20"]
+        procs.append(start(n, cluster_args(3, h, extra), tmp))
+    rcs = [p.wait(timeout=120) for p, _ in procs]
+    for n, rc in enumerate(rcs):
+        check(rc == 0, f"3 processes: node {n} exits 0 (got {rc})")
+        if rc != 0:
+            print(read(tmp, n)[-3000:])
+    j = json.load(open(os.path.join(tmp, "n0.json")))
+    check(j["aggregate"] is True and j["node"] == 0, "node 0's report is the cluster's")
+    check(len(j["per_node"]) == 3 and all(p["committed"] > 0 for p in j["per_node"]),
+          "node 0 has every node's commits")
+    check(j["checks"]["passed"] is True, "node 0: every check passed")
+    check(j["checks"]["invariants"]["ok"] is True, "money invariant across the processes")
+    check(j["history"]["certified"] is True, f"history across processes certified: {j['history'].get('verdict')}")
+    files = sorted(os.listdir(hist))
+    check(files == [f"history-n{n}-w0.rdtxh" for n in range(3)], f"one history file per node: {files}")
+    j1 = json.load(open(os.path.join(tmp, "n1.json")))
+    check(j1["aggregate"] is False and j1["node"] == 1 and j1["committed"] > 0, "node 1's own report")
+    check(j1["committed"] < j["committed"], "node 0's total exceeds node 1's own")
+
+
+def run_mismatch(tmp):
+    h = hosts(3)
+    procs = []
+    for n in range(3):
+        extra = ["--duration", "1"] + (["--set", "txn.coroutines=4"] if n == 2 else [])
+        procs.append(start(n, cluster_args(3, h, extra), tmp))
+    rcs = [p.wait(timeout=60) for p, _ in procs]
+    for n, rc in enumerate(rcs):
+        out = read(tmp, n)
+        check(rc == 2 and "txn.coroutines" in out and "node 2" in out,
+              f"config mismatch: node {n} exits 2 naming txn.coroutines and node 2 (rc {rc})")
+
+
+def run_killed(tmp):
+    h = hosts(3)
+    procs = [start(n, cluster_args(3, h, ["--duration", "30", "--warmup", "0.1"]), tmp) for n in range(3)]
+    deadline = time.time() + 30
+    while time.time() < deadline and "smallbank on" not in read(tmp, 0):
+        time.sleep(0.1)
+    time.sleep(1.0)
+    procs[2][0].send_signal(signal.SIGKILL)
+    t = time.time()
+    rcs = []
+    for p, _ in procs[:2]:
+        try:
+            rcs.append(p.wait(timeout=15))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rcs.append(None)
+    took = time.time() - t
+    for n in range(2):
+        out = read(tmp, n)
+        check(rcs[n] == 1 and "node 2" in out, f"node 2 killed: node {n} exits 1 naming node 2 (rc {rcs[n]})")
+    check(took < 10, f"the survivors stopped within 10 s ({took:.1f} s)")
+    procs[2][0].wait()
+
+
+def run_bad_command_lines(tmp):
+    def rc_of(args):
+        p = subprocess.run([BENCH, "--", "-q"] + args, capture_output=True, text=True, timeout=30)
+        return p.returncode, p.stderr
+
+    rc, err = rc_of(["--node", "1"])
+    check(rc == 2 and "--node needs cluster.mode" in err, f"--node without process mode: {err.strip()}")
+    h = hosts(2)
+    rc, err = rc_of(cluster_args(2, h))
+    check(rc == 2 and "needs --node" in err, f"process mode without --node: {err.strip()}")
+    rc, err = rc_of(cluster_args(2, h, ["--node", "2"]))
+    check(rc == 2 and "not below cluster.nodes" in err, f"node id out of range: {err.strip()}")
+    rc, err = rc_of(cluster_args(2, "127.0.0.1:7000,localhost", ["--node", "0"]))
+    check(rc == 2 and "cluster.hosts" in err and "host:port" in err, f"bad cluster.hosts: {err.strip()}")
+    rc, err = rc_of(cluster_args(3, h, ["--node", "0"]))
+    check(rc == 2 and "lists 2 node(s)" in err, f"hosts and nodes disagree: {err.strip()}")
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    for case in (run_ok, run_mismatch, run_killed, run_bad_command_lines):
+        d = os.path.join(tmp, case.__name__)
+        os.mkdir(d)
+        case(d)
+
+print(f"{len(FAILS)} failed" if FAILS else "all passed")
+sys.exit(1 if FAILS else 0)
