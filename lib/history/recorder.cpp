@@ -118,7 +118,7 @@ Result<void> Recorder::append_to(History& h) const {
     TxnRecord rec;
     std::memcpy(&rec, buf_.get() + pos, sizeof rec);
     std::span<AccessRecord> dst = h.add_uninitialized(rec);
-    std::memcpy(dst.data(), buf_.get() + pos + sizeof rec, dst.size_bytes());
+    if (!dst.empty()) std::memcpy(dst.data(), buf_.get() + pos + sizeof rec, dst.size_bytes());
     pos += sizeof rec + dst.size_bytes();
   }
   return {};
