@@ -6,6 +6,7 @@ pkgs=(
   g++ meson ninja-build pkg-config git python3
   libdpdk-dev libibverbs-dev libtbb-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  python3-matplotlib dpdk-dev
 )
 missing=()
 for p in "${pkgs[@]}"; do
