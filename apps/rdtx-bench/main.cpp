@@ -253,7 +253,12 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
       return 1;
     }
     boot = std::move(*b);
-    if (auto r = boot->agree(cfg.flat()); !r.ok()) {
+    // Devargs may differ per machine (device names, GID index); the driver may not.
+    auto flat = cfg.flat();
+    const std::string& devargs = cfg.get_string("cluster.devargs");
+    for (auto& [key, value] : flat)
+      if (key == "cluster.devargs") value = "driver " + devargs.substr(0, devargs.find(','));
+    if (auto r = boot->agree(flat); !r.ok()) {
       std::fprintf(stderr, "rdtx-bench: %s\n", r.error().message.c_str());
       return 2;
     }

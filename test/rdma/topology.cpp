@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -30,9 +31,18 @@ bool parse_region(const std::string& v, RemoteRegion* r) {
 }  // namespace
 
 std::vector<TopologySpec> all_topologies() {
+  // verbs: both nodes on one RDMA device (hardware or Soft-RoCE), reaching
+  // each other through its port. RDTX_VERBS_DEVARGS picks the device, e.g.
+  // "verbs,dev=rxe0,gid_index=1"; by default the driver takes the first one.
+  // Where there is none (or the driver was not built) opening fails with
+  // the reason and the tests skip with it.
+  const char* verbs_env = std::getenv("RDTX_VERBS_DEVARGS");
+  std::string verbs = verbs_env != nullptr && *verbs_env != '\0' ? verbs_env : "verbs";
   return {
       {"shm_inproc", "shm", false},
       {"shm_process", "shm", true},
+      {"verbs_inproc", verbs, false},
+      {"verbs_process", verbs, true},
   };
 }
 

@@ -2,8 +2,9 @@
 // a peer agent (peer_agent.hpp) reached over pipes, either in a thread of the
 // test process or in a child process. A topology that cannot run here (no
 // device for its driver) fails to start with the reason, which the tests
-// report as a skip. Adding a driver's topology (say "verbs") is one more
-// TopologySpec.
+// report as a skip. Adding a driver's topology is one more TopologySpec;
+// the verbs ones take their devargs from RDTX_VERBS_DEVARGS (default
+// "verbs": the first RDMA device).
 // Thread-safety: a Topology is used by the test's main thread; local() may
 // be shared for control-path calls as any Device.
 #pragma once
