@@ -26,6 +26,8 @@ void WorkerStats::merge(const WorkerStats& s) {
   for (int r = 0; r < static_cast<int>(AbortReason::kCount_); ++r) aborts[r] += s.aborts[r];
   if (commits_by_type.size() < s.commits_by_type.size()) commits_by_type.resize(s.commits_by_type.size());
   for (size_t k = 0; k < s.commits_by_type.size(); ++k) commits_by_type[k] += s.commits_by_type[k];
+  if (attempts_by_type.size() < s.attempts_by_type.size()) attempts_by_type.resize(s.attempts_by_type.size());
+  for (size_t k = 0; k < s.attempts_by_type.size(); ++k) attempts_by_type[k] += s.attempts_by_type[k];
   if (latency_by_type.size() < s.latency_by_type.size()) latency_by_type.resize(s.latency_by_type.size());
   for (size_t k = 0; k < s.latency_by_type.size(); ++k) latency_by_type[k].merge(s.latency_by_type[k]);
   latency_tsc.merge(s.latency_tsc);
@@ -67,6 +69,7 @@ WorkerEngine::WorkerEngine(cluster::WorkerContext& w, Database& db, const Option
     : w_(w), db_(db), opts_(opts), def_(proto), workload_(workload), cache_(opts.location_cache_entries) {
   stats_.commits_by_type.resize(workload.type_names().size());
   stats_.latency_by_type.resize(workload.type_names().size());
+  stats_.attempts_by_type.resize(workload.type_names().size());
   live_ = std::make_unique<stats::Published<LiveStats>>();
   protocol_ = def_.create(*this);
 }
@@ -171,6 +174,7 @@ runtime::Task<void> Coordinator::run() {
       ++live.attempts;
       if (measuring) {
         ++st.attempts;
+        if (in.type < st.attempts_by_type.size()) ++st.attempts_by_type[in.type];
         st.net_all.add(net_);
       }
       if (ok) {

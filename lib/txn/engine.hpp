@@ -74,6 +74,7 @@ struct WorkerStats {
   uint64_t attempts = 0;
   uint64_t aborts[static_cast<int>(AbortReason::kCount_)] = {};
   std::vector<uint64_t> commits_by_type;
+  std::vector<uint64_t> attempts_by_type;
   std::vector<stats::Histogram> latency_by_type;  // first attempt start -> commit, per type
   stats::Histogram latency_tsc;  // first attempt start -> commit
   uint64_t round_trips = 0;      // waits on the network, committed attempts only

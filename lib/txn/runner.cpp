@@ -237,6 +237,7 @@ void put_stats(Writer& w, const WorkerStats& s) {
   w.put(s.attempts);
   w.put(s.aborts);
   w.put_vector(s.commits_by_type);
+  w.put_vector(s.attempts_by_type);
   w.put_vector(s.latency_by_type);
   w.put(s.latency_tsc);
   w.put(s.round_trips);
@@ -251,6 +252,7 @@ void put_stats(Writer& w, const WorkerStats& s) {
 }
 bool get_stats(Reader& r, WorkerStats* s) {
   return r.get(&s->commits) && r.get(&s->attempts) && r.get(&s->aborts) && r.get_vector(&s->commits_by_type) &&
+         r.get_vector(&s->attempts_by_type) &&
          r.get_vector(&s->latency_by_type) && r.get(&s->latency_tsc) && r.get(&s->round_trips) &&
          r.get(&s->committed_delta) && r.get(&s->commit_errors) && r.get(&s->phase_tsc) &&
          r.get(&s->phase_sum_tsc) && r.get(&s->sampled_commits) && r.get(&s->sampled_aborts) &&
