@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <string>
@@ -57,6 +58,33 @@ Result<history::History> merged_history(const RunResult& r) {
 
 namespace {
 
+// Calls fn every 20 ms on a thread of its own until destroyed (or stop()).
+class Ticker {
+ public:
+  Ticker() = default;
+  explicit Ticker(std::function<void()> fn)
+      : thread_([this, fn = std::move(fn)] {
+          std::unique_lock lk(mu_);
+          while (!cv_.wait_for(lk, std::chrono::milliseconds(20), [this] { return stop_; })) fn();
+        }) {}
+  ~Ticker() { stop(); }
+  void stop() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;  // last: started once the rest is constructed
+};
+
 // The progress line: every rc.progress_interval_s, the committed and
 // attempted rates since the last line, the abort rate and the p99 latency
 // of the measured window so far, from what the workers publish. A thread of
@@ -70,7 +98,6 @@ class Progress {
     next_ = t0 + interval_;
     last_ = t0;
   }
-  ~Progress() { stop_thread(); }
 
   void tick() {
     if (interval_ == 0) return;
@@ -80,21 +107,9 @@ class Progress {
     print(now);
   }
   void start_thread() {
-    if (interval_ == 0) return;
-    thread_ = std::thread([this] {
-      std::unique_lock lk(mu_);
-      while (!cv_.wait_for(lk, std::chrono::milliseconds(20), [this] { return stop_; })) tick();
-    });
+    if (interval_ != 0) ticker_.emplace([this] { tick(); });
   }
-  void stop_thread() {
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard lk(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
+  void stop_thread() { ticker_.reset(); }
 
  private:
   void print(uint64_t now) {
@@ -123,10 +138,7 @@ class Progress {
   const std::vector<std::unique_ptr<WorkerEngine>>& engines_;
   uint64_t t0_, measure_at_, interval_ = 0, next_ = 0, last_ = 0;
   uint64_t last_commits_ = 0, last_attempts_ = 0;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  std::optional<Ticker> ticker_;  // last: stopped before the rest goes
 };
 
 // Live counters for DPDK's telemetry client while the run goes on
@@ -263,30 +275,14 @@ bool get_stats(Reader& r, WorkerStats* s) {
 // bootstrap monitor) stops this node's run too.
 class PeerWatch {
  public:
-  explicit PeerWatch(cluster::Bootstrap* b) : b_(b) {
-    if (b_ == nullptr) return;
-    thread_ = std::thread([this] {
-      std::unique_lock lk(mu_);
-      while (!cv_.wait_for(lk, std::chrono::milliseconds(20), [this] { return stop_; }))
-        if (b_->failed()) runtime::request_shutdown();
-    });
-  }
-  ~PeerWatch() {
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard lk(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
+  explicit PeerWatch(cluster::Bootstrap* b) {
+    if (b != nullptr) ticker_.emplace([b] {
+        if (b->failed()) runtime::request_shutdown();
+      });
   }
 
  private:
-  cluster::Bootstrap* b_;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  std::optional<Ticker> ticker_;
 };
 
 // Runs `op` (a bootstrap collective) on a thread of its own while this
