@@ -349,12 +349,21 @@ Task<bool> Occ::write_back(Coordinator& c, Txn& t) {
     if (a.mode != AccessMode::kWrite) continue;
     const auto& l = c.db().layout(a.table);
     uint32_t rkey = c.db().descriptor(a.node, a.table).rkey;
+    // The record (and writer id) first, the new version after it, then the
+    // unlock, in order on the QP: a reader whose copy shows the new version
+    // has the new record too (RDMA writes land in order, ascending).
     rdma::WorkRequest* wr = batch.add(a.node);
     wr->opcode = rdma::Opcode::kWrite;
-    wr->local = a.copy + kSeqOff;
-    wr->length = l.tuple_bytes() - kSeqOff;
-    wr->remote_addr = a.tuple_addr + kSeqOff;
+    wr->local = a.copy + kSeqOff + 8;
+    wr->length = l.tuple_bytes() - kSeqOff - 8;
+    wr->remote_addr = a.tuple_addr + kSeqOff + 8;
     wr->rkey = rkey;
+    rdma::WorkRequest* seq = batch.add(a.node);
+    seq->opcode = rdma::Opcode::kWrite;
+    seq->local = a.copy + kSeqOff;
+    seq->length = 8;
+    seq->remote_addr = a.tuple_addr + kSeqOff;
+    seq->rkey = rkey;
     batch.add_unlock(a);
     a.locked = false;
   }
@@ -463,9 +472,11 @@ void Occ::register_handlers() {
         out.add({kNotHeld, 0, 0, 0, 0});
         return;
       }
-      // Record and version first, then the unlock that publishes them.
-      store::store_words(reinterpret_cast<uint64_t*>(ref.tuple + kSeqOff),
-                         reinterpret_cast<const uint64_t*>(data.data()), data.size() / 8);
+      // Record first, then the version, then the unlock that publishes
+      // them (as the one-sided commit orders its WRITEs).
+      const auto* words = reinterpret_cast<const uint64_t*>(data.data());
+      store::store_words(reinterpret_cast<uint64_t*>(ref.tuple + kSeqOff + 8), words + 1, data.size() / 8 - 1);
+      tuple_word(ref.tuple, kSeqOff).store(words[0], std::memory_order_release);
       tuple_word(ref.tuple, kLockOff).store(0, std::memory_order_release);
       out.add({kOk, 0, 0, 0, 0});
     });

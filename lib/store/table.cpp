@@ -97,8 +97,12 @@ int Table::lookup(uint64_t key, TupleRef* ref) const {
 
 bool Table::copy_tuple(const TupleRef& ref, std::byte* out) const {
   const auto* src = reinterpret_cast<const uint64_t*>(ref.tuple);
+  // Ascending, each load ordered after the previous one (plain moves on
+  // x86), as a one-sided READ copies: protocols install a version word after
+  // the words it covers (OCC), so a copy showing the new version holds the
+  // new record.
   for (uint32_t i = 0; i < tuple_bytes_ / 8; ++i) {
-    uint64_t w = load_word(src + i, std::memory_order_relaxed);
+    uint64_t w = load_word(src + i, std::memory_order_acquire);
     std::memcpy(out + 8 * i, &w, 8);
   }
   // Seqlock read side: the fence orders the copy before the re-check, and
