@@ -50,7 +50,9 @@ def hosts(n):
 
 def start(node, args, tmp):
     log = open(os.path.join(tmp, f"node{node}.log"), "w")
-    cmd = [BENCH, "--", "-q", "--no-progress", "--node", str(node)] + args
+    # Each process on its own CPU where there are enough (deployment.md).
+    eal = ["-l", str(node % os.cpu_count()), "--no-huge", "--no-pci", "--no-shconf", "-m", "256"]
+    cmd = [BENCH] + eal + ["--", "-q", "--no-progress", "--node", str(node)] + args
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log
 
 

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Stress suite, across processes: every protocol x primitive preset of
+conf/smallbank and conf/ycsb runs as a 3-process cluster (one rdtx-bench per
+node, shm between processes, true parallelism unlike the single-thread
+stress test) with a small hot set, history recording and the checks; node
+0's report must pass every check, history certified serializable included.
+
+  RDTX_STRESS_SECONDS  measured seconds per preset (default 1)
+Each process gets its own lcore (node % CPUs), as deployment.md advises.
+Usage: stress_multiprocess.py RDTX_BENCH CONF_DIR
+"""
+import glob
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+
+BENCH, CONF = sys.argv[1], sys.argv[2]
+SECONDS = os.environ.get("RDTX_STRESS_SECONDS", "1")
+HOT = {
+    "smallbank": ["--set", "smallbank.accounts_per_node=2000", "--set", "smallbank.hot_accounts_per_node=8"],
+    "ycsb": ["--set", "ycsb.records_per_node=2000", "--set", "ycsb.distribution=hotspot",
+             "--set", "ycsb.hot_records_per_node=16", "--set", "ycsb.ops_per_txn=4"],
+}
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+failures = []
+presets = sorted(glob.glob(os.path.join(CONF, "smallbank", "*.toml")) + glob.glob(os.path.join(CONF, "ycsb", "*.toml")))
+for preset in presets:
+    workload = os.path.basename(os.path.dirname(preset))
+    name = f"{workload}/{os.path.basename(preset)}"
+    with tempfile.TemporaryDirectory() as tmp:
+        hosts = ",".join(f"127.0.0.1:{p}" for p in free_ports(3))
+        procs = []
+        for n in range(3):
+            cmd = [BENCH, "-l", str(n % os.cpu_count()), "--no-huge", "--no-pci", "--no-shconf", "-m", "256", "--", "-q", "--no-progress", "--config", preset, "--node", str(n),
+                   "--set", "cluster.mode=process", "--set", "cluster.nodes=3", "--set", f"cluster.hosts={hosts}",
+                   "--set", "cluster.workers_per_node=1", "--duration", SECONDS, "--warmup", "0.1",
+                   "--history", os.path.join(tmp, "h"), "--json", os.path.join(tmp, f"n{n}.json")] + HOT[workload]
+            log = open(os.path.join(tmp, f"n{n}.log"), "w")
+            procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), cmd))
+        rcs = []
+        for p, _ in procs:
+            try:
+                rcs.append(p.wait(timeout=120))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rcs.append("timeout")
+        ok = all(rc == 0 for rc in rcs)
+        verdict = ""
+        if os.path.exists(os.path.join(tmp, "n0.json")):
+            j = json.load(open(os.path.join(tmp, "n0.json")))
+            verdict = j.get("history", {}).get("verdict", "")
+            ok = ok and j["checks"]["passed"] and j.get("history", {}).get("certified") is True
+        print(("ok    " if ok else "FAIL  ") + f"{name}: exit {rcs}, {verdict}", flush=True)
+        if not ok:
+            failures.append(name)
+            print("rerun: " + " ".join(procs[0][1]).replace("--node 0", "--node N"))
+            for n in range(3):
+                print(f"--- node {n}\n" + open(os.path.join(tmp, f"n{n}.log")).read()[-2500:])
+
+print(f"{len(failures)} of {len(presets)} failed" if failures else f"all {len(presets)} presets passed")
+sys.exit(1 if failures else 0)
