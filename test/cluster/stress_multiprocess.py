@@ -5,7 +5,7 @@ node, shm between processes, true parallelism unlike the single-thread
 stress test) with a small hot set, history recording and the checks; node
 0's report must pass every check, history certified serializable included.
 
-  RDTX_STRESS_SECONDS  measured seconds per preset (default 1)
+  RDTX_STRESS_SECONDS  measured seconds per preset (default and minimum 1)
 Each process gets its own lcore (node % CPUs), as deployment.md advises.
 Usage: stress_multiprocess.py RDTX_BENCH CONF_DIR
 """
@@ -18,7 +18,8 @@ import sys
 import tempfile
 
 BENCH, CONF = sys.argv[1], sys.argv[2]
-SECONDS = os.environ.get("RDTX_STRESS_SECONDS", "1")
+# At least 1 s: each node's report must show commits in its own window.
+SECONDS = str(max(1.0, float(os.environ.get("RDTX_STRESS_SECONDS", "1") or 1)))
 HOT = {
     "smallbank": ["--set", "smallbank.accounts_per_node=2000", "--set", "smallbank.hot_accounts_per_node=8"],
     "ycsb": ["--set", "ycsb.records_per_node=2000", "--set", "ycsb.distribution=hotspot",
