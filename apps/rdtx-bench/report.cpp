@@ -230,7 +230,7 @@ void print_report(std::FILE* out, const Report& rep) {
   for (const auto& p : kPercentiles)
     std::fprintf(out, " %s %.2f", p.key, us(static_cast<double>(t.latency_tsc.percentile(p.q))));
   std::fprintf(out, "  mean %.2f  max %.2f\n", us(t.latency_tsc.mean()), us(static_cast<double>(t.latency_tsc.max())));
-  std::fprintf(out, "round trips   %14.2f per committed txn\n", ratio(t.round_trips, t.commits));
+  std::fprintf(out, "round trips   %14.2f per committed txn\n", ratio(t.net_committed.round_trips, t.commits));
   if (rep.run->options.breakdown) {
     const stats::VerbCounts& n = t.net_committed;
     std::fprintf(out, "per committed  ");
@@ -421,7 +421,7 @@ std::string report_json(const Report& rep) {
       {"abort_rate", r.abort_rate()},
       {"aborts", toml::table{{"total", i64(t.aborts_total())}, {"by_reason", std::move(by_reason)}}},
       {"latency_us", std::move(latency)},
-      {"round_trips_per_commit", ratio(t.round_trips, t.commits)},
+      {"round_trips_per_commit", ratio(t.net_committed.round_trips, t.commits)},
       {"commits_by_type", std::move(types)},
       {"per_node", std::move(nodes)},
       {"stages_us", std::move(stages)},
@@ -515,7 +515,7 @@ Result<void> append_csv(const std::string& path, const Report& rep) {
   };
   for (const auto& p : kPercentiles)
     cols.emplace_back(std::string("latency_") + p.key + "_us", num(us(static_cast<double>(t.latency_tsc.percentile(p.q)))));
-  cols.emplace_back("round_trips_per_commit", num(ratio(t.round_trips, t.commits)));
+  cols.emplace_back("round_trips_per_commit", num(ratio(t.net_committed.round_trips, t.commits)));
   for (int v = 0; v < stats::kVerbs; ++v)
     cols.emplace_back(std::string(stats::to_string(static_cast<stats::Verb>(v))) + "_per_commit",
                       num(ratio(t.net_committed.verbs[v], t.commits)));

@@ -1014,6 +1014,27 @@ struct Bootstrap::Impl {
     w.str16(what);
     return w.take();
   }
+  // A collective's message as op_header() wrote it, and its body.
+  struct OpMessage {
+    uint64_t seq = 0;
+    uint8_t kind = 0;
+    std::string_view name;
+    std::span<const std::byte> body;
+    bool ok = false;  // well-formed
+    bool is(uint64_t s, OpKind k, std::string_view what) const {
+      return seq == s && kind == static_cast<uint8_t>(k) && name == what;
+    }
+  };
+  static OpMessage parse_op(std::span<const std::byte> payload) {
+    Reader r(payload);
+    OpMessage m;
+    m.seq = r.u64();
+    m.kind = r.u8();
+    m.name = r.str16();
+    m.body = r.rest();
+    m.ok = r.ok();
+    return m;
+  }
 
   Result<void> check_name(OpKind kind, std::string_view what) const {
     if (what.size() > kMaxTextBytes)
@@ -1059,19 +1080,15 @@ struct Bootstrap::Impl {
       }
       Frame f = std::move(p.inbox.front());
       p.inbox.pop_front();
-      Reader r(f.payload);
-      uint64_t their_seq = r.u64();
-      uint8_t their_kind = r.u8();
-      std::string_view their_name = r.str16();
-      auto blob = r.rest();
-      if (!r.ok()) {
+      const OpMessage m = parse_op(f.payload);
+      if (!m.ok) {
         err = Error{EPROTO, "bootstrap: " + who(i) + " sent an invalid message: a truncated contribution"};
-      } else if (their_seq != s || their_kind != static_cast<uint8_t>(kind) || their_name != what) {
-        err = Error{EPROTO, "bootstrap: " + who(i) + " is in " + describe(their_kind, their_name) + " (operation #" +
-                                std::to_string(their_seq) + ") while node 0 is in " + op + " (operation #" +
+      } else if (!m.is(s, kind, what)) {
+        err = Error{EPROTO, "bootstrap: " + who(i) + " is in " + describe(m.kind, m.name) + " (operation #" +
+                                std::to_string(m.seq) + ") while node 0 is in " + op + " (operation #" +
                                 std::to_string(s) + ")"};
       } else {
-        blobs[i].assign(blob.begin(), blob.end());
+        blobs[i].assign(m.body.begin(), m.body.end());
       }
     }
     lk.unlock();
@@ -1142,17 +1159,12 @@ struct Bootstrap::Impl {
     }
     Frame f = std::move(root.inbox.front());
     root.inbox.pop_front();
-    Reader r(f.payload);
-    uint64_t their_seq = r.u64();
-    uint8_t their_kind = r.u8();
-    std::string_view their_name = r.str16();
-    auto body = r.rest();
-    if (f.type != kResult || !r.ok() || their_seq != s || their_kind != static_cast<uint8_t>(kind) ||
-        their_name != what) {
+    const OpMessage m = parse_op(f.payload);
+    if (f.type != kResult || !m.ok || !m.is(s, kind, what)) {
       fail_locked(Error{EPROTO, "bootstrap: " + who(0) + " sent an invalid message: not the result of " + op});
       return failure;
     }
-    return std::vector<std::byte>(body.begin(), body.end());
+    return std::vector<std::byte>(m.body.begin(), m.body.end());
   }
 };
 

@@ -31,7 +31,6 @@ void WorkerStats::merge(const WorkerStats& s) {
   if (latency_by_type.size() < s.latency_by_type.size()) latency_by_type.resize(s.latency_by_type.size());
   for (size_t k = 0; k < s.latency_by_type.size(); ++k) latency_by_type[k].merge(s.latency_by_type[k]);
   latency_tsc.merge(s.latency_tsc);
-  round_trips += s.round_trips;
   committed_delta += s.committed_delta;
   commit_errors += s.commit_errors;
   for (int p = 0; p < kPhases; ++p) {
@@ -188,7 +187,6 @@ runtime::Task<void> Coordinator::run() {
             ++st.commits_by_type[in.type];
             st.latency_by_type[in.type].record(lat);
           }
-          st.round_trips += net_.round_trips;
           st.net_committed.add(net_);
           if (timing_) {
             ++st.sampled_commits;

@@ -77,7 +77,6 @@ struct WorkerStats {
   std::vector<uint64_t> attempts_by_type;
   std::vector<stats::Histogram> latency_by_type;  // first attempt start -> commit, per type
   stats::Histogram latency_tsc;  // first attempt start -> commit
-  uint64_t round_trips = 0;      // waits on the network, committed attempts only
   int64_t committed_delta = 0;   // workload invariant (SmallBank: money)
   uint64_t commit_errors = 0;    // passively acknowledged commits that failed
   // The breakdown (options.breakdown): time in each phase of the sampled
@@ -87,7 +86,7 @@ struct WorkerStats {
   stats::Histogram phase_tsc[kPhases];
   uint64_t phase_sum_tsc[kPhases] = {};
   uint64_t sampled_commits = 0, sampled_aborts = 0;
-  stats::VerbCounts net_committed;  // verbs etc. of the committed attempts
+  stats::VerbCounts net_committed;  // verbs, round trips etc. of the committed attempts
   stats::VerbCounts net_all;        // of every attempt: message rates
   uint64_t aborts_total() const;
   void merge(const WorkerStats& o);

@@ -58,6 +58,20 @@ Result<history::History> merged_history(const RunResult& r) {
 
 namespace {
 
+// The live figures of every worker added up; `lat` gets their merged latency.
+LiveStats sum_live(const std::vector<std::unique_ptr<WorkerEngine>>& engines, stats::Histogram* lat) {
+  LiveStats sum{}, l;
+  for (const auto& e : engines)
+    if (e->live().read(&l)) {
+      sum.commits += l.commits;
+      sum.attempts += l.attempts;
+      sum.measured_commits += l.measured_commits;
+      for (int r = 0; r < static_cast<int>(AbortReason::kCount_); ++r) sum.aborts[r] += l.aborts[r];
+      lat->merge(l.latency_tsc);
+    }
+  return sum;
+}
+
 // Calls fn every 20 ms on a thread of its own until destroyed (or stop()).
 class Ticker {
  public:
@@ -113,15 +127,9 @@ class Progress {
 
  private:
   void print(uint64_t now) {
-    uint64_t commits = 0, attempts = 0;
     stats::Histogram lat;
-    LiveStats l;
-    for (const auto& e : engines_)
-      if (e->live().read(&l)) {
-        commits += l.commits;
-        attempts += l.attempts;
-        lat.merge(l.latency_tsc);
-      }
+    const LiveStats sum = sum_live(engines_, &lat);
+    const uint64_t commits = sum.commits, attempts = sum.attempts;
     const double dt = env::tsc_to_ns(now - last_) / 1e9;
     const uint64_t dc = commits - last_commits_, da = attempts - last_attempts_;
     char p99[32] = "-";
@@ -152,16 +160,8 @@ std::vector<env::TelemetryCommand> register_telemetry(const std::vector<std::uni
   auto stats = env::telemetry_register(
       "/rdtx/stats", "rdtx: committed/attempted txns, aborts by reason, latency (ns) of the measured window",
       [&engines, t0, measure_at, ns](std::string_view, env::TelemetryDict& out) {
-        LiveStats sum{}, l;
         stats::Histogram lat;
-        for (const auto& e : engines)
-          if (e->live().read(&l)) {
-            sum.commits += l.commits;
-            sum.attempts += l.attempts;
-            sum.measured_commits += l.measured_commits;
-            for (int r = 0; r < static_cast<int>(AbortReason::kCount_); ++r) sum.aborts[r] += l.aborts[r];
-            lat.merge(l.latency_tsc);
-          }
+        const LiveStats sum = sum_live(engines, &lat);
         const uint64_t now = env::tsc();
         out.add_u64("running", 1);
         out.add_u64("elapsed_ms", ns(now - t0) / 1'000'000);
@@ -252,7 +252,6 @@ void put_stats(Writer& w, const WorkerStats& s) {
   w.put_vector(s.attempts_by_type);
   w.put_vector(s.latency_by_type);
   w.put(s.latency_tsc);
-  w.put(s.round_trips);
   w.put(s.committed_delta);
   w.put(s.commit_errors);
   w.put(s.phase_tsc);
@@ -265,7 +264,7 @@ void put_stats(Writer& w, const WorkerStats& s) {
 bool get_stats(Reader& r, WorkerStats* s) {
   return r.get(&s->commits) && r.get(&s->attempts) && r.get(&s->aborts) && r.get_vector(&s->commits_by_type) &&
          r.get_vector(&s->attempts_by_type) &&
-         r.get_vector(&s->latency_by_type) && r.get(&s->latency_tsc) && r.get(&s->round_trips) &&
+         r.get_vector(&s->latency_by_type) && r.get(&s->latency_tsc) &&
          r.get(&s->committed_delta) && r.get(&s->commit_errors) && r.get(&s->phase_tsc) &&
          r.get(&s->phase_sum_tsc) && r.get(&s->sampled_commits) && r.get(&s->sampled_aborts) &&
          r.get(&s->net_committed) && r.get(&s->net_all);
