@@ -108,18 +108,33 @@ class RecvQueue {
 // Sender side: a peer's mapping of a receive queue.
 class RemoteRecvQueue {
  public:
+  static constexpr unsigned kMaxStaleViews = 64;
+
   static Result<RemoteRecvQueue> open(const std::string& path, uint32_t qpn, uint64_t node_token);
 
   // Takes the next posted descriptor, or returns nullptr when there is none.
+  // A verdict of "none" needs a consistent view: `claimed` read before and
+  // after `posted` with no change between. A sender preempted between the
+  // two loads otherwise judges a fresh `posted` against a stale `claimed`,
+  // sees more than `capacity` posted, and drops a message that had a buffer
+  // (seen as RPC timeouts across processes on an oversubscribed host).
+  // Retries are bounded: a peer that keeps scribbling on `claimed` gets its
+  // messages dropped, never a sender stuck here.
   RecvSlot* claim(uint64_t* round) const {
-    uint64_t c = load_word(header_->claimed, std::memory_order_relaxed);
-    for (;;) {
+    // Acquire: the load of `posted` below is not moved before this one.
+    uint64_t c = load_word(header_->claimed, std::memory_order_acquire);
+    for (unsigned stale = 0;;) {
       // Acquire pairs with the owner's release of `posted`: the descriptor of
       // every slot below it is written.
       uint64_t p = load_word(header_->posted, std::memory_order_acquire);
-      if (c >= p || p - c > mask_ + 1u) return nullptr;  // none posted (or counters scribbled on)
+      if (c >= p || p - c > mask_ + 1u) {
+        uint64_t again = load_word(header_->claimed, std::memory_order_relaxed);
+        if (again == c || ++stale > kMaxStaleViews) return nullptr;  // none posted (or counters scribbled on)
+        c = again;
+        continue;
+      }
       if (std::atomic_ref<uint64_t>(header_->claimed)
-              .compare_exchange_weak(c, c + 1, std::memory_order_relaxed, std::memory_order_relaxed))
+              .compare_exchange_weak(c, c + 1, std::memory_order_acquire, std::memory_order_acquire))
         break;
     }
     *round = c;
