@@ -198,10 +198,11 @@ void print_header(std::FILE* out, const config::Config& cfg, const txn::RunConfi
                   const rdma::DeviceCaps& device) {
   const auto& cl = run.cluster;
   std::string model = device.latency_ns ? ", " + std::to_string(device.latency_ns) + " ns one-way" : "";
+  std::string qps = cl.qps_per_node > 1 ? " with " + std::to_string(cl.qps_per_node) + " RC QPs to each node" : "";
   std::fprintf(out,
-               "%s on %u node(s) x %u worker(s), %s (%s%s), %s [%s], %u coroutine(s) per worker, %u lcore(s)%s, "
+               "%s on %u node(s) x %u worker(s)%s, %s (%s%s), %s [%s], %u coroutine(s) per worker, %u lcore(s)%s, "
                "%.2f s after %.2f s warm-up\n",
-               cfg.get_string("workload").c_str(), cl.nodes, cl.workers_per_node,
+               cfg.get_string("workload").c_str(), cl.nodes, cl.workers_per_node, qps.c_str(),
                cfg.get_string("cluster.mode").c_str(), cl.devargs.c_str(), model.c_str(), run.protocol->name,
                pipeline_of(run).c_str(), run.options.coroutines, env::lcore_count(),
                run.single_thread ? " (single thread)" : "", run.duration_s, run.warmup_s);

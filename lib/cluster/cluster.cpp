@@ -13,20 +13,16 @@ namespace rdtx::cluster {
 
 namespace {
 
-// What a peer process needs to reach one worker: its RPC endpoint and the
-// RC QP it keeps to each node.
-struct WireAddresses {
-  rdma::QpAddress endpoint;
-  rdma::QpAddress qp_to[1];  // [nodes]
-};
-size_t wire_bytes(uint32_t nodes) { return sizeof(rdma::QpAddress) * (1 + nodes); }
+// What a peer process needs to reach one worker: its RPC endpoint, then the
+// RC QPs it keeps to each node ([node * qps_per_node + lane]).
+size_t wire_bytes(uint32_t qps) { return sizeof(rdma::QpAddress) * (1 + qps); }
 
 }  // namespace
 
 Result<void> Cluster::build_local(const ClusterConfig& cfg, uint32_t first, uint32_t count) {
-  if (cfg.nodes == 0 || cfg.workers_per_node == 0)
-    return make_error(EINVAL, "cluster: nodes (%u) and workers_per_node (%u) must be at least 1", cfg.nodes,
-                      cfg.workers_per_node);
+  if (cfg.nodes == 0 || cfg.workers_per_node == 0 || cfg.qps_per_node == 0)
+    return make_error(EINVAL, "cluster: nodes (%u), workers_per_node (%u) and qps_per_node (%u) must be at least 1",
+                      cfg.nodes, cfg.workers_per_node, cfg.qps_per_node);
   cfg_ = cfg;
   first_node_ = first;
   nodes_.resize(cfg.nodes);
@@ -44,10 +40,12 @@ Result<void> Cluster::build_local(const ClusterConfig& cfg, uint32_t first, uint
     w->id = id;
     rdma::Device& dev = *nodes_[w->node].device;
     w->worker = std::make_unique<runtime::Worker>("n" + std::to_string(w->node) + ".w" + std::to_string(w->index));
-    auto cq = dev.create_cq(cfg.max_outstanding * cfg.nodes + 16);
+    const uint32_t qps = cfg.nodes * cfg.qps_per_node;
+    auto cq = dev.create_cq(cfg.max_outstanding * qps + 16);
     if (!cq.ok()) return cq.error();
     w->cq = std::move(*cq);
-    for (uint32_t n = 0; n < cfg.nodes; ++n) {
+    w->qps_per_node = cfg.qps_per_node;
+    for (uint32_t q = 0; q < qps; ++q) {
       rdma::QpInit init;
       init.type = rdma::QpType::kRc;
       init.send_cq = w->cq.get();
@@ -86,10 +84,11 @@ Result<std::unique_ptr<Cluster>> Cluster::create_embedded(const ClusterConfig& c
   RDTX_TRY(c->build_local(cc, 0, cfg.nodes));
   // Pair worker i of node a with worker i of node b (a == b: loopback).
   for (auto& w : c->workers_) {
-    for (uint32_t n = 0; n < cfg.nodes; ++n) {
+    for (uint32_t q = 0; q < w->qps.size(); ++q) {
+      const uint32_t n = q / cfg.qps_per_node, lane = q % cfg.qps_per_node;
       WorkerContext& peer = c->worker(n, w->index);
-      w->peer_qps.push_back(peer.qps[w->node]->address());
-      RDTX_TRY(w->qps[n]->connect(w->peer_qps.back()));
+      w->peer_qps.push_back(peer.qps[w->qp_index(w->node, lane)]->address());
+      RDTX_TRY(w->qps[q]->connect(w->peer_qps.back()));
     }
     for (auto& p : c->workers_) RDTX_TRY(w->rpc->connect(p->id, p->rpc->address()));
   }
@@ -103,15 +102,15 @@ Result<std::unique_ptr<Cluster>> Cluster::create_node(const ClusterConfig& cfg, 
   std::unique_ptr<Cluster> c(new Cluster());
   RDTX_TRY(c->build_local(cfg, self, 1));
   // Every node's worker addresses, then the pairing as in one process.
-  const size_t per_worker = wire_bytes(cfg.nodes);
+  const size_t per_worker = wire_bytes(cfg.nodes * cfg.qps_per_node);
   std::vector<std::byte> mine(per_worker * cfg.workers_per_node);
   for (auto& w : c->workers_) {
     std::byte* p = mine.data() + w->index * per_worker;
     rdma::QpAddress a = w->rpc->address();
     std::memcpy(p, &a, sizeof a);
-    for (uint32_t n = 0; n < cfg.nodes; ++n) {
-      a = w->qps[n]->address();
-      std::memcpy(p + sizeof a * (1 + n), &a, sizeof a);
+    for (uint32_t q = 0; q < w->qps.size(); ++q) {
+      a = w->qps[q]->address();
+      std::memcpy(p + sizeof a * (1 + q), &a, sizeof a);
     }
   }
   auto all = all_gather(mine, "qp addresses");
@@ -120,19 +119,20 @@ Result<std::unique_ptr<Cluster>> Cluster::create_node(const ClusterConfig& cfg, 
   for (uint32_t n = 0; n < cfg.nodes; ++n)
     if ((*all)[n].size() != mine.size())
       return make_error(EPROTO, "cluster: node %u sent %zu bytes of QP addresses, expected %zu (cluster.nodes or "
-                        "cluster.workers_per_node differ?)", n, (*all)[n].size(), mine.size());
+                        "cluster.workers_per_node or cluster.qps_per_node differ?)", n, (*all)[n].size(), mine.size());
   auto addr_of = [&](uint32_t node, uint32_t worker, int slot) {
     rdma::QpAddress a;
     std::memcpy(&a, (*all)[node].data() + worker * per_worker + sizeof a * slot, sizeof a);
     return a;
   };
   for (auto& w : c->workers_) {
-    for (uint32_t n = 0; n < cfg.nodes; ++n) {
-      w->peer_qps.push_back(addr_of(n, w->index, 1 + static_cast<int>(self)));
-      auto r = w->qps[n]->connect(w->peer_qps.back());
+    for (uint32_t q = 0; q < w->qps.size(); ++q) {
+      const uint32_t n = q / cfg.qps_per_node, lane = q % cfg.qps_per_node;
+      w->peer_qps.push_back(addr_of(n, w->index, 1 + static_cast<int>(w->qp_index(self, lane))));
+      auto r = w->qps[q]->connect(w->peer_qps.back());
       if (!r.ok())
-        return make_error(r.error().code, "cluster: worker %u cannot connect its QP to node %u: %s", w->index, n,
-                          r.error().message.c_str());
+        return make_error(r.error().code, "cluster: worker %u cannot connect its QP %u to node %u: %s", w->index,
+                          lane, n, r.error().message.c_str());
     }
     for (uint32_t n = 0; n < cfg.nodes; ++n)
       for (uint32_t j = 0; j < cfg.workers_per_node; ++j)

@@ -39,6 +39,11 @@ namespace rdtx::cluster {
 struct ClusterConfig {
   uint32_t nodes = 2;
   uint32_t workers_per_node = 1;
+  // RC QPs each worker keeps to each node (to worker i of that node, QP j
+  // to QP j). More than one emulates a larger cluster's QP count, as RCC
+  // and DrTM+H do to show the RNIC's QP-cache pressure; coordinators spread
+  // over them (WorkerContext::qp_to).
+  uint32_t qps_per_node = 1;
   std::string devargs = "shm";
   std::string fabric;              // "" = a fabric private to this process
   uint32_t max_outstanding = 256;  // one-sided requests in flight per worker and QP
@@ -57,17 +62,24 @@ struct WorkerContext {
   uint32_t id = 0;      // dense id in the cluster: node * workers_per_node + index
   std::unique_ptr<runtime::Worker> worker;
   std::unique_ptr<rdma::CompletionQueue> cq;
-  std::vector<std::unique_ptr<rdma::QueuePair>> qps;  // [node]: RC QP to that node
-  std::vector<rdma::QpAddress> peer_qps;              // [node]: what qps[node] is connected to
+  uint32_t qps_per_node = 1;
+  std::vector<std::unique_ptr<rdma::QueuePair>> qps;  // [node * qps_per_node + lane]: RC QPs to that node
+  std::vector<rdma::QpAddress> peer_qps;              // what each of qps is connected to
   std::unique_ptr<runtime::CqPoller> cq_poller;
   std::unique_ptr<rpc::Endpoint> rpc;
   uint64_t rpc_timeout_ns = 0;  // how long a call may take before it fails
   std::unique_ptr<rdma::DeviceMemory> scratch;
   rdma::MemoryRegion scratch_mr;
 
-  rdma::QueuePair* qp_to(uint32_t n) const { return qps[n].get(); }
-  // Brings the QP to node n back from the error state (a failed verb).
-  Result<void> reconnect(uint32_t n) { return qps[n]->connect(peer_qps[n]); }
+  // The RC QP to node n that `user` (a coordinator's index) posts on: one
+  // user always gets the same QP, so its requests to a node stay in order.
+  uint32_t qp_index(uint32_t n, uint32_t user) const { return n * qps_per_node + user % qps_per_node; }
+  rdma::QueuePair* qp_to(uint32_t n, uint32_t user = 0) const { return qps[qp_index(n, user)].get(); }
+  // Brings that QP back from the error state (a failed verb).
+  Result<void> reconnect(uint32_t n, uint32_t user = 0) {
+    uint32_t i = qp_index(n, user);
+    return qps[i]->connect(peer_qps[i]);
+  }
 };
 
 // Every node's blob, indexed by node id (Bootstrap::all_gather).

@@ -291,7 +291,7 @@ runtime::Task<bool> OneSidedBatch::execute() {
     tail[nd]->flags |= rdma::kSignaled;
     tail[nd]->wr_id = runtime::CqPoller::wr_id(&wg);
     wg.add(1);
-    rdma::QueuePair* qp = w.qp_to(nd);
+    rdma::QueuePair* qp = w.qp_to(nd, c_.index());
     rdma::WorkRequest* bad = nullptr;
     if (o.doorbell_batching) {
       c_.count_doorbell();
@@ -331,7 +331,7 @@ runtime::Task<bool> OneSidedBatch::execute() {
   if (!ok) {
     // A failed verb leaves its QP in the error state: bring it back.
     for (uint32_t nd = 0; nd < nodes; ++nd)
-      if (head[nd]) (void)w.reconnect(nd);
+      if (head[nd]) (void)w.reconnect(nd, c_.index());
   }
   n_ = 0;
   co_return ok;
@@ -349,7 +349,7 @@ bool OneSidedBatch::post_only(runtime::WaitGroup& wg) {
     wg.add(1);
     rdma::WorkRequest* bad = nullptr;
     c_.count_doorbell();
-    if (w.qp_to(nd)->post_send(head[nd], &bad) != 0) {
+    if (w.qp_to(nd, c_.index())->post_send(head[nd], &bad) != 0) {
       wg.done(false);
       ok = false;
     }

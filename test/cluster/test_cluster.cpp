@@ -32,7 +32,8 @@ Task<void> bump_everywhere(cluster::WorkerContext& w, std::vector<Counters>& cou
       faa.remote_addr = counters[n].mr.remote_addr(0);
       faa.rkey = counters[n].mr.rkey;
       faa.compare_add = 1;
-      bool ok = co_await runtime::post_and_wait(w.qp_to(n), &faa, &faa);
+      // Every QP to the node in turn (cluster.qps_per_node).
+      bool ok = co_await runtime::post_and_wait(w.qp_to(n, static_cast<uint32_t>(r)), &faa, &faa);
       EXPECT_TRUE(ok);
     }
   }
@@ -69,6 +70,49 @@ TEST(Cluster, EveryWorkerReachesEveryNodeOneSided) {
   for (uint32_t n = 0; n < 3; ++n)
     EXPECT_EQ(*static_cast<uint64_t*>(counters[n].mem->data()), 600u) << "node " << n;
   for (uint32_t n = 0; n < 3; ++n) ASSERT_TRUE((*c)->node(n).device->dereg_mr(counters[n].mr).ok());
+}
+
+// Several RC QPs per (worker, node), as an emulated larger cluster has: each
+// is connected to its own lane at the paired worker, and every one works.
+TEST(Cluster, EveryQpOfEveryLaneIsConnectedToItsLane) {
+  cluster::ClusterConfig cfg;
+  cfg.nodes = 3;
+  cfg.workers_per_node = 2;
+  cfg.qps_per_node = 3;
+  cfg.rpc.recv_buffers = 64;
+  cfg.rpc.send_buffers = 64;
+  auto c = cluster::Cluster::create_embedded(cfg);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  for (uint32_t id = 0; id < (*c)->workers(); ++id) {
+    cluster::WorkerContext& w = (*c)->worker(id);
+    ASSERT_EQ(w.qps.size(), 9u);
+    for (uint32_t n = 0; n < 3; ++n)
+      for (uint32_t lane = 0; lane < 3; ++lane) {
+        EXPECT_EQ(w.qp_to(n, lane + 3), w.qp_to(n, lane)) << "users wrap around the lanes";
+        const cluster::WorkerContext& peer = (*c)->worker(n, w.index);
+        const rdma::QpAddress want = peer.qp_to(w.node, lane)->address();
+        const rdma::QpAddress got = w.peer_qps[w.qp_index(n, lane)];
+        EXPECT_TRUE(want == got) << "worker " << id << " node " << n << " lane " << lane;
+      }
+  }
+  std::vector<Counters> counters(3);
+  for (uint32_t n = 0; n < 3; ++n) {
+    counters[n].mem = std::move(*(*c)->node(n).device->alloc_memory(4096));
+    std::memset(counters[n].mem->data(), 0, 4096);
+    counters[n].mr = *(*c)->node(n).device->reg_mr(counters[n].mem->data(), 4096, rdma::kAccessAll);
+  }
+  int done = 0;
+  for (uint32_t id = 0; id < (*c)->workers(); ++id)
+    (*c)->worker(id).worker->spawn(bump_everywhere((*c)->worker(id), counters, 9, done));
+  auto rs = (*c)->run(0, runtime::IdlePolicy::kSpin, /*stop_when_idle=*/true);
+  ASSERT_TRUE(rs.ok()) << rs.error().message;
+  EXPECT_EQ(done, 6);
+  for (uint32_t n = 0; n < 3; ++n) EXPECT_EQ(*static_cast<uint64_t*>(counters[n].mem->data()), 54u) << "node " << n;
+  for (uint32_t n = 0; n < 3; ++n) ASSERT_TRUE((*c)->node(n).device->dereg_mr(counters[n].mr).ok());
+  cfg.qps_per_node = 0;
+  auto bad = cluster::Cluster::create_embedded(cfg);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("qps_per_node (0)"), std::string::npos);
 }
 
 TEST(Cluster, EveryWorkerCallsEveryWorker) {

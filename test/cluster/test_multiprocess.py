@@ -73,7 +73,9 @@ def run_ok(tmp):
     procs = []
     for n in range(3):
         extra = ["--duration", "1", "--warmup", "0.2", "--history", hist, "--json", os.path.join(tmp, f"n{n}.json"),
-                 "--set", "smallbank.accounts_per_node=2000", "--set", "smallbank.hot_accounts_per_node=20"]
+                 "--set", "smallbank.accounts_per_node=2000", "--set", "smallbank.hot_accounts_per_node=20",
+                 # two RC QPs per node pair: the exchange carries every lane's address
+                 "--set", "cluster.qps_per_node=2"]
         procs.append(start(n, cluster_args(3, h, extra), tmp))
     rcs = [p.wait(timeout=120) for p, _ in procs]
     for n, rc in enumerate(rcs):

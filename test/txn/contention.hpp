@@ -31,6 +31,7 @@ struct Combo {
   bool outstanding = true;
   bool cache = true;
   uint32_t coroutines = 8;
+  uint32_t qps_per_node = 1;  // RC QPs each worker keeps to each node
 };
 
 inline std::string name_of(const Combo& c) {
@@ -42,6 +43,7 @@ inline std::string name_of(const Combo& c) {
   if (!c.outstanding) n += "_serial";
   if (!c.cache) n += "_nocache";
   if (c.coroutines != 8) n += "_co" + std::to_string(c.coroutines);
+  if (c.qps_per_node != 1) n += "_qps" + std::to_string(c.qps_per_node);
   for (char& ch : n)
     if (ch == '-') ch = '_';
   return n;
@@ -96,6 +98,7 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   rc.workload = c.workload == "ycsb" ? static_cast<txn::Workload*>(&ycsb) : &smallbank;
   rc.cluster.nodes = 3;
   rc.cluster.workers_per_node = 1;
+  rc.cluster.qps_per_node = c.qps_per_node;
   // A 1 us latency model: operations take effect and complete later than
   // they are posted, so coroutines interleave at every step. (With zero
   // latency one thread serialises them so tightly that even OCC without

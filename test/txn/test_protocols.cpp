@@ -34,6 +34,13 @@ std::vector<Combo> combos() {
     waitdie_sync.passive_ack = false;
     waitdie_sync.doorbell = false;
     v.push_back(waitdie_sync);
+    // Coroutines spread over several RC QPs per node (cluster.qps_per_node):
+    // requests of different coroutines to one node are no longer ordered.
+    for (const char* p : {"nowait", "waitdie", "occ"}) {
+      Combo spread{w, p};
+      spread.qps_per_node = 3;
+      v.push_back(spread);
+    }
   }
   return v;
 }

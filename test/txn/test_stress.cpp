@@ -58,9 +58,10 @@ std::vector<Combo> combos() {
     plain.doorbell = false;
     plain.outstanding = false;
     v.push_back(plain);
-    Combo busy = base;  // no location cache, many coroutines
+    Combo busy = base;  // no location cache, many coroutines spread over several QPs per node
     busy.cache = false;
     busy.coroutines = 32;
+    busy.qps_per_node = 4;
     v.push_back(busy);
   }
   return v;
