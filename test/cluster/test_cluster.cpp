@@ -40,47 +40,54 @@ Task<void> bump_everywhere(cluster::WorkerContext& w, std::vector<Counters>& cou
   ++done;
 }
 
-}  // namespace
+// Every worker adds 1 to a counter on every node `rounds` times, one-sided;
+// each counter must end at workers x rounds.
+void bump_everywhere_and_check(cluster::Cluster& c, int rounds) {
+  const uint32_t nodes = c.nodes();
+  std::vector<Counters> counters(nodes);
+  for (uint32_t n = 0; n < nodes; ++n) {
+    auto mem = c.node(n).device->alloc_memory(4096);
+    ASSERT_TRUE(mem.ok());
+    counters[n].mem = std::move(*mem);
+    std::memset(counters[n].mem->data(), 0, 4096);
+    auto mr = c.node(n).device->reg_mr(counters[n].mem->data(), 4096, rdma::kAccessAll);
+    ASSERT_TRUE(mr.ok());
+    counters[n].mr = *mr;
+  }
+  int done = 0;
+  for (uint32_t id = 0; id < c.workers(); ++id)
+    c.worker(id).worker->spawn(bump_everywhere(c.worker(id), counters, rounds, done));
+  auto rs = c.run(0, runtime::IdlePolicy::kSpin, /*stop_when_idle=*/true);
+  ASSERT_TRUE(rs.ok()) << rs.error().message;
+  EXPECT_EQ(rs->reason, runtime::StopReason::kIdle);
+  EXPECT_EQ(done, static_cast<int>(c.workers()));
+  for (uint32_t n = 0; n < nodes; ++n)
+    EXPECT_EQ(*static_cast<uint64_t*>(counters[n].mem->data()), uint64_t{c.workers()} * rounds) << "node " << n;
+  for (uint32_t n = 0; n < nodes; ++n) ASSERT_TRUE(c.node(n).device->dereg_mr(counters[n].mr).ok());
+}
 
-TEST(Cluster, EveryWorkerReachesEveryNodeOneSided) {
+cluster::ClusterConfig three_nodes_two_workers() {
   cluster::ClusterConfig cfg;
   cfg.nodes = 3;
   cfg.workers_per_node = 2;
   cfg.rpc.recv_buffers = 64;
   cfg.rpc.send_buffers = 64;
-  auto c = cluster::Cluster::create_embedded(cfg);
+  return cfg;
+}
+
+}  // namespace
+
+TEST(Cluster, EveryWorkerReachesEveryNodeOneSided) {
+  auto c = cluster::Cluster::create_embedded(three_nodes_two_workers());
   ASSERT_TRUE(c.ok()) << c.error().message;
-  std::vector<Counters> counters(3);
-  for (uint32_t n = 0; n < 3; ++n) {
-    auto mem = (*c)->node(n).device->alloc_memory(4096);
-    ASSERT_TRUE(mem.ok());
-    counters[n].mem = std::move(*mem);
-    std::memset(counters[n].mem->data(), 0, 4096);
-    auto mr = (*c)->node(n).device->reg_mr(counters[n].mem->data(), 4096, rdma::kAccessAll);
-    ASSERT_TRUE(mr.ok());
-    counters[n].mr = *mr;
-  }
-  int done = 0;
-  for (uint32_t id = 0; id < (*c)->workers(); ++id)
-    (*c)->worker(id).worker->spawn(bump_everywhere((*c)->worker(id), counters, 100, done));
-  auto rs = (*c)->run(0, runtime::IdlePolicy::kSpin, /*stop_when_idle=*/true);
-  ASSERT_TRUE(rs.ok()) << rs.error().message;
-  EXPECT_EQ(rs->reason, runtime::StopReason::kIdle);
-  EXPECT_EQ(done, 6);
-  for (uint32_t n = 0; n < 3; ++n)
-    EXPECT_EQ(*static_cast<uint64_t*>(counters[n].mem->data()), 600u) << "node " << n;
-  for (uint32_t n = 0; n < 3; ++n) ASSERT_TRUE((*c)->node(n).device->dereg_mr(counters[n].mr).ok());
+  bump_everywhere_and_check(**c, 100);
 }
 
 // Several RC QPs per (worker, node), as an emulated larger cluster has: each
 // is connected to its own lane at the paired worker, and every one works.
 TEST(Cluster, EveryQpOfEveryLaneIsConnectedToItsLane) {
-  cluster::ClusterConfig cfg;
-  cfg.nodes = 3;
-  cfg.workers_per_node = 2;
+  cluster::ClusterConfig cfg = three_nodes_two_workers();
   cfg.qps_per_node = 3;
-  cfg.rpc.recv_buffers = 64;
-  cfg.rpc.send_buffers = 64;
   auto c = cluster::Cluster::create_embedded(cfg);
   ASSERT_TRUE(c.ok()) << c.error().message;
   for (uint32_t id = 0; id < (*c)->workers(); ++id) {
@@ -95,20 +102,7 @@ TEST(Cluster, EveryQpOfEveryLaneIsConnectedToItsLane) {
         EXPECT_TRUE(want == got) << "worker " << id << " node " << n << " lane " << lane;
       }
   }
-  std::vector<Counters> counters(3);
-  for (uint32_t n = 0; n < 3; ++n) {
-    counters[n].mem = std::move(*(*c)->node(n).device->alloc_memory(4096));
-    std::memset(counters[n].mem->data(), 0, 4096);
-    counters[n].mr = *(*c)->node(n).device->reg_mr(counters[n].mem->data(), 4096, rdma::kAccessAll);
-  }
-  int done = 0;
-  for (uint32_t id = 0; id < (*c)->workers(); ++id)
-    (*c)->worker(id).worker->spawn(bump_everywhere((*c)->worker(id), counters, 9, done));
-  auto rs = (*c)->run(0, runtime::IdlePolicy::kSpin, /*stop_when_idle=*/true);
-  ASSERT_TRUE(rs.ok()) << rs.error().message;
-  EXPECT_EQ(done, 6);
-  for (uint32_t n = 0; n < 3; ++n) EXPECT_EQ(*static_cast<uint64_t*>(counters[n].mem->data()), 54u) << "node " << n;
-  for (uint32_t n = 0; n < 3; ++n) ASSERT_TRUE((*c)->node(n).device->dereg_mr(counters[n].mr).ok());
+  bump_everywhere_and_check(**c, 9);  // round r uses lane r mod 3
   cfg.qps_per_node = 0;
   auto bad = cluster::Cluster::create_embedded(cfg);
   ASSERT_FALSE(bad.ok());
