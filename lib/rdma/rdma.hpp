@@ -200,6 +200,18 @@ class Device {
   virtual Result<std::unique_ptr<CompletionQueue>> create_cq(uint32_t depth) = 0;
   virtual Result<std::unique_ptr<QueuePair>> create_qp(const QpInit& init) = 0;
   virtual Result<std::unique_ptr<AddressHandle>> create_ah(const QpAddress& remote) = 0;
+
+  // Another context on the same device, port and node, for one thread (a
+  // worker): verbs opens its own ibv_context and protection domain, so no
+  // doorbell, lock or domain is shared with the other threads. Protection is
+  // per context, as with verbs protection domains: a region's keys are valid
+  // only with QPs of the context that registered it (an access through
+  // another context's QP fails with kRemoteAccessError or
+  // kLocalProtectionError), CQs and QPs must come from the same context, and
+  // a region is deregistered through the context that registered it. Memory
+  // from any context's alloc_memory() of the node may be registered with any
+  // of them. The context may outlive this Device.
+  virtual Result<std::unique_ptr<Device>> open_context() = 0;
 };
 
 class DeviceMemory {

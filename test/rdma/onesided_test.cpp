@@ -494,6 +494,60 @@ TEST_P(OneSided, RegionOfOrdinaryHeapMemory) {
   }
 }
 
+// A second device context of the node (a worker's, verbs: its own
+// ibv_context and PD) with the same memory registered in both: each key is
+// valid only with QPs of the context that registered it, CQs and QPs must
+// come from one context, and a region is deregistered where it was made.
+TEST_P(OneSided, ProtectionIsPerDeviceContext) {
+  auto other = dev().open_context();
+  ASSERT_TRUE(other.ok()) << other.error().message;
+  Device& ctx2 = **other;
+  auto mem = dev().alloc_memory(4096);
+  ASSERT_TRUE(mem.ok());
+  std::memset((*mem)->data(), 0, 4096);
+  auto mr1 = dev().reg_mr((*mem)->data(), 4096, kAccessAll);
+  auto mr2 = ctx2.reg_mr((*mem)->data(), 4096, kAccessAll);
+  ASSERT_TRUE(mr1.ok() && mr2.ok());
+
+  // QP a (this context) connected to QP b (the other), on the same node.
+  auto cq1 = dev().create_cq(16);
+  auto cq2 = ctx2.create_cq(16);
+  ASSERT_TRUE(cq1.ok() && cq2.ok());
+  QpInit init;
+  init.max_send_wr = 16;
+  init.send_cq = cq1->get();
+  EXPECT_FALSE(ctx2.create_qp(init).ok()) << "a CQ of another context";
+  RcLink a;
+  a.cq = std::move(*cq1);
+  a.qp = std::move(*dev().create_qp(init));
+  init.send_cq = cq2->get();
+  auto b = ctx2.create_qp(init);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  ASSERT_TRUE(a.qp->connect((*b)->address()).ok());
+  ASSERT_TRUE((*b)->connect(a.qp->address()).ok());
+
+  const uint64_t raddr = reinterpret_cast<uint64_t>((*mem)->data());
+  auto* word = static_cast<uint64_t*>((*mem)->data());
+  // The target QP is b's: only the other context's key reaches the memory.
+  EXPECT_EQ(run(a, faa_wr(0, raddr, mr2->rkey, 5)), Status::kSuccess);
+  EXPECT_EQ(std::atomic_ref<uint64_t>(*word).load(), 5u);
+  EXPECT_EQ(run(a, faa_wr(0, raddr, mr1->rkey, 7)), Status::kRemoteAccessError);
+  ASSERT_TRUE(a.qp->connect((*b)->address()).ok());
+  EXPECT_EQ(std::atomic_ref<uint64_t>(*word).load(), 5u) << "a refused key changed memory";
+  // The local buffer must be registered in a's context.
+  WorkRequest rd = read_wr(0, raddr, mr2->rkey, 8);
+  EXPECT_EQ(run(a, rd), Status::kSuccess);
+  rd.local = (*mem)->data();
+  rd.lkey = mr2->lkey;
+  EXPECT_EQ(run(a, rd), Status::kLocalProtectionError);
+  ASSERT_TRUE(a.qp->connect((*b)->address()).ok());
+
+  EXPECT_FALSE(dev().dereg_mr(*mr2).ok()) << "deregistered through the wrong context";
+  EXPECT_TRUE(ctx2.dereg_mr(*mr2).ok());
+  EXPECT_TRUE(dev().dereg_mr(*mr1).ok());
+  b->reset();
+}
+
 TEST_P(OneSided, ConnectRejectsAGarbageAddress) {
   auto cq = dev().create_cq(4);
   ASSERT_TRUE(cq.ok());

@@ -119,7 +119,7 @@ Node::Node(MappedFile segment, const ShmConfig& cfg, uint32_t node_id, const std
   for (uint32_t i = kMaxMemFiles; i-- > 0;) free_mem_ids_.push_back(i);
 }
 
-Result<MemoryRegion> Node::reg_mr(void* addr, size_t length, uint32_t access) {
+Result<MemoryRegion> Node::reg_mr(void* addr, size_t length, uint32_t access, uint32_t pd) {
   if (addr == nullptr || length == 0)
     return make_error(EINVAL, "reg_mr(%p, %zu): empty region", addr, length);
   if ((access & ~uint32_t{kAccessAll}) != 0)
@@ -136,6 +136,7 @@ Result<MemoryRegion> Node::reg_mr(void* addr, size_t length, uint32_t access) {
   r.base = base;
   r.length = length;
   r.access = access;
+  r.pd = pd;
   // Backed by one of our memory files? Then peers in other processes can
   // reach it through their mapping of that file.
   auto it = memory_.upper_bound(base);
@@ -153,7 +154,7 @@ Result<MemoryRegion> Node::reg_mr(void* addr, size_t length, uint32_t access) {
   region_gen_[index] = gen;
   uint32_t key = make_key(index, gen);
   regions_.publish(key, r);
-  live_regions_[index] = LiveRegion{key, r.mem_id, r.mem_gen};
+  live_regions_[index] = LiveRegion{key, r.mem_id, r.mem_gen, pd};
   RDTX_LOG(shm_log(), Debug, "node %u: registered [%p, +%zu) access 0x%x key 0x%x%s", node_id_, addr, length, access,
            key, r.mem_id == kNoMemFile ? " (process-local memory)" : "");
   MemoryRegion mr;
@@ -164,12 +165,15 @@ Result<MemoryRegion> Node::reg_mr(void* addr, size_t length, uint32_t access) {
   return mr;
 }
 
-Result<void> Node::dereg_mr(const MemoryRegion& mr) {
+Result<void> Node::dereg_mr(const MemoryRegion& mr, uint32_t pd) {
   std::lock_guard lock(mu_);
   uint32_t index = mr.rkey & kRegionIndexMask;
   auto it = live_regions_.find(index);
   if (it == live_regions_.end() || it->second.key != mr.rkey)
     return make_error(EINVAL, "dereg_mr: key 0x%x is not a registered region of node %u", mr.rkey, node_id_);
+  if (it->second.pd != pd)
+    return make_error(EINVAL, "dereg_mr: key 0x%x of node %u was registered by another device context", mr.rkey,
+                      node_id_);
   regions_.retire(mr.rkey);
   live_regions_.erase(it);
   free_regions_.push_back(index);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,8 +41,11 @@ class Node {
   const LatencyModel& latency() const { return latency_; }
   const RegionTable& regions() const { return regions_; }
 
-  Result<MemoryRegion> reg_mr(void* addr, size_t length, uint32_t access);
-  Result<void> dereg_mr(const MemoryRegion& mr);
+  // Regions belong to a protection domain (one per device context, from
+  // new_pd()): a QP reaches only regions of its own domain, as with verbs.
+  Result<MemoryRegion> reg_mr(void* addr, size_t length, uint32_t access, uint32_t pd);
+  Result<void> dereg_mr(const MemoryRegion& mr, uint32_t pd);
+  uint32_t new_pd() { return pd_seq_.fetch_add(1, std::memory_order_relaxed) + 1; }
 
   // A new memory file of at least `bytes`, registered in the memory table so
   // peers can map it.
@@ -73,6 +77,7 @@ class Node {
     uint32_t key;
     uint32_t mem_id;
     uint32_t mem_gen;
+    uint32_t pd;
   };
 
   const ShmConfig cfg_;
@@ -93,6 +98,7 @@ class Node {
   std::vector<uint32_t> free_mem_ids_;
   uint32_t mem_gen_ = 0;
   uint32_t qp_seq_ = 0;
+  std::atomic<uint32_t> pd_seq_{0};
   std::map<uint32_t, std::shared_ptr<PeerNode>> peers_;
 };
 

@@ -42,10 +42,12 @@ class PeerNode {
   bool same_process() const { return same_process_; }
 
   // Pointer to [addr, addr + len) of this node if `key` names a live region
-  // granting every bit of `access` and covering the range; else nullptr.
-  uint8_t* translate(uint64_t addr, uint64_t len, uint32_t key, uint32_t access) const {
+  // of protection domain `pd` (the target QP's) granting every bit of
+  // `access` and covering the range; else nullptr.
+  uint8_t* translate(uint64_t addr, uint64_t len, uint32_t key, uint32_t access, uint32_t pd) const {
     Region r;
-    if (!regions_.lookup(key, &r) || (r.access & access) != access || !r.covers(addr, len)) return nullptr;
+    if (!regions_.lookup(key, &r) || r.pd != pd || (r.access & access) != access || !r.covers(addr, len))
+      return nullptr;
     if (same_process_) return reinterpret_cast<uint8_t*>(addr);
     return in_mapping(r, addr - r.base, len);
   }

@@ -15,9 +15,9 @@ namespace rdtx::rdma::shm {
 struct AddressWire {
   static constexpr uint32_t kMagic = 0x4853'4452;  // "RDSH"
   uint32_t magic = kMagic;
-  uint8_t version = 1;
+  uint8_t version = 2;
   uint8_t type = 0;  // QpType
-  uint16_t reserved = 0;
+  uint16_t pd = 0;   // protection domain of the QP: the regions it reaches
   uint32_t node_id = 0;
   uint32_t qpn = 0;
   uint64_t fabric_hash = 0;
@@ -31,7 +31,7 @@ struct AddressWire {
   // False if `a` was not made by this driver's address().
   static bool decode(const QpAddress& a, AddressWire* out) {
     std::memcpy(out, a.bytes, sizeof *out);
-    return out->magic == kMagic && out->version == 1 &&
+    return out->magic == kMagic && out->version == 2 &&
            (out->type == uint8_t(QpType::kRc) || out->type == uint8_t(QpType::kUd));
   }
 };

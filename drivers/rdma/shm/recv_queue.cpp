@@ -30,7 +30,7 @@ RecvQueue::RecvQueue(MappedFile file, uint32_t capacity, uint32_t max_recv_wr)
       max_recv_wr_(max_recv_wr),
       posted_info_(std::make_unique<Posted[]>(capacity)) {}
 
-int RecvQueue::post(RecvRequest* list, RecvRequest** bad, const RegionTable& regions) {
+int RecvQueue::post(RecvRequest* list, RecvRequest** bad, const RegionTable& regions, uint32_t pd) {
   int rc = 0;
   uint64_t before = posted_;
   for (RecvRequest* r = list; r != nullptr; r = r->next) {
@@ -41,7 +41,8 @@ int RecvQueue::post(RecvRequest* list, RecvRequest** bad, const RegionTable& reg
     }
     Region reg;
     uint64_t addr = reinterpret_cast<uint64_t>(r->addr);
-    if (!regions.lookup(r->lkey, &reg) || (reg.access & kLocalWrite) == 0 || !reg.covers(addr, r->length)) {
+    if (!regions.lookup(r->lkey, &reg) || reg.pd != pd || (reg.access & kLocalWrite) == 0 ||
+        !reg.covers(addr, r->length)) {
       *bad = r;
       rc = -EINVAL;
       break;

@@ -77,9 +77,9 @@ class RecvQueue {
                                                    uint32_t max_recv_wr);
 
   // post_recv(): checks each buffer against the owner's region table
-  // (-EINVAL: not registered with kLocalWrite; -ENOMEM: queue full) and
-  // publishes the whole list with one store.
-  int post(RecvRequest* list, RecvRequest** bad, const RegionTable& regions);
+  // (-EINVAL: not registered with kLocalWrite in protection domain `pd`;
+  // -ENOMEM: queue full) and publishes the whole list with one store.
+  int post(RecvRequest* list, RecvRequest** bad, const RegionTable& regions, uint32_t pd);
   // Moves up to max finished receives, in posting order, into out.
   int harvest(Completion* out, int max);
   uint64_t dropped() const;

@@ -23,6 +23,7 @@ struct Region {
   uint32_t mem_id = kNoMemFile;
   uint32_t mem_gen = 0;
   uint64_t mem_offset = 0;
+  uint32_t pd = 0;  // the protection domain (device context) it was registered in
 
   // [addr, addr + len) lies inside the region (overflow-safe).
   bool covers(uint64_t addr, uint64_t len) const {
@@ -46,6 +47,7 @@ class RegionTable {
     out->mem_id = load_word(e.mem_id, std::memory_order_relaxed);
     out->mem_gen = load_word(e.mem_gen, std::memory_order_relaxed);
     out->mem_offset = load_word(e.mem_offset, std::memory_order_relaxed);
+    out->pd = load_word(e.pd, std::memory_order_relaxed);
     // Seqlock read side: the fields above were read before the key is
     // checked again, so a concurrent rewrite shows up as a changed key.
     std::atomic_thread_fence(std::memory_order_acquire);
@@ -61,6 +63,7 @@ class RegionTable {
     store_word(e.mem_id, r.mem_id, std::memory_order_relaxed);
     store_word(e.mem_gen, r.mem_gen, std::memory_order_relaxed);
     store_word(e.mem_offset, r.mem_offset, std::memory_order_relaxed);
+    store_word(e.pd, r.pd, std::memory_order_relaxed);
     // Release: a reader that sees the key sees the fields.
     store_word(e.key, key, std::memory_order_release);
   }

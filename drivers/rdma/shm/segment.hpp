@@ -23,7 +23,7 @@
 namespace rdtx::rdma::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x31'4d'48'53'58'54'44'52;  // "RDTXSHM1"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;  // 2: regions carry their protection domain
 
 // Region keys: the low bits index the region table (O(1) lookup), the high
 // bits are a generation, so a key of a deregistered region never matches a
@@ -61,6 +61,8 @@ struct alignas(64) RegionEntry {
   uint32_t mem_id;  // backing memory file, or kNoMemFile
   uint32_t mem_gen;
   uint64_t mem_offset;  // offset of `base` in that file
+  uint32_t pd;          // protection domain: the context that registered it
+  uint32_t reserved;
 };
 
 struct MemEntry {

@@ -13,17 +13,19 @@ namespace rdtx::rdma::shm {
 
 class ShmAh final : public AddressHandle {
  public:
-  ShmAh(std::shared_ptr<PeerNode> peer, RemoteRecvQueue rq, uint32_t qpn)
-      : peer_(std::move(peer)), rq_(std::move(rq)), qpn_(qpn) {}
+  ShmAh(std::shared_ptr<PeerNode> peer, RemoteRecvQueue rq, uint32_t qpn, uint32_t pd)
+      : peer_(std::move(peer)), rq_(std::move(rq)), qpn_(qpn), pd_(pd) {}
 
   const PeerNode& peer() const { return *peer_; }
   const RemoteRecvQueue& recv_queue() const { return rq_; }
   uint32_t qpn() const { return qpn_; }
+  uint32_t pd() const { return pd_; }  // the destination QP's: its receive buffers' domain
 
  private:
   std::shared_ptr<PeerNode> peer_;
   RemoteRecvQueue rq_;
   uint32_t qpn_;
+  uint32_t pd_;
 };
 
 }  // namespace rdtx::rdma::shm

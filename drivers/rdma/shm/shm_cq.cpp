@@ -8,8 +8,9 @@
 
 namespace rdtx::rdma::shm {
 
-CqCore::CqCore(const Node* node, uint32_t depth, bool timed)
+CqCore::CqCore(const Node* node, uint32_t pd, uint32_t depth, bool timed)
     : node_(node),
+      pd_(pd),
       depth_(depth),
       timed_(timed),
       mask_(std::bit_ceil(depth) - 1),

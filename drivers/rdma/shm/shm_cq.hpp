@@ -32,7 +32,7 @@ class ShmQp;
 
 class CqCore {
  public:
-  CqCore(const Node* node, uint32_t depth, bool timed);
+  CqCore(const Node* node, uint32_t pd, uint32_t depth, bool timed);
 
   int poll(Completion* out, int max);
 
@@ -50,6 +50,7 @@ class CqCore {
   void detach(ShmQp* qp, uint32_t send_entries, bool recv);
 
   const Node* node() const { return node_; }
+  uint32_t pd() const { return pd_; }  // the device context that made it
 
  private:
   struct Entry {
@@ -59,6 +60,7 @@ class CqCore {
   };
 
   const Node* node_;
+  const uint32_t pd_;
   const uint32_t depth_;
   const bool timed_;
   uint64_t mask_;

@@ -15,12 +15,13 @@ constexpr uint32_t kMaxRecvWr = 1u << 14;
 constexpr uint32_t kMaxCqe = 1u << 20;
 constexpr uint64_t kMaxMrSize = 1ull << 40;
 
-// The CQ must be one of this device's: a QP's completions and its latency
-// model live in the CQ's node.
-Result<std::shared_ptr<CqCore>> own_cq(CompletionQueue* cq, const Node* node, const char* which) {
+// The CQ must be one of this device context's, as verbs requires: a QP's
+// completions and its latency model live in the CQ's node.
+Result<std::shared_ptr<CqCore>> own_cq(CompletionQueue* cq, const Node* node, uint32_t pd, const char* which) {
   auto* shm_cq = dynamic_cast<ShmCq*>(cq);
-  if (shm_cq == nullptr || shm_cq->core()->node() != node)
-    return make_error(EINVAL, "create_qp: %s is %s", which, cq == nullptr ? "missing" : "not a CQ of this shm device");
+  if (shm_cq == nullptr || shm_cq->core()->node() != node || shm_cq->core()->pd() != pd)
+    return make_error(EINVAL, "create_qp: %s is %s", which,
+                      cq == nullptr ? "missing" : "not a CQ of this shm device context");
   return shm_cq->core();
 }
 }  // namespace
@@ -40,7 +41,15 @@ Result<std::unique_ptr<Device>> ShmDevice::open(const ShmConfig& cfg, uint32_t n
   caps.max_mr_size = kMaxMrSize;
   caps.latency_ns = cfg.latency_ns;
   caps.bw_gbps = cfg.bw_gbps;
-  return std::unique_ptr<Device>(std::make_unique<ShmDevice>(std::move(*node), std::move(caps)));
+  uint32_t pd = (*node)->new_pd();
+  return std::unique_ptr<Device>(std::make_unique<ShmDevice>(std::move(*node), std::move(caps), pd));
+}
+
+Result<std::unique_ptr<Device>> ShmDevice::open_context() {
+  // 16 bits of the QP address carry the domain.
+  uint32_t pd = node_->new_pd();
+  if (pd > UINT16_MAX) return make_error(ENOSPC, "node %u: no more device contexts (%u opened)", node_->id(), pd - 1);
+  return std::unique_ptr<Device>(std::make_unique<ShmDevice>(node_, caps_, pd));
 }
 
 Result<std::unique_ptr<DeviceMemory>> ShmDevice::alloc_memory(size_t bytes) {
@@ -56,15 +65,15 @@ Result<MemoryRegion> ShmDevice::reg_mr(void* addr, size_t length, uint32_t acces
   if (length > caps_.max_mr_size)
     return make_error(EINVAL, "reg_mr(%p, %zu): more than max_mr_size %llu", addr, length,
                       static_cast<unsigned long long>(caps_.max_mr_size));
-  return node_->reg_mr(addr, length, access);
+  return node_->reg_mr(addr, length, access, pd_);
 }
 
-Result<void> ShmDevice::dereg_mr(const MemoryRegion& mr) { return node_->dereg_mr(mr); }
+Result<void> ShmDevice::dereg_mr(const MemoryRegion& mr) { return node_->dereg_mr(mr, pd_); }
 
 Result<std::unique_ptr<CompletionQueue>> ShmDevice::create_cq(uint32_t depth) {
   if (depth == 0 || depth > caps_.max_cqe)
     return make_error(EINVAL, "create_cq(%u): depth must be in [1, %u]", depth, caps_.max_cqe);
-  auto core = std::make_shared<CqCore>(node_.get(), depth, node_->latency().enabled());
+  auto core = std::make_shared<CqCore>(node_.get(), pd_, depth, node_->latency().enabled());
   return std::unique_ptr<CompletionQueue>(std::make_unique<ShmCq>(std::move(core)));
 }
 
@@ -74,17 +83,17 @@ Result<std::unique_ptr<QueuePair>> ShmDevice::create_qp(const QpInit& init) {
     return make_error(EINVAL, "create_qp: max_send_wr %u is not in [1, %u]", init.max_send_wr, caps_.max_send_wr);
   if (init.max_inline > caps_.max_inline)
     return make_error(EINVAL, "create_qp: max_inline %u exceeds %u", init.max_inline, caps_.max_inline);
-  auto send_cq = own_cq(init.send_cq, node_.get(), "send_cq");
+  auto send_cq = own_cq(init.send_cq, node_.get(), pd_, "send_cq");
   if (!send_cq.ok()) return send_cq.error();
   std::shared_ptr<CqCore> recv_cq;
   if (init.type == QpType::kUd) {
     if (init.max_recv_wr == 0 || init.max_recv_wr > caps_.max_recv_wr)
       return make_error(EINVAL, "create_qp: max_recv_wr %u is not in [1, %u]", init.max_recv_wr, caps_.max_recv_wr);
-    auto cq = own_cq(init.recv_cq, node_.get(), "recv_cq");
+    auto cq = own_cq(init.recv_cq, node_.get(), pd_, "recv_cq");
     if (!cq.ok()) return cq.error();
     recv_cq = std::move(*cq);
   }
-  auto qp = ShmQp::create(node_, init, std::move(*send_cq), std::move(recv_cq));
+  auto qp = ShmQp::create(node_, pd_, init, std::move(*send_cq), std::move(recv_cq));
   if (!qp.ok()) return qp.error();
   return std::unique_ptr<QueuePair>(std::move(*qp));
 }
@@ -101,7 +110,7 @@ Result<std::unique_ptr<AddressHandle>> ShmDevice::create_ah(const QpAddress& rem
   if (!peer.ok()) return peer.error();
   auto rq = RemoteRecvQueue::open(qp_path(node_->fabric(), w.node_id, w.qpn), w.qpn, w.node_token);
   if (!rq.ok()) return rq.error();
-  return std::unique_ptr<AddressHandle>(std::make_unique<ShmAh>(std::move(*peer), std::move(*rq), w.qpn));
+  return std::unique_ptr<AddressHandle>(std::make_unique<ShmAh>(std::move(*peer), std::move(*rq), w.qpn, w.pd));
 }
 
 }  // namespace rdtx::rdma::shm

@@ -16,7 +16,9 @@ namespace rdtx::rdma::shm {
 class ShmDevice final : public Device {
  public:
   static Result<std::unique_ptr<Device>> open(const ShmConfig& cfg, uint32_t node_id, const std::string& fabric);
-  ShmDevice(std::shared_ptr<Node> node, DeviceCaps caps) : node_(std::move(node)), caps_(std::move(caps)) {}
+  // One device context of `node`: its own protection domain `pd`.
+  ShmDevice(std::shared_ptr<Node> node, DeviceCaps caps, uint32_t pd)
+      : node_(std::move(node)), caps_(std::move(caps)), pd_(pd) {}
 
   const DeviceCaps& caps() const override { return caps_; }
   Result<std::unique_ptr<DeviceMemory>> alloc_memory(size_t bytes) override;
@@ -25,10 +27,12 @@ class ShmDevice final : public Device {
   Result<std::unique_ptr<CompletionQueue>> create_cq(uint32_t depth) override;
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInit& init) override;
   Result<std::unique_ptr<AddressHandle>> create_ah(const QpAddress& remote) override;
+  Result<std::unique_ptr<Device>> open_context() override;
 
  private:
   std::shared_ptr<Node> node_;
   const DeviceCaps caps_;
+  const uint32_t pd_;
 };
 
 }  // namespace rdtx::rdma::shm

@@ -17,7 +17,7 @@ namespace {
 bool is_atomic(Opcode op) { return op == Opcode::kCompareSwap || op == Opcode::kFetchAdd; }
 }  // namespace
 
-Result<std::unique_ptr<ShmQp>> ShmQp::create(std::shared_ptr<Node> node, const QpInit& init,
+Result<std::unique_ptr<ShmQp>> ShmQp::create(std::shared_ptr<Node> node, uint32_t pd, const QpInit& init,
                                              std::shared_ptr<CqCore> send_cq, std::shared_ptr<CqCore> recv_cq) {
   auto qpn = node->next_qpn();
   if (!qpn.ok()) return qpn.error();
@@ -27,7 +27,7 @@ Result<std::unique_ptr<ShmQp>> ShmQp::create(std::shared_ptr<Node> node, const Q
     if (!q.ok()) return q.error();
     rq = std::move(*q);
   }
-  auto qp = std::make_unique<ShmQp>(node, init, *qpn, send_cq.get(), std::move(rq));
+  auto qp = std::make_unique<ShmQp>(node, pd, init, *qpn, send_cq.get(), std::move(rq));
   // Attach last: the destructor detaches from whatever the QP holds.
   RDTX_TRY(send_cq->attach(qp.get(), init.max_send_wr, recv_cq == send_cq && init.type == QpType::kUd));
   qp->send_cq_ref_ = std::move(send_cq);
@@ -38,10 +38,11 @@ Result<std::unique_ptr<ShmQp>> ShmQp::create(std::shared_ptr<Node> node, const Q
   return qp;
 }
 
-ShmQp::ShmQp(std::shared_ptr<Node> node, const QpInit& init, uint32_t qpn, CqCore* send_cq,
+ShmQp::ShmQp(std::shared_ptr<Node> node, uint32_t pd, const QpInit& init, uint32_t qpn, CqCore* send_cq,
              std::unique_ptr<RecvQueue> rq)
     : send_cq_(send_cq),
       local_regions_(node->regions()),
+      pd_(pd),
       max_send_wr_(init.max_send_wr),
       max_inline_(init.max_inline),
       mtu_(node->config().mtu),
@@ -70,6 +71,7 @@ QpAddress ShmQp::address() const {
   w.type = static_cast<uint8_t>(type_);
   w.node_id = node_->id();
   w.qpn = qpn_;
+  w.pd = static_cast<uint16_t>(pd_);
   w.fabric_hash = node_->fabric_hash();
   w.node_token = node_->token();
   return w.encode();
@@ -88,6 +90,7 @@ Result<void> ShmQp::connect(const QpAddress& remote) {
     if (!peer.ok()) return peer.error();
     peer_ref_ = std::move(*peer);
     peer_ = peer_ref_.get();
+    peer_pd_ = w.pd;
   }
   // Like verbs' trip through RESET: whatever was outstanding is flushed.
   if (timed_) flush_timed();
@@ -119,7 +122,8 @@ bool ShmQp::well_formed(const WorkRequest& wr) const {
 uint8_t* ShmQp::local(const WorkRequest& wr, uint32_t need) const {
   Region r;
   uint64_t addr = reinterpret_cast<uint64_t>(wr.local);
-  if (!local_regions_.lookup(wr.lkey, &r) || (r.access & need) != need || !r.covers(addr, wr.length)) return nullptr;
+  if (!local_regions_.lookup(wr.lkey, &r) || r.pd != pd_ || (r.access & need) != need || !r.covers(addr, wr.length))
+    return nullptr;
   return static_cast<uint8_t*>(wr.local);
 }
 
@@ -146,7 +150,7 @@ Status ShmQp::read(const WorkRequest& wr) {
   if (wr.length == 0) return Status::kSuccess;
   uint8_t* dst = local(wr, kLocalWrite);
   if (dst == nullptr) return Status::kLocalProtectionError;
-  const uint8_t* src = peer_->translate(wr.remote_addr, wr.length, wr.rkey, kRemoteRead);
+  const uint8_t* src = peer_->translate(wr.remote_addr, wr.length, wr.rkey, kRemoteRead, peer_pd_);
   if (src == nullptr) return Status::kRemoteAccessError;
   copy_ascending(dst, src, wr.length);
   return Status::kSuccess;
@@ -156,7 +160,7 @@ Status ShmQp::write(const WorkRequest& wr) {
   if (wr.length == 0) return Status::kSuccess;
   const uint8_t* src = (wr.flags & kInline) != 0 ? static_cast<const uint8_t*>(wr.local) : local(wr, 0);
   if (src == nullptr) return Status::kLocalProtectionError;
-  uint8_t* dst = peer_->translate(wr.remote_addr, wr.length, wr.rkey, kRemoteWrite);
+  uint8_t* dst = peer_->translate(wr.remote_addr, wr.length, wr.rkey, kRemoteWrite, peer_pd_);
   if (dst == nullptr) return Status::kRemoteAccessError;
   copy_ascending(dst, src, wr.length);
   return Status::kSuccess;
@@ -166,7 +170,7 @@ Status ShmQp::atomic(const WorkRequest& wr) {
   uint8_t* result = local(wr, kLocalWrite);
   if (result == nullptr) return Status::kLocalProtectionError;
   if ((wr.remote_addr & 7) != 0) return Status::kRemoteInvalidRequest;
-  uint8_t* target = peer_->translate(wr.remote_addr, 8, wr.rkey, kRemoteAtomic);
+  uint8_t* target = peer_->translate(wr.remote_addr, 8, wr.rkey, kRemoteAtomic, peer_pd_);
   if (target == nullptr) return Status::kRemoteAccessError;
   // The peer's mapping offset comes from shared memory: check it kept the
   // alignment rather than trust it.
@@ -212,7 +216,7 @@ Status ShmQp::send(const WorkRequest& wr, uint64_t visible_tsc) {
   if (wr.length > capacity) {
     rx = Status::kLocalLengthError;
   } else if (wr.length > 0) {
-    uint8_t* dst = ah->peer().translate(addr, wr.length, lkey, kLocalWrite);
+    uint8_t* dst = ah->peer().translate(addr, wr.length, lkey, kLocalWrite, ah->pd());
     if (dst == nullptr)
       rx = Status::kLocalProtectionError;
     else
@@ -345,7 +349,7 @@ int ShmQp::post_recv(RecvRequest* list, RecvRequest** bad) {
     *bad = list;
     return -EINVAL;
   }
-  return rq_->post(list, bad, local_regions_);
+  return rq_->post(list, bad, local_regions_, pd_);
 }
 
 }  // namespace rdtx::rdma::shm

@@ -41,10 +41,12 @@ namespace rdtx::rdma::shm {
 class ShmQp final : public QueuePair {
  public:
   // Checks `init` against the device limits and the CQs' capacity.
-  static Result<std::unique_ptr<ShmQp>> create(std::shared_ptr<Node> node, const QpInit& init,
+  // `pd`: the protection domain of the device context that makes it.
+  static Result<std::unique_ptr<ShmQp>> create(std::shared_ptr<Node> node, uint32_t pd, const QpInit& init,
                                                std::shared_ptr<CqCore> send_cq, std::shared_ptr<CqCore> recv_cq);
   // Use create(): it also attaches the QP to its CQs.
-  ShmQp(std::shared_ptr<Node> node, const QpInit& init, uint32_t qpn, CqCore* send_cq, std::unique_ptr<RecvQueue> rq);
+  ShmQp(std::shared_ptr<Node> node, uint32_t pd, const QpInit& init, uint32_t qpn, CqCore* send_cq,
+        std::unique_ptr<RecvQueue> rq);
   ~ShmQp() override;
 
   QpType type() const override { return type_; }
@@ -86,8 +88,10 @@ class ShmQp final : public QueuePair {
 
   // Fast-path state first.
   const PeerNode* peer_ = nullptr;  // RC: the connected node
+  uint32_t peer_pd_ = 0;            // RC: the connected QP's protection domain
   CqCore* send_cq_;
   RegionTable local_regions_;
+  const uint32_t pd_;
   uint64_t posted_ = 0;   // requests posted
   uint64_t retired_ = 0;  // requests whose slots are free again
   const uint32_t max_send_wr_;

@@ -44,7 +44,11 @@ Result<std::unique_ptr<Device>> VerbsDevice::open(const VerbsConfig& cfg, uint32
   caps.max_cqe = static_cast<uint32_t>(c.attr().max_cqe);
   caps.max_msg_size = c.mtu_bytes();
   caps.max_mr_size = c.attr().max_mr_size;
-  return std::unique_ptr<Device>(std::make_unique<VerbsDevice>(std::move(*ctx), std::move(caps)));
+  return std::unique_ptr<Device>(std::make_unique<VerbsDevice>(std::move(*ctx), std::move(caps), fabric));
+}
+
+Result<std::unique_ptr<Device>> VerbsDevice::open_context() {
+  return open(ctx_->config(), ctx_->node_id(), fabric_);
 }
 
 Result<std::unique_ptr<DeviceMemory>> VerbsDevice::alloc_memory(size_t bytes) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "rdma/rdma.hpp"
 #include "verbs_config.hpp"
@@ -15,7 +16,8 @@ namespace rdtx::rdma::verbs {
 class VerbsDevice final : public Device {
  public:
   static Result<std::unique_ptr<Device>> open(const VerbsConfig& cfg, uint32_t node_id, const std::string& fabric);
-  VerbsDevice(std::shared_ptr<Context> ctx, DeviceCaps caps) : ctx_(std::move(ctx)), caps_(std::move(caps)) {}
+  VerbsDevice(std::shared_ptr<Context> ctx, DeviceCaps caps, std::string fabric)
+      : ctx_(std::move(ctx)), caps_(std::move(caps)), fabric_(std::move(fabric)) {}
 
   const DeviceCaps& caps() const override { return caps_; }
   Result<std::unique_ptr<DeviceMemory>> alloc_memory(size_t bytes) override;
@@ -24,10 +26,13 @@ class VerbsDevice final : public Device {
   Result<std::unique_ptr<CompletionQueue>> create_cq(uint32_t depth) override;
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInit& init) override;
   Result<std::unique_ptr<AddressHandle>> create_ah(const QpAddress& remote) override;
+  // A new ibv_context and protection domain on the same device and port.
+  Result<std::unique_ptr<Device>> open_context() override;
 
  private:
   std::shared_ptr<Context> ctx_;
   const DeviceCaps caps_;
+  const std::string fabric_;
 };
 
 }  // namespace rdtx::rdma::verbs
