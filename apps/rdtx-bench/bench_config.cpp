@@ -35,6 +35,9 @@ void add_cluster_schema(config::Schema& s) {
   s.add_int("cluster.nodes", 2, 1, txn::kMaxNodes, "nodes (database partitions)");
   s.add_int("cluster.workers_per_node", 1, 1, txn::kMaxWorkersPerNode,
             "workers (threads with their own QPs and coroutines) per node");
+  s.add_bool("cluster.context_per_worker", true,
+             "each worker opens its own device context (verbs: ibv_context and protection domain; tables are "
+             "registered in every worker's); false: the workers of a node share one");
   s.add_int("cluster.qps_per_node", 1, 1, 64,
             "RC QPs each worker keeps to each node, used round-robin by its coroutines; more than 1 emulates the "
             "QP count of a larger cluster (RNIC QP-cache pressure)");
@@ -144,6 +147,7 @@ Result<Plan> plan_from(const config::Config& cfg) {
   rc.cluster.nodes = static_cast<uint32_t>(cfg.get_int("cluster.nodes"));
   rc.cluster.workers_per_node = static_cast<uint32_t>(cfg.get_int("cluster.workers_per_node"));
   rc.cluster.qps_per_node = static_cast<uint32_t>(cfg.get_int("cluster.qps_per_node"));
+  rc.cluster.context_per_worker = cfg.get_bool("cluster.context_per_worker");
   rc.cluster.devargs = cfg.get_string("cluster.devargs");
   // RPC endpoints keep lib/rpc's defaults (rpc::EndpointConfig).
   rc.options = txn::options_from(cfg);

@@ -108,7 +108,7 @@ Task<bool> Occ::fetch(Coordinator& c, Txn& t, uint32_t from) {
       wr->local = a.copy;
       wr->length = c.db().tuple_bytes(a.table);
       wr->remote_addr = a.tuple_addr;
-      wr->rkey = c.db().descriptor(a.node, a.table).rkey;
+      wr->rkey = c.descriptor(a.node, a.table).rkey;
     }
     if (!co_await batch.execute()) {
       t.fail(AbortReason::kNetwork);
@@ -221,7 +221,7 @@ Task<bool> Occ::lock(Coordinator& c, Txn& t) {
   for (uint32_t i = 0; i < t.size(); ++i) {
     Access& a = t.access(i);
     if (a.mode != AccessMode::kWrite) continue;
-    const auto& d = c.db().descriptor(a.node, a.table);
+    const auto& d = c.descriptor(a.node, a.table);
     std::byte* x = c.extra(i);
     set_word(x, 0, UINT64_MAX);  // stays if the CAS never executed
     rdma::WorkRequest* cas = batch.add(a.node);
@@ -298,7 +298,7 @@ Task<bool> Occ::validate(Coordinator& c, Txn& t) {
     rd->local = c.extra(i);
     rd->length = c.db().layout(a.table).record_offset();  // lock, seq, [writer], key, state
     rd->remote_addr = a.tuple_addr;
-    rd->rkey = c.db().descriptor(a.node, a.table).rkey;
+    rd->rkey = c.descriptor(a.node, a.table).rkey;
   }
   if (!co_await batch.execute()) {
     t.fail(AbortReason::kNetwork);
@@ -348,7 +348,7 @@ Task<bool> Occ::write_back(Coordinator& c, Txn& t) {
     Access& a = t.access(i);
     if (a.mode != AccessMode::kWrite) continue;
     const auto& l = c.db().layout(a.table);
-    uint32_t rkey = c.db().descriptor(a.node, a.table).rkey;
+    uint32_t rkey = c.descriptor(a.node, a.table).rkey;
     // The record (and writer id) first, the new version after it, then the
     // unlock, in order on the QP: a reader whose copy shows the new version
     // has the new record too (RDMA writes land in order, ascending).

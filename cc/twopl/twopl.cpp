@@ -166,7 +166,7 @@ Task<bool> TwoPl::fetch_onesided(Coordinator& c, Txn& t, uint32_t from) {
     for (uint32_t i = from; i < to; ++i) {
       Access& a = t.access(i);
       if (a.fetched) continue;
-      const auto& d = c.db().descriptor(a.node, a.table);
+      const auto& d = c.descriptor(a.node, a.table);
       set_word(c.extra(i), 0, UINT64_MAX);  // stays if the CAS never executed
       rdma::WorkRequest* cas = batch.add(a.node);
       cas->opcode = rdma::Opcode::kCompareSwap;
@@ -304,7 +304,7 @@ Task<void> TwoPl::release(Coordinator& c, Txn& t, bool write_back) {
     for (uint32_t i = 0; i < t.size(); ++i) {
       Access& a = t.access(i);
       if (!a.locked) continue;
-      uint32_t rkey = c.db().descriptor(a.node, a.table).rkey;
+      uint32_t rkey = c.descriptor(a.node, a.table).rkey;
       if (write_back && a.mode == AccessMode::kWrite) {
         rdma::WorkRequest* wr = batch.add(a.node);
         wr->opcode = rdma::Opcode::kWrite;

@@ -38,7 +38,17 @@ Result<void> Cluster::build_local(const ClusterConfig& cfg, uint32_t first, uint
     w->node = id / cfg.workers_per_node;
     w->index = id % cfg.workers_per_node;
     w->id = id;
-    rdma::Device& dev = *nodes_[w->node].device;
+    if (cfg.context_per_worker) {
+      auto own = nodes_[w->node].device->open_context();
+      if (!own.ok())
+        return make_error(own.error().code, "cluster: worker %u of node %u cannot open its device context: %s",
+                          w->index, w->node, own.error().message.c_str());
+      w->own_device = std::move(*own);
+      w->device = w->own_device.get();
+    } else {
+      w->device = nodes_[w->node].device.get();
+    }
+    rdma::Device& dev = *w->device;
     w->worker = std::make_unique<runtime::Worker>("n" + std::to_string(w->node) + ".w" + std::to_string(w->index));
     const uint32_t qps = cfg.nodes * cfg.qps_per_node;
     auto cq = dev.create_cq(cfg.max_outstanding * qps + 16);
@@ -147,11 +157,18 @@ Cluster::~Cluster() {
   // destroyed in reverse declaration order after that).
   for (auto& w : workers_) w->worker.reset();
   for (auto& w : workers_) {
-    if (w->scratch) (void)nodes_[w->node].device->dereg_mr(w->scratch_mr);
+    if (w->scratch) (void)w->device->dereg_mr(w->scratch_mr);
     w->rpc.reset();
     w->qps.clear();
   }
   workers_.clear();
+}
+
+std::vector<rdma::Device*> Cluster::contexts(uint32_t n) const {
+  std::vector<rdma::Device*> out;
+  for (const auto& w : workers_)
+    if (w->node == n) out.push_back(w->device);
+  return out;
 }
 
 int Cluster::poll_all() {

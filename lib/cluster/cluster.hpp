@@ -2,7 +2,10 @@
 //
 // A node is one rdma::Device (one partition of the database lives in its
 // registered memory). A worker is one (node, thread) pair: its own
-// runtime::Worker, one completion queue, one RC queue pair to every node
+// runtime::Worker, its own device context (rdma::Device::open_context: verbs
+// gives each worker thread an ibv_context and protection domain of its own,
+// so the node's tables are registered in every worker's context and a peer
+// uses the rkey of the context its QP reaches), one completion queue, one RC queue pair to every node
 // (its own included, through loopback, so that local accesses take the same
 // path as remote ones), an rpc::Endpoint, and a registered scratch buffer for
 // one-sided READ destinations. Worker i of node a is paired with worker i of
@@ -44,6 +47,9 @@ struct ClusterConfig {
   // and DrTM+H do to show the RNIC's QP-cache pressure; coordinators spread
   // over them (WorkerContext::qp_to).
   uint32_t qps_per_node = 1;
+  // Each worker opens its own device context (false: the workers share the
+  // node's, and tables are registered once per node).
+  bool context_per_worker = true;
   std::string devargs = "shm";
   std::string fabric;              // "" = a fabric private to this process
   uint32_t max_outstanding = 256;  // one-sided requests in flight per worker and QP
@@ -60,6 +66,10 @@ struct WorkerContext {
   uint32_t node = 0;    // the node this worker belongs to
   uint32_t index = 0;   // its index among that node's workers
   uint32_t id = 0;      // dense id in the cluster: node * workers_per_node + index
+  // The device context everything below is made from: its own, or the node's.
+  // (Declared first: it goes last.)
+  std::unique_ptr<rdma::Device> own_device;
+  rdma::Device* device = nullptr;
   std::unique_ptr<runtime::Worker> worker;
   std::unique_ptr<rdma::CompletionQueue> cq;
   uint32_t qps_per_node = 1;
@@ -110,6 +120,9 @@ class Cluster {
   // Workers in this process, by local index (node-major).
   uint32_t workers() const { return static_cast<uint32_t>(workers_.size()); }
   Node& node(uint32_t n) { return nodes_[n]; }
+  // The device contexts of local node n's workers, by worker index: where
+  // the node's tables must be registered (store::Table::create).
+  std::vector<rdma::Device*> contexts(uint32_t n) const;
   WorkerContext& worker(uint32_t i) { return *workers_[i]; }
   // Worker `index` of local node `node`.
   WorkerContext& worker(uint32_t node, uint32_t index) {

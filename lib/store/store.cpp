@@ -15,7 +15,7 @@ Result<Table*> Store::create_table(const TableSpec& spec) {
     if (t && t->name() == spec.name)
       return make_error(EEXIST, "table '%s' (id %u): name already used by table id %u", spec.name.c_str(), spec.id,
                         t->id());
-  auto t = Table::create(dev_, node_id_, spec);
+  auto t = Table::create(dev_, node_id_, spec, contexts_);
   if (!t.ok()) return t.error();
   if (tables_.size() <= spec.id) tables_.resize(spec.id + 1);
   tables_[spec.id] = std::move(*t);
@@ -25,7 +25,8 @@ Result<Table*> Store::create_table(const TableSpec& spec) {
 std::vector<TableDescriptor> Store::descriptors() const {
   std::vector<TableDescriptor> out;
   for (const auto& t : tables_)
-    if (t) out.push_back(t->descriptor());
+    if (t)
+      for (uint32_t c = 0; c < t->contexts(); ++c) out.push_back(t->descriptor(c));
   return out;
 }
 

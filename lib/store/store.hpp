@@ -31,8 +31,10 @@ class Store {
   // Table ids are small integers (they index an array and travel in RPCs).
   static constexpr uint32_t kMaxTables = 1024;
 
-  // `dev` must outlive the store.
-  Store(rdma::Device& dev, uint32_t node_id) : dev_(dev), node_id_(node_id) {}
+  // `dev` (memory) and `contexts` (where tables are registered, see
+  // Table::create) must outlive the store.
+  Store(rdma::Device& dev, uint32_t node_id, std::vector<rdma::Device*> contexts = {})
+      : dev_(dev), node_id_(node_id), contexts_(std::move(contexts)) {}
 
   // Creates a table on this node. Errors: EINVAL for an id >= kMaxTables,
   // EEXIST for an id or name already used, and Table::create's errors.
@@ -42,13 +44,15 @@ class Store {
   Table* table(uint32_t id) const { return id < tables_.size() ? tables_[id].get() : nullptr; }
 
   uint32_t node_id() const { return node_id_; }
-  // One descriptor per table, in id order, for the bootstrap to send to peers.
+  // Every table's descriptor per context (table id order, then context),
+  // for the bootstrap to send to peers.
   std::vector<TableDescriptor> descriptors() const;
   MemoryReport memory_report() const;
 
  private:
   rdma::Device& dev_;
   uint32_t node_id_;
+  std::vector<rdma::Device*> contexts_;
   std::vector<std::unique_ptr<Table>> tables_;  // index = table id
 };
 

@@ -17,7 +17,8 @@ uint64_t* words_mut(const uint64_t* w) { return const_cast<uint64_t*>(w); }
 
 }  // namespace
 
-Result<std::unique_ptr<Table>> Table::create(rdma::Device& dev, uint32_t node_id, const TableSpec& spec) {
+Result<std::unique_ptr<Table>> Table::create(rdma::Device& dev, uint32_t node_id, const TableSpec& spec,
+                                             std::span<rdma::Device* const> contexts) {
   auto fail = [&](const char* what) {
     return make_error(EINVAL, "table '%s' (id %u): %s", spec.name.c_str(), spec.id, what);
   };
@@ -48,31 +49,50 @@ Result<std::unique_ptr<Table>> Table::create(rdma::Device& dev, uint32_t node_id
   auto raw = reinterpret_cast<uintptr_t>((*mem)->data());
   auto* base = reinterpret_cast<std::byte*>((raw + kAlign - 1) & ~(kAlign - 1));
   std::memset(base, 0, region_bytes);
-  auto mr = dev.reg_mr(base, region_bytes, rdma::kAccessAll);
-  if (!mr.ok())
-    return make_error(mr.error().code, "table '%s' (id %u): %s", spec.name.c_str(), spec.id,
-                      mr.error().message.c_str());
-  return std::make_unique<Table>(Key{}, dev, node_id, spec, g, std::move(*mem), base, *mr);
+  rdma::Device* const just_dev[] = {&dev};
+  if (contexts.empty()) contexts = just_dev;
+  std::vector<Registration> regs;
+  std::vector<uint32_t> reg_of_context;
+  for (rdma::Device* ctx : contexts) {
+    auto same = std::find_if(regs.begin(), regs.end(), [ctx](const Registration& r) { return r.context == ctx; });
+    if (same != regs.end()) {
+      reg_of_context.push_back(static_cast<uint32_t>(same - regs.begin()));
+      continue;
+    }
+    auto mr = ctx->reg_mr(base, region_bytes, rdma::kAccessAll);
+    if (!mr.ok()) {
+      for (const Registration& r : regs) (void)r.context->dereg_mr(r.mr);
+      return make_error(mr.error().code, "table '%s' (id %u): %s", spec.name.c_str(), spec.id,
+                        mr.error().message.c_str());
+    }
+    reg_of_context.push_back(static_cast<uint32_t>(regs.size()));
+    regs.push_back({ctx, *mr});
+  }
+  return std::make_unique<Table>(Key{}, node_id, spec, g, std::move(*mem), base, std::move(regs),
+                                 std::move(reg_of_context));
 }
 
-Table::Table(Key, rdma::Device& dev, uint32_t node_id, const TableSpec& spec, const IndexGeometry& g,
-             std::unique_ptr<rdma::DeviceMemory> mem, std::byte* base, const rdma::MemoryRegion& mr)
-    : dev_(dev),
-      id_(spec.id),
+Table::Table(Key, uint32_t node_id, const TableSpec& spec, const IndexGeometry& g,
+             std::unique_ptr<rdma::DeviceMemory> mem, std::byte* base, std::vector<Registration> regs,
+             std::vector<uint32_t> reg_of_context)
+    : id_(spec.id),
       name_(spec.name),
       node_id_(node_id),
       layout_{spec.meta_bytes, spec.record_bytes},
       tuple_bytes_(layout_.tuple_bytes()),
       partitioner_(spec.partitioner),
       mem_(std::move(mem)),
-      mr_(mr),
+      regs_(std::move(regs)),
+      reg_of_context_(std::move(reg_of_context)),
       heap_(base + (g.buckets + g.overflow) * kBucketBytes),
       index_(base, g),
       alloc_(spec.capacity) {}
 
 Table::~Table() {
-  auto r = dev_.dereg_mr(mr_);
-  if (!r.ok()) RDTX_LOG(store_log(), Warning, "table '%s': %s", name_.c_str(), r.error().message.c_str());
+  for (const Registration& reg : regs_) {
+    auto r = reg.context->dereg_mr(reg.mr);
+    if (!r.ok()) RDTX_LOG(store_log(), Warning, "table '%s': %s", name_.c_str(), r.error().message.c_str());
+  }
 }
 
 int Table::lookup(uint64_t key, TupleRef* ref) const {
@@ -179,19 +199,21 @@ int Table::erase(uint64_t key) {
   return 0;
 }
 
-TableDescriptor Table::descriptor() const {
+TableDescriptor Table::descriptor(uint32_t context) const {
   const IndexGeometry& g = index_.geometry();
+  const rdma::MemoryRegion& mr = region(context);
   TableDescriptor d;
   d.table_id = id_;
   d.node_id = node_id_;
-  d.rkey = mr_.rkey;
+  d.context = context;
+  d.rkey = mr.rkey;
   d.meta_bytes = layout_.meta_bytes;
   d.record_bytes = layout_.record_bytes;
   d.tuple_bytes = tuple_bytes_;
-  d.index_addr = mr_.remote_addr(0);
+  d.index_addr = mr.remote_addr(0);
   d.buckets = g.buckets;
   d.overflow_buckets = g.overflow;
-  d.heap_addr = mr_.remote_addr(static_cast<size_t>(heap_ - static_cast<std::byte*>(mr_.addr)));
+  d.heap_addr = mr.remote_addr(static_cast<size_t>(heap_ - static_cast<std::byte*>(mr.addr)));
   d.capacity = g.capacity;
   return d;
 }

@@ -29,6 +29,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/result.hpp"
 #include "rdma/rdma.hpp"
@@ -87,14 +88,24 @@ class Table {
   static constexpr int kLookupAttempts = 8;
   static constexpr uint32_t kMaxTupleBytes = 1u << 20;
 
-  // Allocates the region with dev.alloc_memory(), zeroes and registers it
-  // (kAccessAll). `dev` must outlive the table. Errors name the table:
-  // EINVAL for a bad spec (meta_bytes not a multiple of 8, capacity out of
-  // range, tuple larger than kMaxTupleBytes, region larger than the device
-  // allows), or the device's error.
-  static Result<std::unique_ptr<Table>> create(rdma::Device& dev, uint32_t node_id, const TableSpec& spec);
-  Table(Key, rdma::Device& dev, uint32_t node_id, const TableSpec& spec, const IndexGeometry& g,
-        std::unique_ptr<rdma::DeviceMemory> mem, std::byte* base, const rdma::MemoryRegion& mr);
+  // A registration of the region in one device context.
+  struct Registration {
+    rdma::Device* context;
+    rdma::MemoryRegion mr;
+  };
+
+  // Allocates the region with dev.alloc_memory(), zeroes it and registers
+  // it (kAccessAll) in each of `contexts`: the device contexts peers reach
+  // the table through (a node's workers' contexts, one registration per
+  // distinct context, since keys are valid only in the context that made
+  // them). Empty: `dev` alone. The devices must outlive the table. Errors
+  // name the table: EINVAL for a bad spec (meta_bytes not a multiple of 8,
+  // capacity out of range, tuple larger than kMaxTupleBytes, region larger
+  // than the device allows), or the device's error.
+  static Result<std::unique_ptr<Table>> create(rdma::Device& dev, uint32_t node_id, const TableSpec& spec,
+                                               std::span<rdma::Device* const> contexts = {});
+  Table(Key, uint32_t node_id, const TableSpec& spec, const IndexGeometry& g, std::unique_ptr<rdma::DeviceMemory> mem,
+        std::byte* base, std::vector<Registration> regs, std::vector<uint32_t> reg_of_context);
   Table(const Table&) = delete;
   Table& operator=(const Table&) = delete;
   // Deregisters and frees the region: peers' later verbs on it fail.
@@ -134,10 +145,12 @@ class Table {
   // metadata and record in place.
   std::byte* tuple(uint32_t index) const { return heap_ + uint64_t{index} * tuple_bytes_; }
 
-  // What peers need for one-sided access; see TableDescriptor.
-  TableDescriptor descriptor() const;
+  // What peers need for one-sided access through context `context` (an
+  // index into create()'s list); see TableDescriptor.
+  TableDescriptor descriptor(uint32_t context = 0) const;
+  uint32_t contexts() const { return static_cast<uint32_t>(reg_of_context_.size()); }
   TableMemory memory() const;
-  const rdma::MemoryRegion& region() const { return mr_; }
+  const rdma::MemoryRegion& region(uint32_t context = 0) const { return regs_[reg_of_context_[context]].mr; }
   // The index, for diagnostics and tests.
   HashIndex& index() { return index_; }
 
@@ -150,7 +163,6 @@ class Table {
   }
   void write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> record);
 
-  rdma::Device& dev_;
   uint32_t id_;
   std::string name_;
   uint32_t node_id_;
@@ -158,7 +170,8 @@ class Table {
   uint32_t tuple_bytes_;
   Partitioner partitioner_;
   std::unique_ptr<rdma::DeviceMemory> mem_;
-  rdma::MemoryRegion mr_;
+  std::vector<Registration> regs_;       // distinct contexts
+  std::vector<uint32_t> reg_of_context_;  // create()'s context i -> regs_ index
   std::byte* heap_;
   HashIndex index_;
   TupleAllocator alloc_;

@@ -3,6 +3,9 @@
 // their geometry. A plain, trivially copyable struct of fixed-width fields
 // that the bootstrap ships between nodes as bytes; the receiver runs
 // validate() on it once, before any lookup uses it.
+// A table has one descriptor per device context of its owner (each of the
+// owner's workers, when each has its own: keys are per context), and a peer
+// uses the one of the context its QP is connected to.
 // Thread-safety: plain value type.
 #pragma once
 
@@ -22,6 +25,8 @@ struct TableDescriptor {
   uint32_t meta_bytes = 0;
   uint32_t record_bytes = 0;
   uint32_t tuple_bytes = 0;
+  uint32_t context = 0;  // the owner's device context (worker) the rkey belongs to
+  uint32_t reserved = 0;
   uint64_t index_addr = 0;        // remote address of bucket 0; bucket i at index_addr + i * kBucketBytes
   uint64_t buckets = 0;           // primary buckets
   uint64_t overflow_buckets = 0;  // overflow area: buckets [buckets, buckets + overflow_buckets)

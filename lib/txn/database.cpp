@@ -11,6 +11,8 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
   std::unique_ptr<Database> db(new Database());
   db->protocol_meta_ = protocol_meta;
   db->recording_ = record_history;
+  db->workers_per_node_ = c.config().workers_per_node;
+  const uint32_t wpn = db->workers_per_node_;
   const uint32_t meta = protocol_meta + (record_history ? 8 : 0);
   TableId max_id = 0;
   for (const auto& t : tables) max_id = std::max(max_id, t.id);
@@ -21,7 +23,7 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
   // their descriptors (exchange_descriptors()).
   db->stores_.resize(c.nodes());
   for (uint32_t n = 0; n < c.nodes(); ++n)
-    if (c.is_local(n)) db->stores_[n] = std::make_unique<store::Store>(*c.node(n).device, n);
+    if (c.is_local(n)) db->stores_[n] = std::make_unique<store::Store>(*c.node(n).device, n, c.contexts(n));
   for (const auto& t : tables) {
     if (!db->defs_[t.id].name.empty())
       return make_error(EEXIST, "table id %u is used by both '%s' and '%s'", t.id, db->defs_[t.id].name.c_str(),
@@ -37,15 +39,17 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
     spec.record_bytes = t.record_bytes;
     spec.capacity = t.capacity_per_node;
     spec.partitioner = t.partitioner;
-    db->descs_[t.id].resize(c.nodes());
+    db->descs_[t.id].resize(size_t{c.nodes()} * wpn);
     db->layouts_[t.id] = store::TupleLayout{meta, t.record_bytes};
     for (uint32_t n = 0; n < c.nodes(); ++n) {
       if (!db->stores_[n]) continue;
       auto tab = db->stores_[n]->create_table(spec);
       if (!tab.ok()) return tab.error();
-      store::TableDescriptor d = (*tab)->descriptor();
-      RDTX_TRY(store::validate(d));
-      db->descs_[t.id][n] = d;
+      for (uint32_t w = 0; w < wpn; ++w) {
+        store::TableDescriptor d = (*tab)->descriptor(w);
+        RDTX_TRY(store::validate(d));
+        db->descs_[t.id][n * wpn + w] = d;
+      }
       db->layouts_[t.id] = (*tab)->layout();
     }
     db->max_tuple_bytes_ = std::max(db->max_tuple_bytes_, db->layouts_[t.id].tuple_bytes());
@@ -54,12 +58,14 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
 }
 
 Result<void> Database::exchange_descriptors(const cluster::AllGather& all_gather) {
-  // Mine: the descriptor of every table of every local node.
+  // Mine: the descriptor of every table of every local node, per worker.
+  const uint32_t wpn = workers_per_node_;
   std::vector<store::TableDescriptor> mine;
   for (uint32_t n = 0; n < nodes(); ++n)
     if (stores_[n])
       for (TableId t = 0; t < tables(); ++t)
-        if (has_table(t)) mine.push_back(descs_[t][n]);
+        if (has_table(t))
+          for (uint32_t w = 0; w < wpn; ++w) mine.push_back(descs_[t][n * wpn + w]);
   auto all = all_gather(std::as_bytes(std::span(mine)), "table descriptors");
   if (!all.ok()) return all.error();
   for (uint32_t from = 0; from < all->size(); ++from) {
@@ -69,9 +75,9 @@ Result<void> Database::exchange_descriptors(const cluster::AllGather& all_gather
     for (size_t off = 0; off < blob.size(); off += sizeof(store::TableDescriptor)) {
       store::TableDescriptor d;
       std::memcpy(&d, blob.data() + off, sizeof d);
-      if (d.node_id >= nodes() || !has_table(d.table_id))
-        return make_error(EPROTO, "node %u sent a descriptor of table %u on node %u: no such table or node", from,
-                          d.table_id, d.node_id);
+      if (d.node_id >= nodes() || !has_table(d.table_id) || d.context >= wpn)
+        return make_error(EPROTO, "node %u sent a descriptor of table %u on node %u for worker %u: no such table, "
+                          "node or worker", from, d.table_id, d.node_id, d.context);
       if (auto v = store::validate(d); !v.ok())
         return make_error(EPROTO, "node %u sent a bad descriptor of table '%s': %s", from, defs_[d.table_id].name.c_str(),
                           v.error().message.c_str());
@@ -80,14 +86,16 @@ Result<void> Database::exchange_descriptors(const cluster::AllGather& all_gather
         return make_error(EPROTO, "node %u has table '%s' with %u+%u bytes per tuple, this node %u+%u (different "
                           "protocol or history.record?)", from, defs_[d.table_id].name.c_str(), d.meta_bytes,
                           d.record_bytes, l.meta_bytes, l.record_bytes);
-      if (!stores_[d.node_id]) descs_[d.table_id][d.node_id] = d;
+      if (!stores_[d.node_id]) descs_[d.table_id][d.node_id * wpn + d.context] = d;
     }
   }
   for (TableId t = 0; t < tables(); ++t)
     if (has_table(t))
       for (uint32_t n = 0; n < nodes(); ++n)
-        if (descs_[t][n].capacity == 0)
-          return make_error(EPROTO, "no descriptor of table '%s' on node %u arrived", defs_[t].name.c_str(), n);
+        for (uint32_t w = 0; w < wpn; ++w)
+          if (descs_[t][n * wpn + w].capacity == 0)
+            return make_error(EPROTO, "no descriptor of table '%s' on node %u for worker %u arrived",
+                              defs_[t].name.c_str(), n, w);
   return {};
 }
 

@@ -49,8 +49,13 @@ class Database {
   bool is_local(uint32_t n) const { return stores_[n] != nullptr; }
   store::Store& store(uint32_t node) { return *stores_[node]; }
   const store::Store& store(uint32_t node) const { return *stores_[node]; }
-  // The table's partition on `node` as a peer reaches it.
-  const store::TableDescriptor& descriptor(uint32_t node, TableId t) const { return descs_[t][node]; }
+  // The table's partition on `node` as worker `worker` (an index among its
+  // node's workers) reaches it: through its QPs to that node's worker of the
+  // same index, hence with the rkey of that worker's device context.
+  const store::TableDescriptor& descriptor(uint32_t node, TableId t, uint32_t worker) const {
+    return descs_[t][node * workers_per_node_ + worker];
+  }
+  uint32_t workers_per_node() const { return workers_per_node_; }
   const TableDef& def(TableId t) const { return defs_[t]; }
   bool has_table(TableId t) const { return t < defs_.size() && !defs_[t].name.empty(); }
   uint32_t tables() const { return static_cast<uint32_t>(defs_.size()); }
@@ -67,7 +72,8 @@ class Database {
   std::vector<std::unique_ptr<store::Store>> stores_;
   std::vector<TableDef> defs_;                            // by table id
   std::vector<store::TupleLayout> layouts_;               // by table id
-  std::vector<std::vector<store::TableDescriptor>> descs_;  // [table][node]
+  std::vector<std::vector<store::TableDescriptor>> descs_;  // [table][node * workers_per_node + worker]
+  uint32_t workers_per_node_ = 1;
   uint32_t protocol_meta_ = 0;
   uint32_t max_tuple_bytes_ = 0;
   bool recording_ = false;

@@ -275,7 +275,7 @@ bool OneSidedBatch::add_unlock(const Access& a) {
   un->length = 8;
   un->flags = rdma::kInline;
   un->remote_addr = a.tuple_addr;
-  un->rkey = c_.db().descriptor(a.node, a.table).rkey;
+  un->rkey = c_.descriptor(a.node, a.table).rkey;
   return true;
 }
 

@@ -210,6 +210,11 @@ class Coordinator {
   std::byte* slot(uint32_t i) { return scratch_ + static_cast<size_t>(i) * slot_bytes_; }
   std::byte* extra(uint32_t i) { return scratch_ + extra_offset_ + static_cast<size_t>(i) * 128; }
   uint32_t lkey() const { return e_.ctx().scratch_mr.lkey; }
+  // The table's partition on `node` as this worker reaches it (its rkey is
+  // the one of the device context this worker's QPs to `node` connect to).
+  const store::TableDescriptor& descriptor(uint32_t node, TableId t) const {
+    return e_.db().descriptor(node, t, e_.ctx().index);
+  }
   // Counts a network wait (round trip) of the current attempt.
   void count_round_trip() { ++net_.round_trips; }
   // The attempt's verbs, doorbells and bytes (with options().breakdown).

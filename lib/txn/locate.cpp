@@ -21,7 +21,7 @@ runtime::Task<bool> locate_onesided(Coordinator& c, Txn& t, uint32_t from, uint3
       a.located = true;
       continue;
     }
-    bucket[i] = store::bucket_of(a.key, c.db().descriptor(a.node, a.table).buckets);
+    bucket[i] = store::bucket_of(a.key, c.descriptor(a.node, a.table).buckets);
     pending[npending++] = i;
   }
   // Each hop READs the current bucket of every pending access; a chain is at
@@ -30,7 +30,7 @@ runtime::Task<bool> locate_onesided(Coordinator& c, Txn& t, uint32_t from, uint3
     OneSidedBatch& batch = c.onesided();
     for (uint32_t k = 0; k < npending; ++k) {
       Access& a = t.access(pending[k]);
-      const store::TableDescriptor& d = c.db().descriptor(a.node, a.table);
+      const store::TableDescriptor& d = c.descriptor(a.node, a.table);
       if (hop > d.overflow_buckets) {
         t.fail(AbortReason::kNetwork);  // a cycle: the owner's index is corrupt
         co_return false;
@@ -50,7 +50,7 @@ runtime::Task<bool> locate_onesided(Coordinator& c, Txn& t, uint32_t from, uint3
     for (uint32_t k = 0; k < npending; ++k) {
       uint32_t i = pending[k];
       Access& a = t.access(i);
-      const store::TableDescriptor& d = c.db().descriptor(a.node, a.table);
+      const store::TableDescriptor& d = c.descriptor(a.node, a.table);
       uint64_t value = 0, next = 0;
       switch (store::scan_bucket(*reinterpret_cast<const store::Bucket*>(c.extra(i)), a.key, d.geometry(), &value,
                                  &next)) {
@@ -94,7 +94,7 @@ bool check_fetched(Coordinator& c, Access& a) {
 }
 
 void remember_location(Coordinator& c, Access& a, uint64_t tuple_index, uint64_t state) {
-  const store::TableDescriptor& d = c.db().descriptor(a.node, a.table);
+  const store::TableDescriptor& d = c.descriptor(a.node, a.table);
   if (tuple_index >= d.capacity) return;
   a.tuple_addr = d.tuple_addr(static_cast<uint32_t>(tuple_index));
   a.located = true;

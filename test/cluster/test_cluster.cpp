@@ -15,9 +15,12 @@ using runtime::Task;
 
 namespace {
 
+// A counter on one node, registered in the device context of each of the
+// node's workers (by worker index): keys are per context.
 struct Counters {
   std::unique_ptr<rdma::DeviceMemory> mem;
-  rdma::MemoryRegion mr;
+  std::vector<rdma::Device*> contexts;
+  std::vector<rdma::MemoryRegion> mrs;
 };
 
 Task<void> bump_everywhere(cluster::WorkerContext& w, std::vector<Counters>& counters, int rounds, int& done) {
@@ -29,8 +32,9 @@ Task<void> bump_everywhere(cluster::WorkerContext& w, std::vector<Counters>& cou
       faa.local = buf;
       faa.length = 8;
       faa.lkey = w.scratch_mr.lkey;
-      faa.remote_addr = counters[n].mr.remote_addr(0);
-      faa.rkey = counters[n].mr.rkey;
+      // The QP reaches node n's worker of the same index: its context's key.
+      faa.remote_addr = counters[n].mrs[w.index].remote_addr(0);
+      faa.rkey = counters[n].mrs[w.index].rkey;
       faa.compare_add = 1;
       // Every QP to the node in turn (cluster.qps_per_node).
       bool ok = co_await runtime::post_and_wait(w.qp_to(n, static_cast<uint32_t>(r)), &faa, &faa);
@@ -50,9 +54,12 @@ void bump_everywhere_and_check(cluster::Cluster& c, int rounds) {
     ASSERT_TRUE(mem.ok());
     counters[n].mem = std::move(*mem);
     std::memset(counters[n].mem->data(), 0, 4096);
-    auto mr = c.node(n).device->reg_mr(counters[n].mem->data(), 4096, rdma::kAccessAll);
-    ASSERT_TRUE(mr.ok());
-    counters[n].mr = *mr;
+    counters[n].contexts = c.contexts(n);
+    for (rdma::Device* ctx : counters[n].contexts) {
+      auto mr = ctx->reg_mr(counters[n].mem->data(), 4096, rdma::kAccessAll);
+      ASSERT_TRUE(mr.ok());
+      counters[n].mrs.push_back(*mr);
+    }
   }
   int done = 0;
   for (uint32_t id = 0; id < c.workers(); ++id)
@@ -63,7 +70,9 @@ void bump_everywhere_and_check(cluster::Cluster& c, int rounds) {
   EXPECT_EQ(done, static_cast<int>(c.workers()));
   for (uint32_t n = 0; n < nodes; ++n)
     EXPECT_EQ(*static_cast<uint64_t*>(counters[n].mem->data()), uint64_t{c.workers()} * rounds) << "node " << n;
-  for (uint32_t n = 0; n < nodes; ++n) ASSERT_TRUE(c.node(n).device->dereg_mr(counters[n].mr).ok());
+  for (uint32_t n = 0; n < nodes; ++n)
+    for (size_t i = 0; i < counters[n].mrs.size(); ++i)
+      ASSERT_TRUE(counters[n].contexts[i]->dereg_mr(counters[n].mrs[i]).ok());
 }
 
 cluster::ClusterConfig three_nodes_two_workers() {
@@ -81,6 +90,31 @@ TEST(Cluster, EveryWorkerReachesEveryNodeOneSided) {
   auto c = cluster::Cluster::create_embedded(three_nodes_two_workers());
   ASSERT_TRUE(c.ok()) << c.error().message;
   bump_everywhere_and_check(**c, 100);
+}
+
+// Each worker has a device context of its own (cluster.context_per_worker),
+// or, when asked, shares its node's.
+TEST(Cluster, EachWorkerHasItsOwnDeviceContextUnlessShared) {
+  for (bool own : {true, false}) {
+    cluster::ClusterConfig cfg = three_nodes_two_workers();
+    cfg.context_per_worker = own;
+    auto c = cluster::Cluster::create_embedded(cfg);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    for (uint32_t n = 0; n < 3; ++n) {
+      std::vector<rdma::Device*> ctx = (*c)->contexts(n);
+      ASSERT_EQ(ctx.size(), 2u);
+      rdma::Device* node_dev = (*c)->node(n).device.get();
+      if (own) {
+        EXPECT_NE(ctx[0], ctx[1]);
+        EXPECT_NE(ctx[0], node_dev);
+        EXPECT_NE(ctx[1], node_dev);
+      } else {
+        EXPECT_EQ(ctx[0], node_dev);
+        EXPECT_EQ(ctx[1], node_dev);
+      }
+    }
+    bump_everywhere_and_check(**c, 10);
+  }
 }
 
 // Several RC QPs per (worker, node), as an emulated larger cluster has: each

@@ -74,8 +74,10 @@ def run_ok(tmp):
     for n in range(3):
         extra = ["--duration", "1", "--warmup", "0.2", "--history", hist, "--json", os.path.join(tmp, f"n{n}.json"),
                  "--set", "smallbank.accounts_per_node=2000", "--set", "smallbank.hot_accounts_per_node=20",
-                 # two RC QPs per node pair: the exchange carries every lane's address
-                 "--set", "cluster.qps_per_node=2"]
+                 # two workers per node (each its own device context, so table
+                 # descriptors are exchanged per worker) and two RC QPs per
+                 # node pair: the exchange carries every lane's address
+                 "--set", "cluster.workers_per_node=2", "--set", "cluster.qps_per_node=2"]
         procs.append(start(n, cluster_args(3, h, extra), tmp))
     rcs = [p.wait(timeout=120) for p, _ in procs]
     for n, rc in enumerate(rcs):
@@ -90,7 +92,8 @@ def run_ok(tmp):
     check(j["checks"]["invariants"]["ok"] is True, "money invariant across the processes")
     check(j["history"]["certified"] is True, f"history across processes certified: {j['history'].get('verdict')}")
     files = sorted(os.listdir(hist))
-    check(files == [f"history-n{n}-w0.rdtxh" for n in range(3)], f"one history file per node: {files}")
+    check(files == [f"history-n{n}-w{w}.rdtxh" for n in range(3) for w in range(2)],
+          f"one history file per worker: {files}")
     j1 = json.load(open(os.path.join(tmp, "n1.json")))
     check(j1["aggregate"] is False and j1["node"] == 1 and j1["committed"] > 0, "node 1's own report")
     check(j1["committed"] < j["committed"], "node 0's total exceeds node 1's own")

@@ -32,6 +32,7 @@ struct Combo {
   bool cache = true;
   uint32_t coroutines = 8;
   uint32_t qps_per_node = 1;  // RC QPs each worker keeps to each node
+  uint32_t workers_per_node = 1;
 };
 
 inline std::string name_of(const Combo& c) {
@@ -44,6 +45,7 @@ inline std::string name_of(const Combo& c) {
   if (!c.cache) n += "_nocache";
   if (c.coroutines != 8) n += "_co" + std::to_string(c.coroutines);
   if (c.qps_per_node != 1) n += "_qps" + std::to_string(c.qps_per_node);
+  if (c.workers_per_node != 1) n += "_w" + std::to_string(c.workers_per_node);
   for (char& ch : n)
     if (ch == '-') ch = '_';
   return n;
@@ -97,7 +99,7 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   txn::RunConfig rc;
   rc.workload = c.workload == "ycsb" ? static_cast<txn::Workload*>(&ycsb) : &smallbank;
   rc.cluster.nodes = 3;
-  rc.cluster.workers_per_node = 1;
+  rc.cluster.workers_per_node = c.workers_per_node;
   rc.cluster.qps_per_node = c.qps_per_node;
   // A 1 us latency model: operations take effect and complete later than
   // they are posted, so coroutines interleave at every step. (With zero

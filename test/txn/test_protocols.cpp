@@ -36,9 +36,12 @@ std::vector<Combo> combos() {
     v.push_back(waitdie_sync);
     // Coroutines spread over several RC QPs per node (cluster.qps_per_node):
     // requests of different coroutines to one node are no longer ordered.
+    // Two workers per node, each with its own device context: each must use
+    // the rkeys of the context its QPs reach.
     for (const char* p : {"nowait", "waitdie", "occ"}) {
       Combo spread{w, p};
       spread.qps_per_node = 3;
+      spread.workers_per_node = 2;
       v.push_back(spread);
     }
   }
