@@ -5,11 +5,12 @@
 // runtime::Worker, its own device context (rdma::Device::open_context: verbs
 // gives each worker thread an ibv_context and protection domain of its own,
 // so the node's tables are registered in every worker's context and a peer
-// uses the rkey of the context its QP reaches), one completion queue, one RC queue pair to every node
-// (its own included, through loopback, so that local accesses take the same
-// path as remote ones), an rpc::Endpoint, and a registered scratch buffer for
-// one-sided READ destinations. Worker i of node a is paired with worker i of
-// node b: their RC QPs connect to each other, as RCC and DrTM+H pair threads.
+// uses the rkey of the context its QP reaches), one completion queue,
+// qps_per_node RC queue pairs to every node (its own included, through
+// loopback, so that local accesses take the same path as remote ones), an
+// rpc::Endpoint, and a registered scratch buffer for one-sided READ
+// destinations. Worker i of node a is paired with worker i of node b: their
+// RC QPs connect to each other lane by lane, as RCC and DrTM+H pair threads.
 //
 // The embedded (in-process) cluster, `cluster.mode = "inproc"`: every node
 // lives in this process, on one fabric. In a multi-process cluster
