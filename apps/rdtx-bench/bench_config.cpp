@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "cc/registry.hpp"
+#include "txn/protocol.hpp"
 #include "rdma/driver.hpp"
 #include "runtime/loop.hpp"
 #include "txn/options.hpp"
@@ -136,7 +136,7 @@ config::Schema make_schema() {
   add_cluster_schema(s);
   add_run_schema(s);
   add_history_schema(s);
-  txn::add_schema(s, cc::protocols());
+  txn::add_schema(s, txn::protocols());
   for (const WorkloadDef& w : workloads()) w.add_schema(s);
   return s;
 }
@@ -151,7 +151,7 @@ Result<Plan> plan_from(const config::Config& cfg) {
   rc.cluster.devargs = cfg.get_string("cluster.devargs");
   // RPC endpoints keep lib/rpc's defaults (rpc::EndpointConfig).
   rc.options = txn::options_from(cfg);
-  rc.protocol = cc::find_protocol(rc.options.protocol);
+  rc.protocol = txn::find_protocol(rc.options.protocol);
   if (rc.protocol == nullptr)
     return make_error(EINVAL, "txn.protocol = '%s': no such protocol", rc.options.protocol.c_str());
   const std::string& wl = cfg.get_string("workload");

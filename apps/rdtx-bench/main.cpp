@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cc/registry.hpp"
+#include "txn/protocol.hpp"
 #include "cluster/bootstrap.hpp"
 #include "env/eal.hpp"
 #include "rdma/driver.hpp"
@@ -196,7 +196,8 @@ void print_list() {
   std::printf("workloads (workload = ...):\n");
   for (const WorkloadDef& w : workloads()) std::printf("  %-10s %s\n", w.name, w.summary);
   std::printf("protocols (txn.protocol = ...), with the primitives of each stage (txn.pipeline.*):\n");
-  for (const txn::ProtocolDef* p : cc::protocols()) {
+  for (const txn::ProtocolDef* p : txn::protocols()) {
+    if (p->broken) continue;
     std::printf("  %-10s %s\n", p->name, p->summary);
     for (int s = 0; s < static_cast<int>(txn::Stage::kCount_); ++s) {
       if (p->allowed[s].empty()) continue;

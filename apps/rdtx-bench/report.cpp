@@ -19,7 +19,6 @@ namespace {
 
 using txn::AbortReason;
 
-constexpr int kReasons = static_cast<int>(AbortReason::kCount_);
 constexpr struct {
   const char* key;
   double q;
@@ -101,8 +100,6 @@ bool phase_applies(const txn::RunConfig& run, txn::Phase p) {
 }
 
 }  // namespace
-
-const char* abort_key(AbortReason r) { return txn::to_key(r); }
 
 double Report::seconds() const {
   // RunResult::seconds is not meaningful when a signal stopped the run
@@ -222,9 +219,9 @@ void print_report(std::FILE* out, const Report& rep) {
   std::fprintf(out, "attempted     %14s txn/s\n", grouped(static_cast<uint64_t>(per_s(t.attempts, secs))).c_str());
   std::fprintf(out, "abort rate    %13.2f %%", r.abort_rate() * 100);
   std::string reasons;
-  for (int k = 0; k < kReasons; ++k)
+  for (size_t k = 0; k < r.abort_reasons.size(); ++k)
     if (t.aborts[k])
-      reasons += (reasons.empty() ? "" : ", ") + std::string(txn::to_string(static_cast<AbortReason>(k))) + " " +
+      reasons += (reasons.empty() ? "" : ", ") + std::string(r.abort_reasons[k].text) + " " +
                  percent(ratio(t.aborts[k], t.attempts));
   std::fprintf(out, "%s%s%s\n", reasons.empty() ? "" : "  (", reasons.c_str(), reasons.empty() ? "" : ")");
   std::fprintf(out, "latency (us)  ");
@@ -326,7 +323,7 @@ std::string report_json(const Report& rep) {
   auto i64 = [](uint64_t v) { return static_cast<int64_t>(v); };
 
   toml::table by_reason;
-  for (int k = 1; k < kReasons; ++k) by_reason.insert(abort_key(static_cast<AbortReason>(k)), i64(t.aborts[k]));
+  for (size_t k = 1; k < r.abort_reasons.size(); ++k) by_reason.insert(r.abort_reasons[k].key, i64(t.aborts[k]));
   toml::table latency;
   for (const auto& p : kPercentiles) latency.insert(p.key, us(static_cast<double>(t.latency_tsc.percentile(p.q))));
   latency.insert("mean", us(t.latency_tsc.mean()));

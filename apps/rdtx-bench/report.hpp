@@ -77,7 +77,5 @@ std::string report_json(const Report& rep);
 // differs, naming the first differing column.
 Result<void> append_csv(const std::string& path, const Report& rep);
 
-// Stable JSON names of the abort reasons.
-const char* abort_key(txn::AbortReason r);
 
 }  // namespace rdtx::bench

@@ -116,7 +116,20 @@ void Worker::spawn(Task<void> task) {
 int Worker::poll_once() {
   Scope scope(this);
   int work = 0;
-  for (auto& p : pollers_) work += p();
+  if (pollers_changed_) {
+    std::erase_if(pollers_, [](const NamedPoller& p) { return p.removed; });
+    pollers_changed_ = false;
+  }
+  for (size_t i = 0; i < pollers_.size(); ++i) {
+    NamedPoller& p = pollers_[i];
+    if (p.removed) continue;
+    if (p.period_tsc != 0) {
+      const uint64_t now = env::tsc();
+      if (now < p.next_tsc) continue;
+      p.next_tsc = now + p.period_tsc;
+    }
+    work += pollers_[i].fn();
+  }
   work += fire_timers();
   if (!ready_.empty()) {
     running_.swap(ready_);
@@ -125,6 +138,27 @@ int Worker::poll_once() {
     running_.clear();
   }
   return work;
+}
+
+PollerId Worker::register_poller(std::string name, Poller p, uint64_t period_ns) {
+  const PollerId id = next_poller_++;
+  pollers_.push_back({id, std::move(name), std::move(p), period_ns ? env::ns_to_tsc(period_ns) : 0, 0, false});
+  return id;
+}
+
+void Worker::unregister_poller(PollerId id) {
+  for (auto& p : pollers_)
+    if (p.id == id) {
+      p.removed = true;  // erased before the next pass: we may be inside it
+      pollers_changed_ = true;
+    }
+}
+
+std::vector<std::string> Worker::poller_names() const {
+  std::vector<std::string> v;
+  for (const auto& p : pollers_)
+    if (!p.removed) v.push_back(p.name);
+  return v;
 }
 
 }  // namespace rdtx::runtime

@@ -30,6 +30,8 @@ struct DetachedPromise;
 // A poller returns how much work it did (0 = idle), so the loop can tell busy
 // from idle time.
 using Poller = std::function<int()>;
+// A registered poller's handle, for unregister_poller (0: none).
+using PollerId = uint64_t;
 
 class Worker {
  public:
@@ -46,7 +48,15 @@ class Worker {
   void spawn(Task<void> task);
   // Makes a suspended coroutine of this worker runnable on the next pass.
   void schedule(std::coroutine_handle<> h) { ready_.push_back(h); }
-  void add_poller(Poller p) { pollers_.push_back(std::move(p)); }
+  void add_poller(Poller p) { (void)register_poller("", std::move(p)); }
+  // A named poller (as SPDK's spdk_poller_register_named), run every pass,
+  // or at most once per period_ns when it is not 0. Control path only.
+  PollerId register_poller(std::string name, Poller p, uint64_t period_ns = 0);
+  // Removes a poller (safe from inside any poller of this worker: it stops
+  // being called from the next pass on).
+  void unregister_poller(PollerId id);
+  // The names of the registered pollers, in order (for reports and tests).
+  std::vector<std::string> poller_names() const;
   // Schedules h once the TSC reaches deadline (checked every pass).
   void schedule_at(uint64_t deadline_tsc, std::coroutine_handle<> h);
   size_t pending_timers() const { return timers_.size(); }
@@ -84,7 +94,17 @@ class Worker {
 
   std::string name_;
   FramePool pool_;  // declared first among the task state: destroyed last
-  std::vector<Poller> pollers_;
+  struct NamedPoller {
+    PollerId id;
+    std::string name;
+    Poller fn;
+    uint64_t period_tsc;
+    uint64_t next_tsc;
+    bool removed;
+  };
+  std::vector<NamedPoller> pollers_;
+  PollerId next_poller_ = 1;
+  bool pollers_changed_ = false;
   std::vector<std::coroutine_handle<>> ready_;
   std::vector<std::coroutine_handle<>> running_;
   struct Timer {

@@ -23,7 +23,7 @@ uint64_t WorkerStats::aborts_total() const {
 void WorkerStats::merge(const WorkerStats& s) {
   commits += s.commits;
   attempts += s.attempts;
-  for (int r = 0; r < static_cast<int>(AbortReason::kCount_); ++r) aborts[r] += s.aborts[r];
+  for (int r = 0; r < kMaxAbortReasons; ++r) aborts[r] += s.aborts[r];
   if (commits_by_type.size() < s.commits_by_type.size()) commits_by_type.resize(s.commits_by_type.size());
   for (size_t k = 0; k < s.commits_by_type.size(); ++k) commits_by_type[k] += s.commits_by_type[k];
   if (attempts_by_type.size() < s.attempts_by_type.size()) attempts_by_type.resize(s.attempts_by_type.size());
@@ -33,6 +33,8 @@ void WorkerStats::merge(const WorkerStats& s) {
   latency_tsc.merge(s.latency_tsc);
   committed_delta += s.committed_delta;
   commit_errors += s.commit_errors;
+  commit_retries += s.commit_retries;
+  cancel_failures += s.cancel_failures;
   for (int p = 0; p < kPhases; ++p) {
     phase_tsc[p].merge(s.phase_tsc[p]);
     phase_sum_tsc[p] += s.phase_sum_tsc[p];
@@ -58,6 +60,9 @@ uint32_t slot_bytes_for(const Database& db) {
 }
 }  // namespace
 
+// Request/reply buffer banks of a coordinator: items, aux_items, commit_items.
+constexpr uint32_t kBatchBanks = 3;
+
 size_t scratch_bytes_needed(const Database& db, uint32_t coroutines) {
   size_t per_co = static_cast<size_t>(slot_bytes_for(db)) * Txn::kMaxAccesses + 128 * Txn::kMaxAccesses;
   return per_co * coroutines;
@@ -70,10 +75,30 @@ WorkerEngine::WorkerEngine(cluster::WorkerContext& w, Database& db, const Option
   stats_.latency_by_type.resize(workload.type_names().size());
   stats_.attempts_by_type.resize(workload.type_names().size());
   live_ = std::make_unique<stats::Published<LiveStats>>();
-  protocol_ = def_.create(*this);
 }
 
-WorkerEngine::~WorkerEngine() = default;
+WorkerEngine::~WorkerEngine() {
+  // The cluster may have torn its workers down already (with their pollers).
+  if (w_.worker)
+    for (runtime::PollerId id : services_) w_.worker->unregister_poller(id);
+}
+
+Result<rpc::HandlerId> WorkerEngine::register_handler(const char* name, rpc::Handler h) {
+  if (next_handler_ >= rpc::kMaxHandlers)
+    return make_error(ENOSPC, "worker %u: no RPC handler id left for '%s' (%u in use)", w_.id, name,
+                      static_cast<unsigned>(rpc::kMaxHandlers));
+  const rpc::HandlerId id = next_handler_;
+  auto r = w_.rpc->register_handler(id, name, std::move(h));
+  if (!r.ok()) return r.error();
+  ++next_handler_;
+  return id;
+}
+
+void WorkerEngine::add_service(const char* name, std::function<int()> poll) {
+  services_.push_back(w_.worker->register_poller(std::string(name) + "@n" + std::to_string(w_.node) + "w" +
+                                                     std::to_string(w_.index),
+                                                 std::move(poll)));
+}
 
 Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& history) {
   scratch_per_co_ = scratch_bytes_needed(db_, 1);
@@ -82,6 +107,14 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
                       opts_.coroutines, scratch_per_co_ * opts_.coroutines, w_.scratch->size());
   if (opts_.coroutines > kMaxCoroutines)
     return make_error(EINVAL, "txn.coroutines = %u exceeds %u", opts_.coroutines, kMaxCoroutines);
+  if (!toolkit_) {
+    auto k = Toolkit::create(*this);
+    if (!k.ok()) return k.error();
+    toolkit_ = std::move(*k);
+    auto p = def_.create(*this);
+    if (!p.ok()) return make_error(p.error().code, "protocol %s: %s", def_.name, p.error().message.c_str());
+    protocol_ = std::move(*p);
+  }
   if (opts_.record_history) {
     history::RecorderOptions ro = history;
     ro.node = static_cast<uint16_t>(w_.node);
@@ -91,8 +124,7 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
     if (ro.names.tables.empty()) {
       for (TableId t = 0; t < db_.tables(); ++t) ro.names.tables.push_back(db_.has_table(t) ? db_.def(t).name : "");
       ro.names.types = workload_.type_names();
-      for (int r = 0; r < static_cast<int>(AbortReason::kCount_); ++r)
-        ro.names.abort_reasons.emplace_back(to_string(static_cast<AbortReason>(r)));
+      for (const AbortReasonName& n : abort_reason_names(def_)) ro.names.abort_reasons.emplace_back(n.text);
     }
     auto rec = history::Recorder::create(std::move(ro));
     if (!rec.ok()) return rec.error();
@@ -113,10 +145,15 @@ Coordinator::Coordinator(WorkerEngine& e, uint32_t index, std::byte* scratch, si
       slot_bytes_(slot_bytes_for(e.db())),
       rng_(seed),
       onesided_(*this),
-      items_(*this, 0) {
+      items_(*this, 0, 0),
+      aux_items_(*this, 0, 1),
+      commit_items_(*this, 0, 2) {
   extra_offset_ = static_cast<size_t>(slot_bytes_) * Txn::kMaxAccesses;
   rpc_buf_bytes_ = e.ctx().rpc->max_payload();
-  rpc_bufs_.resize(2 * ItemBatch::kMaxCalls * rpc_buf_bytes_);
+  rpc_bufs_.resize(2 * kBatchBanks * ItemBatch::kMaxCalls * rpc_buf_bytes_);
+  access_state_.resize(static_cast<size_t>(Txn::kMaxAccesses) * ((e.protocol_def().access_state_bytes + 7) & ~7u));
+  txn_.state_ = access_state_.data();
+  txn_.state_bytes_ = (e.protocol_def().access_state_bytes + 7) & ~7u;
   txn_.co_ = this;
   breakdown_ = e.options().breakdown;
   sample_mask_ = e.options().breakdown_sample - 1;
@@ -160,7 +197,11 @@ runtime::Task<void> Coordinator::run() {
     txn_.ts_ = last_ts_ = next_timestamp(start, e_.epoch(), last_ts_, node, worker, index_);
     for (uint32_t attempt = 0;; ++attempt) {
       co_await settle_pending_commit();
+      // After an abort, a commit or release still in flight is settled
+      // first: a lost one is re-sent before this attempt meets its locks.
+      if (attempt > 0) co_await settle_commit_batch();
       txn_.reset(make_txn_id(node, worker, index_, ++seq_));
+      e_.protocol().begin(*this, txn_);
       net_ = {};
       timing_ = breakdown_ && (seq_ & sample_mask_) == 0;
       if (timing_)
@@ -223,6 +264,7 @@ runtime::Task<void> Coordinator::run() {
     }
   }
   co_await settle_pending_commit();
+  co_await settle_commit_batch();
 }
 
 runtime::Task<void> Coordinator::settle_pending_commit() {

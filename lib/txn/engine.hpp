@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -32,6 +33,8 @@
 #include "txn/database.hpp"
 #include "txn/item_batch.hpp"
 #include "txn/options.hpp"
+#include "txn/protocol.hpp"
+#include "txn/stages/toolkit.hpp"
 #include "txn/txn.hpp"
 #include "txn/workload.hpp"
 
@@ -45,40 +48,20 @@ inline constexpr uint32_t kMaxNodes = 64;
 // Registered scratch memory a worker needs for `coroutines` coordinators.
 size_t scratch_bytes_needed(const Database& db, uint32_t coroutines);
 
-class Protocol {
- public:
-  virtual ~Protocol() = default;
-  // Fetches accesses [from, t.size()) (a new round). False: aborted (the
-  // attempt's locks released, t's reason set).
-  virtual runtime::Task<bool> fetch(Coordinator& c, Txn& t, uint32_t from) = 0;
-  // The commit pipeline (lock, validate, log, commit). False: aborted.
-  virtual runtime::Task<bool> commit(Coordinator& c, Txn& t) = 0;
-  // Releases whatever the attempt holds.
-  virtual runtime::Task<void> abort(Coordinator& c, Txn& t) = 0;
-};
-
-// A protocol as the registry (cc/registry.hpp) knows it.
-struct ProtocolDef {
-  const char* name;
-  const char* summary;
-  uint32_t meta_bytes;  // tuple metadata the protocol needs
-  // Primitives each stage accepts; empty: the protocol has no such stage.
-  std::vector<Primitive> allowed[static_cast<int>(Stage::kCount_)];
-  std::unique_ptr<Protocol> (*create)(WorkerEngine& e);
-};
-
 // A worker's figures over the measured window (committed_delta: the whole
 // run). Merged across workers after the run by adding (merge()).
 struct WorkerStats {
   uint64_t commits = 0;
   uint64_t attempts = 0;
-  uint64_t aborts[static_cast<int>(AbortReason::kCount_)] = {};
+  uint64_t aborts[kMaxAbortReasons] = {};
   std::vector<uint64_t> commits_by_type;
   std::vector<uint64_t> attempts_by_type;
   std::vector<stats::Histogram> latency_by_type;  // first attempt start -> commit, per type
   stats::Histogram latency_tsc;  // first attempt start -> commit
   int64_t committed_delta = 0;   // workload invariant (SmallBank: money)
-  uint64_t commit_errors = 0;    // passively acknowledged commits that failed
+  uint64_t commit_errors = 0;    // commits/releases an owner refused or never answered
+  uint64_t commit_retries = 0;   // commit/release messages sent again (no answer in time)
+  uint64_t cancel_failures = 0;  // attempts that could not be cancelled at an owner
   // The breakdown (options.breakdown): time in each phase of the sampled
   // committed attempts (release: of the sampled aborted attempts), recorded
   // when the phase ran, with its sum for the mean per committed transaction
@@ -98,11 +81,14 @@ struct WorkerStats {
 struct LiveStats {
   uint64_t commits = 0;   // whole run, warm-up included
   uint64_t attempts = 0;  // whole run
-  uint64_t aborts[static_cast<int>(AbortReason::kCount_) + 1] = {};  // +1: 8-byte multiple
+  uint64_t aborts[kMaxAbortReasons] = {};
   uint64_t measuring = 0;
   uint64_t measured_commits = 0;
   stats::Histogram latency_tsc;  // measured window
 };
+
+// Handler ids below this are left to components outside the engine.
+inline constexpr rpc::HandlerId kFirstEngineHandler = 8;
 
 class WorkerEngine {
  public:
@@ -114,6 +100,15 @@ class WorkerEngine {
   Database& db() { return db_; }
   const Options& options() const { return opts_; }
   Protocol& protocol() { return *protocol_; }
+  const ProtocolDef& protocol_def() const { return def_; }
+  Toolkit& toolkit() { return *toolkit_; }
+  // An RPC handler on the worker's endpoint, its id allocated here (every
+  // worker registers the same handlers in the same order, so ids agree
+  // across nodes and processes).
+  Result<rpc::HandlerId> register_handler(const char* name, rpc::Handler h);
+  // A per-node service: a named poller of this worker, removed when the
+  // engine goes.
+  void add_service(const char* name, std::function<int()> poll);
   Workload& workload() { return workload_; }
   store::LocationCache* cache() { return opts_.location_cache ? &cache_ : nullptr; }
   WorkerStats& stats() { return stats_; }
@@ -148,8 +143,11 @@ class WorkerEngine {
   const ProtocolDef& def_;
   Workload& workload_;
   store::LocationCache cache_;
+  std::unique_ptr<Toolkit> toolkit_;
   std::unique_ptr<Protocol> protocol_;
   std::vector<std::unique_ptr<Coordinator>> coordinators_;
+  std::vector<runtime::PollerId> services_;
+  rpc::HandlerId next_handler_ = kFirstEngineHandler;
   std::optional<history::Recorder> recorder_;
   WorkerStats stats_;
   LiveStats live_counts_;  // the worker's own copy, counted as it goes
@@ -244,6 +242,28 @@ class Coordinator {
     items_.reset(handler);
     return items_;
   }
+  // A second batch for messages sent while items() is still being read
+  // (cancelling the calls of a failed lock request).
+  ItemBatch& aux_items(rpc::HandlerId handler) {
+    aux_items_.reset(handler);
+    return aux_items_;
+  }
+  // The batch of the attempt's write-back or release, which may stay in
+  // flight (passive ACK) until settle_commit_batch().
+  ItemBatch& commit_items(rpc::HandlerId handler) {
+    commit_items_.reset(handler);
+    return commit_items_;
+  }
+  // Awaits an in-flight commit batch and re-sends what got no answer.
+  runtime::Task<void> settle_commit_batch();
+
+  // The pipeline driver (pipeline.cpp): every attempt goes through these.
+  // A fetch round of accesses [from, t.size()); false: aborted, released.
+  runtime::Task<bool> run_fetch(Txn& t, uint32_t from);
+  // lock -> validate -> log -> commit; false: aborted, released.
+  runtime::Task<bool> run_commit(Txn& t);
+  // Releases what the attempt holds (the protocol's release module).
+  runtime::Task<void> run_release(Txn& t);
 
   runtime::Task<void> run();
 
@@ -270,6 +290,9 @@ class Coordinator {
   runtime::WaitGroup pending_commit_;
   OneSidedBatch onesided_;
   ItemBatch items_;
+  ItemBatch aux_items_;
+  ItemBatch commit_items_;
+  std::vector<std::byte> access_state_;  // Txn::state<T>: kMaxAccesses x the protocol's bytes
   std::unique_ptr<history::TxnTrace> trace_;  // recording only
   Txn txn_;
 };

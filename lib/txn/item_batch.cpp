@@ -4,8 +4,8 @@
 
 namespace rdtx::txn {
 
-ItemBatch::ItemBatch(Coordinator& c, rpc::HandlerId handler)
-    : c_(c), handler_(handler), max_payload_(c.engine().ctx().rpc->max_payload()) {
+ItemBatch::ItemBatch(Coordinator& c, rpc::HandlerId handler, uint32_t bank)
+    : c_(c), handler_(handler), bank_(bank), max_payload_(c.engine().ctx().rpc->max_payload()) {
   for (int& x : cur_) x = -1;
 }
 
@@ -31,8 +31,8 @@ bool ItemBatch::add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const st
     cl.nitems = 0;
     cl.node = a.node;
     cl.dest = a.node * c_.engine().workers_per_node() + c_.engine().ctx().index;
-    cl.req = c_.rpc_request_buffer(static_cast<uint32_t>(k));
-    cl.reply = {c_.rpc_reply_buffer(static_cast<uint32_t>(k)), max_payload_};
+    cl.req = c_.rpc_request_buffer(bank_ * kMaxCalls + static_cast<uint32_t>(k));
+    cl.reply = {c_.rpc_reply_buffer(bank_ * kMaxCalls + static_cast<uint32_t>(k)), max_payload_};
     cur_[a.node] = k;
   }
   Call& cl = calls_[k];
@@ -56,6 +56,40 @@ runtime::Task<bool> ItemBatch::call() {
     c_.count_verb(stats::Verb::kSend, calls_[k].req_len);
   }
   if (ncalls_ > 0) c_.count_doorbell();
+  ok &= co_await b.send();
+  c_.count_round_trip();
+  co_return ok;
+}
+
+void ItemBatch::start() {
+  inflight_.emplace(*c_.engine().ctx().rpc);
+  for (uint32_t k = 0; k < ncalls_; ++k) {
+    inflight_->call(calls_[k].dest, handler_, std::span<const std::byte>(calls_[k].req, calls_[k].req_len),
+                    &calls_[k].reply);
+    c_.count_verb(stats::Verb::kSend, calls_[k].req_len);
+  }
+  if (ncalls_ > 0) c_.count_doorbell();
+  inflight_wait_ = inflight_->send();
+}
+
+runtime::Task<bool> ItemBatch::finish() {
+  if (!inflight_) co_return true;
+  bool ok = co_await inflight_wait_;
+  inflight_.reset();
+  co_return ok;
+}
+
+runtime::Task<bool> ItemBatch::retry_failed() {
+  rpc::Batch b(*c_.engine().ctx().rpc);
+  bool ok = true;
+  for (uint32_t k = 0; k < ncalls_; ++k) {
+    if (!call_failed(k)) continue;
+    calls_[k].reply.len = 0;
+    ok &= b.call(calls_[k].dest, handler_, std::span<const std::byte>(calls_[k].req, calls_[k].req_len),
+                 &calls_[k].reply);
+    c_.count_verb(stats::Verb::kSend, calls_[k].req_len);
+  }
+  c_.count_doorbell();
   ok &= co_await b.send();
   c_.count_round_trip();
   co_return ok;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -47,7 +48,9 @@ inline constexpr uint32_t pad8(uint32_t n) { return (n + 7u) & ~7u; }
 class ItemBatch {
  public:
   static constexpr uint32_t kMaxCalls = 16;
-  ItemBatch(Coordinator& c, rpc::HandlerId handler);
+  // `bank`: which of the coordinator's request/reply buffer banks it uses
+  // (a batch left in flight must not share buffers with the next stage's).
+  ItemBatch(Coordinator& c, rpc::HandlerId handler, uint32_t bank = 0);
   // Empties the batch for a new stage talking to `handler`.
   void reset(rpc::HandlerId handler);
 
@@ -57,6 +60,24 @@ class ItemBatch {
   bool empty() const { return ncalls_ == 0; }
   // Sends all calls and waits for every reply. False: a call failed.
   runtime::Task<bool> call();
+  // Sends all calls without waiting; finish() awaits them later (the batch
+  // and its buffers stay untouched meanwhile).
+  void start();
+  bool in_flight() const { return inflight_.has_value(); }
+  // Awaits the calls start() sent. False: a call failed.
+  runtime::Task<bool> finish();
+  // Sends again the calls that failed (no reply, or not OK) and waits.
+  runtime::Task<bool> retry_failed();
+  bool call_failed(uint32_t k) const { return calls_[k].reply.status != rpc::CallStatus::kOk; }
+  // fn(access index) for every item of every failed call.
+  template <typename Fn>
+  void for_each_failed_item(Fn&& fn) const {
+    for (uint32_t k = 0; k < ncalls_; ++k)
+      if (call_failed(k))
+        for (uint32_t j = 0; j < calls_[k].nitems; ++j) fn(calls_[k].items[j]);
+  }
+  // The request of call k (to re-send its items to another handler).
+  uint32_t calls() const { return ncalls_; }
   // Sends all calls as passive requests (acks off the critical path) or,
   // when `oneway`, without any reply.
   bool send_passive(bool oneway);
@@ -67,6 +88,7 @@ class ItemBatch {
   bool for_each_reply(Fn&& fn) const {
     for (uint32_t k = 0; k < ncalls_; ++k) {
       const Call& cl = calls_[k];
+      if (cl.reply.status != rpc::CallStatus::kOk) continue;  // failed calls: for_each_failed_item
       uint32_t off = 0;
       for (uint32_t j = 0; j < cl.nitems; ++j) {
         if (cl.reply.len < off + sizeof(ItemReply)) return false;
@@ -94,7 +116,10 @@ class ItemBatch {
   };
   Coordinator& c_;
   rpc::HandlerId handler_;
+  uint32_t bank_;
   uint32_t max_payload_;
+  std::optional<rpc::Batch> inflight_;
+  runtime::WaitGroup::Ref inflight_wait_{nullptr};
   uint32_t ncalls_ = 0;
   int cur_[64];  // current call per node, -1: none
   Call calls_[kMaxCalls];

@@ -19,7 +19,8 @@ Primitive parse_primitive(const std::string& s) {
 
 void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& protocols) {
   std::vector<std::string> names;
-  for (const ProtocolDef* p : protocols) names.push_back(p->name);
+  for (const ProtocolDef* p : protocols)
+    if (!p->broken) names.push_back(p->name);
   schema.add_enum("txn.protocol", "occ", names, "concurrency-control protocol");
   schema.add_int("txn.coroutines", 8, 1, kMaxCoroutines, "coordinator coroutines per worker");
   schema.add_int("txn.max_retries", 0, 0, 1'000'000, "attempts per transaction before giving up (0: until commit)");

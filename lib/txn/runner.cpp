@@ -22,7 +22,7 @@
 
 namespace rdtx::txn {
 
-uint64_t count_locked(Database& db) {
+uint64_t count_locked(Database& db, const ProtocolDef& def) {
   uint64_t n = 0;
   for (uint32_t node = 0; node < db.nodes(); ++node)
     for (TableId t = 0; t < db.tables(); ++t) {
@@ -30,10 +30,9 @@ uint64_t count_locked(Database& db) {
       store::Table* tab = db.store(node).table(t);
       for (uint32_t i = 0; i < tab->capacity(); ++i) {
         const std::byte* tuple = tab->tuple(i);
-        uint64_t state, lock;
+        uint64_t state;
         std::memcpy(&state, tuple + tab->layout().state_offset(), 8);
-        std::memcpy(&lock, tuple, 8);
-        n += store::is_live(state) && lock != 0;
+        n += store::is_live(state) && def.lock_held(tuple);
       }
     }
   return n;
@@ -66,7 +65,7 @@ LiveStats sum_live(const std::vector<std::unique_ptr<WorkerEngine>>& engines, st
       sum.commits += l.commits;
       sum.attempts += l.attempts;
       sum.measured_commits += l.measured_commits;
-      for (int r = 0; r < static_cast<int>(AbortReason::kCount_); ++r) sum.aborts[r] += l.aborts[r];
+      for (int r = 0; r < kMaxAbortReasons; ++r) sum.aborts[r] += l.aborts[r];
       lat->merge(l.latency_tsc);
     }
   return sum;
@@ -153,13 +152,14 @@ class Progress {
 // (doc/telemetry.md): /rdtx/stats (the cluster) and /rdtx/workers (each
 // worker), read from what the workers publish. Unbound when the run ends.
 std::vector<env::TelemetryCommand> register_telemetry(const std::vector<std::unique_ptr<WorkerEngine>>& engines,
-                                                      uint64_t t0, uint64_t measure_at) {
+                                                      uint64_t t0, uint64_t measure_at,
+                                                      const std::vector<AbortReasonName>& names) {
   std::vector<env::TelemetryCommand> cmds;
   if (!env::telemetry_available()) return cmds;
   auto ns = [](uint64_t tsc) { return env::tsc_to_ns(tsc); };
   auto stats = env::telemetry_register(
       "/rdtx/stats", "rdtx: committed/attempted txns, aborts by reason, latency (ns) of the measured window",
-      [&engines, t0, measure_at, ns](std::string_view, env::TelemetryDict& out) {
+      [&engines, t0, measure_at, ns, &names](std::string_view, env::TelemetryDict& out) {
         stats::Histogram lat;
         const LiveStats sum = sum_live(engines, &lat);
         const uint64_t now = env::tsc();
@@ -171,8 +171,7 @@ std::vector<env::TelemetryCommand> register_telemetry(const std::vector<std::uni
         out.add_u64("attempted", sum.attempts);
         out.add_u64("committed_measured", sum.measured_commits);
         out.add_dict("aborts", [&](env::TelemetryDict& d) {
-          for (int r = 1; r < static_cast<int>(AbortReason::kCount_); ++r)
-            d.add_u64(to_key(static_cast<AbortReason>(r)), sum.aborts[r]);
+          for (size_t r = 1; r < names.size(); ++r) d.add_u64(names[r].key, sum.aborts[r]);
         });
         out.add_u64("latency_p50_ns", ns(lat.percentile(0.5)));
         out.add_u64("latency_p99_ns", ns(lat.percentile(0.99)));
@@ -186,7 +185,7 @@ std::vector<env::TelemetryCommand> register_telemetry(const std::vector<std::uni
         for (const auto& e : engines) {
           if (!e->live().read(&l)) continue;
           uint64_t aborted = 0;
-          for (int r = 0; r < static_cast<int>(AbortReason::kCount_); ++r) aborted += l.aborts[r];
+          for (int r = 0; r < kMaxAbortReasons; ++r) aborted += l.aborts[r];
           out.add_dict("n" + std::to_string(e->node()) + "w" + std::to_string(e->ctx().index),
                        [&](env::TelemetryDict& d) {
                          d.add_u64("committed", l.commits);
@@ -423,8 +422,7 @@ Result<RunResult> run(const RunConfig& rc) {
   // (verbs: IBV_ATOMIC_HCA) must not see both touch one word: then both
   // stages must use the same side.
   if (!c.node(local).device->caps().atomics_coherent_with_cpu) {
-    const bool occ_like = rc.protocol->allowed[static_cast<int>(Stage::kLock)].size() > 0;
-    const Stage acquire = occ_like ? Stage::kLock : Stage::kFetch;
+    const Stage acquire = rc.protocol->acquires;
     auto side = [](Primitive p) { return p == Primitive::kRpc ? 1 : 0; };
     if (side(rc.options.stage(acquire)) != side(rc.options.stage(Stage::kCommit)))
       return make_error(EINVAL,
@@ -481,8 +479,9 @@ Result<RunResult> run(const RunConfig& rc) {
     });
   }
   RunResult res;
+  res.abort_reasons = abort_reason_names(*rc.protocol);
   Progress progress(rc, engines, t0, measure_at);
-  std::vector<env::TelemetryCommand> telemetry = register_telemetry(engines, t0, measure_at);
+  std::vector<env::TelemetryCommand> telemetry = register_telemetry(engines, t0, measure_at, res.abort_reasons);
   if (rc.single_thread) {
     while (env::tsc() < end && !runtime::shutdown_requested()) {
       c.poll_all();
@@ -537,7 +536,7 @@ Result<RunResult> run(const RunConfig& rc) {
     res.rpc_timeouts += e->ctx().rpc->stats().timeouts;
     if (history::Recorder* h = e->recorder()) res.histories.push_back(std::move(*h));
   }
-  res.locks_left = count_locked(**db);
+  res.locks_left = count_locked(**db, *rc.protocol);
   if (boot == nullptr) {
     res.invariants = rc.workload->check(**db, res.total.committed_delta);
   } else {

@@ -55,6 +55,8 @@ struct RunResult {
   Result<void> invariants;     // the workload's check
   store::LocationCacheStats cache;
   uint64_t rpc_malformed = 0, rpc_timeouts = 0;
+  // Names of the abort reasons, indexed as WorkerStats::aborts.
+  std::vector<AbortReasonName> abort_reasons;
   // Recording: every worker's history (node-major), warm-up included: a
   // history must be whole to be checked.
   std::vector<history::Recorder> histories;
@@ -71,8 +73,8 @@ Result<RunResult> run(const RunConfig& rc);
 // The recorded histories of a run merged into one, for the checker.
 Result<history::History> merged_history(const RunResult& r);
 
-// Tuples of every table on every node whose lock word (metadata word 0) is
-// not 0.
-uint64_t count_locked(Database& db);
+// Tuples of every table on every node (of this process) that the protocol
+// sees locked.
+uint64_t count_locked(Database& db, const ProtocolDef& def);
 
 }  // namespace rdtx::txn

@@ -1,32 +1,9 @@
 #include "txn/txn.hpp"
 
-#include <iterator>
 
 #include "txn/engine.hpp"
 
 namespace rdtx::txn {
-
-const char* to_string(AbortReason r) {
-  switch (r) {
-    case AbortReason::kNone: return "none";
-    case AbortReason::kLockConflict: return "lock conflict";
-    case AbortReason::kWaitDie: return "wait-die (younger dies)";
-    case AbortReason::kValidation: return "validation failed";
-    case AbortReason::kLockedAtRead: return "locked at read";
-    case AbortReason::kNotFound: return "key not found";
-    case AbortReason::kNetwork: return "network error";
-    case AbortReason::kUser: return "workload abort";
-    case AbortReason::kCount_: break;
-  }
-  return "?";
-}
-
-const char* to_key(AbortReason r) {
-  constexpr const char* kKeys[] = {"none",      "lock_conflict", "wait_die", "validation", "locked_at_read",
-                                   "not_found", "network",       "workload"};
-  static_assert(std::size(kKeys) == static_cast<size_t>(AbortReason::kCount_));
-  return r < AbortReason::kCount_ ? kKeys[static_cast<int>(r)] : "unknown";
-}
 
 const char* to_string(Stage s) {
   switch (s) {
@@ -93,13 +70,14 @@ int Txn::declare(TableId table, Key key, AccessMode mode) {
   a.node = co_->db().owner(table, key);
   a.round = round_;
   a.copy = co_->slot(n_);
+  if (state_bytes_ != 0) std::memset(state_ + static_cast<size_t>(n_) * state_bytes_, 0, state_bytes_);
   if (const store::LocationCache* cache = co_->engine().cache()) cache->prefetch(table, key);
   return static_cast<int>(n_++);
 }
 
 runtime::Task<bool> Txn::fetch() {
   if (overflow_) {
-    co_await co_->engine().protocol().abort(*co_, *this);
+    co_await co_->run_release(*this);
     reason_ = AbortReason::kUser;
     co_return false;
   }
@@ -107,24 +85,21 @@ runtime::Task<bool> Txn::fetch() {
   fetched_upto_ = n_;
   ++round_;
   if (from == n_) co_return true;
-  const uint64_t t0 = co_->phase_clock();
-  bool ok = co_await co_->engine().protocol().fetch(*co_, *this, from);
-  co_->add_phase(Phase::kFetch, t0);
-  co_return ok;
+  co_return co_await co_->run_fetch(*this, from);
 }
 
 runtime::Task<bool> Txn::commit() {
   if (overflow_ || fetched_upto_ != n_) {
     // Declared but never fetched, or too many accesses: a workload bug.
-    co_await co_->engine().protocol().abort(*co_, *this);
+    co_await co_->run_release(*this);
     reason_ = AbortReason::kUser;
     co_return false;
   }
-  co_return co_await co_->engine().protocol().commit(*co_, *this);
+  co_return co_await co_->run_commit(*this);
 }
 
 runtime::Task<void> Txn::user_abort() {
-  co_await co_->engine().protocol().abort(*co_, *this);
+  co_await co_->run_release(*this);
   reason_ = AbortReason::kUser;
 }
 

@@ -43,7 +43,6 @@ struct Access {
   std::byte* copy = nullptr;  // local copy of the tuple (meta, header, record)
   uint64_t tuple_addr = 0;    // the tuple's address on the owner (remote address)
   uint64_t state = 0;         // store state word seen at fetch
-  uint64_t version = 0;       // protocol version seen at fetch (OCC seq)
   uint64_t writer = 0;        // recording: the writer id seen at fetch
   uint64_t replaced = 0;      // recording, writes: the writer id seen under the lock
   uint64_t expect_state = 0;  // location hint: full state (cache), or 0
@@ -94,6 +93,13 @@ class Txn {
   Access& access(uint32_t i) { return acc_[i]; }
   const Access& access(uint32_t i) const { return acc_[i]; }
   bool declare_failed() const { return overflow_; }
+  // The protocol's own state of access i (ProtocolDef::access_state_bytes,
+  // zeroed when the access is declared).
+  template <typename S>
+  S& state(uint32_t i) {
+    static_assert(std::is_trivially_copyable_v<S> && alignof(S) <= 8);
+    return *reinterpret_cast<S*>(state_ + static_cast<size_t>(i) * state_bytes_);
+  }
 
  private:
   friend class Coordinator;
@@ -101,6 +107,8 @@ class Txn {
   void reset(uint64_t id);
 
   Coordinator* co_ = nullptr;
+  std::byte* state_ = nullptr;
+  uint32_t state_bytes_ = 0;
   uint64_t id_ = 0;
   uint64_t ts_ = 0;
   uint32_t n_ = 0;

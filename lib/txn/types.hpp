@@ -39,20 +39,28 @@ inline uint64_t next_timestamp(uint64_t now_tsc, uint64_t epoch, uint64_t last, 
 
 enum class AccessMode : uint8_t { kRead, kWrite };
 
+// Why an attempt aborted. The engine's own reasons come first; a protocol
+// declares its own (ProtocolDef::abort_reasons), which take the values from
+// kFirstProtocol on, in the order declared. Names for reports come from
+// AbortReasons (protocol.hpp), never from this enum.
 enum class AbortReason : uint8_t {
   kNone,
-  kLockConflict,  // a lock was held by another transaction (NOWAIT; OCC at commit)
-  kWaitDie,       // WAITDIE: younger than the holder, so it dies
-  kValidation,    // OCC: a read changed or was locked before commit
-  kLockedAtRead,  // OCC: the tuple was being committed while read
-  kNotFound,      // the key does not exist
-  kNetwork,       // an RDMA/RPC operation failed or timed out
-  kUser,          // the workload gave up (e.g. SmallBank insufficient funds)
-  kCount_,
+  kNotFound,  // the key does not exist
+  kNetwork,   // an RDMA/RPC operation failed or timed out
+  kUser,      // the workload gave up (e.g. SmallBank insufficient funds)
+  kFirstProtocol,
 };
-const char* to_string(AbortReason r);
-// Stable key for reports (JSON, telemetry): "lock_conflict", "wait_die", ...
-const char* to_key(AbortReason r);
+inline constexpr int kEngineAbortReasons = static_cast<int>(AbortReason::kFirstProtocol);
+// Engine reasons plus a protocol's: the size of every per-reason counter array.
+inline constexpr int kMaxAbortReasons = 16;
+// The protocol's reason number k (0-based, as declared).
+inline constexpr AbortReason protocol_reason(int k) {
+  return static_cast<AbortReason>(kEngineAbortReasons + k);
+}
+
+// The isolation level a protocol guarantees; the history check certifies it.
+enum class Isolation : uint8_t { kSerializable, kSnapshot, kReadCommitted };
+const char* to_string(Isolation i);
 
 // The stages a protocol is assembled from (DESIGN.md), in pipeline order.
 enum class Stage : uint8_t { kFetch, kLock, kValidate, kLog, kCommit, kCount_ };

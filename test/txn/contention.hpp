@@ -11,7 +11,7 @@
 
 #include "base/result.hpp"
 #include "cc/occ/occ.hpp"
-#include "cc/registry.hpp"
+#include "txn/protocol.hpp"
 #include "history/checker.hpp"
 #include "txn/runner.hpp"
 #include "workloads/smallbank/smallbank.hpp"
@@ -36,9 +36,13 @@ struct Combo {
 };
 
 inline std::string name_of(const Combo& c) {
-  std::string n = c.workload + "_" + c.protocol + "_" + txn::to_string(c.fetch) + "_" + txn::to_string(c.commit);
-  if (c.protocol.rfind("occ", 0) == 0)
-    n += std::string("_lock_") + txn::to_string(c.lock) + "_val_" + txn::to_string(c.validate);
+  std::string n = c.workload + "_" + c.protocol;
+  if (const txn::ProtocolDef* d = txn::find_protocol(c.protocol)) {
+    const Primitive prims[] = {c.fetch, c.lock, c.validate, Primitive::kOff, c.commit};
+    for (int s = 0; s < txn::kStages; ++s)
+      if (!d->allowed[s].empty() && d->allowed[s].size() + (s == 0) > 1)
+        n += std::string("_") + txn::to_string(static_cast<txn::Stage>(s)) + "_" + txn::to_string(prims[s]);
+  }
   if (!c.passive_ack) n += "_sync";
   if (!c.doorbell) n += "_nodoorbell";
   if (!c.outstanding) n += "_serial";
@@ -51,20 +55,41 @@ inline std::string name_of(const Combo& c) {
   return n;
 }
 
-// Every protocol x per-stage primitive the registry accepts, on both workloads.
+inline const char* const kWorkloads[] = {"smallbank", "ycsb"};
+
+// Every registered protocol (broken variants aside) x every primitive each
+// of its stages accepts, on both workloads: generated from the registry, so
+// a new protocol is covered without editing a list.
 inline std::vector<Combo> primitive_combos() {
-  using P = Primitive;
   std::vector<Combo> v;
-  for (const char* w : {"smallbank", "ycsb"}) {
-    for (const char* p : {"nowait", "waitdie"})
-      for (P f : {P::kOneSided, P::kRpc})
-        for (P c : {P::kOneSided, P::kRpc}) v.push_back({w, p, f, P::kOneSided, P::kOneSided, c});
-    for (P f : {P::kOneSided, P::kRpc, P::kHybrid})
-      for (P l : {P::kOneSided, P::kRpc})
-        for (P val : {P::kOneSided, P::kRpc})
-          for (P c : {P::kOneSided, P::kRpc}) v.push_back({w, "occ", f, l, val, c});
-  }
+  for (const char* w : kWorkloads)
+    for (const txn::ProtocolDef* d : txn::protocols()) {
+      if (d->broken) continue;
+      auto or_default = [](const std::vector<Primitive>& a) {
+        return a.empty() ? std::vector<Primitive>{Primitive::kOneSided} : a;
+      };
+      const int F = 0, L = 1, V = 2, C = 4;
+      for (Primitive f : or_default(d->allowed[F]))
+        for (Primitive l : or_default(d->allowed[L]))
+          for (Primitive val : or_default(d->allowed[V]))
+            for (Primitive c : or_default(d->allowed[C])) v.push_back({w, d->name, f, l, val, c});
+    }
   return v;
+}
+
+// Every registered protocol, broken variants aside.
+inline std::vector<std::string> protocol_names() {
+  std::vector<std::string> v;
+  for (const txn::ProtocolDef* d : txn::protocols())
+    if (!d->broken) v.push_back(d->name);
+  return v;
+}
+
+// The count of aborts whose reason has this key ("lock_conflict", ...).
+inline uint64_t aborts_named(const txn::RunResult& r, const char* key) {
+  for (size_t k = 0; k < r.abort_reasons.size(); ++k)
+    if (std::string(r.abort_reasons[k].key) == key) return r.total.aborts[k];
+  return 0;
 }
 
 struct Outcome {
@@ -73,10 +98,7 @@ struct Outcome {
   std::string check_text;  // format_report(), for failure messages
 };
 
-inline const txn::ProtocolDef* protocol_of(const std::string& name) {
-  if (name == "occ-unvalidated") return &cc::occ::kUnvalidatedForTests;
-  return cc::find_protocol(name);
-}
+inline const txn::ProtocolDef* protocol_of(const std::string& name) { return txn::find_protocol(name); }
 
 // Runs `c` for `seconds` with `seed` and checks the history it recorded.
 inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double seconds) {
@@ -152,10 +174,8 @@ inline Result<void> write_histories(const txn::RunResult& r, const std::string& 
 inline std::string summary(const txn::RunResult& r) {
   std::string s = "commits " + std::to_string(r.total.commits) + ", attempts " + std::to_string(r.total.attempts) +
                   ", rpc timeouts " + std::to_string(r.rpc_timeouts);
-  for (int k = 0; k < static_cast<int>(txn::AbortReason::kCount_); ++k)
-    if (r.total.aborts[k])
-      s += std::string(", ") + txn::to_string(static_cast<txn::AbortReason>(k)) + " " +
-           std::to_string(r.total.aborts[k]);
+  for (size_t k = 0; k < r.abort_reasons.size(); ++k)
+    if (r.total.aborts[k]) s += std::string(", ") + r.abort_reasons[k].text + " " + std::to_string(r.total.aborts[k]);
   return s;
 }
 

@@ -2,7 +2,7 @@
 // at load time with the key, where it was set, and the allowed values.
 #include <gtest/gtest.h>
 
-#include "cc/registry.hpp"
+#include "txn/protocol.hpp"
 #include "txn/options.hpp"
 
 using namespace rdtx;
@@ -10,7 +10,7 @@ using namespace rdtx;
 namespace {
 Result<config::Config> load(const std::string& toml, std::vector<std::string> sets = {}) {
   config::Schema s;
-  txn::add_schema(s, cc::protocols());
+  txn::add_schema(s, txn::protocols());
   return config::Config::parse(s, toml, "t.toml", sets);
 }
 std::string error_of(const std::string& toml, std::vector<std::string> sets = {}) {

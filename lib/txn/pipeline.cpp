@@ -1,0 +1,52 @@
+// The pipeline driver: every attempt runs through here. begin (per attempt,
+// Coordinator::run) -> fetch rounds -> lock -> validate -> log -> commit, and
+// the protocol's release module on any failure. Phase timing is done here,
+// once for every protocol; verbs are counted by the batches the stage
+// modules use; history is recorded by Coordinator::run from the Txn.
+#include "txn/engine.hpp"
+#include "txn/item_batch.hpp"
+
+namespace rdtx::txn {
+
+namespace {
+constexpr Stage kCommitPipeline[] = {Stage::kLock, Stage::kValidate, Stage::kLog, Stage::kCommit};
+}
+
+runtime::Task<bool> Coordinator::run_fetch(Txn& t, uint32_t from) {
+  const uint64_t t0 = phase_clock();
+  // One await per statement: GCC 12 leaks the frame of a co_await operand
+  // inside ?: or ||.
+  const bool ok = co_await e_.protocol().stage(Stage::kFetch)->run(*this, t, from);
+  add_phase(Phase::kFetch, t0);
+  if (!ok) co_await run_release(t);
+  co_return ok;
+}
+
+runtime::Task<bool> Coordinator::run_commit(Txn& t) {
+  for (Stage s : kCommitPipeline) {
+    StageModule* m = e_.protocol().stage(s);
+    if (m == nullptr) continue;
+    const uint64_t t0 = phase_clock();
+    const bool ok = co_await m->run(*this, t, 0);
+    add_phase(static_cast<Phase>(s), t0);
+    if (!ok) {
+      co_await run_release(t);
+      co_return false;
+    }
+  }
+  co_return true;
+}
+
+runtime::Task<void> Coordinator::run_release(Txn& t) {
+  const uint64_t t0 = phase_clock();
+  co_await e_.protocol().release()->run(*this, t, 0);
+  add_phase(Phase::kRelease, t0);
+}
+
+runtime::Task<void> Coordinator::settle_commit_batch() {
+  if (!commit_items_.in_flight()) co_return;
+  const bool ok = co_await commit_items_.finish();
+  co_await settle_unlocks(*this, commit_items_, ok);
+}
+
+}  // namespace rdtx::txn

@@ -1,0 +1,119 @@
+// What a concurrency-control protocol is to the engine: a definition (name,
+// tuple metadata, per-access state, isolation level, allowed primitives per
+// stage, abort reasons, how to tell a held lock) that registers itself, and
+// per worker a set of stage modules the pipeline driver (pipeline.hpp) runs.
+//
+//   ProtocolDef   static description; RDTX_REGISTER_PROTOCOL(def) in the
+//                 protocol's folder adds it to the registry before main()
+//   Protocol      one per worker: the stage modules chosen for the run's
+//                 primitives, an optional per-attempt begin()
+//   StageModule   one stage in one primitive (fetch one-sided, lock RPC...)
+//
+// Thread-safety: the registry is written before main() and read-only after;
+// a Protocol and its modules belong to one worker's thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "base/result.hpp"
+#include "runtime/task.hpp"
+#include "txn/types.hpp"
+
+namespace rdtx::txn {
+
+class Coordinator;
+class Txn;
+class WorkerEngine;
+
+inline constexpr int kStages = static_cast<int>(Stage::kCount_);
+
+// One stage in one primitive. fetch runs over accesses [from, t.size());
+// the other stages get from = 0 and work on the whole attempt. False: the
+// attempt aborts (t's reason set); the driver then runs the release module.
+class StageModule {
+ public:
+  virtual ~StageModule() = default;
+  virtual runtime::Task<bool> run(Coordinator& c, Txn& t, uint32_t from) = 0;
+};
+
+// A protocol on one worker: the stage modules of the run's pipeline.
+class Protocol {
+ public:
+  virtual ~Protocol() = default;
+  // Per attempt, before the workload declares anything: timestamps,
+  // snapshots. The transaction's id and timestamp are already set.
+  virtual void begin(Coordinator& c, Txn& t) {
+    (void)c;
+    (void)t;
+  }
+  // nullptr: the protocol has no such stage.
+  StageModule* stage(Stage s) const { return stages_[static_cast<int>(s)]; }
+  // Releases whatever a failed attempt holds (never nullptr once created).
+  StageModule* release() const { return release_; }
+
+ protected:
+  void set_stage(Stage s, std::unique_ptr<StageModule> m) {
+    stages_[static_cast<int>(s)] = m.get();
+    owned_.push_back(std::move(m));
+  }
+  void set_release(std::unique_ptr<StageModule> m) {
+    release_ = m.get();
+    owned_.push_back(std::move(m));
+  }
+
+ private:
+  StageModule* stages_[kStages] = {};
+  StageModule* release_ = nullptr;
+  std::vector<std::unique_ptr<StageModule>> owned_;
+};
+
+struct AbortReasonName {
+  const char* key;   // stable, for JSON and telemetry: "lock_conflict"
+  const char* text;  // for people: "lock conflict"
+};
+
+// The default "is this tuple locked" test: metadata word 0 is not 0.
+bool lock_word0_held(const std::byte* meta);
+
+struct ProtocolDef {
+  const char* name;
+  const char* summary;
+  uint32_t meta_bytes;          // tuple metadata (a multiple of 8)
+  uint32_t access_state_bytes;  // per-access protocol state (Txn::state<T>)
+  Isolation isolation;          // what the history check certifies
+  // Primitives each stage accepts; empty: the protocol has no such stage.
+  std::vector<Primitive> allowed[kStages];
+  // The protocol's own abort reasons, numbered from kFirstProtocol.
+  std::vector<AbortReasonName> abort_reasons;
+  // The stage that acquires the locks the commit stage releases (a device
+  // whose atomics are not coherent with the CPU's needs both on one side).
+  Stage acquires;
+  // True if a tuple's metadata shows a lock held ("locks left" after a run).
+  bool (*lock_held)(const std::byte* meta);
+  // Fails with a message naming what was wrong (e.g. a resource).
+  Result<std::unique_ptr<Protocol>> (*create)(WorkerEngine& e);
+  // A deliberately broken variant: registered for the tests that prove
+  // the checks catch it, never listed for users.
+  bool broken = false;
+};
+
+// Engine reasons then the protocol's, indexed by AbortReason.
+std::vector<AbortReasonName> abort_reason_names(const ProtocolDef& def);
+
+void register_protocol(const ProtocolDef* def);
+// Every registered protocol, by name (broken variants included: filter on
+// ProtocolDef::broken).
+const std::vector<const ProtocolDef*>& protocols();
+// nullptr if no protocol has this name.
+const ProtocolDef* find_protocol(std::string_view name);
+
+}  // namespace rdtx::txn
+
+#define RDTX_REGISTER_PROTOCOL(var)                               \
+  [[gnu::constructor]] static void rdtx_register_protocol_##var() { \
+    ::rdtx::txn::register_protocol(&(var));                       \
+  }

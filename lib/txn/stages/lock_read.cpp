@@ -1,0 +1,155 @@
+// lock_read, coordinator side: CAS+READ in one doorbell per node, or one RPC
+// per owner; cancels the attempt at an owner whose call failed.
+#include <cstring>
+
+#include "txn/engine.hpp"
+#include "txn/item_batch.hpp"
+#include "txn/locate.hpp"
+#include "txn/stages/owner_status.hpp"
+#include "txn/stages/toolkit.hpp"
+
+namespace rdtx::txn {
+
+using runtime::Task;
+
+namespace {
+
+constexpr int kCancelTries = 64;
+
+uint64_t load8(const std::byte* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+std::byte* span_base(Coordinator& c, Access& a, uint32_t i, const TupleSpan& s) {
+  return s.into_copy ? a.copy : c.extra(i);
+}
+
+uint32_t span_length(Coordinator& c, const Access& a, const TupleSpan& s) {
+  return s.length != 0 ? s.length : c.db().tuple_bytes(a.table) - s.offset;
+}
+
+Task<bool> lock_read_onesided(Coordinator& c, Txn& t, std::span<const uint32_t> items, uint64_t value,
+                              TupleSpan span, LockResult* results, uint64_t* holders) {
+  OneSidedBatch& batch = c.onesided();
+  for (uint32_t i : items) {
+    Access& a = t.access(i);
+    const auto& d = c.descriptor(a.node, a.table);
+    std::byte* x = c.extra(i);
+    const uint64_t never = UINT64_MAX;  // stays if the CAS never executed
+    std::memcpy(x, &never, 8);
+    rdma::WorkRequest* cas = batch.add(a.node);
+    cas->opcode = rdma::Opcode::kCompareSwap;
+    cas->local = x;
+    cas->length = 8;
+    cas->remote_addr = a.tuple_addr;
+    cas->rkey = d.rkey;
+    cas->compare_add = 0;
+    cas->swap = value;
+    rdma::WorkRequest* rd = batch.add(a.node);
+    rd->opcode = rdma::Opcode::kRead;
+    rd->local = span_base(c, a, i, span) + span.offset;
+    rd->length = span_length(c, a, span);
+    rd->remote_addr = a.tuple_addr + span.offset;
+    rd->rkey = d.rkey;
+  }
+  const bool posted = co_await batch.execute();
+  bool stale_locked = false;
+  for (uint32_t k = 0; k < items.size(); ++k) {
+    Access& a = t.access(items[k]);
+    const uint64_t old = load8(c.extra(items[k]));
+    holders[k] = old;
+    if (old == 0) a.locked = true;
+    if (!posted) {
+      results[k] = LockResult::kFailed;
+      continue;
+    }
+    if (span.into_copy && !check_fetched(c, a)) {
+      results[k] = LockResult::kStale;
+      stale_locked |= a.locked;
+      continue;
+    }
+    results[k] = old == 0 ? LockResult::kGranted : LockResult::kConflict;
+  }
+  if (stale_locked) {
+    // A lock on a tuple that is no longer the key's: give it back now.
+    OneSidedBatch& un = c.onesided();
+    for (uint32_t k = 0; k < items.size(); ++k) {
+      Access& a = t.access(items[k]);
+      if (results[k] != LockResult::kStale || !a.locked) continue;
+      un.add_unlock(a);
+      a.locked = false;
+    }
+    co_await un.execute();
+  }
+  if (!posted) t.fail(AbortReason::kNetwork);
+  co_return posted;
+}
+
+// Cancels the attempt at the owners of `batch`'s failed calls: each owner
+// fences the attempt (a lock request of it arriving later is refused) and
+// frees what the attempt holds there. Retried until every owner answered.
+Task<bool> cancel_failed(Coordinator& c, Txn& t, const ItemBatch& failed, uint64_t value) {
+  ItemBatch& cancel = c.aux_items(c.engine().toolkit().handlers().cancel);
+  failed.for_each_failed_item([&](uint32_t i) { cancel.add(i, value, t.id(), {}, 0); });
+  bool ok = co_await cancel.call();
+  for (int tries = 1; !ok && tries < kCancelTries; ++tries) ok = co_await cancel.retry_failed();
+  if (!ok) ++c.engine().stats().cancel_failures;  // a lock may be left: the run's check says so
+  failed.for_each_failed_item([&](uint32_t i) { t.access(i).locked = false; });
+  co_return ok;
+}
+
+Task<bool> lock_read_rpc(Coordinator& c, Txn& t, std::span<const uint32_t> items, uint64_t value, TupleSpan span,
+                         LockResult* results, uint64_t* holders) {
+  ItemBatch& batch = c.items(c.engine().toolkit().handlers().lock_read);
+  const uint64_t sw = owner::span_word(span.offset, span.length);
+  uint32_t pos[Txn::kMaxAccesses];  // access index -> position in items
+  for (uint32_t k = 0; k < items.size(); ++k) {
+    pos[items[k]] = k;
+    results[k] = LockResult::kFailed;
+    holders[k] = 0;
+    if (!batch.add(items[k], value, t.id(), std::as_bytes(std::span(&sw, 1)), span_length(c, t.access(items[k]), span))) {
+      t.fail(AbortReason::kNetwork);
+      co_return false;
+    }
+  }
+  const bool ok = co_await batch.call();
+  bool wellformed = batch.for_each_reply([&](uint32_t i, const ItemReply& r, std::span<const std::byte> data) {
+    Access& a = t.access(i);
+    const uint32_t k = pos[i];
+    switch (r.status) {
+      case owner::kOk:
+        a.locked = true;
+        if (data.size() != span_length(c, a, span)) break;  // locked, but the reply is malformed: kFailed
+        std::memcpy(span_base(c, a, i, span) + span.offset, data.data(), data.size());
+        if (span.into_copy) remember_location(c, a, r.tuple_index, r.state);
+        results[k] = LockResult::kGranted;
+        break;
+      case owner::kConflict:
+        results[k] = LockResult::kConflict;
+        holders[k] = r.arg;
+        break;
+      case owner::kDie: results[k] = LockResult::kDie; break;
+      case owner::kNotAttempted: results[k] = LockResult::kNotAttempted; break;
+      default: break;  // kFailed (lookup error, fenced)
+    }
+  });
+  if (ok && wellformed) co_return true;
+  // Some owner did not answer (or answered garbage): it may hold locks for
+  // this attempt, or grant them when the request arrives late.
+  if (!ok) co_await cancel_failed(c, t, batch, value);
+  t.fail(AbortReason::kNetwork);
+  co_return false;
+}
+
+}  // namespace
+
+Task<bool> lock_read(Coordinator& c, Txn& t, Primitive p, std::span<const uint32_t> items, uint64_t value,
+                     TupleSpan span, LockResult* results, uint64_t* holders) {
+  if (items.empty()) co_return true;
+  if (p == Primitive::kRpc) co_return co_await lock_read_rpc(c, t, items, value, span, results, holders);
+  co_return co_await lock_read_onesided(c, t, items, value, span, results, holders);
+}
+
+}  // namespace rdtx::txn

@@ -1,0 +1,248 @@
+// The toolkit's owner side: the RPC handlers a coordinator's stages call
+// (read, read_meta, lock_read, write_back, release, cancel), the attempt
+// fences, and WAITDIE's waiting list. Every id, length and offset in a
+// request is checked before use; a malformed item stops its request.
+#include <atomic>
+#include <cstring>
+
+#include "env/tsc.hpp"
+#include "store/tuple.hpp"
+#include "txn/engine.hpp"
+#include "txn/item_batch.hpp"
+#include "txn/stages/lock_wait_list.hpp"
+#include "txn/stages/owner_status.hpp"
+#include "txn/stages/toolkit.hpp"
+
+namespace rdtx::txn {
+
+namespace {
+
+using Data = std::span<const std::byte>;
+
+std::atomic_ref<uint64_t> word_at(std::byte* tuple, uint32_t off) {
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(tuple + off));
+}
+
+uint64_t arg_word(Data d) {
+  uint64_t v = 0;
+  if (d.size() >= 8) std::memcpy(&v, d.data(), 8);
+  return v;
+}
+
+// A span [off, off+len) inside a tuple of `tuple_bytes`, 8-byte aligned.
+bool span_ok(uint32_t off, uint32_t len, uint32_t tuple_bytes) {
+  return off % 8 == 0 && len % 8 == 0 && len <= tuple_bytes && off <= tuple_bytes - len;
+}
+
+// The coordinator an attempt id belongs to (types.hpp's id layout).
+uint32_t coordinator_of(uint64_t id, uint32_t workers_per_node) {
+  const uint32_t node = static_cast<uint32_t>(id >> 48), worker = (id >> 38) & 0x3ff, co = (id >> 32) & 0x3f;
+  return (node * workers_per_node + worker) * kMaxCoroutines + co;
+}
+
+}  // namespace
+
+Toolkit::Toolkit(WorkerEngine& e) : e_(e) {}
+Toolkit::~Toolkit() = default;
+
+Result<std::unique_ptr<Toolkit>> Toolkit::create(WorkerEngine& e) {
+  std::unique_ptr<Toolkit> k(new Toolkit(e));
+  k->workers_per_node_ = e.workers_per_node();
+  k->fence_.assign(static_cast<size_t>(e.db().nodes()) * k->workers_per_node_ * kMaxCoroutines, 0);
+  RDTX_TRY(k->register_handlers());
+  return k;
+}
+
+bool Toolkit::fenced(uint64_t id) const {
+  const uint32_t c = coordinator_of(id, workers_per_node_);
+  return c < fence_.size() && static_cast<uint32_t>(id) < fence_[c];
+}
+
+void Toolkit::fence(uint64_t id) {
+  const uint32_t c = coordinator_of(id, workers_per_node_);
+  if (c < fence_.size() && static_cast<uint32_t>(id) + 1 > fence_[c]) fence_[c] = static_cast<uint32_t>(id) + 1;
+}
+
+Result<void> Toolkit::enable_waiting(uint32_t capacity) {
+  if (wait_) return {};
+  auto w = LockWaitList::create(*this, capacity, e_.ctx().rpc->max_payload(), e_.ctx().rpc_timeout_ns / 4);
+  if (!w.ok()) return w.error();
+  wait_ = std::move(*w);
+  LockWaitList* list = wait_.get();
+  e_.add_service("lock-wait-list", [list] { return list->poll(); });
+  return {};
+}
+
+// Items [first, ...) of a lock_read request: per item CAS the lock word
+// (meta word 0) from 0 to arg0, unless the attempt (arg1) is fenced, then
+// copy the requested span. A conflict stops the request (later items:
+// kNotAttempted); under WAITDIE an older requester waits instead, if it
+// may (returns the item's index and its tuple).
+int Toolkit::serve_lock_read(std::span<const std::byte> payload, uint32_t first, std::span<std::byte> out,
+                             uint32_t* out_len, bool can_wait, const std::byte** wait_tuple) {
+  const store::Store& st = e_.db().store(e_.node());
+  ItemReader in(payload);
+  ItemHeader h;
+  Data data;
+  uint32_t len = *out_len;
+  auto put = [&](const ItemReply& rep, const std::byte* src, uint32_t n) {
+    if (out.size() < len + sizeof rep + pad8(n)) return;
+    ItemReply r = rep;
+    r.len = n;
+    std::memcpy(out.data() + len, &r, sizeof r);
+    // The tuple is ours (locked): a word copy is consistent.
+    if (n) store::load_words(reinterpret_cast<uint64_t*>(out.data() + len + sizeof r),
+                             reinterpret_cast<const uint64_t*>(src), n / 8);
+    len += sizeof r + pad8(n);
+  };
+  bool stopped = false;
+  for (uint32_t k = 0; in.next(&h, &data); ++k) {
+    if (k < first) continue;
+    if (stopped) {
+      put({owner::kNotAttempted, 0, 0, 0, 0}, nullptr, 0);
+      continue;
+    }
+    store::Table* tab = st.table(h.table);
+    store::TupleRef ref;
+    int rc = tab ? tab->lookup(h.key, &ref) : -EINVAL;
+    const uint64_t sw = arg_word(data);
+    const uint32_t off = static_cast<uint32_t>(sw);
+    uint32_t n = static_cast<uint32_t>(sw >> 32);
+    if (rc == 0 && n == 0 && off < tab->tuple_bytes()) n = tab->tuple_bytes() - off;  // to the end
+    if (rc == 0 && (data.size() != 8 || !span_ok(off, n, tab->tuple_bytes()))) rc = -EINVAL;
+    if (rc == 0 && fenced(h.arg1)) rc = owner::kFenced;
+    if (rc != 0) {
+      put({rc, 0, 0, 0, 0}, nullptr, 0);
+      stopped = true;
+      continue;
+    }
+    uint64_t holder = 0;
+    // Waiters come before a newcomer that finds the lock free (no barging),
+    // so an old transaction is not starved by a stream of younger ones.
+    const bool queued = wait_ && wait_->older_waiter(ref.tuple, h.arg0);
+    if (!queued && word_at(ref.tuple, 0).compare_exchange_strong(holder, h.arg0, std::memory_order_acquire)) {
+      put({owner::kOk, 0, ref.index, ref.state, 0}, ref.tuple + off, n);
+      continue;
+    }
+    LockResult verdict = LockResult::kConflict;
+    if (queued) verdict = LockResult::kDie;  // younger than a waiter
+    else if (rule_ == ConflictRule::kWaitDie) verdict = wait_die(h.arg0, holder);
+    if (verdict == LockResult::kWait && can_wait) {
+      *out_len = len;
+      *wait_tuple = ref.tuple;
+      return static_cast<int>(k);
+    }
+    const int32_t status = verdict == LockResult::kConflict ? owner::kConflict : owner::kDie;
+    put({status, 0, 0, 0, holder}, nullptr, 0);
+    stopped = true;
+  }
+  *out_len = len;
+  return -1;
+}
+
+Result<void> Toolkit::register_handlers() {
+  const store::Store& st = e_.db().store(e_.node());
+  auto reg = [&](rpc::HandlerId* id, const char* name, rpc::Handler h) -> Result<void> {
+    auto r = e_.register_handler(name, std::move(h));
+    if (!r.ok()) return r.error();
+    *id = *r;
+    return {};
+  };
+  // A consistent copy of the tuple (the store's seqlock-checked copy).
+  RDTX_TRY(reg(&h_.read, "txn.read", [&st](rpc::Request& r) {
+    serve_items(r, st, [](const ItemHeader&, Data, int rc, store::Table* tab, const store::TupleRef& ref,
+                          ItemWriter& out) {
+      if (rc != 0) {
+        out.add({rc, 0, 0, 0, 0});
+        return;
+      }
+      std::byte* dst = out.add_reserved({owner::kOk, 0, ref.index, ref.state, 0}, tab->tuple_bytes());
+      if (dst != nullptr && !tab->copy_tuple(ref, dst)) out.set_last_status(-EAGAIN);
+    });
+  }));
+  // The leading arg0 bytes, word by word.
+  RDTX_TRY(reg(&h_.read_meta, "txn.read_meta", [&st](rpc::Request& r) {
+    serve_items(r, st, [](const ItemHeader& h, Data, int rc, store::Table* tab, const store::TupleRef& ref,
+                          ItemWriter& out) {
+      if (rc == 0 && !span_ok(0, static_cast<uint32_t>(h.arg0), tab->tuple_bytes())) rc = -EINVAL;
+      if (rc != 0) {
+        out.add({rc, 0, 0, 0, 0});
+        return;
+      }
+      const uint32_t n = static_cast<uint32_t>(h.arg0);
+      std::byte* dst = out.add_reserved({owner::kOk, 0, ref.index, ref.state, 0}, n);
+      if (dst != nullptr)
+        store::load_words(reinterpret_cast<uint64_t*>(dst), reinterpret_cast<const uint64_t*>(ref.tuple), n / 8);
+    });
+  }));
+  RDTX_TRY(reg(&h_.lock_read, "txn.lock_read", [this](rpc::Request& r) {
+    uint32_t len = 0;
+    // With no room left to wait, an older requester dies rather than block.
+    const bool can_wait = wait_ && wait_->has_room();
+    const std::byte* tuple = nullptr;
+    const int wait = serve_lock_read(r.payload(), 0, r.reply_buffer(), &len, can_wait, &tuple);
+    if (wait >= 0) {
+      ItemReader in(r.payload());
+      ItemHeader h{};
+      Data d;
+      in.next(&h, &d);  // every item carries the requester's lock value and attempt
+      if (wait_->park(r, static_cast<uint32_t>(wait), std::span<const std::byte>(r.reply_buffer().data(), len),
+                      tuple, h.arg0, h.arg1))
+        return;
+      // Could not park (full): answer what we have; the waiting item dies.
+      len = 0;
+      serve_lock_read(r.payload(), 0, r.reply_buffer(), &len, false, &tuple);
+    }
+    r.set_reply_len(len);
+  }));
+  // Install (body, then version word) and unlock, while the lock word holds
+  // arg0. arg1: body offset | version offset << 32; the data starts at the
+  // version offset (or the body offset without one).
+  auto unlock_items = [&st](rpc::Request& r) {
+    serve_items(r, st, [](const ItemHeader& h, Data data, int rc, store::Table* tab, const store::TupleRef& ref,
+                          ItemWriter& out) {
+      if (rc != 0) {
+        out.add({rc, 0, 0, 0, 0});
+        return;
+      }
+      const uint32_t body = static_cast<uint32_t>(h.arg1), ver = static_cast<uint32_t>(h.arg1 >> 32);
+      const uint32_t first = ver != 0 ? ver : body;
+      const uint32_t tb = tab->tuple_bytes();
+      const bool shape = data.empty() || (body >= 8 && span_ok(first, static_cast<uint32_t>(data.size()), tb) &&
+                                          first + data.size() == tb && (ver == 0 || (ver >= 8 && ver + 8 <= body)));
+      if (!shape) {
+        out.add({-EINVAL, 0, 0, 0, 0});
+        return;
+      }
+      if (word_at(ref.tuple, 0).load(std::memory_order_acquire) != h.arg0) {
+        out.add({owner::kNotHeld, 0, 0, 0, 0});
+        return;
+      }
+      if (!data.empty()) {
+        const auto* w = reinterpret_cast<const uint64_t*>(data.data());
+        store::store_words(reinterpret_cast<uint64_t*>(ref.tuple + body), w + (body - first) / 8, (tb - body) / 8);
+        if (ver != 0) word_at(ref.tuple, ver).store(w[0], std::memory_order_release);
+      }
+      word_at(ref.tuple, 0).store(0, std::memory_order_release);  // publishes what is above
+      out.add({owner::kOk, 0, 0, 0, 0});
+    });
+  };
+  RDTX_TRY(reg(&h_.write_back, "txn.write_back", unlock_items));
+  RDTX_TRY(reg(&h_.release, "txn.release", unlock_items));
+  // The caller gave up on attempt arg1: refuse its lock requests from now
+  // on, free what it holds (lock word == arg0).
+  RDTX_TRY(reg(&h_.cancel, "txn.cancel", [this, &st](rpc::Request& r) {
+    serve_items(r, st, [this](const ItemHeader& h, Data, int rc, store::Table*, const store::TupleRef& ref,
+                              ItemWriter& out) {
+      fence(h.arg1);
+      if (rc == 0) {
+        uint64_t held = h.arg0;
+        word_at(ref.tuple, 0).compare_exchange_strong(held, 0, std::memory_order_release);
+      }
+      out.add({owner::kOk, 0, 0, 0, 0});
+    });
+  }));
+  return {};
+}
+
+}  // namespace rdtx::txn

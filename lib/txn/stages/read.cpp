@@ -1,0 +1,172 @@
+// read_tuples and read_meta, coordinator side: copies without locks.
+#include <cstring>
+
+#include "txn/engine.hpp"
+#include "txn/item_batch.hpp"
+#include "txn/locate.hpp"
+#include "txn/stages/owner_status.hpp"
+#include "txn/stages/toolkit.hpp"
+
+namespace rdtx::txn {
+
+using runtime::Task;
+
+namespace {
+
+constexpr int kReadRounds = 4;
+
+// RPC: the owners copy the tuples of the accesses not yet fetched (and,
+// when `only_unlocated`, not found in the location cache).
+Task<bool> read_rpc(Coordinator& c, Txn& t, uint32_t from, bool only_unlocated, FunctionRef<Verdict(Access&)> accept,
+                    bool* retry) {
+  ItemBatch& batch = c.items(c.engine().toolkit().handlers().read);
+  for (uint32_t i = from; i < t.size(); ++i) {
+    Access& a = t.access(i);
+    if (a.fetched || (only_unlocated && a.located)) continue;
+    if (!batch.add(i, 0, 0, {}, c.db().tuple_bytes(a.table))) {
+      t.fail(AbortReason::kNetwork);
+      co_return false;
+    }
+  }
+  if (batch.empty()) co_return true;
+  if (!co_await batch.call()) {
+    t.fail(AbortReason::kNetwork);
+    co_return false;
+  }
+  bool ok = true;
+  bool wellformed = batch.for_each_reply([&](uint32_t i, const ItemReply& r, std::span<const std::byte> data) {
+    Access& a = t.access(i);
+    if (!ok) return;
+    if (r.status == -EAGAIN) {  // erased or reused during the owner's copy
+      *retry = true;
+      a.located = false;
+      return;
+    }
+    if (r.status != owner::kOk || data.size() != c.db().tuple_bytes(a.table)) {
+      t.fail(r.status == -ENOENT ? AbortReason::kNotFound : AbortReason::kNetwork);
+      ok = false;
+      return;
+    }
+    std::memcpy(a.copy, data.data(), data.size());
+    remember_location(c, a, r.tuple_index, r.state);
+    switch (accept(a)) {
+      case Verdict::kAccept: a.fetched = true; break;
+      case Verdict::kRetry: *retry = true; break;
+      case Verdict::kAbort: ok = false; break;
+    }
+  });
+  if (!wellformed) {
+    t.fail(AbortReason::kNetwork);
+    co_return false;
+  }
+  co_return ok;
+}
+
+// Hybrid: a location-cache hit is READ one-sided; a miss goes to the owner.
+void locate_from_cache(Coordinator& c, Txn& t, uint32_t from) {
+  store::LocationCache* cache = c.engine().cache();
+  if (cache == nullptr) return;
+  for (uint32_t i = from; i < t.size(); ++i) {
+    Access& a = t.access(i);
+    store::CachedLocation loc;
+    if (!a.located && !a.fetched && cache->find(a.table, a.key, &loc) && loc.node == a.node) {
+      a.tuple_addr = loc.remote_addr;
+      a.expect_state = loc.state;
+      a.located = true;
+    }
+  }
+}
+
+}  // namespace
+
+Task<bool> read_tuples(Coordinator& c, Txn& t, Primitive p, uint32_t from, FunctionRef<Verdict(Access&)> accept,
+                       AbortReason on_retries) {
+  for (int round = 0; round < kReadRounds; ++round) {
+    bool retry = false;
+    if (p == Primitive::kRpc) {
+      if (!co_await read_rpc(c, t, from, false, accept, &retry)) co_return false;
+      if (!retry) co_return true;
+      continue;
+    }
+    if (p == Primitive::kHybrid) {
+      locate_from_cache(c, t, from);
+      if (!co_await read_rpc(c, t, from, true, accept, &retry)) co_return false;
+    } else if (!co_await locate_onesided(c, t, from, t.size())) {
+      co_return false;
+    }
+    OneSidedBatch& batch = c.onesided();
+    for (uint32_t i = from; i < t.size(); ++i) {
+      Access& a = t.access(i);
+      if (a.fetched || !a.located) continue;
+      rdma::WorkRequest* wr = batch.add(a.node);
+      wr->opcode = rdma::Opcode::kRead;
+      wr->local = a.copy;
+      wr->length = c.db().tuple_bytes(a.table);
+      wr->remote_addr = a.tuple_addr;
+      wr->rkey = c.descriptor(a.node, a.table).rkey;
+    }
+    if (!co_await batch.execute()) {
+      t.fail(AbortReason::kNetwork);
+      co_return false;
+    }
+    for (uint32_t i = from; i < t.size(); ++i) {
+      Access& a = t.access(i);
+      if (a.fetched || !a.located) {
+        retry |= !a.fetched;
+        continue;
+      }
+      if (!check_fetched(c, a)) {
+        retry = true;  // a stale location: look it up again
+        continue;
+      }
+      switch (accept(a)) {
+        case Verdict::kAccept: a.fetched = true; break;
+        case Verdict::kRetry: retry = true; break;
+        case Verdict::kAbort: co_return false;
+      }
+    }
+    if (!retry) co_return true;
+  }
+  t.fail(on_retries);
+  co_return false;
+}
+
+Task<bool> read_meta(Coordinator& c, Txn& t, Primitive p, std::span<const uint32_t> items, uint32_t length) {
+  if (items.empty()) co_return true;
+  if (p == Primitive::kRpc) {
+    ItemBatch& batch = c.items(c.engine().toolkit().handlers().read_meta);
+    for (uint32_t i : items) batch.add(i, length, 0, {}, length);
+    bool ok = co_await batch.call();
+    bool wellformed = batch.for_each_reply([&](uint32_t i, const ItemReply& r, std::span<const std::byte> data) {
+      if (r.status == -ENOENT) {
+        // Gone since it was read: words that validate nothing (a lock held).
+        std::memset(c.extra(i), 0xff, length);
+        return;
+      }
+      if (r.status != owner::kOk || data.size() != length) {
+        ok = false;
+        return;
+      }
+      std::memcpy(c.extra(i), data.data(), length);
+    });
+    if (!ok || !wellformed) t.fail(AbortReason::kNetwork);
+    co_return ok && wellformed;
+  }
+  OneSidedBatch& batch = c.onesided();
+  for (uint32_t i : items) {
+    Access& a = t.access(i);
+    rdma::WorkRequest* rd = batch.add(a.node);
+    rd->opcode = rdma::Opcode::kRead;
+    rd->local = c.extra(i);
+    rd->length = length;
+    rd->remote_addr = a.tuple_addr;
+    rd->rkey = c.descriptor(a.node, a.table).rkey;
+  }
+  if (!co_await batch.execute()) {
+    t.fail(AbortReason::kNetwork);
+    co_return false;
+  }
+  co_return true;
+}
+
+}  // namespace rdtx::txn

@@ -1,0 +1,182 @@
+// The stage toolkit: the building blocks protocols compose their stage
+// modules from, each in its one-sided and RPC form, with the owner-side
+// handlers beside them (owner_rpc.cpp).
+//
+//   lock_read          take each access's lock word (CAS 0 -> value) and read
+//                      a span of its tuple in the same round trip: one
+//                      doorbell of CAS+READ per node, or one RPC per node
+//   read_tuples        fetch tuple copies without locks (one-sided through the
+//                      location cache and index, RPC, or hybrid)
+//   read_meta          read the leading words of tuples (lock, versions,
+//                      header) to validate them
+//   write_back_unlock  install written records (body, then a version word),
+//                      then unlock, in that order on each QP or owner
+//   release            unlock what a failed attempt holds
+//
+// Messages are fenced by attempt: every lock request carries the attempt id;
+// when a lock request's call fails (timeout), the coordinator cancels the
+// attempt at that owner (the owner fences every older request of the
+// coordinator and frees the locks held by the attempt) before it goes on, so a
+// late lock request is refused, never granted to a caller that gave up.
+// Commit and release messages are retried until the owner answered
+// (idempotent: the owner applies only while the lock word holds the value).
+//
+// Thread-safety: the coordinator's coroutine (coordinator side); the owner
+// worker's thread (handlers).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/result.hpp"
+#include "runtime/task.hpp"
+#include "rpc/endpoint.hpp"
+#include "txn/types.hpp"
+
+namespace rdtx::txn {
+
+class Coordinator;
+class Txn;
+struct Access;
+class WorkerEngine;
+class LockWaitList;
+
+// The bytes [offset, offset + length) of a tuple (length 0: to the end of
+// each access's tuple), copied to the access's copy (into_copy) or to its
+// extra scratch (c.extra(i)), at the same offset.
+struct TupleSpan {
+  uint32_t offset = 0;
+  uint32_t length = 0;
+  bool into_copy = true;
+};
+
+// What a lock request found.
+enum class LockResult : uint8_t {
+  kGranted,       // this attempt holds the lock (a.locked)
+  kConflict,      // held by another transaction: holders[k] has its value
+  kWait,          // held by a younger one and the protocol waits (one-sided)
+  kDie,           // held by an older one and the protocol dies (WAITDIE)
+  kNotAttempted,  // the owner stopped at an earlier item of the request
+  kStale,         // the location was stale (one-sided): locate again
+  kFailed,        // lookup or network failure
+};
+
+// How an owner resolves a lock conflict (set by the protocol once).
+enum class ConflictRule : uint8_t { kAbort, kWaitDie };
+// WAITDIE's rule: a requester with lock value `mine` waits for a holder with
+// `holder` if it is older (smaller timestamp), else it dies.
+inline LockResult wait_die(uint64_t mine, uint64_t holder) {
+  return mine < holder ? LockResult::kWait : LockResult::kDie;
+}
+
+// Owner-side state shared by every protocol's handlers on one worker: the
+// handler ids (allocated at registration), the fences, the conflict rule,
+// the waiting list.
+class Toolkit {
+ public:
+  // Registers the owner-side handlers on the worker's endpoint.
+  static Result<std::unique_ptr<Toolkit>> create(WorkerEngine& e);
+  ~Toolkit();
+
+  struct Handlers {
+    rpc::HandlerId read = 0, read_meta = 0, lock_read = 0, write_back = 0, release = 0, cancel = 0;
+  };
+  const Handlers& handlers() const { return h_; }
+  void set_conflict_rule(ConflictRule r) { rule_ = r; }
+  ConflictRule conflict_rule() const { return rule_; }
+  // WAITDIE over RPC: requests that must wait park here (a service polled
+  // by the worker); created by the protocol that needs it.
+  Result<void> enable_waiting(uint32_t capacity);
+  LockWaitList* waiting() { return wait_.get(); }
+
+  // Fences: true if a lock request of attempt `id` must be refused because
+  // the attempt (or a later one of its coordinator) was cancelled here.
+  bool fenced(uint64_t id) const;
+  void fence(uint64_t id);
+
+  // Owner side of lock_read from item `first`: see owner_rpc.cpp. Returns
+  // the index of an item that must wait, or -1 when every item is answered.
+  int serve_lock_read(std::span<const std::byte> payload, uint32_t first, std::span<std::byte> out,
+                      uint32_t* out_len, bool can_wait, const std::byte** wait_tuple);
+  WorkerEngine& engine() { return e_; }
+
+ private:
+  explicit Toolkit(WorkerEngine& e);
+  Result<void> register_handlers();
+  WorkerEngine& e_;
+  Handlers h_;
+  ConflictRule rule_ = ConflictRule::kAbort;
+  std::unique_ptr<LockWaitList> wait_;
+  std::vector<uint32_t> fence_;  // per coordinator of the cluster: highest cancelled sequence + 1
+  uint32_t workers_per_node_ = 1;
+};
+
+// Takes the lock word of accesses `items` (CAS 0 -> value; RPC: the owner
+// CASes) and reads `span` of each tuple in the same round trip. Per item k:
+// results[k], holders[k] (the value found; 0 when granted). Sets a.locked
+// for every lock the attempt holds. False: the request failed (reason
+// kNetwork set); locks possibly taken on a failed owner are cancelled first.
+runtime::Task<bool> lock_read(Coordinator& c, Txn& t, Primitive p, std::span<const uint32_t> items, uint64_t value,
+                              TupleSpan span, LockResult* results, uint64_t* holders);
+
+// Fetches the copies of accesses [from, t.size()) not yet fetched, without
+// locks: one-sided (location cache, index walk, READ; stale locations are
+// looked up again), RPC (the owner copies), or hybrid (READ on a cache hit,
+// RPC on a miss). `accept(a)` judges each copy: kAccept (a.fetched is set),
+// kRetry (re-read it: e.g. torn or locked copy), or kAbort (t's reason set).
+enum class Verdict : uint8_t { kAccept, kRetry, kAbort };
+// A non-owning callable reference (no allocation on the fetch path).
+template <typename Sig>
+class FunctionRef;
+template <typename R, typename... A>
+class FunctionRef<R(A...)> {
+ public:
+  template <typename F>
+  FunctionRef(F& f) : obj_(&f), call_([](void* o, A... a) -> R { return (*static_cast<F*>(o))(a...); }) {}
+  R operator()(A... a) const { return call_(obj_, a...); }
+
+ private:
+  void* obj_;
+  R (*call_)(void*, A...);
+};
+// `on_retries`: the reason when copies still need re-reading after a few
+// rounds.
+runtime::Task<bool> read_tuples(Coordinator& c, Txn& t, Primitive p, uint32_t from, FunctionRef<Verdict(Access&)> accept,
+                                AbortReason on_retries);
+
+// Reads the leading `length` bytes (metadata and header) of accesses
+// `items` into c.extra(i). False: failed (kNetwork set).
+runtime::Task<bool> read_meta(Coordinator& c, Txn& t, Primitive p, std::span<const uint32_t> items,
+                              uint32_t length);
+
+// Installs each locked write access's copy and unlocks every locked access,
+// in order per owner: the body [body_offset, tuple end), then the 8-byte
+// version word at version_offset (if not 0), then lock word 0 (meta word 0)
+// released. With passive_ack nobody waits now: the coordinator settles it
+// before its next attempt (retrying RPCs until answered). Failures are
+// counted as commit errors, which fail the run: the transaction committed.
+struct WriteBackSpec {
+  uint32_t body_offset = 8;
+  uint32_t version_offset = 0;
+};
+runtime::Task<void> write_back_unlock(Coordinator& c, Txn& t, Primitive p, WriteBackSpec spec, uint64_t value);
+
+// Checks the owners' answers to a write-back/release batch (`sent_ok`: every
+// call answered) and re-sends unanswered calls until all are answered.
+class ItemBatch;
+runtime::Task<void> settle_unlocks(Coordinator& c, ItemBatch& batch, bool sent_ok);
+
+// Unlocks every access the attempt holds (RPC: owner-checked, retried).
+runtime::Task<void> release_locks(Coordinator& c, Txn& t, Primitive p, uint64_t value);
+
+// The accesses [from, to) matching `pred`, as an index list.
+struct ItemList {
+  uint32_t n = 0;
+  uint32_t idx[64];
+  std::span<const uint32_t> span() const { return {idx, n}; }
+  bool empty() const { return n == 0; }
+};
+
+}  // namespace rdtx::txn
