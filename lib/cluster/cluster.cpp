@@ -8,6 +8,7 @@
 
 #include "env/eal.hpp"
 #include "env/tsc.hpp"
+#include "runtime/shutdown.hpp"
 
 namespace rdtx::cluster {
 
@@ -189,12 +190,22 @@ Result<Cluster::RunStats> Cluster::run(uint64_t deadline_tsc, runtime::IdlePolic
   for (size_t i = 0; i < workers_.size(); ++i) loops[i % nloops].add_worker(workers_[i]->worker.get());
   RunStats rs;
   std::vector<runtime::StopReason> reasons(nloops);
-  for (size_t i = 1; i < nloops; ++i)
-    RDTX_TRY(env::launch(lcores[i], [&loops, &reasons, i, deadline_tsc, stop_when_idle] {
-      reasons[i] = loops[i].run(deadline_tsc, stop_when_idle);
+  // A loop whose coordinators have stopped keeps serving its nodes (RPC
+  // handlers, CQs) until every loop's have: the others still call into them.
+  runtime::DrainGroup group(static_cast<unsigned>(nloops));
+  for (size_t i = 1; i < nloops; ++i) {
+    auto launched = env::launch(lcores[i], [&loops, &reasons, &group, i, deadline_tsc, stop_when_idle] {
+      reasons[i] = loops[i].run(deadline_tsc, stop_when_idle, &group);
       return 0;
-    }));
-  reasons[0] = loops[0].run(deadline_tsc, stop_when_idle);
+    });
+    if (!launched.ok()) {
+      // The loops already running wait for the group: stop them first.
+      runtime::request_shutdown();
+      env::wait_all();
+      return launched.error();
+    }
+  }
+  reasons[0] = loops[0].run(deadline_tsc, stop_when_idle, &group);
   if (nloops > 1) env::wait_all();
   rs.reason = reasons[0];
   for (auto& l : loops) rs.loops.push_back(l.stats());

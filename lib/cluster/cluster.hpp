@@ -136,7 +136,10 @@ class Cluster {
   };
   // Runs every worker until deadline_tsc (0: until all their tasks finish),
   // a shutdown request, or all tasks finished when stop_when_idle. Workers
-  // are dealt round-robin over the EAL lcores (main first).
+  // are dealt round-robin over the EAL lcores (main first). The loops drain
+  // together: a loop whose own tasks have returned keeps polling its workers
+  // (serving RPCs to its nodes) until every loop's tasks have returned or
+  // the loops' drain bound (1 s after the stop) passes.
   Result<RunStats> run(uint64_t deadline_tsc, runtime::IdlePolicy idle, bool stop_when_idle = false);
   // One pass of every worker on the calling thread: for deterministic tests.
   int poll_all();
