@@ -31,6 +31,13 @@ IdlePolicy resolve_idle_policy(IdlePolicy p, unsigned loops, unsigned cpus) {
   return loops <= cpus ? IdlePolicy::kSpin : IdlePolicy::kYield;
 }
 
+IdlePolicy resolve_idle_policy(IdlePolicy p, unsigned loops, unsigned cpus, unsigned other_loops,
+                               unsigned host_cpus) {
+  if (p != IdlePolicy::kAuto) return p;
+  if (other_loops != 0 && host_cpus != 0 && loops + other_loops > host_cpus) return IdlePolicy::kYield;
+  return resolve_idle_policy(p, loops, cpus);
+}
+
 Loop::Loop(LoopOptions opts) : opts_(opts) {
   if (opts_.idle == IdlePolicy::kAuto) opts_.idle = IdlePolicy::kSpin;
 }

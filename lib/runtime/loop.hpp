@@ -7,7 +7,8 @@
 // lcore); `yield` calls sched_yield() and `sleep` sleeps sleep_us after
 // idle_polls consecutive empty passes, so that more busy threads than cores
 // measure the protocol rather than the OS scheduler. `auto` (default) spins
-// when every lcore has a CPU of its own and yields otherwise.
+// when every lcore has a CPU of its own (counting the loops of the run's
+// other processes on this host) and yields otherwise.
 // Draining: the loops of one run share a DrainGroup, so that a loop whose own
 // coordinators have returned keeps polling its workers (RPC handlers, CQs,
 // pollers) until every loop's tasks have returned: its nodes still serve the
@@ -32,6 +33,12 @@ Result<IdlePolicy> parse_idle_policy(const std::string& s);
 const char* to_string(IdlePolicy p);
 // kAuto -> kSpin if each of `loops` loops has a CPU of its own, else kYield.
 IdlePolicy resolve_idle_policy(IdlePolicy p, unsigned loops, unsigned cpus);
+// As above, and also kYield when this process's loops and `other_loops`
+// (loops of other processes of the run on this host) outnumber `host_cpus`
+// (the CPUs of this process's affinity mask; 0: unknown, not counted):
+// processes that each believe their lcore is their own would all spin.
+IdlePolicy resolve_idle_policy(IdlePolicy p, unsigned loops, unsigned cpus, unsigned other_loops,
+                               unsigned host_cpus);
 
 struct LoopOptions {
   IdlePolicy idle = IdlePolicy::kSpin;  // resolved (not kAuto)
