@@ -81,7 +81,8 @@ void add_run_schema(config::Schema& s) {
   s.add_float("run.warmup_s", 1.0, 0.0, 3'600, "seconds run before measuring");
   s.add_int("run.seed", 1, 0, INT64_MAX, "seed of the transaction generators (one stream per worker)");
   s.add_enum("run.idle", "auto", {"auto", "spin", "yield", "sleep"},
-             "idle policy of the lcore loops (auto: spin if every lcore has a CPU, else yield)");
+             "idle policy of the lcore loops (auto: spin if every lcore has a CPU, counting the other node processes on this "
+             "host, else yield)");
   s.add_float("run.progress_s", 1.0, 0.0, 3'600,
               "print a progress line to stderr every this many seconds (0: none)");
   s.add_bool("run.single_thread", false, "run every worker on the main thread, in a fixed order (deterministic)");
@@ -90,7 +91,7 @@ void add_run_schema(config::Schema& s) {
 // What rdtx-bench does with a recorded history (history.record and the
 // recorder's own keys are the engine's: txn/options.cpp).
 void add_history_schema(config::Schema& s) {
-  s.add_string("history.dir", "", "write the recorded history files (one per worker) to this directory");
+  s.add_string("history.dir", "", "write the recorded history files (one per worker) to this directory (created and write-tested before the run)");
   s.add_bool("history.check", true, "check the recorded history for serializability after the run");
   s.add_check([](const config::Config& c) -> std::string {
     if (c.get_bool("history.record") || c.get_string("history.dir").empty()) return "";

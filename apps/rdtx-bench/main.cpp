@@ -73,8 +73,18 @@ Without EAL options (no '--', or nothing before it) the EAL runs with
 -l 0 --no-huge --no-pci --no-shconf -m 512. Workers are dealt
 round-robin over the EAL lcores (-l), so a many-node cluster runs on one.
 
+Before the run, the configuration must fit this host: the tables, buffers,
+queues, caches and history buffers it allocates are compared with the
+available memory (MemAvailable or the cgroup limit), /dev/shm (shm driver)
+and the device's queue depths; --history DIR must be writable; a
+--file-prefix must be a plain name. Otherwise rdtx-bench exits 2 naming the
+keys and sizes. The checks after the run include passive request timeouts
+and failures (a lost passive COMMIT fails the run). run.idle = auto yields
+when this host's node processes outnumber its CPUs; the report names the
+idle policy that ran.
+
 Exit status: 0 all checks passed, 1 a check failed or the run could not be
-carried out, 2 bad command line or configuration.
+carried out, 2 bad command line or configuration (or one that does not fit).
 
 Examples:
   rdtx-bench -- --config conf/default.toml
