@@ -1,6 +1,12 @@
 #include "rdtx-bench/bench_config.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "txn/protocol.hpp"
@@ -65,8 +71,8 @@ void add_cluster_schema(config::Schema& s) {
       if (driver == d->name) return "";
       names += (names.empty() ? "" : ", ") + std::string(d->name);
     }
-    return "cluster.devargs = '" + devargs + "' (" + c.origin("cluster.devargs") + "): no driver named '" + driver +
-           "' (built: " + names + ")";
+    return "cluster.devargs = '" + shortened(devargs) + "' (" + c.origin("cluster.devargs") + "): no driver named '" +
+           shortened(driver) + "' (built: " + names + ")";
   });
 }
 
@@ -75,7 +81,8 @@ void add_run_schema(config::Schema& s) {
   s.add_float("run.warmup_s", 1.0, 0.0, 3'600, "seconds run before measuring");
   s.add_int("run.seed", 1, 0, INT64_MAX, "seed of the transaction generators (one stream per worker)");
   s.add_enum("run.idle", "auto", {"auto", "spin", "yield", "sleep"},
-             "idle policy of the lcore loops (auto: spin if every lcore has a CPU, else yield)");
+             "idle policy of the lcore loops (auto: spin if every lcore has a CPU, counting the other node processes on this "
+             "host, else yield)");
   s.add_float("run.progress_s", 1.0, 0.0, 3'600,
               "print a progress line to stderr every this many seconds (0: none)");
   s.add_bool("run.single_thread", false, "run every worker on the main thread, in a fixed order (deterministic)");
@@ -84,7 +91,7 @@ void add_run_schema(config::Schema& s) {
 // What rdtx-bench does with a recorded history (history.record and the
 // recorder's own keys are the engine's: txn/options.cpp).
 void add_history_schema(config::Schema& s) {
-  s.add_string("history.dir", "", "write the recorded history files (one per worker) to this directory");
+  s.add_string("history.dir", "", "write the recorded history files (one per worker) to this directory (created and write-tested before the run)");
   s.add_bool("history.check", true, "check the recorded history for serializability after the run");
   s.add_check([](const config::Config& c) -> std::string {
     if (c.get_bool("history.record") || c.get_string("history.dir").empty()) return "";
@@ -116,6 +123,65 @@ Result<std::vector<cluster::NodeAddress>> parse_hosts(const std::string& hosts) 
     pos = end + 1;
   }
   return out;
+}
+
+namespace {
+bool is_this_machine(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0) return true;
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 && host == name;
+}
+}  // namespace
+
+uint32_t nodes_on_host_of(const std::vector<cluster::NodeAddress>& hosts, uint32_t self) {
+  if (self >= hosts.size()) return 1;
+  const std::string& mine = hosts[self].host;
+  const bool local = is_this_machine(mine);
+  uint32_t n = 0;
+  for (const cluster::NodeAddress& a : hosts) n += a.host == mine || (local && is_this_machine(a.host));
+  return n;
+}
+
+std::string shortened(const std::string& s, size_t keep) {
+  if (s.size() <= keep) return s;
+  return s.substr(0, keep) + "...(" + std::to_string(s.size()) + " bytes)";
+}
+
+// history.dir must take the files after the run: created and written to
+// now, so that a bad directory fails before the run, not after it.
+Result<void> check_history_dir(const config::Config& cfg) {
+  const std::string& dir = cfg.get_string("history.dir");
+  if (dir.empty()) return {};
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return make_error(EINVAL, "history.dir = '%s' (%s): cannot create it: %s", dir.c_str(),
+                            cfg.origin("history.dir").c_str(), ec.message().c_str());
+  const std::string probe = dir + "/.rdtx-bench-write-test." + std::to_string(getpid());
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  if (f == nullptr)
+    return make_error(EINVAL, "history.dir = '%s' (%s): cannot write there: %s", dir.c_str(),
+                      cfg.origin("history.dir").c_str(), std::strerror(errno));
+  std::fclose(f);
+  std::remove(probe.c_str());
+  return {};
+}
+
+// --file-prefix names a file in the EAL's runtime directory: a path
+// separator would make the EAL build paths outside it.
+Result<void> check_file_prefix(const std::vector<std::string>& eal) {
+  for (size_t i = 0; i < eal.size(); ++i) {
+    std::string v;
+    if (eal[i].rfind("--file-prefix=", 0) == 0)
+      v = eal[i].substr(std::strlen("--file-prefix="));
+    else if (eal[i] == "--file-prefix" && i + 1 < eal.size())
+      v = eal[i + 1];
+    else
+      continue;
+    if (v.empty() || v.find('/') != std::string::npos)
+      return make_error(EINVAL, "--file-prefix '%s': give a plain name (no '/'); it names files under the EAL's "
+                        "runtime directory", v.c_str());
+  }
+  return {};
 }
 
 const std::vector<WorkloadDef>& workloads() {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/result.hpp"
@@ -28,6 +29,22 @@ const std::vector<WorkloadDef>& workloads();
 
 // cluster.hosts: "host:port,host:port,..." (node 0 first; [v6]:port allowed).
 Result<std::vector<cluster::NodeAddress>> parse_hosts(const std::string& hosts);
+
+// Nodes of `hosts` (parse_hosts) that run on the same host as node `self`,
+// `self` included: the same host name, or both a name of this machine
+// (loopback addresses, localhost, gethostname()).
+uint32_t nodes_on_host_of(const std::vector<cluster::NodeAddress>& hosts, uint32_t self);
+
+// A string for messages: `s` itself, or its first `keep` bytes and its
+// length when longer (an oversized devargs value, say).
+std::string shortened(const std::string& s, size_t keep = 64);
+
+// history.dir (if set) is created and written to now, so that a bad
+// directory fails before the run rather than after it. EINVAL naming the key.
+Result<void> check_history_dir(const config::Config& cfg);
+
+// EAL options: --file-prefix must be a plain name (no '/'). EINVAL.
+Result<void> check_file_prefix(const std::vector<std::string>& eal);
 
 // Every key rdtx-bench accepts, with the cross-key checks of each component.
 config::Schema make_schema();

@@ -2,10 +2,15 @@
 // protocol and pipeline, all chosen from TOML and --set overrides, and
 // reports throughput, aborts, latency, round trips and the run's checks.
 #include <getopt.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -16,6 +21,7 @@
 #include "rdma/driver.hpp"
 #include "rdtx-bench/bench_config.hpp"
 #include "rdtx-bench/report.hpp"
+#include "rdtx-bench/resources.hpp"
 #include "runtime/shutdown.hpp"
 #include "txn/runner.hpp"
 #include "version.h"
@@ -67,8 +73,18 @@ Without EAL options (no '--', or nothing before it) the EAL runs with
 -l 0 --no-huge --no-pci --no-shconf -m 512. Workers are dealt
 round-robin over the EAL lcores (-l), so a many-node cluster runs on one.
 
+Before the run, the configuration must fit this host: the tables, buffers,
+queues, caches and history buffers it allocates are compared with the
+available memory (MemAvailable or the cgroup limit), /dev/shm (shm driver)
+and the device's queue depths; --history DIR must be writable; a
+--file-prefix must be a plain name. Otherwise rdtx-bench exits 2 naming the
+keys and sizes. The checks after the run include passive request timeouts
+and failures (a lost passive COMMIT fails the run). run.idle = auto yields
+when this host's node processes outnumber its CPUs; the report names the
+idle policy that ran.
+
 Exit status: 0 all checks passed, 1 a check failed or the run could not be
-carried out, 2 bad command line or configuration.
+carried out, 2 bad command line or configuration (or one that does not fit).
 
 Examples:
   rdtx-bench -- --config conf/default.toml
@@ -215,10 +231,33 @@ void print_list() {
 Result<rdma::DeviceCaps> probe_device(const config::Config& cfg) {
   const std::string& devargs = cfg.get_string("cluster.devargs");
   auto dev = rdma::open_device(devargs);
-  if (!dev.ok())
-    return make_error(dev.error().code, "cluster.devargs = '%s' (%s): %s", devargs.c_str(),
-                      cfg.origin("cluster.devargs").c_str(), dev.error().message.c_str());
+  if (!dev.ok()) {
+    // The driver's message may quote the devargs again: once is enough, and
+    // an oversized value is shortened.
+    const std::string brief = shortened(devargs);
+    std::string why = dev.error().message;
+    // (The driver may have cut its copy short: match a prefix, up to the
+    // closing quote.)
+    const std::string head = devargs.substr(0, 32);
+    for (size_t at = why.find(head); !head.empty() && at != std::string::npos; at = why.find(head, at + 3)) {
+      const size_t end = why.find('\'', at);
+      why.replace(at, (end == std::string::npos ? why.size() : end) - at, "...");
+    }
+    if (why.size() > 512) why = shortened(why, 512);
+    return make_error(dev.error().code, "cluster.devargs = '%s' (%s): %s", brief.c_str(),
+                      cfg.origin("cluster.devargs").c_str(), why.c_str());
+  }
   return (*dev)->caps();
+}
+
+bool process_mode(const config::Config& cfg) { return cfg.get_string("cluster.mode") == "process"; }
+
+// CPUs this process may run on, read before the EAL pins the main thread.
+unsigned affinity_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+  return static_cast<unsigned>(CPU_COUNT(&set));
 }
 
 // Everything between EAL init and cleanup, so that every object is gone
@@ -237,6 +276,15 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
   if (!caps.ok()) {
     std::fprintf(stderr, "rdtx-bench: %s\n", caps.error().message.c_str());
     return 2;
+  }
+  // Everything the run will allocate on this host, before allocating it.
+  {
+    const uint32_t here = plan.run.host_share.other_processes + 1;
+    const Footprint fp = footprint(plan.run, *caps, process_mode(cfg) ? here : plan.run.cluster.nodes);
+    if (auto r = check_resources(cfg, plan.run, *caps, fp, host_limits()); !r.ok()) {
+      std::fprintf(stderr, "rdtx-bench: %s\n", r.error().message.c_str());
+      return 2;
+    }
   }
   // One process per node: join the others, agree on the configuration.
   std::unique_ptr<cluster::Bootstrap> boot;
@@ -341,6 +389,19 @@ int main(int argc, char** argv) {
   if (!plan.ok()) {
     std::fprintf(stderr, "rdtx-bench: %s\n", plan.error().message.c_str());
     return 2;
+  }
+  if (auto r = check_history_dir(*cfg); !r.ok()) {
+    std::fprintf(stderr, "rdtx-bench: %s\n", r.error().message.c_str());
+    return 2;
+  }
+  if (auto r = check_file_prefix(cl.eal); !r.ok()) usage_error(r.error().message);
+  // idle = auto counts the other node processes on this host against the
+  // CPUs this process may use (read before the EAL pins the main thread).
+  plan->run.host_share.host_cpus = affinity_cpus();
+  if (process) {
+    auto hosts = parse_hosts(cfg->get_string("cluster.hosts"));  // checked with the configuration
+    if (hosts.ok())
+      plan->run.host_share.other_processes = nodes_on_host_of(*hosts, static_cast<uint32_t>(args.node)) - 1;
   }
   if (auto r = env::eal_init(cl); !r.ok()) {
     std::fprintf(stderr, "rdtx-bench: %s\n", r.error().message.c_str());

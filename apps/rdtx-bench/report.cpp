@@ -9,6 +9,7 @@
 
 #include "env/eal.hpp"
 #include "history/reader.hpp"
+#include "rdtx-bench/bench_config.hpp"
 #include "env/tsc.hpp"
 #include "txn/types.hpp"
 #include "version.h"
@@ -176,6 +177,12 @@ std::vector<Check> run_checks(const txn::RunResult& r, bool interrupted, const H
   c.push_back({"locks_left", "locks left", r.locks_left, r.locks_left == 0, ""});
   c.push_back({"rpc_malformed", "RPC malformed", r.rpc_malformed, r.rpc_malformed == 0, ""});
   c.push_back({"rpc_timeouts", "RPC timeouts", r.rpc_timeouts, r.rpc_timeouts == 0, ""});
+  // A passive request (a passive COMMIT, say) tells its caller nothing:
+  // an ack that timed out or reported an error is a write that may be lost.
+  c.push_back({"rpc_passive_timeouts", "passive timeouts", r.rpc_passive_timeouts, r.rpc_passive_timeouts == 0,
+               r.rpc_passive_timeouts == 0 ? "" : "passive requests whose ack never came (writes may be lost)"});
+  c.push_back({"rpc_passive_failures", "passive failures", r.rpc_passive_failures, r.rpc_passive_failures == 0,
+               r.rpc_passive_failures == 0 ? "" : "passive requests acked with an error (writes may be lost)"});
   c.push_back({"commit_errors", "commit errors", r.total.commit_errors, r.total.commit_errors == 0, ""});
   const uint64_t net = r.total.aborts[static_cast<int>(AbortReason::kNetwork)];
   c.push_back({"network_aborts", "network aborts", net, net == 0, ""});
@@ -200,7 +207,7 @@ void print_header(std::FILE* out, const config::Config& cfg, const txn::RunConfi
                "%s on %u node(s) x %u worker(s)%s, %s (%s%s), %s [%s], %u coroutine(s) per worker, %u lcore(s)%s, "
                "%.2f s after %.2f s warm-up\n",
                cfg.get_string("workload").c_str(), cl.nodes, cl.workers_per_node, qps.c_str(),
-               cfg.get_string("cluster.mode").c_str(), cl.devargs.c_str(), model.c_str(), run.protocol->name,
+               cfg.get_string("cluster.mode").c_str(), shortened(cl.devargs).c_str(), model.c_str(), run.protocol->name,
                pipeline_of(run).c_str(), run.options.coroutines, env::lcore_count(),
                run.single_thread ? " (single thread)" : "", run.duration_s, run.warmup_s);
 }
@@ -269,6 +276,8 @@ void print_report(std::FILE* out, const Report& rep) {
   } else {
     std::vector<unsigned> lcores = loop_lcores();
     const uint32_t workers = rep.run->cluster.nodes * rep.run->cluster.workers_per_node;
+    std::fprintf(out, "idle policy    %s%s\n", runtime::to_string(r.idle),
+                 rep.run->idle == runtime::IdlePolicy::kAuto ? " (run.idle = auto)" : "");
     std::fprintf(out, "lcore busy    ");
     for (size_t k = 0; k < r.loops.size(); ++k)
       std::fprintf(out, " lcore %u: %.1f %% (%u worker(s))%s", k < lcores.size() ? lcores[k] : 0u,
@@ -429,6 +438,8 @@ std::string report_json(const Report& rep) {
                                      {"stale", i64(r.cache.stale)},
                                      {"hit_rate", ratio(r.cache.hits, lookups)}}},
       {"lcores", std::move(lcores)},
+      // The policy the loops ran, auto resolved ("n/a": single thread).
+      {"idle_policy", r.loops.empty() ? "n/a" : runtime::to_string(r.idle)},
       {"checks", std::move(checks)},
   };
   if (const HistoryResult* h = rep.history; h && h->recorded) {

@@ -60,8 +60,9 @@ struct Report {
 };
 
 // The checks of a finished run: the workload's invariants, no lock left, no
-// malformed RPC, no RPC timeout, no failed commit, no network abort, and at
-// least one commit (unless the run was interrupted).
+// malformed RPC, no RPC timeout, no passive request timed out or failed, no
+// failed commit, no network abort, and at least one commit (unless the run
+// was interrupted).
 // With a checked history, also: the checker certified it.
 std::vector<Check> run_checks(const txn::RunResult& r, bool interrupted, const HistoryResult* history = nullptr);
 

@@ -8,6 +8,7 @@
 
 #include "env/eal.hpp"
 #include "env/tsc.hpp"
+#include "runtime/shutdown.hpp"
 
 namespace rdtx::cluster {
 
@@ -51,7 +52,8 @@ Result<void> Cluster::build_local(const ClusterConfig& cfg, uint32_t first, uint
     rdma::Device& dev = *w->device;
     w->worker = std::make_unique<runtime::Worker>("n" + std::to_string(w->node) + ".w" + std::to_string(w->index));
     const uint32_t qps = cfg.nodes * cfg.qps_per_node;
-    auto cq = dev.create_cq(cfg.max_outstanding * qps + 16);
+    auto cq = dev.create_cq(static_cast<uint32_t>(
+        std::min<uint64_t>(uint64_t{cfg.max_outstanding} * qps + 16, UINT32_MAX)));
     if (!cq.ok()) return cq.error();
     w->cq = std::move(*cq);
     w->qps_per_node = cfg.qps_per_node;
@@ -177,24 +179,37 @@ int Cluster::poll_all() {
   return work;
 }
 
-Result<Cluster::RunStats> Cluster::run(uint64_t deadline_tsc, runtime::IdlePolicy idle, bool stop_when_idle) {
+Result<Cluster::RunStats> Cluster::run(uint64_t deadline_tsc, runtime::IdlePolicy idle, bool stop_when_idle,
+                                       HostShare share) {
   std::vector<unsigned> lcores{env::eal_initialized() ? env::main_lcore() : 0};
   if (env::eal_initialized())
     for (unsigned l : env::worker_lcores()) lcores.push_back(l);
   size_t nloops = std::min(lcores.size(), workers_.size());
   runtime::LoopOptions lo;
   lo.idle = runtime::resolve_idle_policy(idle, static_cast<unsigned>(nloops),
-                                         env::eal_initialized() ? env::lcore_cpu_count() : 1);
+                                         env::eal_initialized() ? env::lcore_cpu_count() : 1,
+                                         share.other_processes * static_cast<unsigned>(nloops), share.host_cpus);
   std::vector<runtime::Loop> loops(nloops, runtime::Loop(lo));
   for (size_t i = 0; i < workers_.size(); ++i) loops[i % nloops].add_worker(workers_[i]->worker.get());
   RunStats rs;
+  rs.idle = lo.idle;
   std::vector<runtime::StopReason> reasons(nloops);
-  for (size_t i = 1; i < nloops; ++i)
-    RDTX_TRY(env::launch(lcores[i], [&loops, &reasons, i, deadline_tsc, stop_when_idle] {
-      reasons[i] = loops[i].run(deadline_tsc, stop_when_idle);
+  // A loop whose coordinators have stopped keeps serving its nodes (RPC
+  // handlers, CQs) until every loop's have: the others still call into them.
+  runtime::DrainGroup group(static_cast<unsigned>(nloops));
+  for (size_t i = 1; i < nloops; ++i) {
+    auto launched = env::launch(lcores[i], [&loops, &reasons, &group, i, deadline_tsc, stop_when_idle] {
+      reasons[i] = loops[i].run(deadline_tsc, stop_when_idle, &group);
       return 0;
-    }));
-  reasons[0] = loops[0].run(deadline_tsc, stop_when_idle);
+    });
+    if (!launched.ok()) {
+      // The loops already running wait for the group: stop them first.
+      runtime::request_shutdown();
+      env::wait_all();
+      return launched.error();
+    }
+  }
+  reasons[0] = loops[0].run(deadline_tsc, stop_when_idle, &group);
   if (nloops > 1) env::wait_all();
   rs.reason = reasons[0];
   for (auto& l : loops) rs.loops.push_back(l.stats());

@@ -97,6 +97,13 @@ struct WorkerContext {
 using AllGather =
     std::function<Result<std::vector<std::vector<std::byte>>>(std::span<const std::byte> mine, std::string_view what)>;
 
+// Other processes sharing this host's CPUs (multi-process on one host):
+// they count against `host_cpus` when the idle policy is auto.
+struct HostShare {
+  unsigned other_processes = 0;  // node processes of the run on this host, this one not counted
+  unsigned host_cpus = 0;        // CPUs of this process's affinity mask before the EAL pinned it (0: unknown)
+};
+
 class Cluster {
  public:
   static Result<std::unique_ptr<Cluster>> create_embedded(const ClusterConfig& cfg);
@@ -132,12 +139,20 @@ class Cluster {
 
   struct RunStats {
     runtime::StopReason reason = runtime::StopReason::kDeadline;
+    runtime::IdlePolicy idle = runtime::IdlePolicy::kSpin;  // the policy the loops ran (auto resolved)
     std::vector<runtime::LoopStats> loops;
   };
+
   // Runs every worker until deadline_tsc (0: until all their tasks finish),
   // a shutdown request, or all tasks finished when stop_when_idle. Workers
-  // are dealt round-robin over the EAL lcores (main first).
-  Result<RunStats> run(uint64_t deadline_tsc, runtime::IdlePolicy idle, bool stop_when_idle = false);
+  // are dealt round-robin over the EAL lcores (main first). The loops drain
+  // together: a loop whose own tasks have returned keeps polling its workers
+  // (serving RPCs to its nodes) until every loop's tasks have returned or
+  // the loops' drain bound (1 s after the stop) passes.
+  // With `share`, auto assumes each other process runs as many loops as
+  // this one.
+  Result<RunStats> run(uint64_t deadline_tsc, runtime::IdlePolicy idle, bool stop_when_idle = false,
+                       HostShare share = {});
   // One pass of every worker on the calling thread: for deterministic tests.
   int poll_all();
 

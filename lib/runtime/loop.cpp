@@ -31,6 +31,13 @@ IdlePolicy resolve_idle_policy(IdlePolicy p, unsigned loops, unsigned cpus) {
   return loops <= cpus ? IdlePolicy::kSpin : IdlePolicy::kYield;
 }
 
+IdlePolicy resolve_idle_policy(IdlePolicy p, unsigned loops, unsigned cpus, unsigned other_loops,
+                               unsigned host_cpus) {
+  if (p != IdlePolicy::kAuto) return p;
+  if (other_loops != 0 && host_cpus != 0 && loops + other_loops > host_cpus) return IdlePolicy::kYield;
+  return resolve_idle_policy(p, loops, cpus);
+}
+
 Loop::Loop(LoopOptions opts) : opts_(opts) {
   if (opts_.idle == IdlePolicy::kAuto) opts_.idle = IdlePolicy::kSpin;
 }
@@ -70,7 +77,24 @@ size_t Loop::live_tasks() const {
   return n;
 }
 
-StopReason Loop::run(uint64_t deadline_tsc, bool stop_when_idle) {
+bool Loop::all_idle() {
+  const bool idle_here = live_tasks() == 0;
+  if (group_ == nullptr) return idle_here;
+  if (idle_here != counted_out_) {
+    // A task may appear again after the count fell (a handler spawning one):
+    // then this loop counts itself back in until it returns.
+    if (idle_here)
+      group_->busy_.fetch_sub(1, std::memory_order_acq_rel);
+    else
+      group_->busy_.fetch_add(1, std::memory_order_acq_rel);
+    counted_out_ = idle_here;
+  }
+  return idle_here && group_->busy_.load(std::memory_order_acquire) == 0;
+}
+
+StopReason Loop::run(uint64_t deadline_tsc, bool stop_when_idle, DrainGroup* group) {
+  group_ = group;
+  counted_out_ = false;
   StopReason why;
   for (;;) {
     run_once();
@@ -82,11 +106,16 @@ StopReason Loop::run(uint64_t deadline_tsc, bool stop_when_idle) {
       why = StopReason::kDeadline;
       break;
     }
-    if (stop_when_idle && live_tasks() == 0) return StopReason::kIdle;
+    if (stop_when_idle && all_idle()) {
+      group_ = nullptr;
+      return StopReason::kIdle;
+    }
   }
   for (Worker* w : workers_) w->request_stop();
-  uint64_t drain_end = env::tsc() + env::ns_to_tsc(opts_.drain_ns);
-  while (live_tasks() > 0 && env::tsc() < drain_end) run_once();
+  // Serve the other loops' coordinators until they have stopped too.
+  const uint64_t drain_end = env::tsc() + env::ns_to_tsc(opts_.drain_ns);
+  while (!all_idle() && env::tsc() < drain_end) run_once();
+  group_ = nullptr;
   return why;
 }
 

@@ -338,6 +338,8 @@ Result<void> exchange_results(cluster::Bootstrap& boot, cluster::Cluster& c, Dat
   for (const WorkerStats& s : res.per_worker) put_stats(w, s);
   w.put(res.rpc_malformed);
   w.put(res.rpc_timeouts);
+  w.put(res.rpc_passive_timeouts);
+  w.put(res.rpc_passive_failures);
   w.put(res.cache);
   auto all = boot.gather(w.out, "results");
   if (!all.ok()) return all.error();
@@ -345,7 +347,7 @@ Result<void> exchange_results(cluster::Bootstrap& boot, cluster::Cluster& c, Dat
   if (self != 0) return {};
   res.per_worker.clear();
   res.total = WorkerStats{};
-  res.rpc_malformed = res.rpc_timeouts = 0;
+  res.rpc_malformed = res.rpc_timeouts = res.rpc_passive_timeouts = res.rpc_passive_failures = 0;
   res.cache = {};
   for (uint32_t n = 0; n < all->size(); ++n) {
     Reader r((*all)[n]);
@@ -358,12 +360,15 @@ Result<void> exchange_results(cluster::Bootstrap& boot, cluster::Cluster& c, Dat
       res.total.merge(s);
       res.per_worker.push_back(std::move(s));
     }
-    uint64_t malformed = 0, timeouts = 0;
+    uint64_t malformed = 0, timeouts = 0, passive_timeouts = 0, passive_failures = 0;
     store::LocationCacheStats cache;
-    if (!r.get(&malformed) || !r.get(&timeouts) || !r.get(&cache) || !r.done())
+    if (!r.get(&malformed) || !r.get(&timeouts) || !r.get(&passive_timeouts) || !r.get(&passive_failures) ||
+        !r.get(&cache) || !r.done())
       return make_error(EPROTO, "node %u sent malformed results", n);
     res.rpc_malformed += malformed;
     res.rpc_timeouts += timeouts;
+    res.rpc_passive_timeouts += passive_timeouts;
+    res.rpc_passive_failures += passive_failures;
     res.cache.hits += cache.hits;
     res.cache.misses += cache.misses;
     res.cache.stale += cache.stale;
@@ -373,6 +378,25 @@ Result<void> exchange_results(cluster::Bootstrap& boot, cluster::Cluster& c, Dat
 
 }  // namespace
 
+cluster::ClusterConfig sized_cluster(const RunConfig& rc) {
+  // The scratch each worker needs depends on the tables: size the cluster
+  // from a probe of the table layouts.
+  cluster::ClusterConfig cc = rc.cluster;
+  uint32_t max_tuple = 0;
+  for (const auto& t : rc.workload->tables(cc.nodes)) {
+    store::TupleLayout l{rc.protocol->meta_bytes + (rc.options.record_history ? 8u : 0u), t.record_bytes};
+    max_tuple = std::max(max_tuple, l.tuple_bytes());
+  }
+  uint32_t slot = (std::max<uint32_t>(max_tuple + 8, store::kBucketBytes) + 63) & ~63u;
+  cc.scratch_bytes = (static_cast<size_t>(slot) + 128) * Txn::kMaxAccesses * rc.options.coroutines;
+  cc.max_outstanding = std::max<uint32_t>(cc.max_outstanding, 4 * Txn::kMaxAccesses * rc.options.coroutines);
+  return cc;
+}
+
+uint64_t worker_cq_depth(const cluster::ClusterConfig& cc) {
+  return uint64_t{cc.max_outstanding} * cc.nodes * cc.qps_per_node + 16;
+}
+
 Result<RunResult> run(const RunConfig& rc) {
   if (rc.protocol == nullptr || rc.workload == nullptr) return make_error(EINVAL, "run: no protocol or workload");
   if (rc.cluster.nodes > kMaxNodes || rc.cluster.nodes > kMaxNodesTs)
@@ -381,18 +405,8 @@ Result<RunResult> run(const RunConfig& rc) {
     return make_error(EINVAL, "cluster.workers_per_node = %u exceeds %u", rc.cluster.workers_per_node,
                       kMaxWorkersPerNode);
 
-  // The scratch each worker needs depends on the tables: size the cluster
-  // from a probe of the table layouts.
-  cluster::ClusterConfig cc = rc.cluster;
+  cluster::ClusterConfig cc = sized_cluster(rc);
   auto tables = rc.workload->tables(cc.nodes);
-  uint32_t max_tuple = 0;
-  for (const auto& t : tables) {
-    store::TupleLayout l{rc.protocol->meta_bytes + (rc.options.record_history ? 8u : 0u), t.record_bytes};
-    max_tuple = std::max(max_tuple, l.tuple_bytes());
-  }
-  uint32_t slot = (std::max<uint32_t>(max_tuple + 8, store::kBucketBytes) + 63) & ~63u;
-  cc.scratch_bytes = (static_cast<size_t>(slot) + 128) * Txn::kMaxAccesses * rc.options.coroutines;
-  cc.max_outstanding = std::max<uint32_t>(cc.max_outstanding, 4 * Txn::kMaxAccesses * rc.options.coroutines);
   cluster::Bootstrap* boot = rc.bootstrap;
   cluster::AllGather all_gather = [boot](std::span<const std::byte> mine, std::string_view what) {
     return boot->all_gather(mine, what);
@@ -497,10 +511,11 @@ Result<RunResult> run(const RunConfig& rc) {
     while (live() > 0 && env::tsc() < drain_end) c.poll_all();
   } else {
     progress.start_thread();
-    auto rs = c.run(end, rc.idle);
+    auto rs = c.run(end, rc.idle, false, rc.host_share);
     progress.stop_thread();
     if (!rs.ok()) return rs.error();
     res.loops = rs->loops;
+    res.idle = rs->idle;
   }
   telemetry.clear();  // unbound before the engines go
   if (boot != nullptr) {
@@ -534,6 +549,8 @@ Result<RunResult> run(const RunConfig& rc) {
     }
     res.rpc_malformed += e->ctx().rpc->stats().malformed_total();
     res.rpc_timeouts += e->ctx().rpc->stats().timeouts;
+    res.rpc_passive_timeouts += e->ctx().rpc->stats().passive_timeouts;
+    res.rpc_passive_failures += e->ctx().rpc->stats().passive_failures;
     if (history::Recorder* h = e->recorder()) res.histories.push_back(std::move(*h));
   }
   res.locks_left = count_locked(**db, *rc.protocol);

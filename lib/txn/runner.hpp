@@ -28,6 +28,9 @@ struct RunConfig {
   double duration_s = 1.0;
   uint64_t seed = 1;
   runtime::IdlePolicy idle = runtime::IdlePolicy::kAuto;
+  // Multi-process on one host: the other node processes here and this
+  // process's CPUs, which idle = auto accounts for (Cluster::HostShare).
+  cluster::HostShare host_share;
   // Run every worker on the calling thread (deterministic order; tests).
   bool single_thread = false;
   // Multi-process (cluster.mode = "process"): this process runs node
@@ -51,12 +54,18 @@ struct RunResult {
   WorkerStats total;           // merged over workers
   std::vector<WorkerStats> per_worker;
   std::vector<runtime::LoopStats> loops;
+  // The idle policy the loops ran (auto resolved); kAuto: single thread.
+  runtime::IdlePolicy idle = runtime::IdlePolicy::kAuto;
   uint64_t locks_left = 0;     // tuples still locked after the run
   Result<void> invariants;     // the workload's check
   store::LocationCacheStats cache;
   uint64_t rpc_malformed = 0, rpc_timeouts = 0;
   // Names of the abort reasons, indexed as WorkerStats::aborts.
   std::vector<AbortReasonName> abort_reasons;
+  // Passive requests (rpc::Batch::passive, e.g. a passive COMMIT) whose ack
+  // never came or came with an error: the caller was not told, so only
+  // these counters show the write that may be lost.
+  uint64_t rpc_passive_timeouts = 0, rpc_passive_failures = 0;
   // Recording: every worker's history (node-major), warm-up included: a
   // history must be whole to be checked.
   std::vector<history::Recorder> histories;
@@ -69,6 +78,14 @@ struct RunResult {
 };
 
 Result<RunResult> run(const RunConfig& rc);
+
+// The cluster run(rc) builds: rc.cluster with each worker's scratch buffer
+// and one-sided depth (cluster::ClusterConfig::max_outstanding) sized for
+// the protocol's tuples and txn.coroutines. For checks before a run.
+cluster::ClusterConfig sized_cluster(const RunConfig& rc);
+// Entries of each worker's completion queue in that cluster: every RC QP
+// (nodes x qps_per_node) may have max_outstanding requests in flight.
+uint64_t worker_cq_depth(const cluster::ClusterConfig& cc);
 
 // The recorded histories of a run merged into one, for the checker.
 Result<history::History> merged_history(const RunResult& r);

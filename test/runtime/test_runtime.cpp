@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <deque>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "env/tsc.hpp"
@@ -266,6 +268,89 @@ TEST(Loop, ShutdownRequestStopsAndStuckTasksAreDestroyed) {
   }
   (void)wp;
   reset_shutdown();
+}
+
+// The embedded cluster's drain (issue "Nothing lost under faults and load"):
+// two loops on two threads, as Cluster::run deals nodes to lcores. Loop A's
+// only coordinator stops at once; loop B's coordinator is mid-transaction
+// at the deadline and still has to call into A's node (a commit RPC, say),
+// whose handler is A's poller. A must keep serving until B's coordinator
+// has returned, or B's call times out (and in the engine leaves its locks).
+TEST(Loop, LoopsOfAGroupServeEachOtherUntilAllHaveDrained) {
+  reset_shutdown();
+  constexpr int kCalls = 20;
+  constexpr uint64_t kCallTimeoutNs = 200'000'000;  // far below the drain bound
+  LoopOptions opts;
+  opts.drain_ns = 5'000'000'000;
+  Worker a("a"), b("b");
+  Loop la(opts), lb(opts);
+  la.add_worker(&a);
+  lb.add_worker(&b);
+  // A's "RPC handler": answers a request posted from B's thread.
+  std::atomic<int> request{0}, reply{0};
+  a.add_poller([&] {
+    const int r = request.load(std::memory_order_acquire);
+    if (r == reply.load(std::memory_order_relaxed)) return 0;
+    reply.store(r, std::memory_order_release);
+    return 1;
+  });
+  a.spawn([](Worker& w) -> Task<void> {
+    while (!w.stopping()) co_await yield();
+  }(a));
+  int answered = 0, timed_out = 0;
+  b.spawn([](Worker& w, std::atomic<int>& request, std::atomic<int>& reply, int& answered,
+             int& timed_out) -> Task<void> {
+    while (!w.stopping()) co_await yield();
+    // The rest of the transaction: calls into A's node after the stop.
+    for (int i = 1; i <= kCalls; ++i) {
+      request.store(i, std::memory_order_release);
+      const uint64_t give_up = env::tsc() + env::ns_to_tsc(kCallTimeoutNs);
+      while (reply.load(std::memory_order_acquire) != i && env::tsc() < give_up) co_await yield();
+      (reply.load(std::memory_order_acquire) == i ? answered : timed_out) += 1;
+    }
+  }(b, request, reply, answered, timed_out));
+  DrainGroup group(2);
+  const uint64_t deadline = env::tsc() + env::ns_to_tsc(10'000'000);
+  StopReason why_a{};
+  std::thread ta([&] { why_a = la.run(deadline, false, &group); });
+  EXPECT_EQ(lb.run(deadline, false, &group), StopReason::kDeadline);
+  ta.join();
+  EXPECT_EQ(why_a, StopReason::kDeadline);
+  EXPECT_EQ(timed_out, 0) << "loop A stopped serving once its own coordinator had returned";
+  EXPECT_EQ(answered, kCalls);
+  EXPECT_EQ(a.live_tasks() + b.live_tasks(), 0u);
+  EXPECT_EQ(group.busy(), 0u);
+}
+
+// stop_when_idle: a loop with nothing left waits for the others too.
+TEST(Loop, IdleLoopsOfAGroupWaitForTheOthers) {
+  reset_shutdown();
+  Worker a("a"), b("b");
+  Loop la, lb;
+  la.add_worker(&a);
+  lb.add_worker(&b);
+  std::atomic<bool> asked{false}, served{false};
+  a.add_poller([&] {
+    if (!asked.load(std::memory_order_acquire) || served.load(std::memory_order_relaxed)) return 0;
+    served.store(true, std::memory_order_release);
+    return 1;
+  });
+  bool got = false;
+  b.spawn([](std::atomic<bool>& asked, std::atomic<bool>& served, bool& got) -> Task<void> {
+    const uint64_t start = env::tsc();
+    while (env::tsc() - start < env::ns_to_tsc(20'000'000)) co_await yield();  // A has long gone idle
+    asked.store(true, std::memory_order_release);
+    const uint64_t give_up = env::tsc() + env::ns_to_tsc(500'000'000);
+    while (!served.load(std::memory_order_acquire) && env::tsc() < give_up) co_await yield();
+    got = served.load(std::memory_order_acquire);
+  }(asked, served, got));
+  DrainGroup group(2);
+  StopReason why_a{};
+  std::thread ta([&] { why_a = la.run(0, true, &group); });
+  EXPECT_EQ(lb.run(0, true, &group), StopReason::kIdle);
+  ta.join();
+  EXPECT_EQ(why_a, StopReason::kIdle);
+  EXPECT_TRUE(got) << "the idle loop returned before the other's task finished";
 }
 
 TEST(Loop, IdleTimeIsAccountedAndPolicyApplied) {

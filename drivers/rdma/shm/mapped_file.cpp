@@ -11,6 +11,18 @@
 namespace rdtx::rdma::shm {
 
 namespace {
+// Sizes the file and reserves its blocks: tmpfs files are sparse, so a
+// /dev/shm too small for them would otherwise fail later, as SIGBUS on a
+// first touch, instead of here with ENOSPC.
+Result<void> size_file(int fd, size_t size, const std::string& path) {
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0)
+    return make_error(errno, "cannot size %s to %zu bytes: %s", path.c_str(), size, strerror(errno));
+  if (int err = posix_fallocate(fd, 0, static_cast<off_t>(size)); err != 0)
+    return make_error(err, "cannot reserve %zu bytes for %s: %s%s", size, path.c_str(), strerror(err),
+                      err == ENOSPC ? " (the file system is full: df /dev/shm)" : "");
+  return {};
+}
+
 Result<uint8_t*> map(int fd, size_t size, bool writable, const std::string& path) {
   int prot = PROT_READ | (writable ? PROT_WRITE : 0);
   void* p = mmap(nullptr, size, prot, MAP_SHARED | (writable ? MAP_POPULATE : 0), fd, 0);
@@ -57,10 +69,9 @@ Result<MappedFile> MappedFile::create(const std::string& path, size_t size) {
   MappedFile f;
   f.path_ = path;
   f.owner_ = true;
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    int err = errno;
+  if (auto sized = size_file(fd, size, path); !sized.ok()) {
     close(fd);
-    return make_error(err, "cannot size %s to %zu bytes: %s", path.c_str(), size, strerror(err));
+    return sized.error();  // f's destructor unlinks the file
   }
   auto data = map(fd, size, true, path);
   close(fd);  // the mapping keeps the file alive
@@ -94,8 +105,7 @@ Result<MappedFile> MappedFile::adopt(int fd, const std::string& path, size_t siz
   f.fd_ = fd;
   f.path_ = path;
   f.owner_ = true;
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0)
-    return make_error(errno, "cannot size %s to %zu bytes: %s", path.c_str(), size, strerror(errno));
+  RDTX_TRY(size_file(fd, size, path));
   auto data = map(fd, size, true, path);
   if (!data.ok()) return data.error();
   f.data_ = *data;

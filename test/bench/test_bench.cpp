@@ -1,0 +1,216 @@
+// rdtx-bench: the checks that decide whether a run passed.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "rdtx-bench/report.hpp"
+
+using namespace rdtx;
+using namespace rdtx::bench;
+
+namespace {
+
+const Check* find(const std::vector<Check>& checks, const std::string& key) {
+  for (const Check& c : checks)
+    if (key == c.key) return &c;
+  return nullptr;
+}
+
+txn::RunResult passing_run() {
+  txn::RunResult r;
+  r.total.commits = 10;
+  r.total.attempts = 10;
+  return r;
+}
+
+bool all_ok(const std::vector<Check>& checks) {
+  for (const Check& c : checks)
+    if (!c.ok) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST(Checks, ACleanRunPasses) { EXPECT_TRUE(all_ok(run_checks(passing_run(), false))); }
+
+// A passive request (a passive COMMIT) does not tell its caller whether it
+// landed: a lost one must fail the run, not pass silently.
+TEST(Checks, PassiveTimeoutsAndFailuresFailTheRun) {
+  txn::RunResult r = passing_run();
+  r.rpc_passive_timeouts = 1;
+  auto checks = run_checks(r, false);
+  const Check* c = find(checks, "rpc_passive_timeouts");
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(c->ok);
+  EXPECT_EQ(c->value, 1u);
+  EXPECT_FALSE(all_ok(checks));
+
+  r = passing_run();
+  r.rpc_passive_failures = 3;
+  checks = run_checks(r, false);
+  c = find(checks, "rpc_passive_failures");
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(c->ok);
+  EXPECT_EQ(c->value, 3u);
+  EXPECT_FALSE(all_ok(checks));
+}
+
+// ---------------------------------------------------------------------------
+// Resources: configurations that cannot fit are refused before allocating.
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "rdma/rdma.hpp"
+#include "rdtx-bench/bench_config.hpp"
+#include "rdtx-bench/resources.hpp"
+
+namespace {
+
+struct Loaded {
+  config::Config cfg;
+  Plan plan;
+  rdma::DeviceCaps caps;
+};
+
+Loaded load(const std::vector<std::string>& overrides) {
+  static const config::Schema schema = make_schema();
+  auto cfg = config::Config::parse(schema, "workload = \"ycsb\"\n", "test", overrides);
+  EXPECT_TRUE(cfg.ok()) << cfg.error().message;
+  auto plan = plan_from(*cfg);
+  EXPECT_TRUE(plan.ok()) << plan.error().message;
+  auto dev = rdma::open_device(cfg->get_string("cluster.devargs"));
+  EXPECT_TRUE(dev.ok()) << dev.error().message;
+  return {std::move(*cfg), std::move(*plan), (*dev)->caps()};
+}
+
+Result<void> check(const Loaded& l, const HostLimits& limits) {
+  const Footprint fp = footprint(l.plan.run, l.caps, l.plan.run.cluster.nodes);
+  return check_resources(l.cfg, l.plan.run, l.caps, fp, limits);
+}
+
+HostLimits plenty() {
+  HostLimits h;
+  h.memory = uint64_t{1} << 50;
+  h.memory_source = "test";
+  h.shm_free = uint64_t{1} << 50;
+  return h;
+}
+
+}  // namespace
+
+TEST(Resources, TheDefaultsFit) {
+  Loaded l = load({});
+  EXPECT_TRUE(check(l, plenty()).ok());
+  HostLimits small = plenty();
+  small.memory = uint64_t{1} << 30;
+  small.shm_free = uint64_t{1} << 30;
+  auto r = check(l, small);
+  EXPECT_TRUE(r.ok()) << r.error().message;
+}
+
+// 64 nodes x 2^26 YCSB records: hundreds of GiB, which used to grow until
+// the OOM killer ended the process.
+TEST(Resources, TablesLargerThanMemoryAreRefusedWithKeysAndSize) {
+  Loaded l = load({"cluster.nodes=64", "ycsb.records_per_node=67108864"});
+  const Footprint fp = footprint(l.plan.run, l.caps, 64);
+  EXPECT_GT(fp.tables, uint64_t{500} << 30);  // 64 x 2^26 x (64 B record + metadata)
+  HostLimits h = plenty();
+  h.memory = uint64_t{16} << 30;
+  auto r = check(l, h);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ENOMEM);
+  EXPECT_NE(r.error().message.find("cluster.nodes = 64"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("ycsb.records_per_node = 67108864"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("16.0 GiB"), std::string::npos) << r.error().message;
+}
+
+// The shm driver keeps the store in /dev/shm: a store larger than it died
+// of SIGBUS on first touch.
+TEST(Resources, AStoreLargerThanDevShmIsRefused) {
+  Loaded l = load({"ycsb.records_per_node=4000000"});
+  HostLimits h = plenty();
+  h.shm_free = uint64_t{64} << 20;
+  auto r = check(l, h);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ENOSPC);
+  EXPECT_NE(r.error().message.find("/dev/shm"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("ycsb.records_per_node = 4000000"), std::string::npos) << r.error().message;
+}
+
+TEST(Resources, HistoryBuffersCount) {
+  Loaded l = load({"history.record=true", "history.capacity_mb=4096", "cluster.nodes=4"});
+  HostLimits h = plenty();
+  h.memory = uint64_t{8} << 30;
+  auto r = check(l, h);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("history.capacity_mb = 4096"), std::string::npos) << r.error().message;
+}
+
+// 64 nodes x 64 coroutines needed a CQ deeper than the device allows: the
+// run got as far as create_cq(1048592) and exited 1.
+TEST(Resources, ACompletionQueueDeeperThanTheDeviceAllowsNamesTheKeys) {
+  Loaded l = load({"cluster.nodes=64", "txn.coroutines=64"});
+  auto r = check(l, plenty());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("1048592"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("txn.coroutines = 64"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("cluster.nodes = 64"), std::string::npos) << r.error().message;
+}
+
+// ---------------------------------------------------------------------------
+// Command line and configuration checks made before the run.
+
+TEST(HistoryDir, AnUnwritableDirectoryFailsBeforeTheRun) {
+  const std::string base = "/tmp/rdtx-test-bench-" + std::to_string(getpid());
+  std::filesystem::create_directories(base);
+  {
+    Loaded l = load({"history.record=true", "history.dir=" + base + "/new/sub"});
+    EXPECT_TRUE(check_history_dir(l.cfg).ok());
+    EXPECT_TRUE(std::filesystem::is_directory(base + "/new/sub"));
+    EXPECT_TRUE(std::filesystem::is_empty(base + "/new/sub")) << "the write probe is removed";
+  }
+  {
+    // A regular file where the directory should be.
+    std::FILE* f = std::fopen((base + "/file").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+    Loaded l = load({"history.record=true", "history.dir=" + base + "/file/h"});
+    auto r = check_history_dir(l.cfg);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("history.dir"), std::string::npos) << r.error().message;
+  }
+  if (geteuid() != 0) {  // root writes anywhere
+    std::filesystem::create_directories(base + "/ro");
+    std::filesystem::permissions(base + "/ro", std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+    Loaded l = load({"history.record=true", "history.dir=" + base + "/ro"});
+    EXPECT_FALSE(check_history_dir(l.cfg).ok());
+    std::filesystem::permissions(base + "/ro", std::filesystem::perms::owner_all);
+  }
+  std::filesystem::remove_all(base);
+}
+
+TEST(FilePrefix, APathSeparatorIsRefused) {
+  EXPECT_TRUE(check_file_prefix({"-l", "0", "--file-prefix=rdtx-a"}).ok());
+  EXPECT_TRUE(check_file_prefix({"--file-prefix", "rdtx-b"}).ok());
+  auto r = check_file_prefix({"-l", "0", "--file-prefix=../x"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("../x"), std::string::npos);
+  EXPECT_FALSE(check_file_prefix({"--file-prefix", "a/b"}).ok());
+}
+
+TEST(Hosts, NodesOnThisHostAreCounted) {
+  auto h = parse_hosts("127.0.0.1:7100,127.0.0.1:7101,localhost:7102,10.9.9.9:7103");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(nodes_on_host_of(*h, 0), 3u);
+  EXPECT_EQ(nodes_on_host_of(*h, 3), 1u);
+}
+
+TEST(Messages, OversizedValuesAreShortened) {
+  const std::string big(100'000, 'x');
+  const std::string s = shortened(big);
+  EXPECT_LT(s.size(), 100u);
+  EXPECT_NE(s.find("100000 bytes"), std::string::npos);
+  EXPECT_EQ(shortened("shm,latency_ns=2000"), "shm,latency_ns=2000");
+}
