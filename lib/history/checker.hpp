@@ -102,6 +102,10 @@ struct CheckOptions {
   // components can take, at the price of a cycle that may not be the
   // shortest (the report says so).
   uint64_t search_budget = 50'000'000;
+  // Threads for the parallel phases (reading the accesses, building each
+  // key's versions and edges); 0: every core. The report does not depend on
+  // it.
+  unsigned threads = 0;
 };
 
 struct CheckStats {
