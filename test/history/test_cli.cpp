@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -110,6 +111,28 @@ TEST_F(RdtxCheck, PrintsAnAnomalyAndExits1) {
   EXPECT_NE(o.out.find("NOT CERTIFIED serializable: 1 G2-item\n"), std::string::npos) << o.out;
 }
 
+TEST_F(RdtxCheck, ThreadsDoNotChangeTheReport) {
+  const std::string d = write_run("skew", true);
+  Output one = run({"--threads", "1", d}), two = run({"--threads=2", d});
+  EXPECT_EQ(one.status, 1);
+  EXPECT_EQ(two.status, 1);
+  auto findings = [](const std::string& out) { return out.substr(out.find("\nG2-item")); };
+  EXPECT_EQ(findings(one.out), findings(two.out));
+}
+
+TEST_F(RdtxCheck, ACorruptFileIsOneLineNamingItAndExits2) {
+  const std::string d = write_run("flip", false);
+  const std::string f = d + "/" + Recorder::file_name(0, 1);
+  {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(-40 + static_cast<std::streamoff>(offsetof(AccessRecord, key)), std::ios::end);
+    io.put('\x7f');  // the last access's key: only the checksum can tell
+  }
+  Output o = run({d});
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_EQ(o.err.rfind("rdtx-check: " + f + ": checksum mismatch in the names or the log", 0), 0u) << o.err;
+}
+
 TEST_F(RdtxCheck, IsolationOption) {
   const std::string d = write_run("skew", true);
   EXPECT_EQ(run({"--isolation", "si", d}).status, 0);
@@ -162,6 +185,7 @@ TEST_F(RdtxCheck, UsageErrors) {
        "--isolation: isolation level 'snapshot-ish' is not one of serializable, si, rc"},
       {{"--max-report", "many", "x"}, "--max-report: 'many' is not a whole number"},
       {{"--max-report", "2000000", "x"}, "--max-report: 2000000 is outside 0..1000000"},
+      {{"--threads", "2000", "x"}, "--threads: 2000 is outside 0..1024"},
       {{"--frobnicate", "x"}, "unknown option '--frobnicate'"},
       {{"x", "--json"}, "--json needs a value"},
   };
