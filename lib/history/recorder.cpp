@@ -186,7 +186,7 @@ void Recorder::stream_failed(int err) {
 }
 
 bool Recorder::flush_pending() {
-  if (pending_ == 0) return false;
+  if (pending_ == 0 || !buf_) return false;  // nothing waiting, or moved from
   const int h = active_ ^ 1;
   if (!pwrite_all(fd_.get(), half(h), pending_, sizeof(FileHeader) + names_bytes_ + streamed_)) {
     stream_failed(errno);
