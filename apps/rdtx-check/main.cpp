@@ -33,8 +33,13 @@ Options:
                       (read committed)
   --allow-truncated   check the recorded prefix of a history whose recorder
                       ran out of room (default: refuse to certify it)
-  --max-report N      show at most N anomalies of each kind, 0..1000000
-                      (default: 5); all of them are counted
+  --max-report N      keep and show the first N anomalies of each kind,
+                      0..1000000 (default: 10); all of them are counted, and
+                      no details are kept past N, so memory stays bounded
+                      however broken the history is
+  --threads N         threads for the checker's parallel phases, 0..1024
+                      (default: 0, every core); the report does not depend
+                      on it
   --json FILE         also write the summary and the anomalies shown as one
                       JSON object
   -h, --help          this text
@@ -45,8 +50,8 @@ kind, time), each anomaly shown -- a cycle as one line per dependency:
 -- and the verdict line, CERTIFIED or NOT CERTIFIED.
 
 Exit status: 0 certified; 1 anomalies found, or a truncated history without
---allow-truncated; 2 bad usage, or a file missing, unreadable, corrupt, of
-another run, or a worker's file missing. doc/history.md describes the
+--allow-truncated; 2 bad usage, or a file missing, unreadable, corrupt (a
+checksum mismatch, say), of another run, or a worker's file missing. doc/history.md describes the
 checks, the report and the file format.
 
 Examples:
@@ -57,7 +62,8 @@ Examples:
 struct Params {
   Isolation isolation = Isolation::kSerializable;
   bool allow_truncated = false;
-  size_t max_report = 5;
+  size_t max_report = 10;
+  unsigned threads = 0;
   std::string json_path;
   std::vector<std::string> paths;
 };
@@ -85,11 +91,12 @@ uint64_t parse_uint(const char* opt, const std::string& v, uint64_t lo, uint64_t
 
 Params parse_args(int argc, char** argv) {
   Params p;
-  enum { kIsolation = 1, kAllowTruncated, kMaxReport, kJson, kHelp };
+  enum { kIsolation = 1, kAllowTruncated, kMaxReport, kThreads, kJson, kHelp };
   static const option opts[] = {
       {"isolation", required_argument, nullptr, kIsolation},
       {"allow-truncated", no_argument, nullptr, kAllowTruncated},
       {"max-report", required_argument, nullptr, kMaxReport},
+      {"threads", required_argument, nullptr, kThreads},
       {"json", required_argument, nullptr, kJson},
       {"help", no_argument, nullptr, kHelp},
       {nullptr, 0, nullptr, 0},
@@ -110,6 +117,9 @@ Params parse_args(int argc, char** argv) {
         break;
       case kMaxReport:
         p.max_report = parse_uint("--max-report", v, 0, 1'000'000);
+        break;
+      case kThreads:
+        p.threads = static_cast<unsigned>(parse_uint("--threads", v, 0, 1024));
         break;
       case kJson:
         p.json_path = v;
@@ -216,6 +226,7 @@ int main(int argc, char** argv) {
   o.isolation = p.isolation;
   o.allow_truncated = p.allow_truncated;
   o.max_findings = p.max_report;
+  o.threads = p.threads;
   auto report = check(h, o);
   if (!report.ok()) fail(report.error().message);
   std::fputs(format_report(*report, p.max_report).c_str(), stdout);

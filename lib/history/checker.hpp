@@ -93,13 +93,19 @@ struct CheckOptions {
   Isolation isolation = Isolation::kSerializable;
   // Check the recorded prefix of a truncated history instead of refusing.
   bool allow_truncated = false;
-  // Findings kept per kind (all are counted).
-  size_t max_findings = 5;
+  // Findings kept per kind: the first ones found; all are counted. This,
+  // and a graph linear in the history's size, bound the checker's memory
+  // however many anomalies the history has.
+  size_t max_findings = 10;
   // Edge visits each kind of cycle search may spend beyond one search per
   // component (about 0.1 s per 10 million): bounds the time huge cyclic
   // components can take, at the price of a cycle that may not be the
   // shortest (the report says so).
   uint64_t search_budget = 50'000'000;
+  // Threads for the parallel phases (reading the accesses, building each
+  // key's versions and edges); 0: every core. The report does not depend on
+  // it.
+  unsigned threads = 0;
 };
 
 struct CheckStats {

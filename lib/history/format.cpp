@@ -1,5 +1,7 @@
 #include "history/format.hpp"
 
+#include "history/checksum.hpp"
+
 namespace rdtx::history {
 
 const char* to_string(Op op) {
@@ -14,6 +16,11 @@ const char* to_string(Op op) {
       return "delete";
   }
   return "?";
+}
+
+uint32_t header_checksum(FileHeader h) {
+  h.header_crc = 0;
+  return crc32c_extend(0, &h, sizeof h);
 }
 
 }  // namespace rdtx::history

@@ -1,12 +1,14 @@
 // The history recording format: transaction ids, versions, and the fixed-size
-// records a Recorder appends in memory and writes to a file as is, and that
+// records a Recorder appends in memory and streams to a file as is, and that
 // the reader loads for the checker. doc/history.md documents every byte.
 //
 // A history file is
 //   FileHeader (128 bytes)
 //   names section (names_bytes, a multiple of 8; see names.hpp)
 //   log: txn_count TxnRecords, each followed by its access_count AccessRecords
-// All integers are little-endian; every record is 8-byte aligned.
+// All integers are little-endian; every record is 8-byte aligned. Two
+// CRC32Cs (checksum.hpp) cover every byte: header_crc the header (with
+// header_crc itself taken as 0), body_crc the names section and the log.
 //
 // Thread-safety: plain value types.
 #pragma once
@@ -110,7 +112,8 @@ inline constexpr uint32_t kFileAbortsRecorded = 2;  // aborted attempts are in t
 inline constexpr uint32_t kFileKnownFlags = kFileTruncated | kFileAbortsRecorded;
 
 inline constexpr char kFileMagic[8] = {'R', 'D', 'T', 'X', 'H', 'I', 'S', 'T'};
-inline constexpr uint32_t kFormatVersion = 1;
+// Version 2 added the checksums; version 1 files are refused.
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr const char* kFileExtension = ".rdtxh";
 
 struct FileHeader {
@@ -128,10 +131,15 @@ struct FileHeader {
   uint64_t access_count;
   uint64_t names_bytes;
   uint64_t log_bytes;     // txn_count * 48 + access_count * 40
-  uint64_t dropped_txns;  // outcomes not recorded once truncated
-  uint64_t capacity_bytes;
-  uint8_t reserved[40];  // 0
+  uint64_t dropped_txns;    // outcomes not recorded once truncated; 0 unless kFileTruncated
+  uint64_t capacity_bytes;  // the recorder's in-memory buffer (both halves)
+  uint32_t header_crc;      // CRC32C of these 128 bytes with header_crc = 0
+  uint32_t body_crc;        // CRC32C of the names section and the log
+  uint8_t reserved[32];     // 0
 };
 static_assert(sizeof(FileHeader) == 128);
+
+// The header's CRC32C, with header_crc taken as 0.
+uint32_t header_checksum(FileHeader h);
 
 }  // namespace rdtx::history

@@ -7,6 +7,8 @@
 #include <memory>
 #include <system_error>
 
+#include "history/checksum.hpp"
+
 namespace rdtx::history {
 
 namespace {
@@ -28,7 +30,11 @@ struct OpenFile {
   std::string path;
   FileHeader h;
   NameTables names;
+  uint32_t names_crc = 0;  // CRC32C of the names section, where body_crc starts
 };
+
+// The log is read a piece at a time: few system calls, bounded memory.
+constexpr size_t kPieceBytes = size_t{4} << 20;
 
 std::string txn_label(TxnId id) {
   char buf[64];
@@ -68,9 +74,20 @@ Result<OpenFile> open_file(const std::string& path) {
                              std::to_string(kFormatVersion));
   if (h.header_bytes != sizeof h)
     return corrupt(path, "header size " + std::to_string(h.header_bytes) + ", expected " + std::to_string(sizeof h));
+  // The checksum first: a damaged header is reported as damage, not as
+  // whichever field the damage happened to hit.
+  if (const uint32_t crc = header_checksum(h); crc != h.header_crc) {
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "header checksum mismatch (CRC32C %#010x, the header says %#010x): the file is corrupt",
+                  crc, h.header_crc);
+    return corrupt(path, msg);
+  }
   if ((h.flags & ~kFileKnownFlags) != 0)
     return corrupt(path, "unknown flags " + std::to_string(h.flags & ~kFileKnownFlags) + " in the header");
   if (h.reserved0 != 0 || !all_zero(h.reserved)) return corrupt(path, "reserved header bytes are not zero");
+  if (h.dropped_txns != 0 && !(h.flags & kFileTruncated))
+    return corrupt(path, "the header says " + std::to_string(h.dropped_txns) +
+                             " transactions were not recorded, but the history is not marked truncated");
   if (h.names_bytes > kMaxNamesBytes || h.names_bytes % 8 != 0)
     return corrupt(path, "names section of " + std::to_string(h.names_bytes) + " bytes (a multiple of 8 up to " +
                              std::to_string(kMaxNamesBytes) + " expected)");
@@ -91,6 +108,7 @@ Result<OpenFile> open_file(const std::string& path) {
   std::vector<uint8_t> names(h.names_bytes);
   if (!read_exact(f.get(), names.data(), names.size()))
     return make_error(EIO, "%s: cannot read the names section", path.c_str());
+  of.names_crc = crc32c_extend(0, names.data(), names.size());
   auto decoded = NameTables::decode(names);
   if (!decoded.ok()) return corrupt(path, decoded.error().message);
   of.names = std::move(*decoded);
@@ -146,19 +164,63 @@ Result<void> read_log(const OpenFile& of, History& h) {
   if (!f) return make_error(errno, "%s: %s", of.path.c_str(), std::strerror(errno));
   if (std::fseek(f.get(), static_cast<long>(sizeof(FileHeader) + of.h.names_bytes), SEEK_SET) != 0)
     return make_error(EIO, "%s: cannot seek to the log: %s", of.path.c_str(), std::strerror(errno));
-  uint64_t accesses_left = of.h.access_count;
-  for (uint64_t i = 0; i < of.h.txn_count; ++i) {
-    TxnRecord t;
-    if (!read_exact(f.get(), &t, sizeof t))
-      return make_error(EIO, "%s: cannot read transaction %llu", of.path.c_str(), static_cast<unsigned long long>(i));
-    RDTX_TRY(check_txn(of, i, t, accesses_left));
-    accesses_left -= t.access_count;
-    std::span<AccessRecord> acc = h.add_uninitialized(t);
-    if (!read_exact(f.get(), acc.data(), acc.size_bytes()))
-      return make_error(EIO, "%s: cannot read the accesses of transaction %llu", of.path.c_str(),
-                        static_cast<unsigned long long>(i));
-    for (uint32_t j = 0; j < acc.size(); ++j) RDTX_TRY(check_access(of, i, t, j, acc[j]));
+  // One pass: every piece goes into the checksum as it is read, and is
+  // parsed until a record is found invalid; the rest is then only
+  // checksummed, so that damage is reported as a checksum mismatch rather
+  // than as whatever the damaged record happens to look like.
+  uint32_t crc = of.names_crc;
+  std::vector<std::byte> piece(static_cast<size_t>(std::min<uint64_t>(of.h.log_bytes, kPieceBytes)));
+  uint64_t left = of.h.log_bytes, accesses_left = of.h.access_count, i = 0;
+  size_t carried = 0;
+  Result<void> invalid;
+  while (left > 0) {
+    if (carried == piece.size()) piece.resize(piece.size() * 2);  // one record larger than a piece
+    const size_t k = static_cast<size_t>(std::min<uint64_t>(left, piece.size() - carried));
+    if (!read_exact(f.get(), piece.data() + carried, k))
+      return make_error(EIO, "%s: cannot read the log at byte %llu", of.path.c_str(),
+                        static_cast<unsigned long long>(of.h.log_bytes - left));
+    crc = crc32c_extend(crc, piece.data() + carried, k);
+    left -= k;
+    const size_t have = carried + k;
+    size_t pos = 0;
+    while (invalid.ok() && have - pos >= sizeof(TxnRecord)) {
+      TxnRecord t;
+      std::memcpy(&t, piece.data() + pos, sizeof t);
+      if (i == of.h.txn_count) {
+        invalid = corrupt(of.path, "the log has more than the header's " + std::to_string(of.h.txn_count) +
+                                       " transactions");
+        break;
+      }
+      if (auto r = check_txn(of, i, t, accesses_left); !r.ok()) {
+        invalid = r.error();
+        break;
+      }
+      const size_t bytes = sizeof t + size_t{t.access_count} * sizeof(AccessRecord);
+      if (have - pos < bytes) break;
+      std::span<AccessRecord> acc = h.add_uninitialized(t);
+      if (!acc.empty()) std::memcpy(acc.data(), piece.data() + pos + sizeof t, acc.size_bytes());
+      for (uint32_t j = 0; j < acc.size() && invalid.ok(); ++j)
+        if (auto r = check_access(of, i, t, j, acc[j]); !r.ok()) invalid = r.error();
+      accesses_left -= t.access_count;
+      pos += bytes;
+      ++i;
+    }
+    if (!invalid.ok()) pos = have;  // only the checksum from here on
+    carried = have - pos;
+    std::memmove(piece.data(), piece.data() + pos, carried);
   }
+  if (crc != of.h.body_crc) {
+    char msg[200];
+    std::snprintf(msg, sizeof msg,
+                  "checksum mismatch in the names or the log (CRC32C %#010x, the header says %#010x): the file is "
+                  "corrupt",
+                  crc, of.h.body_crc);
+    return corrupt(of.path, msg);
+  }
+  if (!invalid.ok()) return invalid;
+  if (carried != 0 || i != of.h.txn_count)
+    return corrupt(of.path, "the log holds " + std::to_string(i) + " whole transactions, the header says " +
+                                std::to_string(of.h.txn_count));
   if (accesses_left != 0)
     return corrupt(of.path, "the transactions have " + std::to_string(of.h.access_count - accesses_left) +
                                 " accesses, the header says " + std::to_string(of.h.access_count));

@@ -1,13 +1,104 @@
 #include "history/recorder.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cassert>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <utility>
+#include <vector>
 
 #include "env/tsc.hpp"
+#include "history/checksum.hpp"
 
 namespace rdtx::history {
+
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+uint64_t physical_memory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+// Writes all of [p, p + n) at `off`; false with errno set on failure.
+bool pwrite_all(int fd, const void* p, size_t n, uint64_t off) {
+  const auto* b = static_cast<const std::byte*>(p);
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, b, n, static_cast<off_t>(off));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = EIO;
+      return false;
+    }
+    b += w;
+    n -= static_cast<size_t>(w);
+    off += static_cast<uint64_t>(w);
+  }
+  return true;
+}
+
+bool pread_all(int fd, void* p, size_t n, uint64_t off) {
+  auto* b = static_cast<std::byte*>(p);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, b, n, static_cast<off_t>(off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      if (r == 0) errno = EIO;
+      return false;
+    }
+    b += r;
+    n -= static_cast<size_t>(r);
+    off += static_cast<uint64_t>(r);
+  }
+  return true;
+}
+
+// Copies n bytes of `in` from `in_off` to the end of `out` (at out_off): in
+// the kernel where it can (copy_file_range), else through a buffer.
+bool copy_range(int in, uint64_t in_off, int out, uint64_t out_off, uint64_t n) {
+  while (n > 0) {
+    auto io = static_cast<loff_t>(in_off), oo = static_cast<loff_t>(out_off);
+    const ssize_t c = ::copy_file_range(in, &io, out, &oo, n, 0);
+    if (c < 0 && errno == EINTR) continue;
+    if (c <= 0) break;  // not supported here (EXDEV, ENOSYS, ...): copy by hand
+    in_off += static_cast<uint64_t>(c);
+    out_off += static_cast<uint64_t>(c);
+    n -= static_cast<uint64_t>(c);
+  }
+  std::vector<std::byte> buf(n == 0 ? 0 : std::min<uint64_t>(n, 4 * kMiB));
+  while (n > 0) {
+    const size_t k = static_cast<size_t>(std::min<uint64_t>(n, buf.size()));
+    if (!pread_all(in, buf.data(), k, in_off) || !pwrite_all(out, buf.data(), k, out_off)) return false;
+    in_off += k;
+    out_off += k;
+    n -= k;
+  }
+  return true;
+}
+
+// Adds the whole records in `log` to h; returns the bytes used (a record
+// cut at the end of `log` is left for the next piece).
+size_t add_records(std::span<const std::byte> log, History& h) {
+  size_t pos = 0;
+  while (log.size() - pos >= sizeof(TxnRecord)) {
+    TxnRecord rec;
+    std::memcpy(&rec, log.data() + pos, sizeof rec);
+    const size_t bytes = sizeof rec + size_t{rec.access_count} * sizeof(AccessRecord);
+    if (log.size() - pos < bytes) break;
+    std::span<AccessRecord> dst = h.add_uninitialized(rec);
+    if (!dst.empty()) std::memcpy(dst.data(), log.data() + pos + sizeof rec, dst.size_bytes());
+    pos += bytes;
+  }
+  return pos;
+}
+
+}  // namespace
 
 Result<Recorder> Recorder::create(RecorderOptions o) {
   if (o.worker >= kMaxWorkers || o.node_workers > kMaxWorkers)
@@ -17,19 +108,95 @@ Result<Recorder> Recorder::create(RecorderOptions o) {
     return make_error(EINVAL, "history recorder: worker %u, but the node has %u workers", o.worker, o.node_workers);
   if (o.cluster_nodes != 0 && o.node >= o.cluster_nodes)
     return make_error(EINVAL, "history recorder: node %u, but the run has %u nodes", o.node, o.cluster_nodes);
-  if (o.capacity_bytes < sizeof(TxnRecord))
-    return make_error(EINVAL, "history recorder: capacity of %zu bytes holds no transaction (a record is %zu bytes)",
+  // Sizes are checked before anything is allocated: an allocation of tens
+  // of GiB would throw (or, overcommitted, be killed later) instead.
+  if (o.capacity_bytes / 2 < sizeof(TxnRecord))
+    return make_error(EINVAL,
+                      "history.capacity_mb: a history buffer of %zu bytes holds no transaction (each of its two halves "
+                      "must hold a %zu-byte record)",
                       o.capacity_bytes, sizeof(TxnRecord));
+  if (o.capacity_bytes > kMaxCapacityBytes)
+    return make_error(EINVAL,
+                      "history.capacity_mb: a history buffer of %llu MiB per worker is over the limit of %llu MiB "
+                      "(the history streams to its file; the buffer only batches the writes)",
+                      static_cast<unsigned long long>(o.capacity_bytes / kMiB),
+                      static_cast<unsigned long long>(kMaxCapacityBytes / kMiB));
+  if (const uint64_t mem = physical_memory(); mem != 0 && o.capacity_bytes > mem / 4)
+    return make_error(EINVAL,
+                      "history.capacity_mb: a history buffer of %llu MiB per worker is over a quarter of this "
+                      "machine's %llu MiB of memory",
+                      static_cast<unsigned long long>(o.capacity_bytes / kMiB),
+                      static_cast<unsigned long long>(mem / kMiB));
   if (auto r = o.names.validate(); !r.ok())
     return make_error(EINVAL, "history recorder: %s", r.error().message.c_str());
-  return Recorder(std::move(o));
+
+  std::unique_ptr<std::byte[]> buf;
+  try {
+    buf = std::make_unique_for_overwrite<std::byte[]>(o.capacity_bytes);
+  } catch (const std::bad_alloc&) {
+    return make_error(ENOMEM, "history.capacity_mb: cannot allocate a history buffer of %llu MiB",
+                      static_cast<unsigned long long>(o.capacity_bytes / kMiB));
+  }
+  std::string dir = o.spill_dir;
+  if (dir.empty()) {
+    const char* t = std::getenv("TMPDIR");
+    dir = t && *t ? t : "/tmp";
+  }
+  std::string path = dir + "/rdtx-history-n" + std::to_string(o.node) + "-w" + std::to_string(o.worker) + "-XXXXXX";
+  const int fd = ::mkostemp(path.data(), O_CLOEXEC);
+  if (fd < 0)
+    return make_error(errno, "history recorder: cannot create a stream file in %s: %s", dir.c_str(),
+                      std::strerror(errno));
+  // Unnamed from now on: the file goes with its descriptor.
+  ::unlink(path.c_str());
+  return Recorder(std::move(o), std::move(buf), fd, std::move(path));
 }
 
-Recorder::Recorder(RecorderOptions options)
-    : options_(std::move(options)), buf_(std::make_unique_for_overwrite<std::byte[]>(options_.capacity_bytes)) {
+Recorder::Recorder(RecorderOptions options, std::unique_ptr<std::byte[]> buf, int fd, std::string spill_path)
+    : options_(std::move(options)),
+      buf_(std::move(buf)),
+      half_bytes_(options_.capacity_bytes / 2 / 8 * 8),
+      fd_(fd),
+      spill_path_(std::move(spill_path)) {
   // Touch every page now so that the first pass over the buffer on the hot
   // path does not take a page fault per 4 KiB.
   std::memset(buf_.get(), 0, options_.capacity_bytes);
+  // The header's place stays a hole until write_file(); the names go now.
+  const std::vector<uint8_t> names = options_.names.encode();
+  names_bytes_ = names.size();
+  body_crc_ = crc32c_extend(0, names.data(), names.size());
+  if (!pwrite_all(fd_.get(), names.data(), names.size(), sizeof(FileHeader))) stream_failed(errno);
+}
+
+Recorder::Fd::~Fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void Recorder::stream_failed(int err) {
+  // What is in memory would follow a gap in the file: give it up, so that
+  // the history stays a prefix of the worker's outcomes.
+  const uint64_t lost = half_txns_[0] + half_txns_[1];
+  txns_ -= lost;
+  accesses_ -= half_accesses_[0] + half_accesses_[1];
+  dropped_ += lost;
+  half_txns_[0] = half_txns_[1] = half_accesses_[0] = half_accesses_[1] = 0;
+  used_ = pending_ = 0;
+  truncated_ = true;
+  stream_error_ = "cannot write the history stream file " + spill_path_ + " (unlinked): " + std::strerror(err);
+}
+
+bool Recorder::flush_pending() {
+  if (pending_ == 0 || !buf_) return false;  // nothing waiting, or moved from
+  const int h = active_ ^ 1;
+  if (!pwrite_all(fd_.get(), half(h), pending_, sizeof(FileHeader) + names_bytes_ + streamed_)) {
+    stream_failed(errno);
+    return true;
+  }
+  body_crc_ = crc32c_extend(body_crc_, half(h), pending_);
+  streamed_ += pending_;
+  pending_ = 0;
+  half_txns_[h] = half_accesses_[h] = 0;
+  return true;
 }
 
 void Recorder::append(const TxnTrace& trace, Outcome outcome, uint16_t reason, uint64_t commit_ts) {
@@ -38,12 +205,17 @@ void Recorder::append(const TxnTrace& trace, Outcome outcome, uint16_t reason, u
   assert(txn_node(trace.id()) == options_.node && txn_worker(trace.id()) == options_.worker);
   std::span<const AccessRecord> acc = trace.accesses();
   const size_t bytes = sizeof(TxnRecord) + acc.size_bytes();
-  if (truncated_ || trace.overflowed() || options_.capacity_bytes - used_ < bytes) {
-    // Stop for good: a later, smaller attempt that still fitted would make
-    // the history a non-prefix, which the checker could not reason about.
-    truncated_ = true;
-    ++dropped_;
-    return;
+  // Once truncated, stop for good: a later attempt that still fitted would
+  // make the history a non-prefix, which the checker could not reason about.
+  if (truncated_ || trace.overflowed() || bytes > half_bytes_) return drop();
+  if (half_bytes_ - used_ < bytes) {
+    // Hand the full half over; if the previous one is still waiting (no
+    // poller got to it), write that now.
+    if (pending_ != 0) flush_pending();
+    if (truncated_) return drop();
+    pending_ = used_;
+    active_ ^= 1;
+    used_ = 0;
   }
   TxnRecord rec = trace.record();
   rec.access_count = static_cast<uint32_t>(acc.size());
@@ -51,9 +223,12 @@ void Recorder::append(const TxnTrace& trace, Outcome outcome, uint16_t reason, u
   rec.abort_reason = reason;
   rec.commit_ts = commit_ts;
   rec.commit_tsc = env::tsc();
-  std::memcpy(buf_.get() + used_, &rec, sizeof rec);
-  std::memcpy(buf_.get() + used_ + sizeof rec, acc.data(), acc.size_bytes());
+  std::byte* dst = half(active_) + used_;
+  std::memcpy(dst, &rec, sizeof rec);
+  std::memcpy(dst + sizeof rec, acc.data(), acc.size_bytes());
   used_ += bytes;
+  ++half_txns_[active_];
+  half_accesses_[active_] += acc.size();
   ++txns_;
   accesses_ += acc.size();
 }
@@ -71,39 +246,45 @@ FileHeader Recorder::header() const {
   h.flags = (truncated_ ? kFileTruncated : 0) | (options_.record_aborted ? kFileAbortsRecorded : 0);
   h.txn_count = txns_;
   h.access_count = accesses_;
-  h.log_bytes = used_;
+  h.names_bytes = names_bytes_;
+  h.log_bytes = bytes_used();
   h.dropped_txns = dropped_;
   h.capacity_bytes = options_.capacity_bytes;
+  uint32_t crc = crc32c_extend(body_crc_, half(active_ ^ 1), pending_);
+  h.body_crc = crc32c_extend(crc, half(active_), used_);
+  h.header_crc = header_checksum(h);
   return h;
 }
 
 Result<void> Recorder::write_file(const std::string& path) const {
-  std::vector<uint8_t> names = options_.names.encode();
-  FileHeader h = header();
-  h.names_bytes = names.size();
+  if (!stream_error_.empty()) return make_error(EIO, "%s: %s", path.c_str(), stream_error_.c_str());
+  const FileHeader h = header();
   const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return make_error(errno, "cannot create %s: %s", tmp.c_str(), std::strerror(errno));
-  bool ok = std::fwrite(&h, sizeof h, 1, f) == 1 && std::fwrite(names.data(), 1, names.size(), f) == names.size() &&
-            std::fwrite(buf_.get(), 1, used_, f) == used_;
+  const int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) return make_error(errno, "cannot create %s: %s", tmp.c_str(), std::strerror(errno));
+  const uint64_t streamed_end = sizeof h + names_bytes_ + streamed_;
+  bool ok = pwrite_all(out, &h, sizeof h, 0) && copy_range(fd_.get(), sizeof h, out, sizeof h, names_bytes_ + streamed_) &&
+            pwrite_all(out, half(active_ ^ 1), pending_, streamed_end) &&
+            pwrite_all(out, half(active_), used_, streamed_end + pending_);
   int err = errno;
-  if (std::fclose(f) != 0 && ok) {
+  if (::close(out) != 0 && ok) {
     ok = false;
     err = errno;
   }
   if (!ok) {
-    std::remove(tmp.c_str());
+    ::unlink(tmp.c_str());
     return make_error(err, "cannot write %s: %s", tmp.c_str(), std::strerror(err));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     err = errno;
-    std::remove(tmp.c_str());
+    ::unlink(tmp.c_str());
     return make_error(err, "cannot rename %s to %s: %s", tmp.c_str(), path.c_str(), std::strerror(err));
   }
   return {};
 }
 
 Result<void> Recorder::append_to(History& h) const {
+  if (!stream_error_.empty()) return make_error(EIO, "%s", stream_error_.c_str());
   Source src;
   src.node = options_.node;
   src.worker = options_.worker;
@@ -113,14 +294,29 @@ Result<void> Recorder::append_to(History& h) const {
   src.txns = txns_;
   src.dropped_txns = dropped_;
   RDTX_TRY(h.add_source(src, options_.run_id, options_.cluster_nodes, options_.names));
-  size_t pos = 0;
-  while (pos < used_) {
-    TxnRecord rec;
-    std::memcpy(&rec, buf_.get() + pos, sizeof rec);
-    std::span<AccessRecord> dst = h.add_uninitialized(rec);
-    if (!dst.empty()) std::memcpy(dst.data(), buf_.get() + pos + sizeof rec, dst.size_bytes());
-    pos += sizeof rec + dst.size_bytes();
+  // The streamed part, a piece at a time; a record cut at a piece's end is
+  // carried to the front of the next.
+  std::vector<std::byte> piece(streamed_ == 0 ? 0 : std::min<uint64_t>(streamed_, 8 * kMiB));
+  uint64_t off = sizeof(FileHeader) + names_bytes_, left = streamed_;
+  size_t carried = 0;
+  while (left > 0) {
+    if (carried == piece.size()) piece.resize(piece.size() * 2);  // one record larger than a piece
+    const size_t k = static_cast<size_t>(std::min<uint64_t>(left, piece.size() - carried));
+    if (!pread_all(fd_.get(), piece.data() + carried, k, off))
+      return make_error(errno, "cannot read the history stream file %s back: %s", spill_path_.c_str(),
+                        std::strerror(errno));
+    off += k;
+    left -= k;
+    const size_t have = carried + k;
+    const size_t used = add_records({piece.data(), have}, h);
+    carried = have - used;
+    std::memmove(piece.data(), piece.data() + used, carried);
   }
+  if (carried != 0)
+    return make_error(EIO, "history stream file %s: %zu bytes of a cut record at its end", spill_path_.c_str(),
+                      carried);
+  add_records({half(active_ ^ 1), pending_}, h);
+  add_records({half(active_), used_}, h);
   return {};
 }
 

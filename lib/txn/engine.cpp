@@ -129,6 +129,8 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
     auto rec = history::Recorder::create(std::move(ro));
     if (!rec.ok()) return rec.error();
     recorder_.emplace(std::move(*rec));
+    // A full half of the history buffer is written between transactions.
+    w_.worker->add_poller([this] { return recorder_->flush_pending() ? 1 : 0; });
   }
   for (uint32_t i = 0; i < opts_.coroutines; ++i) {
     auto* base = static_cast<std::byte*>(w_.scratch->data()) + i * scratch_per_co_;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -51,7 +52,9 @@ class RdtxCheck : public ::testing::Test {
 
   // One node, two workers; worker w runs `txns` on its own keys, or the two
   // halves of a write skew on checking[7] and savings[7].
-  std::string write_run(const std::string& name, bool write_skew, size_t capacity = 1 << 20, bool both_workers = true) {
+  // truncate_at: the attempt (1..10) whose trace overflows, so that the
+  // recorder truncates there (0: none).
+  std::string write_run(const std::string& name, bool write_skew, uint32_t truncate_at = 0, bool both_workers = true) {
     const std::string d = dir_.path() + "/" + name;
     std::filesystem::create_directory(d);
     for (uint16_t w = 0; w < (both_workers ? 2 : 1); ++w) {
@@ -60,7 +63,6 @@ class RdtxCheck : public ::testing::Test {
       o.worker = w;
       o.cluster_nodes = 1;
       o.node_workers = 2;
-      o.capacity_bytes = capacity;
       o.names = {{"checking", "savings"}, {"WriteCheck"}, {"conflict"}};
       auto rec = Recorder::create(o);
       EXPECT_TRUE(rec.ok());
@@ -75,6 +77,8 @@ class RdtxCheck : public ::testing::Test {
         for (uint32_t i = 1; i <= 10; ++i) {
           t.begin(make_txn_id(0, w, 0, i), 0);
           t.read_modify_write(0, 100 + w, last, last);
+          if (i == truncate_at)
+            for (uint64_t k = 0; k < 4; ++k) t.read(1, k, kInitialVersion);  // one past the trace's 4
           last = {t.id(), 0};
           rec->commit(t);
         }
@@ -107,6 +111,28 @@ TEST_F(RdtxCheck, PrintsAnAnomalyAndExits1) {
   EXPECT_NE(o.out.find("NOT CERTIFIED serializable: 1 G2-item\n"), std::string::npos) << o.out;
 }
 
+TEST_F(RdtxCheck, ThreadsDoNotChangeTheReport) {
+  const std::string d = write_run("skew", true);
+  Output one = run({"--threads", "1", d}), two = run({"--threads=2", d});
+  EXPECT_EQ(one.status, 1);
+  EXPECT_EQ(two.status, 1);
+  auto findings = [](const std::string& out) { return out.substr(out.find("\nG2-item")); };
+  EXPECT_EQ(findings(one.out), findings(two.out));
+}
+
+TEST_F(RdtxCheck, ACorruptFileIsOneLineNamingItAndExits2) {
+  const std::string d = write_run("flip", false);
+  const std::string f = d + "/" + Recorder::file_name(0, 1);
+  {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(-40 + static_cast<std::streamoff>(offsetof(AccessRecord, key)), std::ios::end);
+    io.put('\x7f');  // the last access's key: only the checksum can tell
+  }
+  Output o = run({d});
+  EXPECT_EQ(o.status, 2) << o.out;
+  EXPECT_EQ(o.err.rfind("rdtx-check: " + f + ": checksum mismatch in the names or the log", 0), 0u) << o.err;
+}
+
 TEST_F(RdtxCheck, IsolationOption) {
   const std::string d = write_run("skew", true);
   EXPECT_EQ(run({"--isolation", "si", d}).status, 0);
@@ -115,8 +141,8 @@ TEST_F(RdtxCheck, IsolationOption) {
 }
 
 TEST_F(RdtxCheck, TruncatedHistoryNeedsAllowTruncated) {
-  // Room for 4 of the 10 transactions per worker.
-  const std::string d = write_run("trunc", false, 4 * (sizeof(TxnRecord) + sizeof(AccessRecord)));
+  // The fifth of the 10 transactions per worker is too large to record.
+  const std::string d = write_run("trunc", false, 5);
   Output o = run({d});
   EXPECT_EQ(o.status, 1) << o.out << o.err;
   EXPECT_NE(o.out.find("n0.w0: history truncated after 4 transactions (6 not recorded): cannot certify"),
@@ -140,7 +166,7 @@ TEST_F(RdtxCheck, FileErrorsAreOneLineAndExit2) {
   EXPECT_EQ(o.err, "rdtx-check: " + f + ": bad magic: not an rdtx history file\n");
   EXPECT_EQ(o.out, "");
 
-  Output missing = run({write_run("half", false, 1 << 20, false)});
+  Output missing = run({write_run("half", false, 0, false)});
   EXPECT_EQ(missing.status, 2);
   EXPECT_EQ(missing.err, "rdtx-check: incomplete history: no file of n0.w1 (node 0 has 2 workers)\n");
 
@@ -159,6 +185,7 @@ TEST_F(RdtxCheck, UsageErrors) {
        "--isolation: isolation level 'snapshot-ish' is not one of serializable, si, rc"},
       {{"--max-report", "many", "x"}, "--max-report: 'many' is not a whole number"},
       {{"--max-report", "2000000", "x"}, "--max-report: 2000000 is outside 0..1000000"},
+      {{"--threads", "2000", "x"}, "--threads: 2000 is outside 0..1024"},
       {{"--frobnicate", "x"}, "unknown option '--frobnicate'"},
       {{"x", "--json"}, "--json needs a value"},
   };

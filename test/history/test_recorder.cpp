@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "history/checker.hpp"
+#include "history/checksum.hpp"
 #include "history/reader.hpp"
 #include "history/recorder.hpp"
 #include "temp_dir.hpp"
@@ -134,12 +135,59 @@ TEST(Recorder, RecordingAllocatesNothing) {
   EXPECT_FALSE(rec.truncated());
 }
 
-TEST(Recorder, StopsWhenFullAndSaysSo) {
-  // Room for three 2-access attempts and a bit: the fourth does not fit, and
-  // neither is the fifth recorded although a 0-access record would fit.
+TEST(Recorder, StreamsAHistoryLargerThanItsBuffer) {
+  // A 4 KiB buffer (two 2 KiB halves) and about 1 MiB of history: it all
+  // streams to the file, half a buffer at a time, and certifies.
+  for (bool poll : {false, true}) {
+    Recorder rec = make(options(0, 0, 4096));
+    const RecorderOptions& o = rec.options();
+    TxnTrace t(8);
+    std::vector<Version> cur(5);
+    for (uint32_t i = 0; i < 10'000; ++i) {
+      const TxnId id = make_txn_id(o.node, o.worker, i % 3, 1 + i);
+      t.begin(id, 0);
+      t.read(1, i % 7, kInitialVersion);
+      t.read_modify_write(0, i % 5, cur[i % 5], cur[i % 5]);
+      cur[i % 5] = {id, 0};
+      rec.commit(t);
+      if (poll) rec.flush_pending();  // as the engine's poller does, between transactions
+      if (poll) EXPECT_FALSE(rec.write_pending());
+    }
+    EXPECT_FALSE(rec.truncated()) << rec.stream_error();
+    EXPECT_EQ(rec.txn_count(), 10'000u);
+    EXPECT_EQ(rec.dropped_txns(), 0u);
+    EXPECT_EQ(rec.bytes_used(), 10'000 * (sizeof(TxnRecord) + 2 * sizeof(AccessRecord)));
+    EXPECT_GE(rec.bytes_streamed(), rec.bytes_used() - 4096) << "all but the buffer is in the file";
+
+    TempDir dir;
+    const std::string path = dir.path() + "/" + Recorder::file_name(0, 0);
+    ASSERT_TRUE(rec.write_file(path).ok());
+    auto loaded = load_history({path});
+    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+    History mem;
+    ASSERT_TRUE(rec.append_to(mem).ok());
+    ASSERT_EQ(loaded->size(), 10'000u);
+    ASSERT_EQ(mem.size(), 10'000u);
+    for (size_t i = 0; i < mem.size(); ++i) {
+      ASSERT_EQ(loaded->txn(i).id, make_txn_id(0, 0, static_cast<uint32_t>(i % 3), static_cast<uint32_t>(1 + i)));
+      ASSERT_EQ(mem.txn(i).id, loaded->txn(i).id);
+      ASSERT_EQ(mem.accesses(i)[1].replaced_txn, loaded->accesses(i)[1].replaced_txn);
+    }
+    for (const History* h : {&*loaded, &mem}) {
+      auto r = check(*h);
+      ASSERT_TRUE(r.ok());
+      EXPECT_TRUE(r->certified) << format_report(*r, 3);
+      EXPECT_EQ(r->stats.committed, 10'000u);
+    }
+  }
+}
+
+TEST(Recorder, AnAttemptLargerThanHalfTheBufferTruncates) {
+  // Halves of three 2-access attempts and a bit: a 20-access attempt does
+  // not fit in one, and neither is a small one after it recorded.
   const size_t one = sizeof(TxnRecord) + 2 * sizeof(AccessRecord);
-  Recorder rec = make(options(0, 0, 3 * one + sizeof(TxnRecord)));
-  TxnTrace t(4);
+  Recorder rec = make(options(0, 0, 2 * (3 * one + sizeof(TxnRecord))));
+  TxnTrace t(32);
   for (uint32_t i = 1; i <= 4; ++i) {
     t.begin(make_txn_id(0, 0, 0, i), 0);
     t.read(0, i, kInitialVersion);
@@ -147,15 +195,19 @@ TEST(Recorder, StopsWhenFullAndSaysSo) {
     rec.commit(t);
   }
   t.begin(make_txn_id(0, 0, 0, 5), 0);
+  for (uint64_t k = 0; k < 20; ++k) t.read(0, 100 + k, kInitialVersion);
+  rec.commit(t);
+  t.begin(make_txn_id(0, 0, 0, 6), 0);
   rec.commit(t);
   EXPECT_TRUE(rec.truncated());
-  EXPECT_EQ(rec.txn_count(), 3u);
+  EXPECT_EQ(rec.txn_count(), 4u);
   EXPECT_EQ(rec.dropped_txns(), 2u);
-  EXPECT_EQ(rec.bytes_used(), 3 * one);
+  EXPECT_EQ(rec.bytes_used(), 4 * one);
 
   History h;
   ASSERT_TRUE(rec.append_to(h).ok());
   EXPECT_TRUE(h.truncated());
+  EXPECT_EQ(h.size(), 4u);
   auto r = check(h);
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->certified);
@@ -163,6 +215,29 @@ TEST(Recorder, StopsWhenFullAndSaysSo) {
   CheckOptions prefix;
   prefix.allow_truncated = true;
   EXPECT_TRUE(check(h, prefix)->certified);
+}
+
+TEST(Recorder, RefusesAnOverLargeCapacityBeforeAllocating) {
+  // history.capacity_mb = 30000 used to throw std::bad_alloc out of the
+  // engine; SIZE_MAX / 4 would throw (or be killed) wherever it is tried.
+  for (size_t capacity : {size_t{30000} << 20, SIZE_MAX / 4}) {
+    RecorderOptions o = options(0, 0, capacity);
+    Result<Recorder> r = Recorder::create(o);  // must not throw
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, EINVAL);
+    EXPECT_NE(r.error().message.find("history.capacity_mb"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("over the limit"), std::string::npos) << r.error().message;
+  }
+  EXPECT_TRUE(Recorder::create(options(0, 0, Recorder::kMaxCapacityBytes / 64)).ok());
+}
+
+TEST(Recorder, AStreamFileThatCannotBeCreatedIsAClearError) {
+  RecorderOptions o = options();
+  o.spill_dir = "/nonexistent-rdtx-dir";
+  Result<Recorder> r = Recorder::create(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("cannot create a stream file in /nonexistent-rdtx-dir"), std::string::npos)
+      << r.error().message;
 }
 
 TEST(Recorder, AnAttemptLargerThanItsTraceTruncates) {
@@ -188,7 +263,7 @@ TEST(Recorder, CreateRejectsBadOptions) {
   o.worker = 2;  // of 2
   EXPECT_NE(Recorder::create(o).error().message.find("worker 2, but the node has 2 workers"), std::string::npos);
   o = options();
-  o.capacity_bytes = 40;
+  o.capacity_bytes = 90;  // two halves of 45 bytes
   EXPECT_NE(Recorder::create(o).error().message.find("holds no transaction"), std::string::npos);
   o = options();
   o.names.types.push_back(std::string(300, 'x'));
@@ -310,8 +385,21 @@ class CorruptFile : public ::testing::Test {
     return p;
   }
 
-  // Writes the (corrupted) bytes and returns the reader's error.
-  std::string load_error() {
+  // Recomputes both checksums over the (changed) bytes, so that what is
+  // tested is the validation behind them.
+  void seal() {
+    if (bytes_.size() < sizeof(FileHeader)) return;
+    FileHeader h;
+    std::memcpy(&h, bytes_.data(), sizeof h);
+    h.body_crc = crc32c_extend(0, bytes_.data() + sizeof h, bytes_.size() - sizeof h);
+    h.header_crc = header_checksum(h);
+    std::memcpy(bytes_.data(), &h, sizeof h);
+  }
+
+  // Writes the (corrupted) bytes, with their checksums made to match
+  // unless `sealed` is false, and returns the reader's error.
+  std::string load_error(bool sealed = true) {
+    if (sealed) seal();
     const std::string p = write_bytes();
     auto r = load_history({p});
     EXPECT_FALSE(r.ok()) << "a corrupt file loaded";
@@ -334,8 +422,8 @@ TEST_F(CorruptFile, Header) {
   bytes_[0] = 'X';
   EXPECT_EQ(load_error(), "bad magic: not an rdtx history file");
   bytes_ = good;
-  put<uint32_t>(offsetof(FileHeader, format_version), 2);
-  EXPECT_EQ(load_error(), "format version 2, this reader knows version 1");
+  put<uint32_t>(offsetof(FileHeader, format_version), 1);
+  EXPECT_EQ(load_error(), "format version 1, this reader knows version 2");
   bytes_ = good;
   put<uint32_t>(offsetof(FileHeader, flags), 0x80);
   EXPECT_EQ(load_error(), "unknown flags 128 in the header");
@@ -349,6 +437,39 @@ TEST_F(CorruptFile, Header) {
   put<uint64_t>(offsetof(FileHeader, names_bytes), header_.names_bytes + 8);
   EXPECT_EQ(load_error(), "truncated file: the header announces " + std::to_string(bytes_.size() + 8) +
                               " bytes, the file has " + std::to_string(bytes_.size()));
+}
+
+TEST_F(CorruptFile, AFlippedByteFailsTheChecksum) {
+  // A key byte: no field check can tell (the sealed copy loads), only the
+  // checksum.
+  std::vector<char> good = bytes_;
+  bytes_[access(1) + offsetof(AccessRecord, key)] ^= 0x10;
+  EXPECT_EQ(load_error(false).rfind("checksum mismatch in the names or the log (CRC32C ", 0), 0u);
+  seal();
+  EXPECT_TRUE(load_history({write_bytes()}).ok()) << "a plausible key: only the checksum catches it";
+  // A name byte.
+  bytes_ = good;
+  bytes_[sizeof(FileHeader) + 8] ^= 1;
+  EXPECT_EQ(load_error(false).rfind("checksum mismatch in the names or the log", 0), 0u);
+  // The run id in the header.
+  bytes_ = good;
+  bytes_[offsetof(FileHeader, run_id)] ^= 1;
+  const std::string e = load_error(false);
+  EXPECT_EQ(e.rfind("header checksum mismatch (CRC32C ", 0), 0u) << e;
+  EXPECT_NE(e.find("the file is corrupt"), std::string::npos) << e;
+  // A damaged record that also fails validation is reported as damage.
+  bytes_ = good;
+  put<uint8_t>(access(0) + offsetof(AccessRecord, op), 9);
+  EXPECT_EQ(load_error(false).rfind("checksum mismatch in the names or the log", 0), 0u);
+}
+
+TEST_F(CorruptFile, DroppedWithoutTruncatedIsRejected) {
+  put<uint64_t>(offsetof(FileHeader, dropped_txns), 5);
+  EXPECT_EQ(load_error(),
+            "the header says 5 transactions were not recorded, but the history is not marked truncated");
+  put<uint32_t>(offsetof(FileHeader, flags), header_.flags | kFileTruncated);
+  seal();
+  EXPECT_TRUE(load_history({write_bytes()}).ok()) << "with the truncated flag, dropped attempts are fine";
 }
 
 TEST_F(CorruptFile, TruncatedOrExtended) {
@@ -426,6 +547,7 @@ TEST_F(CorruptFile, RandomDamageNeverCrashes) {
       for (int n = 1 + static_cast<int>(rng() % 4); n > 0; --n)
         bytes_[rng() % bytes_.size()] = static_cast<char>(rng());
     }
+    if (i % 2 == 0) seal();  // half of them past the checksums, into the validation
     const std::string p = write_bytes();
     auto h = load_history({p});
     std::filesystem::remove(p);
