@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(
   g++ meson ninja-build pkg-config git python3
-  libdpdk-dev libibverbs-dev libtbb-dev libtomlplusplus-dev
+  libdpdk-dev libibverbs-dev libtbb-dev libtomlplusplus-dev libisal-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-matplotlib dpdk-dev
 )

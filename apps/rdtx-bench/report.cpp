@@ -301,7 +301,7 @@ void print_report(std::FILE* out, const Report& rep) {
   }
   if (const HistoryResult* h = rep.history; h && h->recorded) {
     std::fprintf(out, "history       %14s txns, %s accesses recorded%s%s%s\n", grouped(h->txns).c_str(),
-                 grouped(h->accesses).c_str(), h->truncated ? " (TRUNCATED: raise history.capacity_mb)" : "",
+                 grouped(h->accesses).c_str(), h->truncated ? " (TRUNCATED: an attempt larger than half of history.capacity_mb, or a write error)" : "",
                  h->dir.empty() ? "" : ", written to ", h->dir.c_str());
     if (h->checked) {
       const auto& st = h->report.stats;

@@ -48,8 +48,9 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   schema.add_bool("history.record", false,
                   "record every committed attempt's reads and writes (adds a hidden writer id to each tuple)");
   schema.add_bool("history.record_aborted", false, "also record aborted attempts with their abort reason");
-  schema.add_int("history.capacity_mb", 256, 1, 1 << 16,
-                 "history buffer per worker (MiB); when full, recording stops and the history is truncated");
+  schema.add_int("history.capacity_mb", 16, 1, 1024,
+                 "history buffer per worker (MiB, two halves); the history streams through it to a file, so it "
+                 "bounds memory, not the history");
   schema.add_check([](const config::Config& cfg) -> std::string {
     if (cfg.get_bool("history.record_aborted") && !cfg.get_bool("history.record"))
       return "history.record_aborted = true (" + cfg.origin("history.record_aborted") +
