@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "cluster/bootstrap.hpp"
+#include "cluster/bootstrap_wire.hpp"
+#include "cluster/wire_codec.hpp"
 
 using namespace rdtx;
 using cluster::Bootstrap;
@@ -731,4 +733,176 @@ TEST(Bootstrap, PeerGoneBeforeTheMonitorStartsIsAFailure) {
   nodes[1].b->start_monitor();
   EXPECT_TRUE(wait_for([&] { return nodes[0].b->failed() && nodes[1].b->failed(); }, 2000));
   EXPECT_TRUE(lost(nodes[1].b->failure(), "node 2 (" + addr(ports[2]) + ")"));
+}
+
+// --- the wire codec and the message decoders (no sockets) ---
+
+namespace {
+
+struct Words {  // a "word struct", like stats::Histogram
+  uint64_t a[3] = {};
+  uint64_t b = 0;
+};
+
+Blob bytes_of(std::initializer_list<int> v) {
+  Blob b;
+  for (int x : v) b.push_back(std::byte(static_cast<uint8_t>(x)));
+  return b;
+}
+
+}  // namespace
+
+TEST(WireCodec, IntegersAreBigEndianWhateverTheHost) {
+  cluster::WireWriter w;
+  w.u16(0x0102);
+  w.u32(0x03040506);
+  w.put<int64_t>(-2);
+  w.put<uint8_t>(0xff);
+  EXPECT_EQ(w.take(), bytes_of({1, 2, 3, 4, 5, 6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe, 0xff}));
+  Blob b = bytes_of({1, 2, 3, 4, 5, 6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe});
+  cluster::WireReader r(b);
+  EXPECT_EQ(r.u16(), 0x0102);
+  EXPECT_EQ(r.u32(), 0x03040506u);
+  EXPECT_EQ(r.get<int64_t>(), -2);
+  EXPECT_TRUE(r.done());
+}
+
+TEST(WireCodec, WordStructsArraysStringsAndVectorsRoundTrip) {
+  Words in{{1, 0x0102030405060708ull, UINT64_MAX}, 42};
+  uint64_t arr[2] = {7, 8};
+  std::vector<Words> vec{in, Words{}};
+  cluster::WireWriter w;
+  w.put(in);
+  w.put(arr);
+  w.put_vector(vec);
+  w.str16("run");
+  w.str32("a longer text");
+  w.blob(pattern(1, 33));
+  Blob b = w.take();
+  // Each word big-endian: the second word of `in` starts at byte 8.
+  EXPECT_EQ(Blob(b.begin() + 8, b.begin() + 16), bytes_of({1, 2, 3, 4, 5, 6, 7, 8}));
+  cluster::WireReader r(b);
+  Words out;
+  uint64_t arr_out[2] = {};
+  std::vector<Words> vec_out;
+  ASSERT_TRUE(r.get(&out));
+  ASSERT_TRUE(r.get(&arr_out));
+  ASSERT_TRUE(r.get_vector(&vec_out));
+  EXPECT_EQ(std::memcmp(&out, &in, sizeof in), 0);
+  EXPECT_EQ(arr_out[0], 7u);
+  EXPECT_EQ(arr_out[1], 8u);
+  ASSERT_EQ(vec_out.size(), 2u);
+  EXPECT_EQ(vec_out[0].a[1], in.a[1]);
+  EXPECT_EQ(r.str16(), "run");
+  EXPECT_EQ(r.str32(), "a longer text");
+  auto blob = r.blob();
+  EXPECT_EQ(Blob(blob.begin(), blob.end()), pattern(1, 33));
+  EXPECT_TRUE(r.done());
+}
+
+TEST(WireCodec, ShortReadsFailForGoodAndLeaveTheTargetAlone) {
+  cluster::WireWriter w;
+  w.u32(5);
+  w.text("abc");  // a str32 of 5 bytes with only 3 there
+  Blob b = w.take();
+  cluster::WireReader r(b);
+  EXPECT_EQ(r.str32(), "");
+  EXPECT_FALSE(r.ok());
+  uint64_t v = 99;
+  EXPECT_FALSE(r.get(&v));
+  EXPECT_EQ(v, 99u);
+  EXPECT_EQ(r.u8(), 0);
+  EXPECT_FALSE(r.done());
+  // An empty message, and a message with a byte too many.
+  cluster::WireReader empty{std::span<const std::byte>{}};
+  EXPECT_EQ(empty.u64(), 0u);
+  EXPECT_FALSE(empty.ok());
+  Blob extra = bytes_of({0, 0, 0, 1, 9});
+  cluster::WireReader r2(extra);
+  EXPECT_EQ(r2.u32(), 1u);
+  EXPECT_TRUE(r2.ok());
+  EXPECT_FALSE(r2.done());
+}
+
+TEST(WireCodec, VectorCountsAreCheckedBeforeAllocating) {
+  // Four billion 8-byte elements claimed, eight bytes there: refused at
+  // once (a resize first would try to allocate 32 GiB).
+  Blob b = bytes_of({0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4, 5, 6, 7, 8});
+  cluster::WireReader r(b);
+  std::vector<uint64_t> v;
+  EXPECT_FALSE(r.get_vector(&v));
+  EXPECT_TRUE(v.empty());
+  EXPECT_FALSE(r.ok());
+  // Within the bytes but above the caller's limit.
+  cluster::WireWriter w;
+  w.put_vector(std::vector<uint32_t>{1, 2, 3});
+  Blob three = w.take();
+  cluster::WireReader r2(three);
+  EXPECT_FALSE(r2.get_vector(&v, 2));
+  cluster::WireReader r3(three);
+  std::vector<uint32_t> ok;
+  EXPECT_TRUE(r3.get_vector(&ok, 3));
+  EXPECT_EQ(ok, (std::vector<uint32_t>{1, 2, 3}));
+}
+
+TEST(BootstrapWire, DecodersRejectMalformedPayloads) {
+  namespace d = cluster::detail;
+  const Blob hello = d::encode_hello({3, 0x1122334455667788ull, "run-a"});
+  auto h = d::decode_hello(hello);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->nodes, 3u);
+  EXPECT_EQ(h->run_id, "run-a");
+  for (size_t cut = 0; cut < hello.size(); ++cut)
+    EXPECT_FALSE(d::decode_hello(std::span(hello).first(cut))) << "a hello cut at " << cut;
+  Blob longer = hello;
+  longer.push_back(std::byte{0});
+  EXPECT_FALSE(d::decode_hello(longer));
+
+  // A config claiming more pairs than its bytes can hold; a value cut short.
+  EXPECT_FALSE(d::decode_config(bytes_of({0x7f, 0xff, 0xff, 0xff})));
+  Blob config = d::encode_config({{"a", "1"}, {"b", "22"}});
+  ASSERT_TRUE(d::decode_config(config));
+  config.pop_back();
+  EXPECT_FALSE(d::decode_config(config));
+
+  // all_gather results: another node count, a blob longer than the rest.
+  Blob blobs = d::encode_blobs({pattern(0, 5), {}, pattern(2, 7)});
+  ASSERT_TRUE(d::decode_blobs(blobs, 3));
+  EXPECT_EQ((*d::decode_blobs(blobs, 3))[2], pattern(2, 7));
+  EXPECT_FALSE(d::decode_blobs(blobs, 2));
+  blobs.pop_back();
+  EXPECT_FALSE(d::decode_blobs(blobs, 3));
+
+  EXPECT_FALSE(d::decode_abort(bytes_of({0, 0})));
+  auto abort = d::decode_abort(d::encode_abort(Error{0, "why"}));
+  ASSERT_TRUE(abort);
+  EXPECT_EQ(abort->code, ECONNABORTED);  // an errno of 0 is no errno
+  EXPECT_EQ(abort->message, "why");
+
+  EXPECT_FALSE(d::parse_op(bytes_of({0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 9, 'x'})).ok);  // name cut short
+  const Blob header = d::op_header(d::OpKind::kBarrier, "loaded", 4);  // parse_op returns views into it
+  auto op = d::parse_op(header);
+  EXPECT_TRUE(op.ok && op.is(4, d::OpKind::kBarrier, "loaded"));
+}
+
+TEST(BootstrapWire, FramesAreValidatedBeforeTheirPayloadIsRead) {
+  namespace d = cluster::detail;
+  auto take = [](const Blob& in, std::string* why) {
+    size_t off = 0;
+    d::Frame f;
+    return d::take_frame(in, off, 100, f, *why);
+  };
+  std::string why;
+  EXPECT_EQ(take(d::make_frame(d::kContrib, 1, pattern(0, 100)), &why), 1) << why;
+  EXPECT_EQ(take(d::make_frame(d::kHeartbeat, 1, pattern(0, 101)), &why), -1);
+  EXPECT_NE(why.find("more than the limit of 100"), std::string::npos) << why;
+  Blob partial = d::make_frame(d::kHeartbeat, 1, pattern(0, 10));
+  partial.pop_back();
+  EXPECT_EQ(take(partial, &why), 0);  // more bytes needed
+  EXPECT_EQ(take(bytes_of({'G', 'E', 'T', ' '}), &why), -1);  // bad magic after four bytes
+  EXPECT_NE(why.find("bad magic 0x47455420"), std::string::npos) << why;
+  Blob unknown = d::make_frame(d::kHeartbeat, 1, {});
+  unknown[7] = std::byte{99};
+  EXPECT_EQ(take(unknown, &why), -1);
+  EXPECT_NE(why.find("unknown message type 99"), std::string::npos) << why;
 }
