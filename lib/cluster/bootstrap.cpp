@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "cluster/bootstrap_impl.hpp"
+#include "runtime/shutdown.hpp"
 
 namespace rdtx::cluster {
 
@@ -64,6 +65,8 @@ using namespace detail;
 Bootstrap::Impl::Impl(BootstrapOptions opts) : o(std::move(opts)) {
   n = static_cast<uint32_t>(o.nodes.size());
   fp = fingerprint(o.nodes);
+  token = detail::run_token(n, fp, o.run_id);
+  if (!o.stop_signal) o.stop_signal = runtime::shutdown_signal;
   tick_ms = static_cast<int64_t>(std::clamp<uint64_t>(std::min(o.heartbeat_ms, o.peer_dead_ms / 4), 1, 100));
   peers.resize(n);
   for (uint32_t i = 0; i < n; ++i) {
@@ -151,6 +154,15 @@ void Bootstrap::Impl::dispatch_locked(Peer& p, Frame f) {
       if (o.self != 0) break;
       p.inbox.push_back(std::move(f));
       return;
+    case kStop: {
+      if (o.self != 0) break;
+      auto sig = decode_stop(f.payload);
+      if (!sig) return bad_message_locked(p, "a stop notice of " + std::to_string(f.payload.size()) + " bytes");
+      // It exits next: that is no further failure.
+      p.said_off = true;
+      fail_locked(stopped_error(p.id, *sig));
+      return;
+    }
     case kWelcome:
     case kResult:
       if (o.self == 0) break;
@@ -223,6 +235,7 @@ void Bootstrap::Impl::step(int64_t deadline, bool monitor) {
     return;
   }
   std::lock_guard lk(mu);
+  check_stop_locked();
   if (pfds[0].revents) {
     char buf[64];
     while (::read(wake[0], buf, sizeof buf) > 0) {
@@ -282,6 +295,7 @@ Bootstrap::~Bootstrap() {
 uint32_t Bootstrap::self() const { return impl_->o.self; }
 uint32_t Bootstrap::nodes() const { return impl_->n; }
 const NodeAddress& Bootstrap::address(uint32_t node) const { return impl_->o.nodes.at(node); }
+uint64_t Bootstrap::run_token() const { return impl_->token; }
 
 bool Bootstrap::failed() const { return impl_->failed.load(std::memory_order_acquire); }
 

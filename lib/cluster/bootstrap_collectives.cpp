@@ -49,6 +49,17 @@ Result<std::vector<std::vector<std::byte>>> Bootstrap::Impl::root_collect(OpKind
   const std::string op = describe(static_cast<uint8_t>(kind), what);
   const uint64_t s = ++seq;
   const int64_t deadline = now_ms() + static_cast<int64_t>(o.op_timeout_ms);
+  {
+    // A signal already caught ends the run before this node takes part;
+    // fail() sends the abort messages on their way.
+    std::unique_lock lk(mu);
+    check_stop_locked();
+    if (failed.load(std::memory_order_relaxed)) {
+      Error e = failure;
+      lk.unlock();
+      return fail(std::move(e));
+    }
+  }
   wait_until(
       [&] {
         if (failed.load(std::memory_order_relaxed)) return true;
@@ -58,7 +69,13 @@ Result<std::vector<std::vector<std::byte>>> Bootstrap::Impl::root_collect(OpKind
       },
       deadline);
   std::unique_lock lk(mu);
-  if (failed.load(std::memory_order_relaxed)) return failure;
+  if (failed.load(std::memory_order_relaxed)) {
+    // A failure seen while waiting (a stop notice, a lost peer): its abort
+    // messages go out now, not only when this Bootstrap is destroyed.
+    Error e = failure;
+    lk.unlock();
+    return fail(std::move(e));
+  }
   std::vector<std::vector<std::byte>> blobs(n);
   blobs[0].assign(mine.begin(), mine.end());
   std::optional<Error> err;
@@ -132,7 +149,16 @@ Result<std::vector<std::byte>> Bootstrap::Impl::exchange(OpKind kind, std::strin
   const int64_t deadline = now_ms() + static_cast<int64_t>(wait_ms);
   Peer& root = peers[0];
   {
-    std::lock_guard lk(mu);
+    std::unique_lock lk(mu);
+    // A signal already caught: node 0 gets the stop notice (sent now, by
+    // fail()), not a contribution that would let the others complete the
+    // operation.
+    check_stop_locked();
+    if (stop_seen && failed.load(std::memory_order_relaxed)) {
+      Error e = failure;
+      lk.unlock();
+      return fail(std::move(e));
+    }
     if (failed.load(std::memory_order_relaxed)) return failure;
     auto payload = op_header(kind, what, s);
     if (payload.size() + mine.size() > kMaxPayload) {

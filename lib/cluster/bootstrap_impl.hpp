@@ -8,7 +8,7 @@
 //   bootstrap_join.cpp          connect(): options, listening, node 0 accepting
 //                               hellos, the other nodes joining node 0
 //   bootstrap_collectives.cpp   all_gather, gather, barrier, agree
-//   bootstrap_monitor.cpp       heartbeats, dead and silent peers
+//   bootstrap_monitor.cpp       heartbeats, dead and silent peers, stop signals
 //
 // Locking: `mu` guards the peers, the failure and the I/O thread's state.
 // The thread that runs step() (the monitor thread while it runs, else the
@@ -85,6 +85,7 @@ struct Bootstrap::Impl {
   BootstrapOptions o;
   uint32_t n = 0;
   uint64_t fp = 0;
+  uint64_t token = 0;     // run_token() of this node's options
   int64_t tick_ms = 100;  // monitor poll period
   int listen_fd = -1;
   int wake[2] = {-1, -1};  // a write to wake[1] interrupts the monitor thread's poll()
@@ -96,7 +97,8 @@ struct Bootstrap::Impl {
   bool io_running = false;
   std::atomic<bool> io_stop{false};
   int64_t next_heartbeat = 0;
-  uint64_t seq = 0;  // collectives so far; only the owner thread touches it
+  bool stop_seen = false;  // o.stop_signal reported a signal (acted on once)
+  uint64_t seq = 0;        // collectives so far; only the owner thread touches it
   // Set once, after `failure` is written under mu (release); failed() reads
   // it lock-free (acquire).
   std::atomic<bool> failed{false};
@@ -142,6 +144,10 @@ struct Bootstrap::Impl {
   // --- joining (bootstrap_join.cpp) ---
   Result<void> open();
   Result<void> listen_self();
+  // Why a well-formed hello is a stranger's (another run token), or nullopt.
+  std::optional<std::string> foreign_run(const detail::Hello& h) const;
+  // A hello of this run that cannot join (id out of range, 0, or taken):
+  // fatal, since a node of this run is misconfigured.
   std::optional<Error> check_hello(uint32_t id, const detail::Hello& h, const std::string& from) const;
   Result<void> accept_joiners(int64_t deadline);
   int try_connect(int64_t deadline, std::string& why);
@@ -156,6 +162,10 @@ struct Bootstrap::Impl {
 
   // --- the peer monitor (bootstrap_monitor.cpp) ---
   void monitor_tick_locked();
+  // Polls o.stop_signal; on a signal, tells node 0 (from a joiner) and
+  // fails the run with stopped_error(o.self, signal).
+  void check_stop_locked();
+  Error stopped_error(uint32_t node, int signal) const;
 };
 
 template <typename Pred>

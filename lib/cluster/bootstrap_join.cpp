@@ -146,32 +146,30 @@ Result<void> Bootstrap::Impl::listen_self() {
                     std::strerror(err));
 }
 
-// A valid hello from a stranger: is it a node of this run?
+std::optional<std::string> Bootstrap::Impl::foreign_run(const Hello& h) const {
+  if (h.token == token) return std::nullopt;
+  char buf[160];
+  if (h.nodes != n)
+    return "it was started with " + std::to_string(h.nodes) + " nodes, node 0 with " + std::to_string(n);
+  if (h.fingerprint != fp) {
+    std::snprintf(buf, sizeof buf, "it has a different node list (fingerprint %016llx, node 0 has %016llx)",
+                  static_cast<unsigned long long>(h.fingerprint), static_cast<unsigned long long>(fp));
+    return buf;
+  }
+  if (h.run_id != o.run_id) return "it has run id '" + h.run_id + "', node 0 has '" + o.run_id + "'";
+  std::snprintf(buf, sizeof buf, "its run token is %016llx, node 0's %016llx", static_cast<unsigned long long>(h.token),
+                static_cast<unsigned long long>(token));
+  return buf;
+}
+
 std::optional<Error> Bootstrap::Impl::check_hello(uint32_t id, const Hello& h, const std::string& from) const {
-  const uint32_t nodes = h.nodes;
-  const uint64_t their_fp = h.fingerprint;
-  const std::string& run = h.run_id;
-  std::string node = "node " + std::to_string(id) + " (connecting from " + from + ")";
-  char buf[256];
-  if (nodes != n)
-    return Error{EINVAL, "bootstrap: " + node + " was started with " + std::to_string(nodes) + " nodes, node 0 with " +
-                             std::to_string(n)};
+  (void)h;  // its token matched: the rest of it agrees with node 0's
   if (id >= n)
     return Error{EINVAL, "bootstrap: a peer at " + from + " claims node id " + std::to_string(id) +
                              ", out of range for " + std::to_string(n) + " nodes (0.." + std::to_string(n - 1) + ")"};
   if (id == 0)
     return Error{EINVAL, "bootstrap: a peer at " + from + " claims node id 0, which is " + peers[0].addr +
                              " itself (two processes started as node 0?)"};
-  if (their_fp != fp) {
-    std::snprintf(buf, sizeof buf,
-                  " has a different node list than node 0 (fingerprint %016llx vs %016llx): "
-                  "start every node with the same list",
-                  static_cast<unsigned long long>(their_fp), static_cast<unsigned long long>(fp));
-    return Error{EINVAL, "bootstrap: " + node + buf};
-  }
-  if (run != o.run_id)
-    return Error{EINVAL,
-                 "bootstrap: " + node + " has run id '" + std::string(run) + "', node 0 has '" + o.run_id + "'"};
   if (peers[id].joined)
     return Error{EINVAL, "bootstrap: node " + std::to_string(id) + " joined twice, from " + peers[id].remote +
                              " and from " + from + " (two processes started as node " + std::to_string(id) + "?)"};
@@ -207,6 +205,16 @@ Result<void> Bootstrap::Impl::accept_joiners(int64_t deadline) {
       return std::nullopt;
     }
     if (r == 0) return std::nullopt;
+    if (auto foreign = foreign_run(*h)) {
+      // Told why, so that a misconfigured process gives up at once with
+      // node 0's reason instead of waiting for a welcome that never comes.
+      Error e{EINVAL, "bootstrap: " + who(0) + " refused node " + std::to_string(f.from) + " (connecting from " +
+                          q.remote + ") as not a node of its run: " + *foreign};
+      auto frame = make_frame(kAbort, 0, encode_abort(e));
+      (void)!::send(q.fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      drop(i, "a hello from another run (node " + std::to_string(f.from) + "): " + *foreign);
+      return std::nullopt;
+    }
     if (auto e = check_hello(f.from, *h, q.remote)) {
       auto frame = make_frame(kAbort, 0, encode_abort(*e));
       (void)!::send(q.fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -229,6 +237,15 @@ Result<void> Bootstrap::Impl::accept_joiners(int64_t deadline) {
     return fail(std::move(e));
   };
   while (joined + 1 < n) {
+    {
+      std::unique_lock lk(mu);
+      check_stop_locked();
+      if (failed.load(std::memory_order_relaxed)) {
+        Error e = failure;
+        lk.unlock();
+        return abort(std::move(e));
+      }
+    }
     int64_t now = now_ms();
     if (now >= deadline) {
       std::vector<uint32_t> missing;
@@ -293,7 +310,7 @@ Result<void> Bootstrap::Impl::accept_joiners(int64_t deadline) {
   {
     std::lock_guard lk(mu);
     for (Peer& p : peers)
-      if (p.joined) queue_locked(p, kWelcome, {});
+      if (p.joined) queue_locked(p, kWelcome, encode_welcome(token));
   }
   if (!flush(now_ms() + static_cast<int64_t>(o.op_timeout_ms))) {
     for (Peer& p : peers)
@@ -374,7 +391,7 @@ Result<void> Bootstrap::Impl::join_root(int64_t deadline) {
     root.joined = true;
     root.remote = peer_text(fd);
     root.last_rx = now_ms();
-    queue_locked(root, kHello, encode_hello(Hello{n, fp, o.run_id}));
+    queue_locked(root, kHello, encode_hello(Hello{token, n, fp, o.run_id}));
   }
   wait_until([&] { return failed.load(std::memory_order_relaxed) || !root.inbox.empty() || root.fd < 0; },
              answer_deadline);
@@ -394,6 +411,15 @@ Result<void> Bootstrap::Impl::join_root(int64_t deadline) {
     Error e{EPROTO, "bootstrap: " + who(0) + " sent an invalid message: type " + std::to_string(f.type) +
                         " instead of the welcome"};
     fail_locked(e);
+    return failure;
+  }
+  if (auto theirs = decode_welcome(f.payload); !theirs || *theirs != token) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, " sent a welcome for another run (run token %016llx, %s has %016llx)",
+                  static_cast<unsigned long long>(theirs.value_or(0)), me().c_str(),
+                  static_cast<unsigned long long>(token));
+    fail_locked(
+        Error{EPROTO, "bootstrap: " + who(0) + (theirs ? buf : " sent an invalid message: a malformed welcome")});
     return failure;
   }
   return {};

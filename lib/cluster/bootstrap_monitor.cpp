@@ -1,7 +1,9 @@
 // The peer monitor: while it runs, a thread owns the sockets (step() with
 // monitor = true), sends a heartbeat to every monitoring peer each
 // heartbeat_ms, and declares a peer dead when its connection ends or it is
-// silent longer than peer_dead_ms (doc/bootstrap.md, "Liveness").
+// silent longer than peer_dead_ms (doc/bootstrap.md, "Liveness"). And stop
+// signals: a node that a signal stops tells the run so, rather than leaving
+// its peers to find it gone or late (doc/bootstrap.md, "Signals").
 #include <cstdio>
 
 #include "cluster/bootstrap_impl.hpp"
@@ -28,6 +30,22 @@ void Bootstrap::Impl::monitor_tick_locked() {
     close_locked(p, "was silent too long");
     fail_locked(std::move(e));
   }
+}
+
+Error Bootstrap::Impl::stopped_error(uint32_t node, int signal) const {
+  return Error{ECANCELED, "bootstrap: " + who(node) + " stopped by " + signal_name(signal)};
+}
+
+void Bootstrap::Impl::check_stop_locked() {
+  if (stop_seen || failed.load(std::memory_order_relaxed)) return;
+  const int sig = o.stop_signal();
+  if (sig <= 0) return;
+  stop_seen = true;
+  // Node 0 forwards the failure to everybody (fail_locked); a joiner has
+  // only node 0 to tell. Its notice goes out with the next flush: a
+  // collective's, or the destructor's.
+  if (o.self != 0) queue_locked(peers[0], kStop, encode_stop(std::min(sig, kMaxSignal)));
+  fail_locked(stopped_error(o.self, sig));
 }
 
 void Bootstrap::start_monitor() {

@@ -1,5 +1,7 @@
 #include "cluster/bootstrap_wire.hpp"
 
+#include <signal.h>
+
 #include <cstdio>
 
 namespace rdtx::cluster::detail {
@@ -61,6 +63,7 @@ int take_frame(const std::vector<std::byte>& in, size_t& off, uint32_t max_paylo
 
 std::vector<std::byte> encode_hello(const Hello& h) {
   WireWriter w;
+  w.u64(h.token);
   w.u32(h.nodes);
   w.u64(h.fingerprint);
   w.str16(h.run_id);
@@ -70,11 +73,57 @@ std::vector<std::byte> encode_hello(const Hello& h) {
 std::optional<Hello> decode_hello(std::span<const std::byte> payload) {
   WireReader r(payload);
   Hello h;
+  h.token = r.u64();
   h.nodes = r.u32();
   h.fingerprint = r.u64();
   h.run_id = std::string(r.str16());
   if (!r.done()) return std::nullopt;
   return h;
+}
+
+std::vector<std::byte> encode_welcome(uint64_t token) {
+  WireWriter w;
+  w.u64(token);
+  return w.take();
+}
+
+std::optional<uint64_t> decode_welcome(std::span<const std::byte> payload) {
+  WireReader r(payload);
+  const uint64_t token = r.u64();
+  if (!r.done()) return std::nullopt;
+  return token;
+}
+
+std::vector<std::byte> encode_stop(int signal) {
+  WireWriter w;
+  w.u32(static_cast<uint32_t>(signal));
+  return w.take();
+}
+
+std::optional<int> decode_stop(std::span<const std::byte> payload) {
+  WireReader r(payload);
+  const uint32_t sig = r.u32();
+  if (!r.done() || sig == 0 || sig > kMaxSignal) return std::nullopt;
+  return static_cast<int>(sig);
+}
+
+std::string signal_name(int signal) {
+  switch (signal) {
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGQUIT:
+      return "SIGQUIT";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGUSR2:
+      return "SIGUSR2";
+    default:
+      return "signal " + std::to_string(signal);
+  }
 }
 
 std::vector<std::byte> encode_abort(const Error& e) {
@@ -101,6 +150,19 @@ uint64_t fingerprint(const std::vector<NodeAddress>& nodes) {
       h *= 0x100000001b3ull;
     }
   }
+  return h;
+}
+
+uint64_t run_token(uint32_t nodes, uint64_t fingerprint, std::string_view run_id) {
+  char head[80];
+  std::snprintf(head, sizeof head, "rdtx-run v%u %u %016llx ", kVersion, nodes,
+                static_cast<unsigned long long>(fingerprint));
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (std::string_view part : {std::string_view(head), run_id})
+    for (unsigned char c : part) {
+      h ^= c;
+      h *= 0x100000001b3ull;
+    }
   return h;
 }
 
