@@ -396,7 +396,13 @@ Result<void> Bootstrap::Impl::join_root(int64_t deadline) {
   wait_until([&] { return failed.load(std::memory_order_relaxed) || !root.inbox.empty() || root.fd < 0; },
              answer_deadline);
   std::unique_lock lk(mu);
-  if (failed.load(std::memory_order_relaxed)) return failure;
+  if (failed.load(std::memory_order_relaxed)) {
+    // A signal while waiting: its stop notice leaves now, since no
+    // Bootstrap (whose destructor would flush it) comes of this connect().
+    Error e = failure;
+    lk.unlock();
+    return fail(std::move(e));
+  }
   if (root.inbox.empty()) {
     Error e = root.fd < 0
                   ? Error{ECONNRESET, "bootstrap: " + who(0) + " " + root.gone + " during the handshake of " + me()}
