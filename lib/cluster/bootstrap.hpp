@@ -31,6 +31,12 @@
 // monitoring at about the same time, and end the monitored phase with a
 // barrier before stop_monitor().
 //
+// Signals: whenever it does I/O (the monitor thread, a collective, node 0
+// waiting for joiners) the Bootstrap polls options.stop_signal. Once that
+// reports a signal, the run fails on every node with "bootstrap: node N
+// (host:port) stopped by SIGTERM": a node other than 0 sends node 0 a stop
+// notice, and node 0 forwards the failure to all, as with any failure.
+//
 // Thread-safety: connect(), the collectives, start_monitor() and
 // stop_monitor() are called from one thread at a time (the owner).
 // failed() and failure() may be called from any thread. The collectives
@@ -39,6 +45,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -57,13 +64,22 @@ struct NodeAddress {
 };
 
 struct BootstrapOptions {
-  uint32_t self = 0;                    // this process's node id
-  std::vector<NodeAddress> nodes;       // every node of the run, ids 0..n-1 (any order)
-  std::string run_id;                   // optional: nodes whose run ids differ refuse each other
+  uint32_t self = 0;               // this process's node id
+  std::vector<NodeAddress> nodes;  // every node of the run, ids 0..n-1 (any order)
+  // Optional, part of the run token: nodes whose run ids differ refuse each
+  // other. Launchers that start several runs on the same ports (sweeps) pass
+  // a value unique to each run, so that a straggler of an earlier run is
+  // refused rather than taken for a node of this one.
+  std::string run_id;
   uint64_t connect_timeout_ms = 30000;  // how long to wait for every peer to appear
   uint64_t op_timeout_ms = 10000;       // each collective (all_gather, gather, barrier, agree)
   uint64_t heartbeat_ms = 200;          // heartbeat period while monitoring
   uint64_t peer_dead_ms = 2000;         // silence after which a peer is declared dead (>= 2 heartbeats)
+  // Polled (under the Bootstrap's lock, so it must be quick and must not
+  // call back) whenever the Bootstrap does I/O: the number of the signal
+  // that asked this process to stop, 0 while none did. Empty: the one
+  // rdtx's signal handlers record, runtime::shutdown_signal().
+  std::function<int()> stop_signal;
 };
 
 class Bootstrap {
@@ -75,8 +91,11 @@ class Bootstrap {
   // another cluster size, node list, run id, an out-of-range or duplicate id
   // (EINVAL, reported on node 0 and on the nodes already connected).
   // Connections to node 0 that do not speak this protocol (port scanners,
-  // garbage, another protocol version) are dropped with a warning and do not
-  // stop the run; the last one dropped is named in a later timeout error.
+  // garbage, another protocol version) or say hello with another run token
+  // (another cluster size, node list or run id) are dropped with a warning
+  // and do not stop the run; the last one dropped is named in a later
+  // timeout error. A node refused so fails at once (EINVAL) with node 0's
+  // reason. A signal (stop_signal) while connecting fails with ECANCELED.
   static Result<std::unique_ptr<Bootstrap>> connect(BootstrapOptions options);
   ~Bootstrap();
   Bootstrap(const Bootstrap&) = delete;
@@ -85,6 +104,8 @@ class Bootstrap {
   uint32_t self() const;
   uint32_t nodes() const;
   const NodeAddress& address(uint32_t node) const;
+  // This run's token (doc/bootstrap.md, "The run token").
+  uint64_t run_token() const;
 
   // Every node contributes a blob (any size, empty included); every node
   // receives all blobs indexed by node id. `what` names the exchange in
@@ -105,7 +126,8 @@ class Bootstrap {
 
   // Collective errors: a node not reaching the operation within op_timeout_ms
   // (ETIMEDOUT), closing its connection during it (ECONNRESET), being in
-  // another operation (EPROTO), an invalid message (EPROTO); each names the
+  // another operation (EPROTO), an invalid message (EPROTO), stopped by a
+  // signal (ECANCELED); each names the
   // node, its address and the operation, e.g. "bootstrap: node 1
   // (127.0.0.1:7001) closed the connection during barrier 'loaded'".
 
@@ -113,7 +135,8 @@ class Bootstrap {
   void start_monitor();
   // Stops it, and tells the peers that this node leaves the monitored phase.
   void stop_monitor();
-  // True once a peer was lost or the run was aborted; lock-free.
+  // True once a peer was lost, a node was stopped by a signal, or the run was
+  // aborted; lock-free.
   bool failed() const;
   // Why (the node and its address); empty while !failed().
   std::string failure() const;

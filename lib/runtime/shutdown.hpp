@@ -10,6 +10,9 @@ namespace rdtx::runtime {
 void install_signal_handlers();
 void request_shutdown();
 bool shutdown_requested();
+// The signal that requested the shutdown (SIGINT, SIGTERM), 0 if none did
+// (no request, or request_shutdown()).
+int shutdown_signal();
 // Clears a previous request (tests that run several loops in one process).
 void reset_shutdown();
 

@@ -16,6 +16,7 @@
 
 #include <string>
 
+#include "cluster/wire_codec.hpp"
 #include "env/telemetry.hpp"
 #include "env/tsc.hpp"
 #include "runtime/shutdown.hpp"
@@ -198,50 +199,10 @@ std::vector<env::TelemetryCommand> register_telemetry(const std::vector<std::uni
   return cmds;
 }
 
-// Byte encoding of what node 0 gathers from the others (the same build runs
-// every node, so plain copies of trivially copyable values will do; every
-// length is checked when decoding).
-static_assert(std::is_trivially_copyable_v<stats::Histogram> && std::is_trivially_copyable_v<stats::VerbCounts>);
-class Writer {
- public:
-  template <typename T>
-  void put(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    const auto* p = reinterpret_cast<const std::byte*>(&v);
-    out.insert(out.end(), p, p + sizeof v);
-  }
-  template <typename T>
-  void put_vector(const std::vector<T>& v) {
-    put<uint64_t>(v.size());
-    for (const T& x : v) put(x);
-  }
-  std::vector<std::byte> out;
-};
-class Reader {
- public:
-  explicit Reader(std::span<const std::byte> in) : in_(in) {}
-  template <typename T>
-  bool get(T* v) {
-    if (in_.size() - off_ < sizeof(T)) return false;
-    std::memcpy(static_cast<void*>(v), in_.data() + off_, sizeof(T));
-    off_ += sizeof(T);
-    return true;
-  }
-  template <typename T>
-  bool get_vector(std::vector<T>* v) {
-    uint64_t n;
-    if (!get(&n) || n > (in_.size() - off_) / sizeof(T)) return false;
-    v->resize(n);
-    for (T& x : *v)
-      if (!get(&x)) return false;
-    return true;
-  }
-  bool done() const { return off_ == in_.size(); }
-
- private:
-  std::span<const std::byte> in_;
-  size_t off_ = 0;
-};
+// Byte encoding of what node 0 gathers from the others: the bootstrap's wire
+// codec (big-endian; every length is checked when decoding).
+using Writer = cluster::WireWriter;
+using Reader = cluster::WireReader;
 
 void put_stats(Writer& w, const WorkerStats& s) {
   w.put(s.commits);
@@ -312,7 +273,7 @@ Result<void> exchange_results(cluster::Bootstrap& boot, cluster::Cluster& c, Dat
   std::string err = part.ok() ? "" : part.error().message;
   std::vector<char> err_bytes(err.begin(), err.end());
   cw.put_vector(err_bytes);
-  auto checks = boot.all_gather(cw.out, "checks");
+  auto checks = boot.all_gather(cw.view(), "checks");
   if (!checks.ok()) return checks.error();
   int64_t sum = 0, delta = 0;
   uint64_t locks = 0;
@@ -341,7 +302,7 @@ Result<void> exchange_results(cluster::Bootstrap& boot, cluster::Cluster& c, Dat
   w.put(res.rpc_passive_timeouts);
   w.put(res.rpc_passive_failures);
   w.put(res.cache);
-  auto all = boot.gather(w.out, "results");
+  auto all = boot.gather(w.view(), "results");
   if (!all.ok()) return all.error();
   res.aggregate = self == 0;
   if (self != 0) return {};

@@ -10,15 +10,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cluster/bootstrap.hpp"
+#include "cluster/bootstrap_wire.hpp"
+#include "cluster/wire_codec.hpp"
 
 using namespace rdtx;
 using cluster::Bootstrap;
@@ -141,7 +145,7 @@ struct Wire {
 };
 
 std::vector<std::byte> frame(uint16_t type, uint32_t from, const std::vector<std::byte>& payload,
-                             uint16_t version = 1) {
+                             uint16_t version = 2) {
   Wire w;
   w.u32(0x52445442).u16(version).u16(type).u32(from).u32(static_cast<uint32_t>(payload.size()));
   w.b.insert(w.b.end(), payload.begin(), payload.end());
@@ -158,9 +162,25 @@ uint64_t doc_fingerprint(const std::vector<uint16_t>& ports) {
   return h;
 }
 
-std::vector<std::byte> hello(uint32_t id, uint32_t nodes, uint64_t fp, std::string_view run = "") {
+// The run token as doc/bootstrap.md defines it.
+uint64_t doc_token(uint32_t nodes, uint64_t fp, std::string_view run = "") {
+  char head[80];
+  std::snprintf(head, sizeof head, "rdtx-run v2 %u %016llx ", nodes, static_cast<unsigned long long>(fp));
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : std::string(head) + std::string(run)) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// A hello as doc/bootstrap.md lays it out, with the token of (nodes, fp, run)
+// unless another is given.
+std::vector<std::byte> hello(uint32_t id, uint32_t nodes, uint64_t fp, std::string_view run = "",
+                             std::optional<uint64_t> token = std::nullopt) {
   Wire p;
-  p.u32(nodes).u64(fp).u16(static_cast<uint16_t>(run.size())).text(run);
+  p.u64(token.value_or(doc_token(nodes, fp, run))).u32(nodes).u64(fp);
+  p.u16(static_cast<uint16_t>(run.size())).text(run);
   return frame(1, id, p.b);
 }
 
@@ -500,7 +520,8 @@ TEST(Bootstrap, GarbageToNodeZeroIsDroppedAndRealNodesStillConnect) {
   std::vector<std::vector<std::byte>> strangers = {
       text("GET / HTTP/1.0\r\n\r\n"),
       frame(1, 1, Blob(14), 9),                                       // another protocol version
-      Wire().u32(0x52445442).u16(1).u16(1).u32(1).u32(0xffffffff).b,  // a huge length
+      frame(1, 1, Blob(14), 1),                                       // the previous protocol version
+      Wire().u32(0x52445442).u16(2).u16(1).u32(1).u32(0xffffffff).b,  // a huge length
       frame(99, 1, {}),                                               // an unknown type
       frame(4, 1, Blob(20)),                                          // a contribution before any hello
       frame(1, 1, Blob(3)),                                           // a truncated hello payload
@@ -522,7 +543,7 @@ TEST(Bootstrap, GarbageToNodeZeroIsDroppedAndRealNodesStillConnect) {
     Blob b(1 + rng() % 300);
     for (auto& x : b) x = std::byte(static_cast<uint8_t>(rng()));
     if (k % 2) {
-      auto magic = Wire().u32(0x52445442).u16(1).u16(static_cast<uint16_t>(2 + rng() % 8)).b;
+      auto magic = Wire().u32(0x52445442).u16(2).u16(static_cast<uint16_t>(2 + rng() % 8)).b;
       b.resize(std::max(b.size(), magic.size()));
       std::copy(magic.begin(), magic.end(), b.begin());
     }
@@ -595,7 +616,10 @@ TEST(Bootstrap, DuplicateIdIsAnErrorOnNodeZeroAndTheJoinedNode) {
     EXPECT_NE(m.find("node 1 joined twice, from 127.0.0.1:"), std::string::npos) << m;
 }
 
-TEST(Bootstrap, MismatchedClusterListOrRunIdIsAnErrorOnBothSides) {
+// A process of another run (another cluster size, node list or run id) is
+// refused at its hello and told why; node 0 keeps waiting for its own nodes
+// and names the refused one if they do not come.
+TEST(Bootstrap, HelloOfAnotherRunIsRefusedAndToldWhy) {
   auto ports = free_ports(4);
   std::vector<uint16_t> three(ports.begin(), ports.begin() + 3);
   struct Case {
@@ -607,22 +631,113 @@ TEST(Bootstrap, MismatchedClusterListOrRunIdIsAnErrorOnBothSides) {
   auto other_run = options(1, three);
   other_run.run_id = "b";
   std::vector<Case> cases = {
-      {options(1, ports), "was started with 4 nodes, node 0 with 3"},
-      {other_list, "has a different node list than node 0"},
-      {other_run, "has run id 'b', node 0 has 'a'"},
+      {options(1, ports), "it was started with 4 nodes, node 0 with 3"},
+      {other_list, "it has a different node list (fingerprint "},
+      {other_run, "it has run id 'b', node 0 has 'a'"},
   };
   for (auto& c : cases) {
-    auto root = options(0, three);
+    auto root = options(0, three, 800);
     root.run_id = "a";
     if (c.joiner.run_id.empty()) c.joiner.run_id = "a";
+    const int64_t t0 = now_ms();
     auto nodes = connect_nodes({root, c.joiner});
-    for (uint32_t i = 0; i < 2; ++i) {
-      ASSERT_FALSE(nodes[i].b) << c.want;
-      EXPECT_NE(nodes[i].err.message.find(c.want), std::string::npos) << nodes[i].err.message;
-      EXPECT_NE(nodes[i].err.message.find("node 1 (connecting from 127.0.0.1:"), std::string::npos)
-          << nodes[i].err.message;
-    }
+    ASSERT_FALSE(nodes[1].b) << c.want;
+    EXPECT_EQ(nodes[1].err.code, EINVAL);
+    EXPECT_NE(nodes[1].err.message.find("node 0 (" + addr(three[0]) + ") refused node 1 (connecting from 127.0.0.1:"),
+              std::string::npos)
+        << nodes[1].err.message;
+    EXPECT_NE(nodes[1].err.message.find("as not a node of its run: " + c.want), std::string::npos)
+        << nodes[1].err.message;
+    // Node 0 is not stopped by it: it waits out its timeout for node 1 and 2.
+    ASSERT_FALSE(nodes[0].b);
+    EXPECT_GE(now_ms() - t0, 700);
+    EXPECT_EQ(nodes[0].err.code, ETIMEDOUT);
+    EXPECT_NE(nodes[0].err.message.find("did not connect within 0.8 s"), std::string::npos) << nodes[0].err.message;
+    EXPECT_NE(nodes[0].err.message.find("a hello from another run (node 1): " + c.want), std::string::npos)
+        << nodes[0].err.message;
   }
+}
+
+// Strangers arriving while the nodes join — a hello with a wrong token
+// claiming a real node's id, one of another run's Bootstrap, garbage — are
+// dropped; the run forms and works.
+TEST(Bootstrap, StrangersMidJoinAreDroppedAndTheRunForms) {
+  auto ports = free_ports(3);
+  std::vector<Joined> nodes(3);
+  std::vector<std::thread> ts;
+  for (uint32_t i : {0u, 1u})
+    ts.emplace_back([&, i] {
+      auto r = Bootstrap::connect(options(i, ports));
+      if (r.ok())
+        nodes[i].b = std::move(*r);
+      else
+        nodes[i].err = r.error();
+    });
+  // A forged hello: right node list, claims node 2, wrong token.
+  int forged = raw_connect(ports[0]);
+  ASSERT_GE(forged, 0);
+  send_bytes(forged, hello(2, 3, doc_fingerprint(ports), "", 0x1234));
+  std::string got;
+  EXPECT_TRUE(read_until_eof(forged, 3000, &got)) << "node 0 kept a stranger's connection";
+  ::close(forged);
+  EXPECT_NE(got.find("as not a node of its run: its run token is 0000000000001234"), std::string::npos)
+      << "the stranger was not told why: " << got;
+  // Another run's node 2 (same addresses: its own port is taken by nobody
+  // here, the real node 2 comes later), and garbage.
+  auto other = options(2, ports, 2000);
+  other.run_id = "yesterday";
+  auto refused = Bootstrap::connect(other);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("it has run id 'yesterday', node 0 has ''"), std::string::npos)
+      << refused.error().message;
+  int garbage = raw_connect(ports[0]);
+  send_bytes(garbage, Wire().text("\x16\x03\x01 not a hello at all").b);
+  EXPECT_TRUE(read_until_eof(garbage, 3000));
+  ::close(garbage);
+  // The real node 2.
+  auto n2 = Bootstrap::connect(options(2, ports));
+  for (auto& t : ts) t.join();
+  ASSERT_TRUE(n2.ok()) << n2.error().message;
+  nodes[2].b = std::move(*n2);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  EXPECT_EQ(nodes[1].b->run_token(), nodes[0].b->run_token());
+  EXPECT_EQ(nodes[0].b->run_token(), doc_token(3, doc_fingerprint(ports)));
+  on_all(3, [&](uint32_t i) {
+    auto r = nodes[i].b->all_gather(pattern(i, 40), "after strangers");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    ASSERT_EQ(r->size(), 3u);
+    for (uint32_t k = 0; k < 3; ++k) EXPECT_EQ((*r)[k], pattern(k, 40));
+  });
+  for (auto& j : nodes) EXPECT_FALSE(j.b->failed()) << j.b->failure();
+}
+
+// A node 0 that welcomes with another token is no node 0 of this run.
+TEST(Bootstrap, WelcomeOfAnotherRunIsAnError) {
+  auto ports = free_ports(2);
+  int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(ports[0]);
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(lfd, 4), 0);
+  std::thread fake([&] {
+    int fd = ::accept(lfd, nullptr, nullptr);
+    char buf[256];
+    (void)!::recv(fd, buf, sizeof buf, 0);  // the hello
+    send_bytes(fd, frame(2, 0, Wire().u64(0xbad).b));
+    read_until_eof(fd, 3000);
+    ::close(fd);
+  });
+  auto r = Bootstrap::connect(options(1, ports, 2000));
+  fake.join();
+  ::close(lfd);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, EPROTO);
+  EXPECT_NE(r.error().message.find("sent a welcome for another run (run token 0000000000000bad"), std::string::npos)
+      << r.error().message;
 }
 
 // --- liveness ---
@@ -731,4 +846,270 @@ TEST(Bootstrap, PeerGoneBeforeTheMonitorStartsIsAFailure) {
   nodes[1].b->start_monitor();
   EXPECT_TRUE(wait_for([&] { return nodes[0].b->failed() && nodes[1].b->failed(); }, 2000));
   EXPECT_TRUE(lost(nodes[1].b->failure(), "node 2 (" + addr(ports[2]) + ")"));
+}
+
+// --- the wire codec and the message decoders (no sockets) ---
+
+namespace {
+
+struct Words {  // a "word struct", like stats::Histogram
+  uint64_t a[3] = {};
+  uint64_t b = 0;
+};
+
+Blob bytes_of(std::initializer_list<int> v) {
+  Blob b;
+  for (int x : v) b.push_back(std::byte(static_cast<uint8_t>(x)));
+  return b;
+}
+
+}  // namespace
+
+TEST(WireCodec, IntegersAreBigEndianWhateverTheHost) {
+  cluster::WireWriter w;
+  w.u16(0x0102);
+  w.u32(0x03040506);
+  w.put<int64_t>(-2);
+  w.put<uint8_t>(0xff);
+  EXPECT_EQ(w.take(), bytes_of({1, 2, 3, 4, 5, 6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe, 0xff}));
+  Blob b = bytes_of({1, 2, 3, 4, 5, 6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe});
+  cluster::WireReader r(b);
+  EXPECT_EQ(r.u16(), 0x0102);
+  EXPECT_EQ(r.u32(), 0x03040506u);
+  EXPECT_EQ(r.get<int64_t>(), -2);
+  EXPECT_TRUE(r.done());
+}
+
+TEST(WireCodec, WordStructsArraysStringsAndVectorsRoundTrip) {
+  Words in{{1, 0x0102030405060708ull, UINT64_MAX}, 42};
+  uint64_t arr[2] = {7, 8};
+  std::vector<Words> vec{in, Words{}};
+  cluster::WireWriter w;
+  w.put(in);
+  w.put(arr);
+  w.put_vector(vec);
+  w.str16("run");
+  w.str32("a longer text");
+  w.blob(pattern(1, 33));
+  Blob b = w.take();
+  // Each word big-endian: the second word of `in` starts at byte 8.
+  EXPECT_EQ(Blob(b.begin() + 8, b.begin() + 16), bytes_of({1, 2, 3, 4, 5, 6, 7, 8}));
+  cluster::WireReader r(b);
+  Words out;
+  uint64_t arr_out[2] = {};
+  std::vector<Words> vec_out;
+  ASSERT_TRUE(r.get(&out));
+  ASSERT_TRUE(r.get(&arr_out));
+  ASSERT_TRUE(r.get_vector(&vec_out));
+  EXPECT_EQ(std::memcmp(&out, &in, sizeof in), 0);
+  EXPECT_EQ(arr_out[0], 7u);
+  EXPECT_EQ(arr_out[1], 8u);
+  ASSERT_EQ(vec_out.size(), 2u);
+  EXPECT_EQ(vec_out[0].a[1], in.a[1]);
+  EXPECT_EQ(r.str16(), "run");
+  EXPECT_EQ(r.str32(), "a longer text");
+  auto blob = r.blob();
+  EXPECT_EQ(Blob(blob.begin(), blob.end()), pattern(1, 33));
+  EXPECT_TRUE(r.done());
+}
+
+TEST(WireCodec, ShortReadsFailForGoodAndLeaveTheTargetAlone) {
+  cluster::WireWriter w;
+  w.u32(5);
+  w.text("abc");  // a str32 of 5 bytes with only 3 there
+  Blob b = w.take();
+  cluster::WireReader r(b);
+  EXPECT_EQ(r.str32(), "");
+  EXPECT_FALSE(r.ok());
+  uint64_t v = 99;
+  EXPECT_FALSE(r.get(&v));
+  EXPECT_EQ(v, 99u);
+  EXPECT_EQ(r.u8(), 0);
+  EXPECT_FALSE(r.done());
+  // An empty message, and a message with a byte too many.
+  cluster::WireReader empty{std::span<const std::byte>{}};
+  EXPECT_EQ(empty.u64(), 0u);
+  EXPECT_FALSE(empty.ok());
+  Blob extra = bytes_of({0, 0, 0, 1, 9});
+  cluster::WireReader r2(extra);
+  EXPECT_EQ(r2.u32(), 1u);
+  EXPECT_TRUE(r2.ok());
+  EXPECT_FALSE(r2.done());
+}
+
+TEST(WireCodec, VectorCountsAreCheckedBeforeAllocating) {
+  // Four billion 8-byte elements claimed, eight bytes there: refused at
+  // once (a resize first would try to allocate 32 GiB).
+  Blob b = bytes_of({0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4, 5, 6, 7, 8});
+  cluster::WireReader r(b);
+  std::vector<uint64_t> v;
+  EXPECT_FALSE(r.get_vector(&v));
+  EXPECT_TRUE(v.empty());
+  EXPECT_FALSE(r.ok());
+  // Within the bytes but above the caller's limit.
+  cluster::WireWriter w;
+  w.put_vector(std::vector<uint32_t>{1, 2, 3});
+  Blob three = w.take();
+  cluster::WireReader r2(three);
+  EXPECT_FALSE(r2.get_vector(&v, 2));
+  cluster::WireReader r3(three);
+  std::vector<uint32_t> ok;
+  EXPECT_TRUE(r3.get_vector(&ok, 3));
+  EXPECT_EQ(ok, (std::vector<uint32_t>{1, 2, 3}));
+}
+
+TEST(BootstrapWire, DecodersRejectMalformedPayloads) {
+  namespace d = cluster::detail;
+  const Blob hello = d::encode_hello({9, 3, 0x1122334455667788ull, "run-a"});
+  auto h = d::decode_hello(hello);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->token, 9u);
+  EXPECT_EQ(h->nodes, 3u);
+  EXPECT_EQ(h->run_id, "run-a");
+  for (size_t cut = 0; cut < hello.size(); ++cut)
+    EXPECT_FALSE(d::decode_hello(std::span(hello).first(cut))) << "a hello cut at " << cut;
+  Blob longer = hello;
+  longer.push_back(std::byte{0});
+  EXPECT_FALSE(d::decode_hello(longer));
+
+  // A config claiming more pairs than its bytes can hold; a value cut short.
+  EXPECT_FALSE(d::decode_config(bytes_of({0x7f, 0xff, 0xff, 0xff})));
+  Blob config = d::encode_config({{"a", "1"}, {"b", "22"}});
+  ASSERT_TRUE(d::decode_config(config));
+  config.pop_back();
+  EXPECT_FALSE(d::decode_config(config));
+
+  // all_gather results: another node count, a blob longer than the rest.
+  Blob blobs = d::encode_blobs({pattern(0, 5), {}, pattern(2, 7)});
+  ASSERT_TRUE(d::decode_blobs(blobs, 3));
+  EXPECT_EQ((*d::decode_blobs(blobs, 3))[2], pattern(2, 7));
+  EXPECT_FALSE(d::decode_blobs(blobs, 2));
+  blobs.pop_back();
+  EXPECT_FALSE(d::decode_blobs(blobs, 3));
+
+  EXPECT_FALSE(d::decode_abort(bytes_of({0, 0})));
+  auto abort = d::decode_abort(d::encode_abort(Error{0, "why"}));
+  ASSERT_TRUE(abort);
+  EXPECT_EQ(abort->code, ECONNABORTED);  // an errno of 0 is no errno
+  EXPECT_EQ(abort->message, "why");
+
+  EXPECT_FALSE(d::parse_op(bytes_of({0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 9, 'x'})).ok);  // name cut short
+  const Blob header = d::op_header(d::OpKind::kBarrier, "loaded", 4);              // parse_op returns views into it
+  auto op = d::parse_op(header);
+  EXPECT_TRUE(op.ok && op.is(4, d::OpKind::kBarrier, "loaded"));
+}
+
+TEST(BootstrapWire, FramesAreValidatedBeforeTheirPayloadIsRead) {
+  namespace d = cluster::detail;
+  auto take = [](const Blob& in, std::string* why) {
+    size_t off = 0;
+    d::Frame f;
+    return d::take_frame(in, off, 100, f, *why);
+  };
+  std::string why;
+  EXPECT_EQ(take(d::make_frame(d::kContrib, 1, pattern(0, 100)), &why), 1) << why;
+  EXPECT_EQ(take(d::make_frame(d::kHeartbeat, 1, pattern(0, 101)), &why), -1);
+  EXPECT_NE(why.find("more than the limit of 100"), std::string::npos) << why;
+  Blob partial = d::make_frame(d::kHeartbeat, 1, pattern(0, 10));
+  partial.pop_back();
+  EXPECT_EQ(take(partial, &why), 0);                          // more bytes needed
+  EXPECT_EQ(take(bytes_of({'G', 'E', 'T', ' '}), &why), -1);  // bad magic after four bytes
+  EXPECT_NE(why.find("bad magic 0x47455420"), std::string::npos) << why;
+  Blob unknown = d::make_frame(d::kHeartbeat, 1, {});
+  unknown[7] = std::byte{99};
+  EXPECT_EQ(take(unknown, &why), -1);
+  EXPECT_NE(why.find("unknown message type 99"), std::string::npos) << why;
+}
+
+// --- stop signals (options.stop_signal stands in for the signal handler) ---
+
+namespace {
+
+// Three nodes whose stop_signal reads signals[i].
+std::vector<Joined> signalled_trio(const std::vector<uint16_t>& ports, std::atomic<int> (&signals)[3]) {
+  std::vector<BootstrapOptions> opts;
+  for (uint32_t i = 0; i < 3; ++i) {
+    opts.push_back(options(i, ports));
+    opts.back().stop_signal = [&signals, i] { return signals[i].load(); };
+  }
+  return connect_nodes(opts);
+}
+
+}  // namespace
+
+TEST(Bootstrap, SignalOnNodeZeroWhileMonitoringEndsEveryNodeNamingIt) {
+  auto ports = free_ports(3);
+  std::atomic<int> signals[3] = {0, 0, 0};
+  auto nodes = signalled_trio(ports, signals);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  for (auto& j : nodes) j.b->start_monitor();
+  on_all(3, [&](uint32_t i) { EXPECT_TRUE(nodes[i].b->barrier("monitoring").ok()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (auto& j : nodes) ASSERT_FALSE(j.b->failed()) << j.b->failure();
+  const int64_t t0 = now_ms();
+  signals[0] = SIGTERM;
+  EXPECT_TRUE(wait_for([&] { return nodes[0].b->failed() && nodes[1].b->failed() && nodes[2].b->failed(); }, 2000));
+  EXPECT_LT(now_ms() - t0, 600);  // a notice, not a timeout (peer_dead_ms = 600)
+  const std::string want = "bootstrap: node 0 (" + addr(ports[0]) + ") stopped by SIGTERM";
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(nodes[i].b->failure(), want) << "node " << i;
+  // The collective that would have timed out fails at once with it.
+  auto r = nodes[1].b->barrier("drained");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ECANCELED);
+  EXPECT_EQ(r.error().message, want);
+}
+
+TEST(Bootstrap, SignalOnAJoinerDuringABarrierIsNamedOnEveryNode) {
+  auto ports = free_ports(3);
+  std::atomic<int> signals[3] = {0, 0, 0};
+  auto nodes = signalled_trio(ports, signals);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  signals[2] = SIGINT;
+  std::vector<std::string> err(3);
+  const int64_t t0 = now_ms();
+  on_all(3, [&](uint32_t i) {
+    auto r = nodes[i].b->barrier("drained");
+    if (!r.ok()) err[i] = r.error().message;
+  });
+  EXPECT_LT(now_ms() - t0, 2000);  // not op_timeout_ms (5 s)
+  for (uint32_t i = 0; i < 3; ++i)
+    EXPECT_EQ(err[i], "bootstrap: node 2 (" + addr(ports[2]) + ") stopped by SIGINT") << "node " << i;
+}
+
+TEST(Bootstrap, SignalWhileNodeZeroWaitsForJoinersIsReported) {
+  auto ports = free_ports(3);
+  std::atomic<int> sig{0};
+  auto o0 = options(0, ports, 5000);
+  o0.stop_signal = [&sig] { return sig.load(); };
+  Joined n0, n1;
+  std::thread t0([&] {
+    auto r = Bootstrap::connect(o0);
+    if (!r.ok()) n0.err = r.error();
+  });
+  std::thread t1([&] {
+    auto r = Bootstrap::connect(options(1, ports, 5000));
+    if (!r.ok()) n1.err = r.error();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // node 1 joined, node 2 never comes
+  const int64_t t = now_ms();
+  sig = SIGTERM;
+  t0.join();
+  t1.join();
+  EXPECT_LT(now_ms() - t, 2000);
+  const std::string want = "bootstrap: node 0 (" + addr(ports[0]) + ") stopped by SIGTERM";
+  EXPECT_EQ(n0.err.code, ECANCELED);
+  EXPECT_EQ(n0.err.message, want);
+  EXPECT_EQ(n1.err.message, want);  // forwarded to the node already joined
+}
+
+TEST(BootstrapWire, StopNoticesAndWelcomesAreValidated) {
+  namespace d = cluster::detail;
+  EXPECT_EQ(d::decode_stop(d::encode_stop(SIGTERM)), SIGTERM);
+  EXPECT_FALSE(d::decode_stop(d::encode_stop(0)));
+  EXPECT_FALSE(d::decode_stop(d::encode_stop(65)));
+  EXPECT_FALSE(d::decode_stop(bytes_of({0, 0, 15})));
+  EXPECT_EQ(d::signal_name(SIGTERM), "SIGTERM");
+  EXPECT_EQ(d::signal_name(40), "signal 40");
+  EXPECT_EQ(d::decode_welcome(d::encode_welcome(77)), 77u);
+  EXPECT_FALSE(d::decode_welcome(bytes_of({0, 0, 0, 0, 0, 0, 0})));
 }

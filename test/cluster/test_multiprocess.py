@@ -9,7 +9,10 @@
      names the key.
   3. A node killed during the run: the others end with an error naming it,
      within a bounded time.
-  4. Bad command lines: --node without process mode, process mode without
+  4. SIGTERM to node 0 during the run: every process exits 1 with
+     "node 0 (host:port) stopped by SIGTERM", within a bounded time, and
+     none reports a barrier timeout instead.
+  5. Bad command lines: --node without process mode, process mode without
      --node, a node id out of range, a bad cluster.hosts.
 Usage: test_multiprocess.py RDTX_BENCH
 """
@@ -145,6 +148,38 @@ def run_killed(tmp):
         os.unlink(path)
 
 
+def run_sigterm(tmp):
+    before = shm_segments()
+    ports = free_ports(3)
+    h = ",".join(f"127.0.0.1:{p}" for p in ports)
+    procs = [start(n, cluster_args(3, h, ["--duration", "30", "--warmup", "0.1"]), tmp) for n in range(3)]
+    deadline = time.time() + 30
+    while time.time() < deadline and "smallbank on" not in read(tmp, 0):
+        time.sleep(0.1)
+    time.sleep(1.0)
+    procs[0][0].send_signal(signal.SIGTERM)
+    t = time.time()
+    rcs = []
+    for p, _ in procs:
+        try:
+            rcs.append(p.wait(timeout=15))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rcs.append(None)
+    took = time.time() - t
+    want = f"node 0 (127.0.0.1:{ports[0]}) stopped by SIGTERM"
+    for n in range(3):
+        out = read(tmp, n)
+        check(rcs[n] == 1 and want in out, f"SIGTERM to node 0: node {n} exits 1 with '{want}' (rc {rcs[n]})")
+        check("did not reach barrier" not in out and "did not complete barrier" not in out,
+              f"SIGTERM to node 0: node {n} reports no barrier timeout")
+        if rcs[n] != 1 or want not in out:
+            print(out[-2000:])
+    check(took < 10, f"every node stopped within 10 s of the signal ({took:.1f} s)")
+    for path in shm_segments() - before:
+        os.unlink(path)
+
+
 def run_bad_command_lines(tmp):
     def rc_of(args):
         p = subprocess.run([BENCH, "--", "-q"] + args, capture_output=True, text=True, timeout=30)
@@ -164,7 +199,7 @@ def run_bad_command_lines(tmp):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    for case in (run_ok, run_mismatch, run_killed, run_bad_command_lines):
+    for case in (run_ok, run_mismatch, run_killed, run_sigterm, run_bad_command_lines):
         d = os.path.join(tmp, case.__name__)
         os.mkdir(d)
         case(d)

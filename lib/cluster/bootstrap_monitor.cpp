@@ -1,0 +1,91 @@
+// The peer monitor: while it runs, a thread owns the sockets (step() with
+// monitor = true), sends a heartbeat to every monitoring peer each
+// heartbeat_ms, and declares a peer dead when its connection ends or it is
+// silent longer than peer_dead_ms (doc/bootstrap.md, "Liveness"). And stop
+// signals: a node that a signal stops tells the run so, rather than leaving
+// its peers to find it gone or late (doc/bootstrap.md, "Signals").
+#include <cstdio>
+
+#include "cluster/bootstrap_impl.hpp"
+
+namespace rdtx::cluster {
+
+using namespace detail;
+
+void Bootstrap::Impl::monitor_tick_locked() {
+  int64_t now = now_ms();
+  if (now >= next_heartbeat) {
+    const std::byte on{1};
+    for (Peer& p : peers)
+      if (p.armed) queue_locked(p, kHeartbeat, {&on, 1});
+    next_heartbeat = now + static_cast<int64_t>(o.heartbeat_ms);
+  }
+  for (Peer& p : peers) {
+    if (p.fd < 0 || !p.armed || now - p.last_rx <= static_cast<int64_t>(o.peer_dead_ms)) continue;
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  " has been silent for %.1f s (peer_dead_ms = %llu): process stopped or hung, or the network is down",
+                  static_cast<double>(now - p.last_rx) / 1000.0, static_cast<unsigned long long>(o.peer_dead_ms));
+    Error e{ETIMEDOUT, "bootstrap: " + who(p.id) + buf};
+    close_locked(p, "was silent too long");
+    fail_locked(std::move(e));
+  }
+}
+
+Error Bootstrap::Impl::stopped_error(uint32_t node, int signal) const {
+  return Error{ECANCELED, "bootstrap: " + who(node) + " stopped by " + signal_name(signal)};
+}
+
+void Bootstrap::Impl::check_stop_locked() {
+  if (stop_seen || failed.load(std::memory_order_relaxed)) return;
+  const int sig = o.stop_signal();
+  if (sig <= 0) return;
+  stop_seen = true;
+  // Node 0 forwards the failure to everybody (fail_locked); a joiner has
+  // only node 0 to tell. Its notice goes out with the next flush: a
+  // collective's, or the destructor's.
+  if (o.self != 0) queue_locked(peers[0], kStop, encode_stop(std::min(sig, kMaxSignal)));
+  fail_locked(stopped_error(o.self, sig));
+}
+
+void Bootstrap::start_monitor() {
+  Impl& m = *impl_;
+  {
+    std::unique_lock lk(m.mu);
+    if (m.io_running || m.failed.load(std::memory_order_relaxed)) return;
+    const int64_t now = now_ms();
+    const std::byte on{1};
+    for (Peer& p : m.peers) {
+      if (!p.joined) continue;
+      if (p.fd < 0 && !p.said_off) {
+        Error e{ECONNRESET, "bootstrap: " + m.who(p.id) + " " + p.gone + " before the monitor started"};
+        lk.unlock();
+        m.fail(std::move(e));
+        return;
+      }
+      p.last_rx = now;
+      m.queue_locked(p, kHeartbeat, {&on, 1});
+    }
+    m.next_heartbeat = now + static_cast<int64_t>(m.o.heartbeat_ms);
+    m.io_stop.store(false, std::memory_order_relaxed);
+    m.io_running = true;
+  }
+  m.io = std::thread([&m] {
+    while (!m.io_stop.load(std::memory_order_acquire)) m.step(now_ms() + m.tick_ms, true);
+  });
+}
+
+void Bootstrap::stop_monitor() {
+  Impl& m = *impl_;
+  if (!m.io.joinable()) return;
+  m.stop_io();
+  {
+    std::lock_guard lk(m.mu);
+    const std::byte off{0};
+    for (Peer& p : m.peers)
+      if (p.joined) m.queue_locked(p, kHeartbeat, {&off, 1});
+  }
+  m.flush(m.short_deadline());
+}
+
+}  // namespace rdtx::cluster
