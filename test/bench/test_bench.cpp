@@ -140,12 +140,12 @@ TEST(Resources, AStoreLargerThanDevShmIsRefused) {
 }
 
 TEST(Resources, HistoryBuffersCount) {
-  Loaded l = load({"history.record=true", "history.capacity_mb=4096", "cluster.nodes=4"});
+  Loaded l = load({"history.record=true", "history.capacity_mb=1024", "cluster.nodes=4"});
   HostLimits h = plenty();
-  h.memory = uint64_t{8} << 30;
+  h.memory = uint64_t{2} << 30;
   auto r = check(l, h);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("history.capacity_mb = 4096"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("history.capacity_mb = 1024"), std::string::npos) << r.error().message;
 }
 
 // 64 nodes x 64 coroutines needed a CQ deeper than the device allows: the
