@@ -7,14 +7,15 @@
 // receive completion (recv_queue.hpp); RECV buffers are posted into this QP's
 // own shared receive queue.
 //
-// Without a latency model a request is executed inside post_send(), and only
-// its completion (if signaled, or failed) is queued on the send CQ: no clock
-// reads, no allocation, no locks, no syscalls. With one, post_send() stamps
+// Untimed (no latency model, pause window or ud_delay: Node::timed()) a
+// request is executed inside post_send(), and only its completion (if
+// signaled, or failed) is queued on the send CQ: no clock reads, no
+// allocation, no locks, no syscalls. Timed, post_send() stamps
 // each request with its effect and completion times (latency_model.hpp) into
 // a fixed ring of max_send_wr entries, and the send CQ's poll() (and the next
 // post_send()) executes and completes them when their time comes. A SEND is
-// still copied at post time, stamped so the receiver sees it only after the
-// one-way delay.
+// still copied at post time (unless a pause defers it), stamped so the
+// receiver sees it only after the one-way delay.
 //
 // Adversarial modes (devargs, doc/drivers.md): READ and WRITE move words in
 // read_order/write_order (word_copy.hpp); a SEND may be dropped, duplicated
