@@ -33,6 +33,38 @@ TEST(DeviceOpen, BadValuesAreNamed) {
   EXPECT_THAT(open_error("shm,latency_ns"), HasSubstr("latency_ns"));
 }
 
+TEST(DeviceOpen, BadAdversarialValuesAreNamed) {
+  EXPECT_THAT(open_error("shm,read_order=sideways"), HasSubstr("read_order=sideways is not one of ascending|descending|random"));
+  EXPECT_THAT(open_error("shm,write_order=descending"), HasSubstr("write_order=descending is not one of ascending|random"));
+  for (const char* key : {"ud_drop", "ud_dup", "ud_delay"}) {
+    std::string k(key);
+    EXPECT_THAT(open_error("shm," + k + "=1.5"), HasSubstr(k + "=1.5 is out of range [0, 1]"));
+    EXPECT_THAT(open_error("shm," + k + "=-0.1"), HasSubstr(k + "=-0.1 is out of range [0, 1]"));
+    EXPECT_THAT(open_error("shm," + k + "=nan"), HasSubstr(k + "=nan"));
+    EXPECT_THAT(open_error("shm," + k + "=often"), HasSubstr(k + "=often is not a number"));
+  }
+  EXPECT_THAT(open_error("shm,ud_delay=0.1,ud_delay_ns=0"), HasSubstr("ud_delay_ns=0 is out of range"));
+  EXPECT_THAT(open_error("shm,seed=x"), HasSubstr("seed=x"));
+  EXPECT_THAT(open_error("shm,pause_ms=100"), HasSubstr("need pause_node"));
+  EXPECT_THAT(open_error("shm,pause_at_ms=100"), HasSubstr("need pause_node"));
+  EXPECT_THAT(open_error("shm,pause_node=1"), HasSubstr("pause_node needs pause_ms"));
+  EXPECT_THAT(open_error("shm,pause_node=1,pause_ms=0"), HasSubstr("pause_ms=0 is out of range"));
+  EXPECT_THAT(open_error("shm,pause_node=4096,pause_ms=10"), HasSubstr("pause_node=4096 is out of range"));
+  EXPECT_THAT(open_error("shm,pause_node=1,pause_ms=10,pause_at_ms=soon"), HasSubstr("pause_at_ms=soon"));
+}
+
+TEST(DeviceOpen, AdversarialDevargsOpen) {
+  OpenOptions oo;
+  oo.fabric = "adv" + std::to_string(getpid());
+  for (const char* devargs :
+       {"shm,read_order=descending,write_order=random,seed=0", "shm,read_order=random,write_order=ascending",
+        "shm,ud_drop=0,ud_dup=1,ud_delay=0.5,ud_delay_ns=1000,seed=18446744073709551615",
+        "shm,pause_node=0,pause_at_ms=0,pause_ms=1", "shm,pause_node=7,pause_ms=86400000,latency_ns=100"}) {
+    auto dev = open_device(devargs, oo);
+    EXPECT_TRUE(dev.ok()) << devargs << ": " << dev.error().message;
+  }
+}
+
 TEST(DeviceOpen, UnknownDriverIsNamed) { EXPECT_THAT(open_error("nosuchnic,x=1"), HasSubstr("nosuchnic")); }
 
 TEST(DeviceOpen, BadFabricNameIsRefused) {

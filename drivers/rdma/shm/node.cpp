@@ -6,10 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
-
 #include <cstring>
 
+#include "env/tsc.hpp"
 #include "shared_word.hpp"
 #include "shm_log.hpp"
 
@@ -97,19 +98,34 @@ Result<std::shared_ptr<Node>> Node::open(const ShmConfig& cfg, uint32_t node_id,
     // Release: a peer that validates the magic sees the header.
     store_word(h->magic, kSegmentMagic, std::memory_order_release);
     RDTX_LOG(shm_log(), Info, "node %u of fabric %s open (%s)", node_id, fabric.c_str(), path.c_str());
-    return std::make_shared<Node>(std::move(*seg), cfg, node_id, fabric, token);
+    uint64_t seed = cfg.seed_given ? cfg.seed : random_u64();
+    if (cfg.needs_seed())
+      RDTX_LOG(shm_log(), Notice,
+               "node %u of fabric %s: adversarial modes on (read_order=%s write_order=%s ud_drop=%g ud_dup=%g "
+               "ud_delay=%g), seed=%llu%s",
+               node_id, fabric.c_str(), to_string(cfg.read_order), to_string(cfg.write_order), cfg.ud_drop,
+               cfg.ud_dup, cfg.ud_delay, static_cast<unsigned long long>(seed),
+               cfg.seed_given ? "" : " (drawn: pass it as seed= to repeat the choices)");
+    if (cfg.has_pause && cfg.pause_node == node_id)
+      RDTX_LOG(shm_log(), Notice, "node %u of fabric %s will stop from %llu ms to %llu ms after now", node_id,
+               fabric.c_str(), static_cast<unsigned long long>(cfg.pause_at_ms),
+               static_cast<unsigned long long>(cfg.pause_at_ms + cfg.pause_ms));
+    return std::make_shared<Node>(std::move(*seg), cfg, node_id, fabric, token, seed);
   }
   return make_error(EAGAIN, "could not claim node %u of fabric %s: %s keeps changing", node_id, fabric.c_str(),
                     path.c_str());
 }
 
-Node::Node(MappedFile segment, const ShmConfig& cfg, uint32_t node_id, const std::string& fabric, uint64_t token)
+Node::Node(MappedFile segment, const ShmConfig& cfg, uint32_t node_id, const std::string& fabric, uint64_t token,
+           uint64_t seed)
     : cfg_(cfg),
       latency_(cfg.latency_ns, cfg.bw_gbps),
       node_id_(node_id),
       fabric_(fabric),
       fabric_hash_(shm::fabric_hash(fabric)),
       token_(token),
+      seed_(seed),
+      timed_(latency_.enabled() || (cfg.has_pause && cfg.pause_node == node_id) || cfg.ud_delay > 0),
       segment_(std::move(segment)),
       regions_(reinterpret_cast<RegionEntry*>(segment_.data() + kRegionsOffset)),
       mems_(reinterpret_cast<MemEntry*>(segment_.data() + kMemsOffset)),
@@ -117,6 +133,11 @@ Node::Node(MappedFile segment, const ShmConfig& cfg, uint32_t node_id, const std
   // Hand out low slots first (pop from the back).
   for (uint32_t i = kMaxRegions; i-- > 0;) free_regions_.push_back(i);
   for (uint32_t i = kMaxMemFiles; i-- > 0;) free_mem_ids_.push_back(i);
+  if (cfg.has_pause && cfg.pause_node == node_id) {
+    // The window counts from now, the device's open, on this node's clock.
+    pause_start_ = env::tsc() + env::ns_to_tsc(cfg.pause_at_ms * 1'000'000);
+    pause_len_ = std::max<uint64_t>(env::ns_to_tsc(cfg.pause_ms * 1'000'000), 1);
+  }
 }
 
 Result<MemoryRegion> Node::reg_mr(void* addr, size_t length, uint32_t access, uint32_t pd) {

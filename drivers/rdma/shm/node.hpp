@@ -39,6 +39,19 @@ class Node {
   uint64_t fabric_hash() const { return fabric_hash_; }
   const ShmConfig& config() const { return cfg_; }
   const LatencyModel& latency() const { return latency_; }
+  // Whether QPs and CQs of this node run requests through the timed ring
+  // (shm_qp.hpp): with a latency model, when this node pauses, or when
+  // datagrams may be delayed (a held-back datagram needs the sender's
+  // progress to go out).
+  bool timed() const { return timed_; }
+  // The seed of this node's adversarial choices (devargs seed, or drawn at
+  // open and logged).
+  uint64_t seed() const { return seed_; }
+  // pause_node=<this node>: the window [pause_start, pause_end) in TSC ticks
+  // during which the node is stopped (shm_qp.hpp says what that means).
+  bool pauses() const { return pause_len_ != 0; }
+  bool paused(uint64_t now) const { return now - pause_start_ < pause_len_; }
+  uint64_t pause_end() const { return pause_start_ + pause_len_; }
   const RegionTable& regions() const { return regions_; }
 
   // Regions belong to a protection domain (one per device context, from
@@ -65,7 +78,8 @@ class Node {
 
   Result<uint32_t> next_qpn();
 
-  Node(MappedFile segment, const ShmConfig& cfg, uint32_t node_id, const std::string& fabric, uint64_t token);
+  Node(MappedFile segment, const ShmConfig& cfg, uint32_t node_id, const std::string& fabric, uint64_t token,
+       uint64_t seed);
 
  private:
   struct LiveMemory {
@@ -86,6 +100,10 @@ class Node {
   const std::string fabric_;
   const uint64_t fabric_hash_;
   const uint64_t token_;
+  const uint64_t seed_;
+  const bool timed_;
+  uint64_t pause_start_ = 0;  // TSC
+  uint64_t pause_len_ = 0;    // ticks; 0: never paused
   MappedFile segment_;  // unlinked, then its flock released, when the Node goes
   RegionTable regions_;
   MemEntry* mems_;

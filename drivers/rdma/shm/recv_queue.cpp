@@ -30,9 +30,8 @@ RecvQueue::RecvQueue(MappedFile file, uint32_t capacity, uint32_t max_recv_wr)
       max_recv_wr_(max_recv_wr),
       posted_info_(std::make_unique<Posted[]>(capacity)) {}
 
-int RecvQueue::post(RecvRequest* list, RecvRequest** bad, const RegionTable& regions, uint32_t pd) {
+int RecvQueue::post(RecvRequest* list, RecvRequest** bad, const RegionTable& regions, uint32_t pd, bool publish) {
   int rc = 0;
-  uint64_t before = posted_;
   for (RecvRequest* r = list; r != nullptr; r = r->next) {
     if (posted_ - head_ >= max_recv_wr_) {
       *bad = r;
@@ -57,11 +56,18 @@ int RecvQueue::post(RecvRequest* list, RecvRequest** bad, const RegionTable& reg
     ++posted_;
   }
   // One release store publishes the whole list (the doorbell).
-  if (posted_ != before) store_word(header_->posted, posted_, std::memory_order_release);
+  if (publish && posted_ != published_) {
+    store_word(header_->posted, posted_, std::memory_order_release);
+    published_ = posted_;
+  }
   return rc;
 }
 
 int RecvQueue::harvest(Completion* out, int max) {
+  if (published_ != posted_) {
+    store_word(header_->posted, posted_, std::memory_order_release);
+    published_ = posted_;
+  }
   int n = 0;
   uint64_t now = 0;  // read lazily: only completions stamped by a latency model need it
   while (n < max && head_ != posted_) {
@@ -91,6 +97,11 @@ int RecvQueue::harvest(Completion* out, int max) {
 }
 
 uint64_t RecvQueue::dropped() const { return load_word(header_->dropped, std::memory_order_relaxed); }
+uint64_t RecvQueue::injected_drops() const { return load_word(header_->injected_drops, std::memory_order_relaxed); }
+uint64_t RecvQueue::injected_dups() const { return load_word(header_->injected_dups, std::memory_order_relaxed); }
+uint64_t RecvQueue::injected_delays() const {
+  return load_word(header_->injected_delays, std::memory_order_relaxed);
+}
 
 Result<RemoteRecvQueue> RemoteRecvQueue::open(const std::string& path, uint32_t qpn, uint64_t node_token) {
   auto file = MappedFile::open(path, true, sizeof(RecvQueueHeader));
@@ -104,9 +115,9 @@ Result<RemoteRecvQueue> RemoteRecvQueue::open(const std::string& path, uint32_t 
   if (capacity == 0 || !std::has_single_bit(capacity) || file->size() < recv_queue_file_size(capacity))
     return make_error(EPROTO, "%s: capacity %u does not match its size %zu", path.c_str(), capacity, file->size());
   RemoteRecvQueue q;
-  q.file_ = std::move(*file);
-  q.header_ = reinterpret_cast<RecvQueueHeader*>(q.file_.data());
-  q.slots_ = reinterpret_cast<RecvSlot*>(q.file_.data() + kRecvSlotsOffset);
+  q.file_ = std::make_shared<const MappedFile>(std::move(*file));
+  q.header_ = reinterpret_cast<RecvQueueHeader*>(q.file_->data());
+  q.slots_ = reinterpret_cast<RecvSlot*>(q.file_->data() + kRecvSlotsOffset);
   q.mask_ = capacity - 1;
   return q;
 }

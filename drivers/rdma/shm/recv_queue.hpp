@@ -49,6 +49,11 @@ struct RecvQueueHeader {
   alignas(64) uint64_t posted;   // owner: descriptors published (release)
   alignas(64) uint64_t claimed;  // senders: descriptors taken (CAS)
   alignas(64) uint64_t dropped;  // senders: messages that found no descriptor
+  // Senders: faults injected into messages to this QP (devargs ud_drop,
+  // ud_dup, ud_delay). Rare, so they share a line.
+  alignas(64) uint64_t injected_drops;
+  uint64_t injected_dups;
+  uint64_t injected_delays;
 };
 
 struct alignas(64) RecvSlot {
@@ -78,11 +83,17 @@ class RecvQueue {
 
   // post_recv(): checks each buffer against the owner's region table
   // (-EINVAL: not registered with kLocalWrite in protection domain `pd`;
-  // -ENOMEM: queue full) and publishes the whole list with one store.
-  int post(RecvRequest* list, RecvRequest** bad, const RegionTable& regions, uint32_t pd);
-  // Moves up to max finished receives, in posting order, into out.
+  // -ENOMEM: queue full) and publishes the whole list with one store, or,
+  // with publish false (a paused node), leaves it for the next harvest() or
+  // publishing post() to publish.
+  int post(RecvRequest* list, RecvRequest** bad, const RegionTable& regions, uint32_t pd, bool publish = true);
+  // Publishes what post() left unpublished, then moves up to max finished
+  // receives, in posting order, into out.
   int harvest(Completion* out, int max);
   uint64_t dropped() const;
+  uint64_t injected_drops() const;
+  uint64_t injected_dups() const;
+  uint64_t injected_delays() const;
 
   // Use create(): `file` must hold an initialised queue of `capacity` slots.
   RecvQueue(MappedFile file, uint32_t capacity, uint32_t max_recv_wr);
@@ -99,13 +110,15 @@ class RecvQueue {
   uint32_t mask_;
   uint32_t max_recv_wr_;
   uint64_t posted_ = 0;  // private copies: the shared ones may be scribbled on
+  uint64_t published_ = 0;  // what the shared `posted` was last set to
   uint64_t head_ = 0;
   // What was posted, kept privately: wr_id and length are never read back
   // from shared memory.
   std::unique_ptr<Posted[]> posted_info_;
 };
 
-// Sender side: a peer's mapping of a receive queue.
+// Sender side: a peer's mapping of a receive queue. Copies share the
+// mapping (a datagram held back by ud_delay keeps it alive).
 class RemoteRecvQueue {
  public:
   static constexpr unsigned kMaxStaleViews = 64;
@@ -148,9 +161,14 @@ class RemoteRecvQueue {
   uint64_t count_drop() const {
     return std::atomic_ref<uint64_t>(header_->dropped).fetch_add(1, std::memory_order_relaxed) + 1;
   }
+  void count_injected_drop() const { count(header_->injected_drops); }
+  void count_injected_dup() const { count(header_->injected_dups); }
+  void count_injected_delay() const { count(header_->injected_delays); }
 
  private:
-  MappedFile file_;
+  static void count(uint64_t& counter) { std::atomic_ref<uint64_t>(counter).fetch_add(1, std::memory_order_relaxed); }
+
+  std::shared_ptr<const MappedFile> file_;
   RecvQueueHeader* header_ = nullptr;
   RecvSlot* slots_ = nullptr;
   uint32_t mask_ = 0;  // validated against the file size once, never re-read

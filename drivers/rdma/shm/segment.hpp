@@ -23,7 +23,8 @@
 namespace rdtx::rdma::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x31'4d'48'53'58'54'44'52;  // "RDTXSHM1"
-inline constexpr uint32_t kLayoutVersion = 2;  // 2: regions carry their protection domain
+// 2: regions carry their protection domain; 3: receive queues count injected faults
+inline constexpr uint32_t kLayoutVersion = 3;
 
 // Region keys: the low bits index the region table (O(1) lookup), the high
 // bits are a generation, so a key of a deregistered region never matches a

@@ -15,6 +15,14 @@ struct UdQpStats {
   // Messages sent to this QP that found no posted receive buffer and were
   // dropped (UD semantics: the sender is not told).
   uint64_t recv_dropped = 0;
+  // Faults the driver injected into messages sent to this QP (devargs
+  // ud_drop, ud_dup, ud_delay): messages lost, messages delivered twice, and
+  // copies held back by ud_delay_ns (a duplicate counts once more if it is
+  // held back too). An injected loss is not in recv_dropped; a duplicate
+  // that finds no buffer is.
+  uint64_t injected_drop = 0;
+  uint64_t injected_dup = 0;
+  uint64_t injected_delay = 0;
 };
 
 // Fails (EINVAL) unless `qp` is a UD QP of an shm device.

@@ -1,5 +1,6 @@
 // A UD destination: the peer node (for translating its receive buffers) and
 // this process's mapping of the destination QP's receive queue.
+// Copies share everything (a datagram held back by ud_delay keeps one).
 // Thread-safety: immutable; may be used by any number of QPs and threads.
 #pragma once
 
@@ -15,6 +16,8 @@ class ShmAh final : public AddressHandle {
  public:
   ShmAh(std::shared_ptr<PeerNode> peer, RemoteRecvQueue rq, uint32_t qpn, uint32_t pd)
       : peer_(std::move(peer)), rq_(std::move(rq)), qpn_(qpn), pd_(pd) {}
+  ShmAh(const ShmAh&) = default;
+  ShmAh& operator=(const ShmAh&) = default;
 
   const PeerNode& peer() const { return *peer_; }
   const RemoteRecvQueue& recv_queue() const { return rq_; }

@@ -1,5 +1,11 @@
 // Parsed devargs of the shm driver:
 //   shm[,latency_ns=N][,bw_gbps=X][,mtu=B]
+//      [,read_order=ascending|descending|random][,write_order=ascending|random]
+//      [,ud_drop=P][,ud_dup=P][,ud_delay=P][,ud_delay_ns=N][,seed=S]
+//      [,pause_node=N,pause_at_ms=T,pause_ms=D]
+// The last three lines make the software NIC adversarial where a real one
+// may be (doc/drivers.md, "Adversarial modes"): word order inside a READ or
+// WRITE, loss, duplication and reordering of datagrams, a stopped node.
 // Thread-safety: a plain value type.
 #pragma once
 
@@ -10,10 +16,39 @@
 
 namespace rdtx::rdma::shm {
 
+// The order in which a READ or WRITE moves the payload's aligned 8-byte words.
+enum class WordOrder : uint8_t { kAscending, kDescending, kRandom };
+const char* to_string(WordOrder o);
+
 struct ShmConfig {
   uint64_t latency_ns = 0;  // one-way delay
   double bw_gbps = 0;       // 0: infinite
   uint32_t mtu = 4096;      // UD message size limit
+
+  WordOrder read_order = WordOrder::kAscending;
+  WordOrder write_order = WordOrder::kAscending;  // never kDescending
+
+  // Datagram faults, each drawn independently per SEND (probabilities).
+  double ud_drop = 0;
+  double ud_dup = 0;
+  double ud_delay = 0;
+  uint64_t ud_delay_ns = kDefaultUdDelayNs;
+  static constexpr uint64_t kDefaultUdDelayNs = 100'000;
+
+  // Seed of every random choice above; drawn at open (and logged) if absent.
+  uint64_t seed = 0;
+  bool seed_given = false;
+
+  // The node that stops for [pause_at_ms, pause_at_ms + pause_ms) after its
+  // device was opened; no pause unless has_pause.
+  bool has_pause = false;
+  uint32_t pause_node = 0;
+  uint64_t pause_at_ms = 0;
+  uint64_t pause_ms = 0;
+
+  bool random_order() const { return read_order == WordOrder::kRandom || write_order == WordOrder::kRandom; }
+  bool ud_faults() const { return ud_drop > 0 || ud_dup > 0 || ud_delay > 0; }
+  bool needs_seed() const { return random_order() || ud_faults(); }
 
   // Errors name the devargs and the offending key or value.
   static Result<ShmConfig> parse(std::string_view devargs);
@@ -21,7 +56,11 @@ struct ShmConfig {
 
 // The one-line devargs summary shown by the driver registry.
 inline constexpr const char* kShmDevargsHelp =
-    "shm[,latency_ns=N][,bw_gbps=X][,mtu=B]: software RNIC over shared memory; one-way latency in ns (default "
-    "0), per-QP bandwidth in Gbit/s (default 0 = infinite), UD message size limit in bytes (default 4096)";
+    "shm[,latency_ns=N][,bw_gbps=X][,mtu=B][,read_order=ascending|descending|random][,write_order=ascending|random]"
+    "[,ud_drop=P][,ud_dup=P][,ud_delay=P][,ud_delay_ns=N][,seed=S][,pause_node=N,pause_at_ms=T,pause_ms=D]: "
+    "software RNIC over shared memory; one-way latency in ns (default 0), per-QP bandwidth in Gbit/s (default 0 = "
+    "infinite), UD message size limit in bytes (default 4096); adversarial modes: word order of READ/WRITE "
+    "payloads, datagram loss/duplication/delay probabilities, seed, and a node that stops for a while "
+    "(doc/drivers.md)";
 
 }  // namespace rdtx::rdma::shm

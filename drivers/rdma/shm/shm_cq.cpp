@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "env/tsc.hpp"
+#include "node.hpp"
 #include "shm_qp.hpp"
 
 namespace rdtx::rdma::shm {
@@ -21,6 +22,9 @@ int CqCore::poll(Completion* out, int max) {
   if (timed_) {
     uint64_t now = env::tsc();
     for (ShmQp* qp : send_qps_) qp->progress(now);
+    // A stopped process polls nothing: its completions and received
+    // messages wait until it resumes.
+    if (node_->paused(now)) return 0;
   }
   int n = 0;
   while (n < max && head_ != tail_) {

@@ -3,8 +3,9 @@
 // CqCore holds the send-side completions of the QPs attached to it in a
 // private ring (no shared memory: only the QP's own thread produces them) and
 // lists the UD QPs whose receive completions it harvests, straight from their
-// shared receive queues. With a latency model, poll() first lets each
-// attached QP execute the requests whose time has come.
+// shared receive queues. With a latency model (or any timed mode,
+// Node::timed()), poll() first lets each attached QP execute the requests
+// whose time has come; during its node's pause window it then returns 0.
 //
 // Capacity: as with verbs, the CQ must be deep enough for every send request
 // its QPs can have outstanding; create_qp() enforces that (the sum of

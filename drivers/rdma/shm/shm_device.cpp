@@ -73,7 +73,7 @@ Result<void> ShmDevice::dereg_mr(const MemoryRegion& mr) { return node_->dereg_m
 Result<std::unique_ptr<CompletionQueue>> ShmDevice::create_cq(uint32_t depth) {
   if (depth == 0 || depth > caps_.max_cqe)
     return make_error(EINVAL, "create_cq(%u): depth must be in [1, %u]", depth, caps_.max_cqe);
-  auto core = std::make_shared<CqCore>(node_.get(), pd_, depth, node_->latency().enabled());
+  auto core = std::make_shared<CqCore>(node_.get(), pd_, depth, node_->timed());
   return std::unique_ptr<CompletionQueue>(std::make_unique<ShmCq>(std::move(core)));
 }
 

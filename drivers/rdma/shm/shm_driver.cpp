@@ -1,4 +1,4 @@
-// Registers the shm driver: open_device("shm[,latency_ns=N][,bw_gbps=X][,mtu=B]").
+// Registers the shm driver: open_device("shm[,key=value]*"), keys in shm_config.hpp.
 #include <unistd.h>
 
 #include <string>
@@ -29,7 +29,8 @@ Result<UdQpStats> ud_qp_stats(const QueuePair& qp) {
   const auto* shm_qp = dynamic_cast<const ShmQp*>(&qp);
   if (shm_qp == nullptr || shm_qp->type() != QpType::kUd)
     return make_error(EINVAL, "ud_qp_stats: not a UD QP of the shm driver");
-  return UdQpStats{shm_qp->recv_dropped()};
+  const RecvQueue* rq = shm_qp->recv_queue();
+  return UdQpStats{rq->dropped(), rq->injected_drops(), rq->injected_dups(), rq->injected_delays()};
 }
 
 }  // namespace rdtx::rdma::shm

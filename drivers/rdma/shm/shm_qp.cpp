@@ -10,6 +10,7 @@
 #include "qp_address.hpp"
 #include "shm_ah.hpp"
 #include "shm_log.hpp"
+#include "word_copy.hpp"
 
 namespace rdtx::rdma::shm {
 
@@ -49,7 +50,12 @@ ShmQp::ShmQp(std::shared_ptr<Node> node, uint32_t pd, const QpInit& init, uint32
       qpn_(qpn),
       type_(init.type),
       state_(init.type == QpType::kUd ? State::kReady : State::kReset),  // UD needs no connection
-      timed_(node->latency().enabled()),
+      timed_(node->timed()),
+      pausable_(node->pauses()),
+      faults_(init.type == QpType::kUd && node->config().ud_faults()),
+      read_order_(node->config().read_order),
+      write_order_(node->config().write_order),
+      rng_(node->seed(), qpn),
       node_(std::move(node)),
       rq_(std::move(rq)),
       latency_(node_->latency()) {
@@ -57,6 +63,17 @@ ShmQp::ShmQp(std::shared_ptr<Node> node, uint32_t pd, const QpInit& init, uint32
     timed_mask_ = std::bit_ceil(max_send_wr_) - 1;
     timed_ring_ = std::make_unique<Timed[]>(timed_mask_ + 1);
     inline_ = std::make_unique<uint8_t[]>((timed_mask_ + 1) * max_inline_);
+  }
+  if (faults_) {
+    const ShmConfig& cfg = node_->config();
+    drop_threshold_ = Rng::threshold(cfg.ud_drop);
+    dup_threshold_ = Rng::threshold(cfg.ud_dup);
+    delay_threshold_ = Rng::threshold(cfg.ud_delay);
+    if (cfg.ud_delay > 0) {
+      delay_ticks_ = env::ns_to_tsc(cfg.ud_delay_ns);
+      held_ = std::make_unique<Held[]>(kMaxHeld);
+      held_payload_ = std::make_unique<uint8_t[]>(size_t{kMaxHeld} * mtu_);
+    }
   }
 }
 
@@ -127,32 +144,16 @@ uint8_t* ShmQp::local(const WorkRequest& wr, uint32_t need) const {
   return static_cast<uint8_t*>(wr.local);
 }
 
-// READ and WRITE payloads move as an RNIC's DMA does: in ascending address
-// order, each aligned 8-byte word at once (memcpy may copy the tail first,
-// or in pieces), so that a reader concurrent with a writer sees what the
-// writer's earlier requests and earlier words stored before any later word
-// (protocols rely on it: OCC installs its version word after the record).
-// Unaligned payloads fall back to memmove. A loopback READ that overlaps its
-// own destination is unspecified, as on an RNIC, but not undefined.
-static void copy_ascending(uint8_t* dst, const uint8_t* src, size_t n) {
-  if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | n) & 7) != 0) {
-    std::memmove(dst, src, n);
-    return;
-  }
-  auto* d = reinterpret_cast<uint64_t*>(dst);
-  auto* s = reinterpret_cast<uint64_t*>(const_cast<uint8_t*>(src));
-  for (size_t i = 0; i < n / 8; ++i)
-    std::atomic_ref<uint64_t>(d[i]).store(std::atomic_ref<uint64_t>(s[i]).load(std::memory_order_acquire),
-                                          std::memory_order_release);  // plain moves on x86; keeps the order
-}
-
 Status ShmQp::read(const WorkRequest& wr) {
   if (wr.length == 0) return Status::kSuccess;
   uint8_t* dst = local(wr, kLocalWrite);
   if (dst == nullptr) return Status::kLocalProtectionError;
   const uint8_t* src = peer_->translate(wr.remote_addr, wr.length, wr.rkey, kRemoteRead, peer_pd_);
   if (src == nullptr) return Status::kRemoteAccessError;
-  copy_ascending(dst, src, wr.length);
+  if (read_order_ == WordOrder::kAscending)
+    copy_ascending(dst, src, wr.length);
+  else
+    copy_words(dst, src, wr.length, read_order_, rng_);
   return Status::kSuccess;
 }
 
@@ -162,7 +163,10 @@ Status ShmQp::write(const WorkRequest& wr) {
   if (src == nullptr) return Status::kLocalProtectionError;
   uint8_t* dst = peer_->translate(wr.remote_addr, wr.length, wr.rkey, kRemoteWrite, peer_pd_);
   if (dst == nullptr) return Status::kRemoteAccessError;
-  copy_ascending(dst, src, wr.length);
+  if (write_order_ == WordOrder::kAscending)
+    copy_ascending(dst, src, wr.length);
+  else
+    copy_words(dst, src, wr.length, write_order_, rng_);
   return Status::kSuccess;
 }
 
@@ -197,15 +201,24 @@ Status ShmQp::send(const WorkRequest& wr, uint64_t visible_tsc) {
     if (src == nullptr) return Status::kLocalProtectionError;
   }
   const auto* ah = static_cast<const ShmAh*>(wr.ah);
-  const RemoteRecvQueue& rq = ah->recv_queue();
+  if (faults_) [[unlikely]]
+    send_faulty(*ah, src, wr.length, visible_tsc);
+  else
+    deliver(*ah, src, wr.length, visible_tsc);
+  // UD: the sender never learns what became of it.
+  return Status::kSuccess;
+}
+
+void ShmQp::deliver(const ShmAh& ah, const uint8_t* src, uint32_t length, uint64_t visible_tsc) {
+  const RemoteRecvQueue& rq = ah.recv_queue();
   uint64_t round;
   RecvSlot* slot = rq.claim(&round);
   if (slot == nullptr) {
-    // UD: the sender never learns; the receiver's queue counts it.
+    // The receiver's queue counts it.
     uint64_t total = rq.count_drop();
     RDTX_LOG(shm_log(), Debug, "qp %u: SEND of %u bytes to qp %u dropped: no receive buffer posted (%llu dropped there)",
-             qpn_, wr.length, ah->qpn(), static_cast<unsigned long long>(total));
-    return Status::kSuccess;
+             qpn_, length, ah.qpn(), static_cast<unsigned long long>(total));
+    return;
   }
   // The descriptor was written by another party: check it like a remote
   // access (region, kLocalWrite, bounds) before writing through it.
@@ -213,21 +226,66 @@ Status ShmQp::send(const WorkRequest& wr, uint64_t visible_tsc) {
   uint32_t capacity = slot->length;
   uint32_t lkey = slot->lkey;
   Status rx = Status::kSuccess;
-  if (wr.length > capacity) {
+  if (length > capacity) {
     rx = Status::kLocalLengthError;
-  } else if (wr.length > 0) {
-    uint8_t* dst = ah->peer().translate(addr, wr.length, lkey, kLocalWrite, ah->pd());
+  } else if (length > 0) {
+    uint8_t* dst = ah.peer().translate(addr, length, lkey, kLocalWrite, ah.pd());
     if (dst == nullptr)
       rx = Status::kLocalProtectionError;
     else
-      std::memmove(dst, src, wr.length);
+      std::memmove(dst, src, length);
   }
   slot->visible_tsc = visible_tsc;
-  slot->byte_len = wr.length;
+  slot->byte_len = length;
   slot->src_qp = qpn_;
   slot->status = static_cast<uint8_t>(rx);
   RemoteRecvQueue::complete(slot, round);
-  return Status::kSuccess;
+}
+
+// Each SEND draws: lost? else duplicated? then, for each copy, held back?
+// A copy that cannot be held (kMaxHeld copies already are) goes out on time
+// and is not counted as delayed. Counts go to the destination's queue, where
+// the receiver's drop counter lives (shm.hpp).
+void ShmQp::send_faulty(const ShmAh& ah, const uint8_t* src, uint32_t length, uint64_t visible_tsc) {
+  const RemoteRecvQueue& rq = ah.recv_queue();
+  if (rng_.chance(drop_threshold_)) {
+    rq.count_injected_drop();
+    RDTX_LOG(shm_log(), Debug, "qp %u: SEND of %u bytes to qp %u lost (ud_drop)", qpn_, length, ah.qpn());
+    return;
+  }
+  int copies = 1;
+  if (rng_.chance(dup_threshold_)) {
+    rq.count_injected_dup();
+    copies = 2;
+  }
+  for (int i = 0; i < copies; ++i) {
+    if (rng_.chance(delay_threshold_) && hold(ah, src, length, visible_tsc + delay_ticks_)) {
+      rq.count_injected_delay();
+      continue;
+    }
+    deliver(ah, src, length, visible_tsc);
+  }
+}
+
+bool ShmQp::hold(const ShmAh& ah, const uint8_t* src, uint32_t length, uint64_t due_tsc) {
+  if (held_tail_ - held_head_ == kMaxHeld) return false;
+  uint64_t index = held_tail_++ % kMaxHeld;
+  Held& h = held_[index];
+  h.ah.emplace(ah);  // keeps the destination mapped even if the AH goes first
+  h.due_tsc = due_tsc;
+  h.length = length;
+  if (length > 0) std::memcpy(&held_payload_[index * mtu_], src, length);
+  return true;
+}
+
+void ShmQp::release_held(uint64_t now) {
+  while (held_head_ != held_tail_) {
+    Held& h = held_[held_head_ % kMaxHeld];
+    if (h.due_tsc > now) break;
+    deliver(*h.ah, &held_payload_[(held_head_ % kMaxHeld) * mtu_], h.length, h.due_tsc);
+    h.ah.reset();
+    ++held_head_;
+  }
 }
 
 Status ShmQp::execute(const WorkRequest& wr, uint64_t visible_tsc) {
@@ -277,6 +335,9 @@ int ShmQp::post_send(WorkRequest* list, WorkRequest** bad) {
 int ShmQp::post_timed(WorkRequest* list, WorkRequest** bad) {
   uint64_t now = env::tsc();
   progress(now);
+  // A stopped node posts nothing: what it posts during its pause goes out
+  // as if posted when the pause ends.
+  const uint64_t post_tsc = pausable_ && node_->paused(now) ? node_->pause_end() : now;
   for (WorkRequest* wr = list; wr != nullptr; wr = wr->next) {
     if (state_ == State::kReset || !well_formed(*wr)) {
       *bad = wr;
@@ -297,19 +358,25 @@ int ShmQp::post_timed(WorkRequest* list, WorkRequest** bad) {
       std::memcpy(copy, wr->local, wr->length);
       t.wr.local = copy;
     }
-    uint64_t start = std::max(now, wire_free_);
+    uint64_t start = std::max(post_tsc, wire_free_);
     wire_free_ = start + latency_.transfer(is_atomic(wr->opcode) ? 8 : wr->length);
     uint64_t arrival = wire_free_ + latency_.one_way();
+    t.arrival_tsc = arrival;
+    bool earlier_pending = timed_exec_ != timed_tail_;
     ++timed_tail_;
     if (wr->opcode == Opcode::kSend) {
       // Delivered now, visible to the receiver on arrival; locally complete
-      // once transmitted. A UD QP only SENDs, so everything before it has
-      // been executed already and order is kept.
-      t.effect_tsc = now;
+      // once transmitted. A UD QP only SENDs, so unless a pause deferred
+      // earlier SENDs, everything before it has been executed already.
       t.visible_tsc = wire_free_;
-      t.status = state_ == State::kReady ? send(t.wr, arrival) : Status::kFlushed;
-      if (t.status != Status::kSuccess) state_ = State::kError;
-      ++timed_exec_;
+      if (post_tsc == now && !earlier_pending) {
+        t.effect_tsc = now;
+        t.status = state_ == State::kReady ? send(t.wr, arrival) : Status::kFlushed;
+        if (t.status != Status::kSuccess) state_ = State::kError;
+        ++timed_exec_;
+      } else {
+        t.effect_tsc = start;  // progress() sends it, in order
+      }
     } else {
       t.effect_tsc = arrival;
       t.visible_tsc = arrival + latency_.one_way();
@@ -319,10 +386,13 @@ int ShmQp::post_timed(WorkRequest* list, WorkRequest** bad) {
 }
 
 void ShmQp::progress(uint64_t now) {
+  // Requests posted before a pause of this node still take effect during it
+  // (its NIC runs them); their completions wait for the CQ (shm_cq.cpp).
+  if (held_head_ != held_tail_) release_held(now);
   while (timed_exec_ != timed_tail_) {
     Timed& t = timed_ring_[timed_exec_ & timed_mask_];
     if (t.effect_tsc > now) break;
-    t.status = state_ == State::kReady ? execute(t.wr, 0) : Status::kFlushed;
+    t.status = state_ == State::kReady ? execute(t.wr, t.arrival_tsc) : Status::kFlushed;
     if (t.status != Status::kSuccess) state_ = State::kError;
     ++timed_exec_;
   }
@@ -349,7 +419,8 @@ int ShmQp::post_recv(RecvRequest* list, RecvRequest** bad) {
     *bad = list;
     return -EINVAL;
   }
-  return rq_->post(list, bad, local_regions_, pd_);
+  // A paused node's new buffers are published when it resumes.
+  return rq_->post(list, bad, local_regions_, pd_, !(pausable_ && node_->paused(env::tsc())));
 }
 
 }  // namespace rdtx::rdma::shm

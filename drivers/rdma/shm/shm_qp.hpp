@@ -7,14 +7,25 @@
 // receive completion (recv_queue.hpp); RECV buffers are posted into this QP's
 // own shared receive queue.
 //
-// Without a latency model a request is executed inside post_send(), and only
-// its completion (if signaled, or failed) is queued on the send CQ: no clock
-// reads, no allocation, no locks, no syscalls. With one, post_send() stamps
+// Untimed (no latency model, pause window or ud_delay: Node::timed()) a
+// request is executed inside post_send(), and only its completion (if
+// signaled, or failed) is queued on the send CQ: no clock reads, no
+// allocation, no locks, no syscalls. Timed, post_send() stamps
 // each request with its effect and completion times (latency_model.hpp) into
 // a fixed ring of max_send_wr entries, and the send CQ's poll() (and the next
 // post_send()) executes and completes them when their time comes. A SEND is
-// still copied at post time, stamped so the receiver sees it only after the
-// one-way delay.
+// still copied at post time (unless a pause defers it), stamped so the
+// receiver sees it only after the one-way delay.
+//
+// Adversarial modes (devargs, doc/drivers.md): READ and WRITE move words in
+// read_order/write_order (word_copy.hpp); a SEND may be dropped, duplicated
+// or held back for ud_delay_ns (ud_drop/ud_dup/ud_delay), each choice drawn
+// from this QP's Rng; a held-back datagram waits in a fixed ring of
+// kMaxHeld copies and goes out from progress(), behind later ones. A node
+// with a pause window runs timed: what it posts while paused takes effect
+// as if posted when the window ends, its receive buffers posted while
+// paused are published then, and its CQs report nothing during the window
+// (shm_cq.hpp). With every mode off, each costs one predictable branch.
 //
 // Send-queue slots follow verbs: a request holds its slot until a completion
 // of it or of a later request of the same QP has been polled. After an error
@@ -26,6 +37,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "base/result.hpp"
 #include "latency_model.hpp"
@@ -34,6 +46,8 @@
 #include "rdma/rdma.hpp"
 #include "recv_queue.hpp"
 #include "region_table.hpp"
+#include "rng.hpp"
+#include "shm_ah.hpp"
 #include "shm_cq.hpp"
 
 namespace rdtx::rdma::shm {
@@ -61,7 +75,7 @@ class ShmQp final : public QueuePair {
   void progress(uint64_t now);
   int harvest(Completion* out, int max) { return rq_->harvest(out, max); }
 
-  uint64_t recv_dropped() const { return rq_ ? rq_->dropped() : 0; }
+  const RecvQueue* recv_queue() const { return rq_.get(); }  // UD
 
  private:
   enum class State : uint8_t { kReset, kReady, kError };
@@ -72,8 +86,17 @@ class ShmQp final : public QueuePair {
     uint64_t seq;
     uint64_t effect_tsc;
     uint64_t visible_tsc;
+    uint64_t arrival_tsc;  // SEND: when the receiver may see it
     Status status;
   };
+  // A datagram held back by ud_delay: its destination, a copy of its
+  // payload (held_payload_) and when it goes out.
+  struct Held {
+    std::optional<ShmAh> ah;
+    uint64_t due_tsc;
+    uint32_t length;
+  };
+  static constexpr uint32_t kMaxHeld = 256;
 
   bool well_formed(const WorkRequest& wr) const;
   Status execute(const WorkRequest& wr, uint64_t visible_tsc);
@@ -81,6 +104,10 @@ class ShmQp final : public QueuePair {
   Status write(const WorkRequest& wr);
   Status atomic(const WorkRequest& wr);
   Status send(const WorkRequest& wr, uint64_t visible_tsc);
+  void deliver(const ShmAh& ah, const uint8_t* src, uint32_t length, uint64_t visible_tsc);
+  void send_faulty(const ShmAh& ah, const uint8_t* src, uint32_t length, uint64_t visible_tsc);
+  bool hold(const ShmAh& ah, const uint8_t* src, uint32_t length, uint64_t due_tsc);
+  void release_held(uint64_t now);
   uint8_t* local(const WorkRequest& wr, uint32_t need) const;
   void finish(const WorkRequest& wr, uint64_t seq, Status st);
   int post_timed(WorkRequest* list, WorkRequest** bad);
@@ -101,6 +128,11 @@ class ShmQp final : public QueuePair {
   const QpType type_;
   State state_;
   const bool timed_;
+  const bool pausable_;  // this node has a pause window
+  const bool faults_;    // UD with ud_drop, ud_dup or ud_delay
+  const WordOrder read_order_;
+  const WordOrder write_order_;
+  Rng rng_;
 
   std::shared_ptr<Node> node_;
   std::shared_ptr<PeerNode> peer_ref_;
@@ -119,6 +151,17 @@ class ShmQp final : public QueuePair {
   uint64_t timed_exec_ = 0;
   uint64_t timed_tail_ = 0;
   uint64_t wire_free_ = 0;  // when this QP's wire is free for the next request
+
+  // UD faults: thresholds for Rng::chance() and the held-back datagrams,
+  // [held_head_, held_tail_) in due order (a fixed delay keeps it so).
+  uint64_t drop_threshold_ = 0;
+  uint64_t dup_threshold_ = 0;
+  uint64_t delay_threshold_ = 0;
+  uint64_t delay_ticks_ = 0;
+  std::unique_ptr<Held[]> held_;
+  std::unique_ptr<uint8_t[]> held_payload_;
+  uint64_t held_head_ = 0;
+  uint64_t held_tail_ = 0;
 };
 
 }  // namespace rdtx::rdma::shm
