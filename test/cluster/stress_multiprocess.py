@@ -39,9 +39,17 @@ def free_ports(n):
 
 failures = []
 presets = sorted(glob.glob(os.path.join(CONF, "smallbank", "*.toml")) + glob.glob(os.path.join(CONF, "ycsb", "*.toml")))
-for preset in presets:
+SEED = os.environ.get("RDTX_STRESS_SEED", "") or str(os.getpid())
+ADVERSARIAL = ["--set", f"cluster.devargs=shm,read_order=random,write_order=random,seed={SEED}"]
+MIXED = ["--set", "txn.protocol=occ", "--set", "txn.pipeline.fetch=onesided", "--set", "txn.pipeline.lock=rpc",
+         "--set", "txn.pipeline.validate=onesided", "--set", "txn.pipeline.commit=onesided"]
+runs = [(p, "", []) for p in presets] + [(p, " @ random word order", ADVERSARIAL) for p in presets]
+runs += [(os.path.join(CONF, w, "occ-onesided.toml"), " @ lock rpc, commit one-sided", MIXED)
+         for w in ("smallbank", "ycsb")]
+print(f"stress-multiprocess: seed {SEED} (RDTX_STRESS_SEED)", flush=True)
+for preset, label, extra in runs:
     workload = os.path.basename(os.path.dirname(preset))
-    name = f"{workload}/{os.path.basename(preset)}"
+    name = f"{workload}/{os.path.basename(preset)}{label}"
     with tempfile.TemporaryDirectory() as tmp:
         hosts = ",".join(f"127.0.0.1:{p}" for p in free_ports(3))
         procs = []
@@ -49,7 +57,7 @@ for preset in presets:
             cmd = [BENCH, "-l", str(n % os.cpu_count()), "--no-huge", "--no-pci", "--no-shconf", "-m", "256", "--", "-q", "--no-progress", "--config", preset, "--node", str(n),
                    "--set", "cluster.mode=process", "--set", "cluster.nodes=3", "--set", f"cluster.hosts={hosts}",
                    "--set", "cluster.workers_per_node=1", "--duration", SECONDS, "--warmup", "0.1",
-                   "--history", os.path.join(tmp, "h"), "--json", os.path.join(tmp, f"n{n}.json")] + HOT[workload]
+                   "--history", os.path.join(tmp, "h"), "--json", os.path.join(tmp, f"n{n}.json")] + HOT[workload] + extra
             log = open(os.path.join(tmp, f"n{n}.log"), "w")
             procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), cmd))
         rcs = []
@@ -72,5 +80,5 @@ for preset in presets:
             for n in range(3):
                 print(f"--- node {n}\n" + open(os.path.join(tmp, f"n{n}.log")).read()[-2500:])
 
-print(f"{len(failures)} of {len(presets)} failed" if failures else f"all {len(presets)} presets passed")
+print(f"{len(failures)} of {len(runs)} failed" if failures else f"all {len(runs)} runs passed")
 sys.exit(1 if failures else 0)
