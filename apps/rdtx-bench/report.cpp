@@ -184,6 +184,7 @@ std::vector<Check> run_checks(const txn::RunResult& r, bool interrupted, const H
   c.push_back({"rpc_passive_failures", "passive failures", r.rpc_passive_failures, r.rpc_passive_failures == 0,
                r.rpc_passive_failures == 0 ? "" : "passive requests acked with an error (writes may be lost)"});
   c.push_back({"commit_errors", "commit errors", r.total.commit_errors, r.total.commit_errors == 0, ""});
+  c.push_back({"cancel_failures", "cancels unanswered", r.total.cancel_failures, r.total.cancel_failures == 0, ""});
   const uint64_t net = r.total.aborts[static_cast<int>(AbortReason::kNetwork)];
   c.push_back({"network_aborts", "network aborts", net, net == 0, ""});
   // A run that committed nothing measured nothing (a livelock, say), unless

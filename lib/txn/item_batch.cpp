@@ -15,9 +15,11 @@ void ItemBatch::reset(rpc::HandlerId handler) {
   ncalls_ = 0;
 }
 
-bool ItemBatch::add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const std::byte> data, uint32_t reply_data) {
+bool ItemBatch::add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const std::byte> data, uint32_t reply_data,
+                    const uint64_t* prefix) {
   const Access& a = c_.txn().access(i);
-  const uint32_t req_need = sizeof(ItemHeader) + pad8(static_cast<uint32_t>(data.size()));
+  const uint32_t data_len = static_cast<uint32_t>(data.size()) + (prefix ? 8 : 0);
+  const uint32_t req_need = sizeof(ItemHeader) + pad8(data_len);
   const uint32_t rep_need = sizeof(ItemReply) + pad8(reply_data);
   if (req_need + 8 > max_payload_ || rep_need > max_payload_) return false;
   int k = cur_[a.node];
@@ -36,9 +38,15 @@ bool ItemBatch::add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const st
     cur_[a.node] = k;
   }
   Call& cl = calls_[k];
-  ItemHeader h{a.table, static_cast<uint32_t>(data.size()), a.key, arg0, arg1};
-  std::memcpy(cl.req + cl.req_len, &h, sizeof h);
-  if (!data.empty()) std::memcpy(cl.req + cl.req_len + sizeof h, data.data(), data.size());
+  ItemHeader h{a.table, data_len, a.key, arg0, arg1};
+  std::byte* d = cl.req + cl.req_len;
+  std::memcpy(d, &h, sizeof h);
+  d += sizeof h;
+  if (prefix) {
+    std::memcpy(d, prefix, 8);
+    d += 8;
+  }
+  if (!data.empty()) std::memcpy(d, data.data(), data.size());
   cl.req_len += req_need;
   cl.reply_len += rep_need;
   cl.items[cl.nitems++] = i;

@@ -55,8 +55,10 @@ class ItemBatch {
   void reset(rpc::HandlerId handler);
 
   // Adds an item for access `i`; `reply_data` is the most data its reply may
-  // carry. False if the batch is full (more than kMaxCalls calls).
-  bool add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const std::byte> data, uint32_t reply_data);
+  // carry; `prefix`, if given, is an 8-byte word sent before `data`. False
+  // if the batch is full (more than kMaxCalls calls).
+  bool add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const std::byte> data, uint32_t reply_data,
+           const uint64_t* prefix = nullptr);
   bool empty() const { return ncalls_ == 0; }
   // Sends all calls and waits for every reply. False: a call failed.
   runtime::Task<bool> call();

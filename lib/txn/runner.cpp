@@ -214,6 +214,8 @@ void put_stats(Writer& w, const WorkerStats& s) {
   w.put(s.latency_tsc);
   w.put(s.committed_delta);
   w.put(s.commit_errors);
+  w.put(s.commit_retries);
+  w.put(s.cancel_failures);
   w.put(s.phase_tsc);
   w.put(s.phase_sum_tsc);
   w.put(s.sampled_commits);
@@ -225,7 +227,8 @@ bool get_stats(Reader& r, WorkerStats* s) {
   return r.get(&s->commits) && r.get(&s->attempts) && r.get(&s->aborts) && r.get_vector(&s->commits_by_type) &&
          r.get_vector(&s->attempts_by_type) &&
          r.get_vector(&s->latency_by_type) && r.get(&s->latency_tsc) &&
-         r.get(&s->committed_delta) && r.get(&s->commit_errors) && r.get(&s->phase_tsc) &&
+         r.get(&s->committed_delta) && r.get(&s->commit_errors) && r.get(&s->commit_retries) &&
+         r.get(&s->cancel_failures) && r.get(&s->phase_tsc) &&
          r.get(&s->phase_sum_tsc) && r.get(&s->sampled_commits) && r.get(&s->sampled_aborts) &&
          r.get(&s->net_committed) && r.get(&s->net_all);
 }

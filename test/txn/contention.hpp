@@ -33,6 +33,11 @@ struct Combo {
   uint32_t coroutines = 8;
   uint32_t qps_per_node = 1;  // RC QPs each worker keeps to each node
   uint32_t workers_per_node = 1;
+  // Chaos: extra shm devargs (faults), the RPC timeout, and the warm-up
+  // (measuring starts after it, e.g. after an injected stall).
+  std::string faults;
+  uint64_t rpc_timeout_ns = 0;  // 0: lib/rpc's default
+  double warmup_s = 0.0;
 };
 
 inline std::string name_of(const Combo& c) {
@@ -127,7 +132,8 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   // they are posted, so coroutines interleave at every step. (With zero
   // latency one thread serialises them so tightly that even OCC without
   // validation keeps the invariant.)
-  rc.cluster.devargs = "shm,latency_ns=1000";
+  rc.cluster.devargs = "shm,latency_ns=1000" + (c.faults.empty() ? "" : "," + c.faults);
+  if (c.rpc_timeout_ns != 0) rc.cluster.rpc.timeout_ns = c.rpc_timeout_ns;
   rc.cluster.rpc.recv_buffers = 256;
   rc.cluster.rpc.send_buffers = 256;
   rc.protocol = protocol_of(c.protocol);
@@ -144,7 +150,7 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   rc.options.record_history = true;
   rc.options.record_aborted = true;
   rc.options.history_capacity_bytes = size_t{32} << 20;
-  rc.warmup_s = 0.0;
+  rc.warmup_s = c.warmup_s;
   rc.duration_s = seconds;
   rc.seed = seed;
   rc.single_thread = true;

@@ -14,7 +14,10 @@ using runtime::Task;
 
 namespace {
 
-constexpr int kCancelTries = 64;
+// A cancel is re-sent until its owner answers: a stalled owner answers
+// when it resumes. Only a worker that is stopping gives up (after this many
+// more tries), and the run's checks then report it.
+constexpr int kTriesWhenStopping = 3;
 
 uint64_t load8(const std::byte* p) {
   uint64_t v;
@@ -94,7 +97,10 @@ Task<bool> cancel_failed(Coordinator& c, Txn& t, const ItemBatch& failed, uint64
   ItemBatch& cancel = c.aux_items(c.engine().toolkit().handlers().cancel);
   failed.for_each_failed_item([&](uint32_t i) { cancel.add(i, value, t.id(), {}, 0); });
   bool ok = co_await cancel.call();
-  for (int tries = 1; !ok && tries < kCancelTries; ++tries) ok = co_await cancel.retry_failed();
+  for (int late = 0; !ok && late < kTriesWhenStopping;) {
+    late += runtime::Worker::current()->stopping();
+    ok = co_await cancel.retry_failed();
+  }
   if (!ok) ++c.engine().stats().cancel_failures;  // a lock may be left: the run's check says so
   failed.for_each_failed_item([&](uint32_t i) { t.access(i).locked = false; });
   co_return ok;

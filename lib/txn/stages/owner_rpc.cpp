@@ -49,6 +49,7 @@ Result<std::unique_ptr<Toolkit>> Toolkit::create(WorkerEngine& e) {
   std::unique_ptr<Toolkit> k(new Toolkit(e));
   k->workers_per_node_ = e.workers_per_node();
   k->fence_.assign(static_cast<size_t>(e.db().nodes()) * k->workers_per_node_ * kMaxCoroutines, 0);
+  k->asked_.assign(k->fence_.size(), 0);
   RDTX_TRY(k->register_handlers());
   return k;
 }
@@ -56,6 +57,16 @@ Result<std::unique_ptr<Toolkit>> Toolkit::create(WorkerEngine& e) {
 bool Toolkit::fenced(uint64_t id) const {
   const uint32_t c = coordinator_of(id, workers_per_node_);
   return c < fence_.size() && static_cast<uint32_t>(id) < fence_[c];
+}
+
+void Toolkit::asked(uint64_t id) {
+  const uint32_t c = coordinator_of(id, workers_per_node_);
+  if (c < asked_.size() && static_cast<uint32_t>(id) > asked_[c]) asked_[c] = static_cast<uint32_t>(id);
+}
+
+bool Toolkit::superseded(uint64_t id) const {
+  const uint32_t c = coordinator_of(id, workers_per_node_);
+  return c < asked_.size() && static_cast<uint32_t>(id) < asked_[c];
 }
 
 void Toolkit::fence(uint64_t id) {
@@ -111,6 +122,7 @@ int Toolkit::serve_lock_read(std::span<const std::byte> payload, uint32_t first,
     if (rc == 0 && n == 0 && off < tab->tuple_bytes()) n = tab->tuple_bytes() - off;  // to the end
     if (rc == 0 && (data.size() != 8 || !span_ok(off, n, tab->tuple_bytes()))) rc = -EINVAL;
     if (rc == 0 && fenced(h.arg1)) rc = owner::kFenced;
+    if (rc == 0) asked(h.arg1);
     if (rc != 0) {
       put({rc, 0, 0, 0, 0}, nullptr, 0);
       stopped = true;
@@ -196,22 +208,38 @@ Result<void> Toolkit::register_handlers() {
     r.set_reply_len(len);
   }));
   // Install (body, then version word) and unlock, while the lock word holds
-  // arg0. arg1: body offset | version offset << 32; the data starts at the
-  // version offset (or the body offset without one).
-  auto unlock_items = [&st](rpc::Request& r) {
-    serve_items(r, st, [](const ItemHeader& h, Data data, int rc, store::Table* tab, const store::TupleRef& ref,
-                          ItemWriter& out) {
+  // arg0; arg1 is the attempt. The data: a span word (body offset | version
+  // offset << 32), then the tuple's bytes from the version offset (or the
+  // body offset without one); none for a release.
+  // Duplicates and late copies: a message of attempt A finishes A here, so
+  // A's lock requests arriving later (duplicated or delayed) are refused
+  // (fenced). A release of A once a later attempt of the same coordinator
+  // has asked for locks is a stale copy: the coordinator starts an attempt
+  // only after its previous release was answered, and under WAITDIE the
+  // later attempt's lock value (the transaction's timestamp) is the same.
+  auto unlock_items = [this, &st](rpc::Request& r, bool write_back) {
+    serve_items(r, st, [this, write_back](const ItemHeader& h, Data data, int rc, store::Table* tab,
+                                          const store::TupleRef& ref, ItemWriter& out) {
+      if (rc == 0 && data.size() < 8) rc = -EINVAL;
       if (rc != 0) {
         out.add({rc, 0, 0, 0, 0});
         return;
       }
-      const uint32_t body = static_cast<uint32_t>(h.arg1), ver = static_cast<uint32_t>(h.arg1 >> 32);
+      const uint64_t sw = arg_word(data);
+      data = data.subspan(8);
+      const uint32_t body = static_cast<uint32_t>(sw), ver = static_cast<uint32_t>(sw >> 32);
       const uint32_t first = ver != 0 ? ver : body;
       const uint32_t tb = tab->tuple_bytes();
-      const bool shape = data.empty() || (body >= 8 && span_ok(first, static_cast<uint32_t>(data.size()), tb) &&
+      const bool shape = data.empty() || (write_back && body >= 8 &&
+                                          span_ok(first, static_cast<uint32_t>(data.size()), tb) &&
                                           first + data.size() == tb && (ver == 0 || (ver >= 8 && ver + 8 <= body)));
       if (!shape) {
         out.add({-EINVAL, 0, 0, 0, 0});
+        return;
+      }
+      fence(h.arg1);
+      if (!write_back && superseded(h.arg1)) {
+        out.add({owner::kFenced, 0, 0, 0, 0});
         return;
       }
       if (word_at(ref.tuple, 0).load(std::memory_order_acquire) != h.arg0) {
@@ -227,8 +255,8 @@ Result<void> Toolkit::register_handlers() {
       out.add({owner::kOk, 0, 0, 0, 0});
     });
   };
-  RDTX_TRY(reg(&h_.write_back, "txn.write_back", unlock_items));
-  RDTX_TRY(reg(&h_.release, "txn.release", unlock_items));
+  RDTX_TRY(reg(&h_.write_back, "txn.write_back", [unlock_items](rpc::Request& r) { unlock_items(r, true); }));
+  RDTX_TRY(reg(&h_.release, "txn.release", [unlock_items](rpc::Request& r) { unlock_items(r, false); }));
   // The caller gave up on attempt arg1: refuse its lock requests from now
   // on, free what it holds (lock word == arg0).
   RDTX_TRY(reg(&h_.cancel, "txn.cancel", [this, &st](rpc::Request& r) {

@@ -95,6 +95,10 @@ class Toolkit {
   // the attempt (or a later one of its coordinator) was cancelled here.
   bool fenced(uint64_t id) const;
   void fence(uint64_t id);
+  // Lock requests seen per coordinator: a release of an attempt older than
+  // the newest that asked for locks is a stale copy (superseded).
+  void asked(uint64_t id);
+  bool superseded(uint64_t id) const;
 
   // Owner side of lock_read from item `first`: see owner_rpc.cpp. Returns
   // the index of an item that must wait, or -1 when every item is answered.
@@ -109,7 +113,8 @@ class Toolkit {
   Handlers h_;
   ConflictRule rule_ = ConflictRule::kAbort;
   std::unique_ptr<LockWaitList> wait_;
-  std::vector<uint32_t> fence_;  // per coordinator of the cluster: highest cancelled sequence + 1
+  std::vector<uint32_t> fence_;  // per coordinator of the cluster: highest finished sequence + 1
+  std::vector<uint32_t> asked_;  // per coordinator: highest sequence that asked for a lock
   uint32_t workers_per_node_ = 1;
 };
 

@@ -13,7 +13,10 @@ using runtime::Task;
 
 namespace {
 
-constexpr int kSettleTries = 64;
+// Unanswered write-backs and releases are re-sent until every owner
+// answered (a stalled owner answers when it resumes); only a stopping worker
+// gives up, after this many more tries, and the run's checks report it.
+constexpr int kTriesWhenStopping = 3;
 
 // Adds the RPC items of a write-back (or, with !write, a release).
 void add_unlock_items(Coordinator& c, Txn& t, ItemBatch& batch, WriteBackSpec spec, uint64_t value, bool write) {
@@ -24,7 +27,8 @@ void add_unlock_items(Coordinator& c, Txn& t, ItemBatch& batch, WriteBackSpec sp
     std::span<const std::byte> data;
     if (write && a.mode == AccessMode::kWrite)
       data = std::span<const std::byte>(a.copy + first, c.db().tuple_bytes(a.table) - first);
-    batch.add(i, value, owner::span_word(spec.body_offset, spec.version_offset), data, 0);
+    const uint64_t span = owner::span_word(spec.body_offset, spec.version_offset);
+    batch.add(i, value, t.id(), data, 0, &span);
     a.locked = false;
   }
 }
@@ -36,13 +40,14 @@ void add_unlock_items(Coordinator& c, Txn& t, ItemBatch& batch, WriteBackSpec sp
 // owner no longer sees the lock held was applied by an earlier copy.
 Task<void> settle_unlocks(Coordinator& c, ItemBatch& batch, bool sent_ok) {
   WorkerStats& st = c.engine().stats();
-  for (int tries = 1;; ++tries) {
+  for (int tries = 1, late = 0;; ++tries) {
     batch.for_each_reply([&](uint32_t, const ItemReply& r, std::span<const std::byte>) {
       if (r.status == owner::kOk || (tries > 1 && r.status == owner::kNotHeld)) return;
       ++st.commit_errors;  // the owner refused: the lock was not this attempt's
     });
     if (sent_ok) co_return;
-    if (tries == kSettleTries) {
+    late += runtime::Worker::current()->stopping();
+    if (late > kTriesWhenStopping) {
       batch.for_each_failed_item([&](uint32_t) { ++st.commit_errors; });
       co_return;
     }
