@@ -159,7 +159,7 @@ HistoryResult handle_history(const config::Config& cfg, const txn::RunResult& r,
     h.error = merged.error().message;
     return h;
   }
-  auto rep = history::check(*merged);
+  auto rep = history::check(*merged, txn::check_options(r.isolation));
   if (!rep.ok()) {
     h.error = rep.error().message;
     return h;

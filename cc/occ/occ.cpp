@@ -46,6 +46,7 @@ constexpr uint32_t kMetaBytes = 24;
 const AbortReason kLockConflict = protocol_reason(0);
 const AbortReason kValidation = protocol_reason(1);
 const AbortReason kLockedAtRead = protocol_reason(2);
+const AbortReason kUnsettledRead = protocol_reason(3);
 
 // Per access: the version seen at fetch.
 struct AccessState {
@@ -116,7 +117,7 @@ Verdict accept_copy(Coordinator& c, Txn& t, Access& a) {
 
 Task<bool> fetch(Occ& p, Coordinator& c, Txn& t, uint32_t from) {
   auto accept = [&c, &t](Access& a) { return accept_copy(c, t, a); };
-  co_return co_await read_tuples(c, t, p.o.stage(Stage::kFetch), from, accept, kLockedAtRead);
+  co_return co_await read_tuples(c, t, p.o.stage(Stage::kFetch), from, accept, kUnsettledRead);
 }
 
 // Locks the write set; a read-write record is validated in the same round
@@ -245,7 +246,8 @@ const ProtocolDef kDef = {
     },
     {{"lock_conflict", "lock conflict"},
      {"validation", "validation failed"},
-     {"locked_at_read", "locked at read"}},
+     {"locked_at_read", "locked at read"},
+     {"unsettled_read", "copy torn or moved on every read"}},
     Stage::kLock,
     lock_word0_held,
     create,

@@ -31,8 +31,9 @@ namespace {
 constexpr int kRelocateAttempts = 4;
 constexpr uint32_t kWaitListCapacity = 256;
 
+// Each policy declares one reason (NOWAIT: lock_conflict, WAITDIE: wait_die).
 const AbortReason kConflictAbort = protocol_reason(0);
-const AbortReason kWaitDieAbort = protocol_reason(1);
+const AbortReason kWaitDieAbort = protocol_reason(0);
 
 enum class Policy { kNoWait, kWaitDie };
 
@@ -171,7 +172,7 @@ const ProtocolDef kNoWait = {
     0,
     Isolation::kSerializable,
     {{Primitive::kOneSided, Primitive::kRpc}, {}, {}, {}, {Primitive::kOneSided, Primitive::kRpc}},
-    {{"lock_conflict", "lock conflict"}, {"wait_die", "wait-die (younger dies)"}},
+    {{"lock_conflict", "lock conflict"}},
     Stage::kFetch,
     lock_word0_held,
     create_nowait,
@@ -184,7 +185,7 @@ const ProtocolDef kWaitDie = {
     0,
     Isolation::kSerializable,
     {{Primitive::kOneSided, Primitive::kRpc}, {}, {}, {}, {Primitive::kOneSided, Primitive::kRpc}},
-    {{"lock_conflict", "lock conflict"}, {"wait_die", "wait-die (younger dies)"}},
+    {{"wait_die", "wait-die (younger dies)"}},
     Stage::kFetch,
     lock_word0_held,
     create_waitdie,

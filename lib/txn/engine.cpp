@@ -107,6 +107,9 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
                       opts_.coroutines, scratch_per_co_ * opts_.coroutines, w_.scratch->size());
   if (opts_.coroutines > kMaxCoroutines)
     return make_error(EINVAL, "txn.coroutines = %u exceeds %u", opts_.coroutines, kMaxCoroutines);
+  if (kEngineAbortReasons + def_.abort_reasons.size() > kMaxAbortReasons)
+    return make_error(EINVAL, "protocol %s declares %zu abort reasons; at most %d fit", def_.name,
+                      def_.abort_reasons.size(), kMaxAbortReasons - kEngineAbortReasons);
   if (!toolkit_) {
     auto k = Toolkit::create(*this);
     if (!k.ok()) return k.error();

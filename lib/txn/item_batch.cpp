@@ -103,19 +103,6 @@ runtime::Task<bool> ItemBatch::retry_failed() {
   co_return ok;
 }
 
-bool ItemBatch::send_passive(bool oneway) {
-  rpc::Batch b(*c_.engine().ctx().rpc);
-  bool ok = true;
-  for (uint32_t k = 0; k < ncalls_; ++k) {
-    std::span<const std::byte> req(calls_[k].req, calls_[k].req_len);
-    ok &= oneway ? b.oneway(calls_[k].dest, handler_, req) : b.passive(calls_[k].dest, handler_, req);
-    c_.count_verb(stats::Verb::kSend, calls_[k].req_len);
-  }
-  if (ncalls_ > 0) c_.count_doorbell();
-  b.send();  // nothing to wait for
-  return ok;
-}
-
 ItemReader::ItemReader(std::span<const std::byte> p) : p_(p) {
   if (p.size() < 8) return;
   std::memcpy(&count_, p.data(), 4);

@@ -78,31 +78,38 @@ class ItemBatch {
       if (call_failed(k))
         for (uint32_t j = 0; j < calls_[k].nitems; ++j) fn(calls_[k].items[j]);
   }
-  // The request of call k (to re-send its items to another handler).
   uint32_t calls() const { return ncalls_; }
-  // Sends all calls as passive requests (acks off the critical path) or,
-  // when `oneway`, without any reply.
-  bool send_passive(bool oneway);
+  // fn(access index, reply, data) for the items of call k, if it was answered.
+  template <typename Fn>
+  bool for_each_reply_of(uint32_t k, Fn&& fn) const {
+    const Call& cl = calls_[k];
+    if (cl.reply.status != rpc::CallStatus::kOk) return true;
+    uint32_t off = 0;
+    for (uint32_t j = 0; j < cl.nitems; ++j) {
+      if (cl.reply.len < off + sizeof(ItemReply)) return false;
+      ItemReply r;
+      std::memcpy(&r, cl.reply.buf + off, sizeof r);
+      off += sizeof r;
+      if (r.len > cl.reply.len - off) return false;
+      fn(cl.items[j], r, std::span<const std::byte>(cl.reply.buf + off, r.len));
+      off += pad8(r.len);
+    }
+    return true;
+  }
+  // fn(access index) for every item of every call.
+  template <typename Fn>
+  void for_each_item(Fn&& fn) const {
+    for (uint32_t k = 0; k < ncalls_; ++k)
+      for (uint32_t j = 0; j < calls_[k].nitems; ++j) fn(calls_[k].items[j]);
+  }
 
   // Replies, in item order: fn(access index, reply, data). False if a reply
   // is malformed (shorter than its items).
   template <typename Fn>
   bool for_each_reply(Fn&& fn) const {
-    for (uint32_t k = 0; k < ncalls_; ++k) {
-      const Call& cl = calls_[k];
-      if (cl.reply.status != rpc::CallStatus::kOk) continue;  // failed calls: for_each_failed_item
-      uint32_t off = 0;
-      for (uint32_t j = 0; j < cl.nitems; ++j) {
-        if (cl.reply.len < off + sizeof(ItemReply)) return false;
-        ItemReply r;
-        std::memcpy(&r, cl.reply.buf + off, sizeof r);
-        off += sizeof r;
-        if (r.len > cl.reply.len - off) return false;
-        fn(cl.items[j], r, std::span<const std::byte>(cl.reply.buf + off, r.len));
-        off += pad8(r.len);
-      }
-    }
-    return true;
+    bool ok = true;
+    for (uint32_t k = 0; k < ncalls_; ++k) ok &= for_each_reply_of(k, fn);
+    return ok;
   }
 
  private:

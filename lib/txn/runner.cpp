@@ -23,6 +23,17 @@
 
 namespace rdtx::txn {
 
+// txn::Isolation and history::Isolation name the same levels in the same order.
+static_assert(static_cast<int>(Isolation::kSerializable) == static_cast<int>(history::Isolation::kSerializable) &&
+              static_cast<int>(Isolation::kSnapshot) == static_cast<int>(history::Isolation::kSnapshot) &&
+              static_cast<int>(Isolation::kReadCommitted) == static_cast<int>(history::Isolation::kReadCommitted));
+
+history::CheckOptions check_options(Isolation i) {
+  history::CheckOptions o;
+  o.isolation = static_cast<history::Isolation>(i);
+  return o;
+}
+
 uint64_t count_locked(Database& db, const ProtocolDef& def) {
   uint64_t n = 0;
   for (uint32_t node = 0; node < db.nodes(); ++node)
@@ -458,6 +469,7 @@ Result<RunResult> run(const RunConfig& rc) {
   }
   RunResult res;
   res.abort_reasons = abort_reason_names(*rc.protocol);
+  res.isolation = rc.protocol->isolation;
   Progress progress(rc, engines, t0, measure_at);
   std::vector<env::TelemetryCommand> telemetry = register_telemetry(engines, t0, measure_at, res.abort_reasons);
   if (rc.single_thread) {

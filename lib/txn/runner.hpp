@@ -12,6 +12,7 @@
 #include "base/result.hpp"
 #include "cluster/bootstrap.hpp"
 #include "cluster/cluster.hpp"
+#include "history/checker.hpp"
 #include "history/history.hpp"
 #include "history/recorder.hpp"
 #include "runtime/loop.hpp"
@@ -60,6 +61,8 @@ struct RunResult {
   Result<void> invariants;     // the workload's check
   store::LocationCacheStats cache;
   uint64_t rpc_malformed = 0, rpc_timeouts = 0;
+  // The isolation level the protocol guarantees: what its history is checked at.
+  Isolation isolation = Isolation::kSerializable;
   // Names of the abort reasons, indexed as WorkerStats::aborts.
   std::vector<AbortReasonName> abort_reasons;
   // Passive requests (rpc::Batch::passive, e.g. a passive COMMIT) whose ack
@@ -86,6 +89,9 @@ cluster::ClusterConfig sized_cluster(const RunConfig& rc);
 // Entries of each worker's completion queue in that cluster: every RC QP
 // (nodes x qps_per_node) may have max_outstanding requests in flight.
 uint64_t worker_cq_depth(const cluster::ClusterConfig& cc);
+
+// The checker's options for a history of a protocol claiming `i`.
+history::CheckOptions check_options(Isolation i);
 
 // The recorded histories of a run merged into one, for the checker.
 Result<history::History> merged_history(const RunResult& r);

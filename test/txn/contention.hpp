@@ -160,7 +160,8 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   out.run = std::move(*r);
   auto h = txn::merged_history(out.run);
   if (!h.ok()) return h.error();
-  auto rep = history::check(*h);
+  // At the isolation level the protocol claims.
+  auto rep = history::check(*h, txn::check_options(out.run.isolation));
   if (!rep.ok()) return rep.error();
   out.check = std::move(*rep);
   out.check_text = history::format_report(out.check, 3);

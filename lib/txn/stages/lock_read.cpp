@@ -93,16 +93,20 @@ Task<bool> lock_read_onesided(Coordinator& c, Txn& t, std::span<const uint32_t> 
 // Cancels the attempt at the owners of `batch`'s failed calls: each owner
 // fences the attempt (a lock request of it arriving later is refused) and
 // frees what the attempt holds there. Retried until every owner answered.
-Task<bool> cancel_failed(Coordinator& c, Txn& t, const ItemBatch& failed, uint64_t value) {
+Task<bool> cancel_failed(Coordinator& c, Txn& t, const ItemBatch& failed, uint64_t value, bool all) {
   ItemBatch& cancel = c.aux_items(c.engine().toolkit().handlers().cancel);
-  failed.for_each_failed_item([&](uint32_t i) { cancel.add(i, value, t.id(), {}, 0); });
+  auto add = [&](uint32_t i) { cancel.add(i, value, t.id(), {}, 0); };
+  if (all) failed.for_each_item(add);
+  else failed.for_each_failed_item(add);
   bool ok = co_await cancel.call();
   for (int late = 0; !ok && late < kTriesWhenStopping;) {
     late += runtime::Worker::current()->stopping();
     ok = co_await cancel.retry_failed();
   }
   if (!ok) ++c.engine().stats().cancel_failures;  // a lock may be left: the run's check says so
-  failed.for_each_failed_item([&](uint32_t i) { t.access(i).locked = false; });
+  auto unheld = [&](uint32_t i) { t.access(i).locked = false; };
+  if (all) failed.for_each_item(unheld);
+  else failed.for_each_failed_item(unheld);
   co_return ok;
 }
 
@@ -144,7 +148,7 @@ Task<bool> lock_read_rpc(Coordinator& c, Txn& t, std::span<const uint32_t> items
   if (ok && wellformed) co_return true;
   // Some owner did not answer (or answered garbage): it may hold locks for
   // this attempt, or grant them when the request arrives late.
-  if (!ok) co_await cancel_failed(c, t, batch, value);
+  co_await cancel_failed(c, t, batch, value, !wellformed);
   t.fail(AbortReason::kNetwork);
   co_return false;
 }

@@ -40,11 +40,18 @@ void add_unlock_items(Coordinator& c, Txn& t, ItemBatch& batch, WriteBackSpec sp
 // owner no longer sees the lock held was applied by an earlier copy.
 Task<void> settle_unlocks(Coordinator& c, ItemBatch& batch, bool sent_ok) {
   WorkerStats& st = c.engine().stats();
+  uint32_t judged = 0;  // calls whose answers were counted (bit per call)
   for (int tries = 1, late = 0;; ++tries) {
-    batch.for_each_reply([&](uint32_t, const ItemReply& r, std::span<const std::byte>) {
-      if (r.status == owner::kOk || (tries > 1 && r.status == owner::kNotHeld)) return;
-      ++st.commit_errors;  // the owner refused: the lock was not this attempt's
-    });
+    for (uint32_t k = 0; k < batch.calls(); ++k) {
+      if ((judged >> k & 1) || batch.call_failed(k)) continue;
+      judged |= 1u << k;
+      const bool first = tries == 1;
+      const bool wellformed = batch.for_each_reply_of(k, [&](uint32_t, const ItemReply& r, std::span<const std::byte>) {
+        if (r.status == owner::kOk || (!first && r.status == owner::kNotHeld)) return;
+        ++st.commit_errors;  // the owner refused: the lock was not this attempt's
+      });
+      if (!wellformed) ++st.commit_errors;
+    }
     if (sent_ok) co_return;
     late += runtime::Worker::current()->stopping();
     if (late > kTriesWhenStopping) {
