@@ -187,10 +187,18 @@ inline runtime::Task<bool> ScriptedWorkload::execute(txn::Txn& t, const txn::Txn
   for (const Op& op : sc.ops_) {
     if (!ok) break;
     switch (op.kind) {
-      case Op::kRead: t.read(kTable, op.key); break;
-      case Op::kWrite: writes.push_back(t.write(kTable, op.key)); break;
-      case Op::kFetch: ok = co_await t.fetch(); break;
-      case Op::kPause: co_await sc.pause(op.label); break;
+      case Op::kRead:
+        t.read(kTable, op.key);
+        break;
+      case Op::kWrite:
+        writes.push_back(t.write(kTable, op.key));
+        break;
+      case Op::kFetch:
+        ok = co_await t.fetch();
+        break;
+      case Op::kPause:
+        co_await sc.pause(op.label);
+        break;
       case Op::kCommit:
         for (int i : writes) {
           uint64_t v;
@@ -291,14 +299,19 @@ class Stepper {
   // One pass of every worker, or of node `node`'s only.
   void poll() { cluster_->poll_all(); }
   void poll_node(uint32_t node) { cluster_->worker(node, 0).worker->poll_once(); }
+  void poll(int passes) {
+    for (int i = 0; i < passes; ++i) poll();
+  }
   // Polls (every node, or only `node`) until pred() holds; false after
   // `passes` passes.
   template <typename Pred>
   bool run_until(Pred pred, int passes = kMaxPasses, int node = -1) {
     for (int i = 0; i < passes; ++i) {
       if (pred()) return true;
-      if (node < 0) poll();
-      else poll_node(static_cast<uint32_t>(node));
+      if (node < 0)
+        poll();
+      else
+        poll_node(static_cast<uint32_t>(node));
     }
     return pred();
   }

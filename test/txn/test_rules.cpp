@@ -18,12 +18,19 @@
 
 #include <cstring>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "test/txn/stepper.hpp"
 #include "txn/stages/lock_wait_list.hpp"
 #include "txn/stages/owner_status.hpp"
+
+// Names, not bytes, in failure messages (found by argument-dependent lookup).
+namespace rdtx::txn {
+void PrintTo(Primitive p, std::ostream* os) { *os << to_string(p); }
+void PrintTo(Stage s, std::ostream* os) { *os << to_string(s); }
+}  // namespace rdtx::txn
 
 using namespace rdtx;
 using namespace rdtx::testing_stepper;
@@ -260,7 +267,9 @@ INSTANTIATE_TEST_SUITE_P(Rules, NoWaitRule, kPrimitives, prim_name);
 // is gone.
 TEST(LateLockRequest, ParkedRequestOfACallerThatGaveUpIsNeverGranted) {
   StepConfig cfg{"waitdie", Primitive::kRpc, Primitive::kOneSided};
-  cfg.rpc_timeout_ns = 20'000'000;
+  // The waiting list gives up after a quarter of it (25 ms): far longer
+  // than the few passes from parking to the point where node 1 stops.
+  cfg.rpc_timeout_ns = 100'000'000;
   auto fx = make(cfg);
   ASSERT_NE(fx, nullptr);
   txn::LockWaitList* waiting = fx->engine(1).toolkit().waiting();
@@ -293,7 +302,7 @@ TEST(LateLockRequest, ParkedRequestOfACallerThatGaveUpIsNeverGranted) {
   EXPECT_EQ(fx->reason_key(t1), "network");
   EXPECT_TRUE(fx->engine(1).toolkit().fenced(t1.id()));
   EXPECT_FALSE(parked());
-  fx->run_until([] { return false; }, 100);
+  fx->poll(100);
   EXPECT_EQ(fx->lock_word(kX), 0u) << "the parked request of a cancelled attempt was granted";
   EXPECT_EQ(fx->counter(kX), kInitial + 1);
   EXPECT_EQ(fx->engine(0).stats().cancel_failures, 0u);
@@ -313,8 +322,10 @@ runtime::Task<void> call_items(rpc::Endpoint* ep, uint32_t dest, rpc::HandlerId 
   rpc::Batch b(*ep);
   b.call(dest, h, req, &r);
   out->ok = co_await b.send();
-  if (out->ok && r.len >= sizeof(txn::ItemReply)) std::memcpy(&out->reply, buf.data(), sizeof out->reply);
-  else out->ok = false;
+  if (out->ok && r.len >= sizeof(txn::ItemReply))
+    std::memcpy(&out->reply, buf.data(), sizeof out->reply);
+  else
+    out->ok = false;
   *done = true;
 }
 
