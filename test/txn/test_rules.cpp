@@ -1,0 +1,383 @@
+// Protocol rules, each stepped by hand in one thread (stepper.hpp): two
+// coordinators (sometimes three) of node 0 run scripted transactions on
+// records of node 1 (and node 0), interleaved pass by pass, so that each
+// rule is met in exactly one way and its outcome is fixed. Every rule is
+// tested with one-sided and with RPC stages. Abort reasons are compared by
+// their keys in the protocol's names, never by enum value.
+//
+//   OCC       a read whose version changed fails validation (read-only and
+//             read-write); a record locked at fetch aborts the reader, and a
+//             lock held at the lock stage aborts the writer
+//   WAITDIE   the older waits for the younger (and gets the lock when it
+//             commits); the younger dies
+//   NOWAIT    a conflict aborts, and every lock the attempt took is released
+//   fences    a lock request whose caller gave up is never granted: parked
+//             on WAITDIE's waiting list when the call times out, or (any
+//             protocol, RPC) arriving after the cancel of its attempt
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "test/txn/stepper.hpp"
+#include "txn/stages/lock_wait_list.hpp"
+#include "txn/stages/owner_status.hpp"
+
+// Names, not bytes, in failure messages (found by argument-dependent lookup).
+namespace rdtx::txn {
+void PrintTo(Primitive p, std::ostream* os) { *os << to_string(p); }
+void PrintTo(Stage s, std::ostream* os) { *os << to_string(s); }
+}  // namespace rdtx::txn
+
+using namespace rdtx;
+using namespace rdtx::testing_stepper;
+using txn::make_txn_id;
+
+namespace {
+
+constexpr Key kX = kKeysPerNode + 0;  // node 1: remote for the coordinators of node 0
+constexpr Key kY = 1;                 // node 0: reached through loopback
+
+std::string prim_name(const testing::TestParamInfo<Primitive>& i) { return txn::to_string(i.param); }
+const auto kPrimitives = testing::Values(Primitive::kOneSided, Primitive::kRpc);
+
+std::unique_ptr<Stepper> make(StepConfig cfg) {
+  auto s = Stepper::create(cfg);
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+// ---------------------------------------------------------------- OCC
+
+class OccRule : public testing::TestWithParam<Primitive> {
+ protected:
+  void SetUp() override {
+    fx = make({"occ", GetParam()});
+    ASSERT_NE(fx, nullptr);
+  }
+  std::unique_ptr<Stepper> fx;
+};
+
+// T1 reads x; T2 writes x and commits; T1 commits: validation fails.
+TEST_P(OccRule, ReadWhoseVersionChangedFailsValidation) {
+  Script& t1 = fx->script({R(kX), Fetch(), Pause("fetched"), Commit()});
+  Script& t2 = fx->script({W(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  ASSERT_TRUE(fx->run_until_paused(t1, "fetched"));
+  ASSERT_TRUE(fx->start(0, 1, t2));
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_TRUE(t2.committed()) << fx->reason_key(t2);
+  EXPECT_EQ(fx->counter(kX), kInitial + 1);
+  fx->resume(t1);
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_FALSE(t1.committed());
+  EXPECT_EQ(fx->reason_key(t1), "validation");
+  EXPECT_EQ(t1.stage(), Stage::kValidate);
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+}
+
+// The same for a read-write record: validated under its lock at the lock
+// stage, and T1's write is not installed.
+TEST_P(OccRule, ReadWriteRecordWhoseVersionChangedFailsValidation) {
+  Script& t1 = fx->script({W(kX), Fetch(), Pause("fetched"), Commit()});
+  Script& t2 = fx->script({W(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  ASSERT_TRUE(fx->run_until_paused(t1, "fetched"));
+  ASSERT_TRUE(fx->start(0, 1, t2));
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_TRUE(t2.committed()) << fx->reason_key(t2);
+  fx->resume(t1);
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_FALSE(t1.committed());
+  EXPECT_EQ(fx->reason_key(t1), "validation");
+  EXPECT_EQ(t1.stage(), Stage::kLock);
+  EXPECT_EQ(fx->counter(kX), kInitial + 1) << "only T2's increment may be installed";
+  EXPECT_EQ(fx->lock_word(kX), 0u) << "T1's lock must be released";
+}
+
+// T2 holds x's lock (stepped to just after its lock stage) while T1 fetches
+// x: T1 aborts at once.
+TEST_P(OccRule, RecordLockedAtReadAbortsTheReader) {
+  Script& t2 = fx->script({W(kX), Fetch(), Commit()}).pause_after(Stage::kLock);
+  Script& t1 = fx->script({R(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 1, t2));
+  ASSERT_TRUE(fx->run_until_paused(t2, "after lock"));
+  ASSERT_EQ(fx->lock_word(kX), t2.id());
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_FALSE(t1.committed());
+  EXPECT_EQ(fx->reason_key(t1), "locked_at_read");
+  EXPECT_EQ(t1.stage(), Stage::kFetch);
+  EXPECT_EQ(fx->lock_word(kX), t2.id()) << "the reader must not touch the holder's lock";
+  fx->resume(t2);
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_TRUE(t2.committed()) << fx->reason_key(t2);
+  EXPECT_EQ(fx->counter(kX), kInitial + 1);
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+}
+
+// T1 fetched x to write it; T2 takes x's lock first; T1's lock stage finds
+// it held and aborts, leaving T2's lock alone.
+TEST_P(OccRule, LockHeldAtLockStageAbortsTheWriter) {
+  Script& t1 = fx->script({W(kX), W(kY), Fetch(), Pause("fetched"), Commit()});
+  Script& t2 = fx->script({W(kX), Fetch(), Commit()}).pause_after(Stage::kLock);
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  ASSERT_TRUE(fx->run_until_paused(t1, "fetched"));
+  ASSERT_TRUE(fx->start(0, 1, t2));
+  ASSERT_TRUE(fx->run_until_paused(t2, "after lock"));
+  fx->resume(t1);
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_FALSE(t1.committed());
+  EXPECT_EQ(fx->reason_key(t1), "lock_conflict");
+  EXPECT_EQ(t1.stage(), Stage::kLock);
+  EXPECT_EQ(fx->lock_word(kX), t2.id());
+  EXPECT_EQ(fx->lock_word(kY), 0u) << "the lock T1 did take must be released";
+  EXPECT_EQ(fx->counter(kY), kInitial);
+  fx->resume(t2);
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_TRUE(t2.committed()) << fx->reason_key(t2);
+  EXPECT_EQ(fx->counter(kX), kInitial + 1);
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, OccRule, kPrimitives, prim_name);
+
+// ---------------------------------------------------------------- WAITDIE
+
+class WaitDieRule : public testing::TestWithParam<Primitive> {};
+
+// Coordinators 0, 1, 2 of node 0 took their timestamps in that order: T1
+// (coordinator 0) is the oldest. T2 holds x; T1 asks for it and waits; T2
+// commits and T1 gets x; T3 (younger than T1) asks for it and dies.
+TEST_P(WaitDieRule, OlderWaitsYoungerDies) {
+  auto fx = make({"waitdie", GetParam()});
+  ASSERT_NE(fx, nullptr);
+  ASSERT_LT(fx->idle_ts(0, 0), fx->idle_ts(0, 1));
+  ASSERT_LT(fx->idle_ts(0, 0), fx->idle_ts(0, 2));
+  Script& t2 = fx->script({W(kX), Fetch(), Pause("holding"), Commit()});
+  Script& t1 = fx->script({W(kX), Fetch(), Pause("holding"), Commit()});
+  Script& t3 = fx->script({W(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 1, t2));
+  ASSERT_TRUE(fx->run_until_paused(t2, "holding"));
+  ASSERT_EQ(fx->lock_word(kX), t2.timestamp());
+
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  // The older waits: many passes later it is still in its fetch, neither
+  // aborted nor holding x.
+  EXPECT_FALSE(fx->run_until([&] { return t1.done() || !t1.paused_at().empty(); }, 200));
+  ASSERT_TRUE(t1.started());
+  ASSERT_LT(t1.timestamp(), t2.timestamp());
+  EXPECT_EQ(t1.stage(), Stage::kFetch);
+  EXPECT_EQ(fx->lock_word(kX), t2.timestamp());
+
+  fx->resume(t2);
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_TRUE(t2.committed()) << fx->reason_key(t2);
+  ASSERT_TRUE(fx->run_until_paused(t1, "holding")) << "the waiter must get the lock once the holder commits"
+                                                   << (t1.done() ? ", it aborted: " + fx->reason_key(t1) : "");
+  EXPECT_EQ(fx->lock_word(kX), t1.timestamp());
+  EXPECT_EQ(fx->counter(kX), kInitial + 1) << "T1 holds x and sees T2's write";
+
+  // The younger dies.
+  ASSERT_GT(fx->idle_ts(0, 2), t1.timestamp());
+  ASSERT_TRUE(fx->start(0, 2, t3));
+  ASSERT_TRUE(fx->run_until_done(t3)) << "the younger must not wait";
+  EXPECT_GT(t3.timestamp(), t1.timestamp());
+  EXPECT_FALSE(t3.committed());
+  EXPECT_EQ(fx->reason_key(t3), "wait_die");
+  EXPECT_EQ(fx->lock_word(kX), t1.timestamp());
+
+  fx->resume(t1);
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_TRUE(t1.committed()) << fx->reason_key(t1);
+  EXPECT_EQ(fx->counter(kX), kInitial + 2);
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, WaitDieRule, kPrimitives, prim_name);
+
+// ---------------------------------------------------------------- NOWAIT
+
+class NoWaitRule : public testing::TestWithParam<Primitive> {
+ protected:
+  void SetUp() override {
+    fx = make({"nowait", GetParam()});
+    ASSERT_NE(fx, nullptr);
+  }
+  std::unique_ptr<Stepper> fx;
+};
+
+// T1 holds x; T2 locks y (an earlier fetch round), then asks for x: T2
+// aborts and y is unlocked.
+TEST_P(NoWaitRule, ConflictAbortsAndReleasesEveryLockTaken) {
+  Script& t1 = fx->script({W(kX), Fetch(), Pause("holding"), Commit()});
+  Script& t2 = fx->script({W(kY), Fetch(), Pause("holds y"), W(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  ASSERT_TRUE(fx->run_until_paused(t1, "holding"));
+  ASSERT_EQ(fx->lock_word(kX), t1.id());
+  ASSERT_TRUE(fx->start(0, 1, t2));
+  ASSERT_TRUE(fx->run_until_paused(t2, "holds y"));
+  ASSERT_EQ(fx->lock_word(kY), t2.id());
+  fx->resume(t2);
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_FALSE(t2.committed());
+  EXPECT_EQ(fx->reason_key(t2), "lock_conflict");
+  EXPECT_EQ(fx->lock_word(kY), 0u) << "the aborted attempt left y locked";
+  EXPECT_EQ(fx->counter(kY), kInitial);
+  EXPECT_EQ(fx->lock_word(kX), t1.id()) << "the holder's lock must stay";
+  fx->resume(t1);
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_TRUE(t1.committed()) << fx->reason_key(t1);
+  EXPECT_EQ(fx->counter(kX), kInitial + 1);
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+}
+
+// The same with y and x asked for in one round (one request per owner): y
+// is granted on node 0 as x conflicts on node 1, and is released.
+TEST_P(NoWaitRule, ConflictInOneRoundReleasesTheOtherOwnersLock) {
+  Script& t1 = fx->script({W(kX), Fetch(), Pause("holding"), Commit()});
+  Script& t2 = fx->script({W(kY), W(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  ASSERT_TRUE(fx->run_until_paused(t1, "holding"));
+  ASSERT_TRUE(fx->start(0, 1, t2));
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_FALSE(t2.committed());
+  EXPECT_EQ(fx->reason_key(t2), "lock_conflict");
+  EXPECT_EQ(fx->lock_word(kY), 0u) << "the aborted attempt left y locked";
+  EXPECT_EQ(fx->lock_word(kX), t1.id());
+  fx->resume(t1);
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_TRUE(t1.committed());
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, NoWaitRule, kPrimitives, prim_name);
+
+// ---------------------------------------------------------------- fences
+
+// WAITDIE over RPC, commits one-sided (so that a holder can release while
+// the owner's CPU does nothing). T1 (older) asks node 1 for x, held by T2:
+// the request parks on node 1's waiting list. Node 1 then stays still: T2
+// commits one-sided, and T1's call times out. T1 cancels its attempt at
+// node 1; when node 1 runs again it must refuse the parked request (fenced)
+// although x is free: granting it would leave x locked by an attempt that
+// is gone.
+TEST(LateLockRequest, ParkedRequestOfACallerThatGaveUpIsNeverGranted) {
+  StepConfig cfg{"waitdie", Primitive::kRpc, Primitive::kOneSided};
+  // The waiting list gives up after a quarter of it (25 ms): far longer
+  // than the few passes from parking to the point where node 1 stops.
+  cfg.rpc_timeout_ns = 100'000'000;
+  auto fx = make(cfg);
+  ASSERT_NE(fx, nullptr);
+  txn::LockWaitList* waiting = fx->engine(1).toolkit().waiting();
+  ASSERT_NE(waiting, nullptr);
+  auto parked = [&] { return waiting->older_waiter(fx->tuple(kX), UINT64_MAX); };
+  Script& t2 = fx->script({W(kX), Fetch(), Pause("holding"), Commit()});
+  Script& t1 = fx->script({W(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 1, t2));
+  ASSERT_TRUE(fx->run_until_paused(t2, "holding"));
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  ASSERT_TRUE(fx->run_until(parked)) << "T1's request must wait on node 1";
+  ASSERT_LT(t1.timestamp(), t2.timestamp());
+  EXPECT_FALSE(t1.done());
+
+  // Only node 0 runs from here: T2 commits (one-sided), T1's call expires.
+  fx->resume(t2);
+  ASSERT_TRUE(fx->run_until([&] { return t2.done(); }, kMaxPasses, 0));
+  EXPECT_TRUE(t2.committed());
+  ASSERT_EQ(fx->lock_word(kX), 0u);
+  const rpc::EndpointStats& st = fx->engine(0).ctx().rpc->stats();
+  const uint64_t timeouts = st.timeouts;
+  const uint64_t deadline = env::tsc() + env::ns_to_tsc(20 * cfg.rpc_timeout_ns);
+  while (st.timeouts == timeouts && env::tsc() < deadline) fx->poll_node(0);
+  ASSERT_GT(st.timeouts, timeouts) << "T1's lock request never timed out";
+  EXPECT_TRUE(parked()) << "node 1 ran meanwhile";
+
+  // Node 1 runs again: it gets T1's cancel and retries the parked request.
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_FALSE(t1.committed());
+  EXPECT_EQ(fx->reason_key(t1), "network");
+  EXPECT_TRUE(fx->engine(1).toolkit().fenced(t1.id()));
+  EXPECT_FALSE(parked());
+  fx->poll(100);
+  EXPECT_EQ(fx->lock_word(kX), 0u) << "the parked request of a cancelled attempt was granted";
+  EXPECT_EQ(fx->counter(kX), kInitial + 1);
+  EXPECT_EQ(fx->engine(0).stats().cancel_failures, 0u);
+}
+
+// A hand-made item request to node 1's toolkit handler `h`, sent from a
+// coroutine on node 0's endpoint; the first item's reply.
+struct Answer {
+  bool ok = false;
+  txn::ItemReply reply{};
+};
+
+runtime::Task<void> call_items(rpc::Endpoint* ep, uint32_t dest, rpc::HandlerId h, std::vector<std::byte> req,
+                               Answer* out, bool* done) {
+  std::vector<std::byte> buf(ep->max_payload());
+  rpc::Reply r{buf.data(), static_cast<uint32_t>(buf.size())};
+  rpc::Batch b(*ep);
+  b.call(dest, h, req, &r);
+  out->ok = co_await b.send();
+  if (out->ok && r.len >= sizeof(txn::ItemReply))
+    std::memcpy(&out->reply, buf.data(), sizeof out->reply);
+  else
+    out->ok = false;
+  *done = true;
+}
+
+Answer ask(Stepper& fx, rpc::HandlerId h, Key key, uint64_t arg0, uint64_t arg1, std::optional<uint64_t> data) {
+  std::vector<std::byte> req(8 + sizeof(txn::ItemHeader) + (data ? 8 : 0));
+  const uint64_t count = 1;
+  const txn::ItemHeader hdr{kTable, data ? 8u : 0u, key, arg0, arg1};
+  std::memcpy(req.data(), &count, 8);
+  std::memcpy(req.data() + 8, &hdr, sizeof hdr);
+  if (data) std::memcpy(req.data() + 8 + sizeof hdr, &*data, 8);
+  Answer a;
+  bool done = false;
+  const uint32_t dest = fx.owner(key);  // worker 0 of the owner: its endpoint id
+  fx.cluster().worker(0, 0).worker->spawn(call_items(fx.engine(0).ctx().rpc.get(), dest, h, std::move(req), &a, &done));
+  EXPECT_TRUE(fx.run_until([&] { return done; }));
+  EXPECT_TRUE(a.ok) << "no answer from the owner";
+  return a;
+}
+
+class LateLockRequestAnyProtocol : public testing::TestWithParam<std::string> {};
+
+// A lock request that reaches the owner after the cancel of its attempt
+// (a datagram delayed past its caller's timeout) is refused, as are those
+// of earlier attempts of the coordinator; a later attempt is not fenced.
+TEST_P(LateLockRequestAnyProtocol, LockRequestAfterItsCancelIsRefused) {
+  auto fx = make({GetParam(), Primitive::kRpc});
+  ASSERT_NE(fx, nullptr);
+  const auto& h = fx->engine(1).toolkit().handlers();
+  // An attempt of coordinator 9 of node 0 (no coordinator runs there):
+  // the lock value is the attempt id, as NOWAIT and OCC use.
+  const uint64_t a = make_txn_id(0, 0, 9, 7);
+  const uint64_t lock_word_span = txn::owner::span_word(0, 8);
+
+  Answer cancel = ask(*fx, h.cancel, kX, a, a, std::nullopt);
+  EXPECT_EQ(cancel.reply.status, txn::owner::kOk);
+  Answer late = ask(*fx, h.lock_read, kX, a, a, lock_word_span);
+  EXPECT_EQ(late.reply.status, txn::owner::kFenced);
+  EXPECT_EQ(fx->lock_word(kX), 0u) << "a lock request after its attempt's cancel was granted";
+  Answer older = ask(*fx, h.lock_read, kX, a - 1, a - 1, lock_word_span);
+  EXPECT_EQ(older.reply.status, txn::owner::kFenced);
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+
+  Answer next = ask(*fx, h.lock_read, kX, a + 1, a + 1, lock_word_span);
+  EXPECT_EQ(next.reply.status, txn::owner::kOk) << "the coordinator's next attempt is not fenced";
+  EXPECT_EQ(fx->lock_word(kX), a + 1);
+  // A release: the lock value, the attempt, then a span word (no record).
+  Answer release = ask(*fx, h.release, kX, a + 1, a + 1, txn::owner::span_word(8, 0));
+  EXPECT_EQ(release.reply.status, txn::owner::kOk);
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, LateLockRequestAnyProtocol, testing::Values("nowait", "occ", "waitdie"),
+                         [](const testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
