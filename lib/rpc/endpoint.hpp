@@ -150,8 +150,18 @@ class Endpoint {
 
  private:
   friend class Batch;
-  struct Impl;
+  struct Impl;  // endpoint_impl.hpp
   Endpoint() = default;
+
+  // Receive (endpoint_rx.cpp): polls one burst of completions, dispatches
+  // the valid datagrams, reposts the receive buffers. Returns completions.
+  int receive();
+  void count_malformed(Malformed why);
+  void dispatch(const std::byte* datagram);  // a validated datagram's messages
+  void complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload);
+  void handle_request(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload);
+  // Send (endpoint_tx.cpp).
+  void on_send_completion(const rdma::Completion& wc);
 
   // Appends a message to the datagram being built for `dest`; posts that
   // datagram first if the message does not fit. False if no buffer is free.
@@ -161,6 +171,9 @@ class Endpoint {
   void flush(bool all);
   // Registers a call; returns its cookie, or 0 if the table is full.
   uint64_t start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* wg);
+  // Timeouts (endpoint_timeout.cpp): ends the calls past their deadline.
+  // Returns how many.
+  int expire_calls();
 
   std::unique_ptr<Impl> impl_;
   rdma::Device* device_ = nullptr;  // makes the peers' address handles

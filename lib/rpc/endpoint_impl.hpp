@@ -1,0 +1,106 @@
+// The Endpoint's private state, shared by the files that each handle one
+// concern of it (as eRPC splits rpc_rx.cc / rpc_tx.cc / rpc_pkt_loss.cc):
+//
+//   endpoint.cpp          set-up, the call table, poll(), Batch
+//   endpoint_rx.cpp       receive: validate a datagram, dispatch its messages
+//   endpoint_tx.cpp       send: build datagrams per peer, flush them with one
+//                         doorbell, passive acks, send completions
+//   endpoint_timeout.cpp  expiry of calls and passive requests
+//
+// Not a public header: only lib/rpc includes it.
+// Thread-safety: as Endpoint (owned by one worker thread).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "env/log.hpp"
+#include "rpc/endpoint.hpp"
+
+namespace rdtx::rpc {
+
+inline const env::LogType& rpc_log() {
+  static const env::LogType type("rdtx.rpc");
+  return type;
+}
+
+inline constexpr int kBurst = 32;
+inline constexpr uint32_t kNoBuffer = UINT32_MAX;
+
+enum class CallState : uint8_t { kFree, kWaiting, kPassive };
+
+struct Endpoint::Impl {
+  EndpointConfig cfg;
+  std::unique_ptr<rdma::CompletionQueue> cq;
+  std::unique_ptr<rdma::DeviceMemory> mem;
+  rdma::MemoryRegion mr;
+  uint32_t max_inline = 0;
+
+  // Receive side: buffer i at recv_base + i * mtu, wr_id = i.
+  std::byte* recv_base = nullptr;
+  std::array<rdma::RecvRequest, kBurst> repost{};
+
+  // Send side: datagram buffers, free stack, and those in flight in post
+  // order (released when a later signaled SEND completes).
+  std::byte* send_base = nullptr;
+  std::vector<uint32_t> free_bufs;
+  struct InFlight {
+    uint64_t seq;
+    uint32_t buf;
+  };
+  std::vector<InFlight> inflight;  // ring of send_buffers entries
+  size_t inflight_head = 0, inflight_size = 0;
+  uint64_t post_seq = 0;
+
+  // Per peer: its address handle and the datagram being built for it.
+  struct Peer {
+    std::unique_ptr<rdma::AddressHandle> ah;
+    uint32_t buf = kNoBuffer;
+    uint32_t len = 0;
+    uint8_t count = 0;
+    bool urgent = false;
+    bool open = false;
+    uint64_t since_tsc = 0;  // first lazy (passive ack) message, 0 if none
+  };
+  std::vector<Peer> peers;
+  std::vector<uint32_t> open;  // peers with a datagram being built
+  std::vector<rdma::WorkRequest> wrs;
+  std::vector<uint32_t> wr_buf;  // buffer of wrs[i], or kNoBuffer if inline
+
+  struct Call {
+    uint32_t gen = 1;
+    CallState state = CallState::kFree;
+    uint32_t dest = 0;
+    Reply* reply = nullptr;
+    runtime::WaitGroup* wg = nullptr;
+    uint64_t deadline = 0;
+  };
+  std::vector<Call> calls;
+  std::vector<uint32_t> free_calls;
+  uint64_t timeout_tsc = 0, passive_delay_tsc = 0, scan_interval_tsc = 0, next_scan_tsc = 0;
+
+  std::array<Handler, kMaxHandlers> handlers;
+  std::array<std::string, kMaxHandlers> handler_names;
+  std::vector<std::byte> scratch;  // a handler's reply is written here
+
+  uint64_t last_malformed_log = 0;
+  uint64_t malformed_since_log = 0;
+
+  std::byte* send_buf(uint32_t i) const { return send_base + static_cast<size_t>(i) * mr_stride; }
+  std::byte* recv_buf(uint64_t i) const { return recv_base + static_cast<size_t>(i) * mr_stride; }
+  uint32_t mr_stride = 0;  // == mtu
+
+  // Ends a call: bumps the generation so a late reply is recognised as stale.
+  void release_call(uint32_t idx) {
+    Call& c = calls[idx];
+    c.state = CallState::kFree;
+    c.reply = nullptr;
+    c.wg = nullptr;
+    if (++c.gen == 0) c.gen = 1;  // cookie 0 is never valid
+    free_calls.push_back(idx);
+  }
+};
+
+}  // namespace rdtx::rpc
