@@ -155,7 +155,7 @@ uint64_t Endpoint::start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* w
   } else {
     ++passive_outstanding_;
   }
-  return (static_cast<uint64_t>(c.gen) << 32) | idx;
+  return make_cookie(idx, c.gen);
 }
 
 
@@ -172,7 +172,7 @@ bool Batch::call(uint32_t dest, HandlerId h, std::span<const std::byte> req, Rep
   if (cookie == 0 || !ep_.append(dest, Kind::kRequest, h, WireStatus::kOk, cookie, req, true)) {
     if (cookie != 0) {
       auto& m = *ep_.impl_;
-      uint32_t idx = static_cast<uint32_t>(cookie);
+      uint32_t idx = cookie_slot(cookie);
       --ep_.calls_in_flight_;
       m.release_call(idx);
     }
@@ -195,7 +195,7 @@ bool Batch::passive(uint32_t dest, HandlerId h, std::span<const std::byte> req) 
   if (cookie == 0 || !ep_.append(dest, Kind::kPassive, h, WireStatus::kOk, cookie, req, true)) {
     if (cookie != 0) {
       auto& m = *ep_.impl_;
-      uint32_t idx = static_cast<uint32_t>(cookie);
+      uint32_t idx = cookie_slot(cookie);
       --ep_.passive_outstanding_;
       m.release_call(idx);
     }

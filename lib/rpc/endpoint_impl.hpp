@@ -31,6 +31,15 @@ inline constexpr uint32_t kNoBuffer = UINT32_MAX;
 
 enum class CallState : uint8_t { kFree, kWaiting, kPassive };
 
+// A call's cookie names its slot in the call table and the slot's
+// generation, which changes every time the slot is released: a reply is
+// matched to a call only if both agree, so a late reply to a call that timed
+// out never completes the newer call that reuses its slot. Generation 0 is
+// skipped, so no valid cookie is 0.
+inline uint64_t make_cookie(uint32_t slot, uint32_t gen) { return (static_cast<uint64_t>(gen) << 32) | slot; }
+inline uint32_t cookie_slot(uint64_t cookie) { return static_cast<uint32_t>(cookie); }
+inline uint32_t cookie_gen(uint64_t cookie) { return static_cast<uint32_t>(cookie >> 32); }
+
 struct Endpoint::Impl {
   EndpointConfig cfg;
   std::unique_ptr<rdma::CompletionQueue> cq;
@@ -91,6 +100,16 @@ struct Endpoint::Impl {
   std::byte* send_buf(uint32_t i) const { return send_base + static_cast<size_t>(i) * mr_stride; }
   std::byte* recv_buf(uint64_t i) const { return recv_base + static_cast<size_t>(i) * mr_stride; }
   uint32_t mr_stride = 0;  // == mtu
+
+  // The live call that `cookie` names and that went to `src`, or nullptr
+  // (a stale or forged reply).
+  Call* match_reply(uint64_t cookie, uint32_t src) {
+    const uint32_t idx = cookie_slot(cookie);
+    if (idx >= calls.size()) return nullptr;
+    Call& c = calls[idx];
+    if (c.gen != cookie_gen(cookie) || c.state == CallState::kFree || c.dest != src) return nullptr;
+    return &c;
+  }
 
   // Ends a call: bumps the generation so a late reply is recognised as stale.
   void release_call(uint32_t idx) {

@@ -113,14 +113,12 @@ void Endpoint::dispatch(const std::byte* d) {
 void Endpoint::complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
   Impl& m = *impl_;
   ++stats_.replies_received;
-  uint32_t idx = static_cast<uint32_t>(mh.cookie);
-  uint32_t gen = static_cast<uint32_t>(mh.cookie >> 32);
-  if (idx >= m.calls.size() || m.calls[idx].gen != gen || m.calls[idx].state == CallState::kFree ||
-      m.calls[idx].dest != src) {
+  Impl::Call* cp = m.match_reply(mh.cookie, src);
+  if (cp == nullptr) {
     ++stats_.stale_replies;
     return;
   }
-  Impl::Call& c = m.calls[idx];
+  Impl::Call& c = *cp;
   if (c.state == CallState::kPassive) {
     --passive_outstanding_;
     if (mh.status != WireStatus::kOk) ++stats_.passive_failures;
@@ -135,7 +133,7 @@ void Endpoint::complete_call(uint32_t src, const MsgHeader& mh, std::span<const 
     --calls_in_flight_;
     c.wg->done(ok);
   }
-  m.release_call(idx);
+  m.release_call(cookie_slot(mh.cookie));
 }
 
 void Endpoint::handle_request(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {

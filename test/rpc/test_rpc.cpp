@@ -279,22 +279,27 @@ TEST(Rpc, PassiveAcksRideOnTheNextReply) {
   EXPECT_EQ(server.stats().datagrams_sent, 1u) << "reply and ack shared one datagram";
 }
 
+// Only a lower bound on time is asserted: a loaded machine may preempt the
+// test for longer than the delay, never make the ack come early.
 TEST(Rpc, PassiveAcksAreSentAloneAfterTheDelay) {
   EndpointConfig cfg = Cluster::small_config();
   cfg.passive_delay_ns = 2'000'000;
   Cluster c(2, 1, cfg);
   ASSERT_TRUE(c.eps[1]->register_handler(kAdd, "commit", [](Request&) {}).ok());
-  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
+  uint64_t sent_tsc = 0;
+  c.workers[0]->spawn([](Endpoint& ep, uint64_t& sent_tsc) -> Task<void> {
     Batch b(ep);
     uint64_t v = 1;
     b.passive(1, kAdd, bytes_of(v));
+    sent_tsc = env::tsc();
     co_await b.send();
-  }(*c.eps[0]));
+  }(*c.eps[0], sent_tsc));
   c.run_until_idle();
-  c.run_for_ms(1);
-  EXPECT_EQ(c.eps[0]->passive_outstanding(), 1u);
-  c.run_for_ms(10);
+  uint64_t end = env::tsc() + env::ns_to_tsc(2'000'000'000);
+  while (c.eps[0]->passive_outstanding() > 0 && env::tsc() < end) c.loop.run_once();
   EXPECT_EQ(c.eps[0]->passive_outstanding(), 0u);
+  EXPECT_GE(env::tsc_to_ns(env::tsc() - sent_tsc), 2'000'000.0) << "the ack went before its delay";
+  EXPECT_EQ(c.eps[1]->stats().datagrams_sent, 1u) << "the ack went alone";
   EXPECT_EQ(c.eps[0]->stats().passive_failures, 0u);
 }
 
@@ -501,6 +506,59 @@ TEST(Rpc, ForgedReplyFromTheWrongPeerIsIgnored) {
   EXPECT_TRUE(c.eps[1]->reply(Deferred{0, cookie, Kind::kRequest}, bytes_of(v)));
   c.run_until_idle();
   EXPECT_TRUE(done);
+}
+
+// A call times out while the server holds its request; the next call takes
+// the same slot of the call table (to the same server); then the old call's
+// reply arrives. It carries the old generation in its cookie, so it is stale:
+// the newer call must stay pending and later get its own reply.
+TEST(Rpc, ALateReplyNeverCompletesTheCallThatReusedItsSlot) {
+  // The first call waits out the whole timeout; the second must not time out
+  // in the few ms the test needs (a loaded machine preempts): 50 ms.
+  Cluster c(2, 1);
+  std::vector<Deferred> parked;
+  ASSERT_TRUE(c.eps[1]->register_handler(kPark, "park", [&](Request& r) { parked.push_back(r.defer()); }).ok());
+  uint64_t second_out = 0;
+  Reply second{reinterpret_cast<std::byte*>(&second_out), 8};
+  bool first_timed_out = false, second_done = false;
+  c.workers[0]->spawn([](Endpoint& ep, Reply& second, bool& first_timed_out, bool& second_done) -> Task<void> {
+    {
+      Batch b(ep);
+      uint64_t v = 1, out = 0;
+      Reply r{reinterpret_cast<std::byte*>(&out), 8};
+      EXPECT_TRUE(b.call(1, kPark, bytes_of(v), &r));
+      EXPECT_FALSE(co_await b.send());
+      EXPECT_EQ(r.status, CallStatus::kTimeout);
+      first_timed_out = true;
+    }
+    Batch b(ep);
+    uint64_t v = 2;
+    EXPECT_TRUE(b.call(1, kPark, bytes_of(v), &second));
+    co_await b.send();
+    second_done = true;
+  }(*c.eps[0], second, first_timed_out, second_done));
+  uint64_t end = env::tsc() + env::ns_to_tsc(2'000'000'000);
+  while (parked.size() < 2 && env::tsc() < end) c.loop.run_once();
+  ASSERT_TRUE(first_timed_out);
+  ASSERT_EQ(parked.size(), 2u);
+  ASSERT_EQ(static_cast<uint32_t>(parked[0].cookie), static_cast<uint32_t>(parked[1].cookie))
+      << "the second call reuses the first call's slot";
+  ASSERT_NE(parked[0].cookie, parked[1].cookie) << "with a new generation";
+
+  const uint64_t stale = 111, fresh = 222;
+  EXPECT_TRUE(c.eps[1]->reply(parked[0], bytes_of(stale)));
+  c.run_for_ms(2);
+  EXPECT_FALSE(second_done) << "the late reply completed the call that reused its slot";
+  EXPECT_EQ(second.status, CallStatus::kPending);
+  EXPECT_EQ(second_out, 0u);
+  EXPECT_EQ(c.eps[0]->stats().stale_replies, 1u);
+
+  EXPECT_TRUE(c.eps[1]->reply(parked[1], bytes_of(fresh)));
+  c.run_until_idle();
+  EXPECT_TRUE(second_done);
+  EXPECT_EQ(second.status, CallStatus::kOk);
+  EXPECT_EQ(second_out, fresh);
+  EXPECT_EQ(c.eps[0]->calls_in_flight(), 0u);
 }
 
 TEST(Rpc, SetupErrorsNameTheProblem) {
