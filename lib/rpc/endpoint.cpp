@@ -41,17 +41,48 @@ uint64_t EndpointStats::malformed_total() const {
   return n;
 }
 
+uint64_t Endpoint::recv_buffers_needed(const EndpointConfig& cfg, uint32_t max_peers) {
+  return 2ull * cfg.credits * max_peers;
+}
+
+Result<void> Endpoint::check_config(const rdma::DeviceCaps& caps, const EndpointConfig& cfg, uint32_t max_peers) {
+  if (max_peers == 0 || max_peers > kMaxEndpoints)
+    return make_error(EINVAL, "rpc: %u endpoints, must be 1..%u", max_peers, kMaxEndpoints);
+  if (cfg.credits == 0 || cfg.credits > kMaxCredits)
+    return make_error(EINVAL, "rpc: credits = %u, must be 1..%u", cfg.credits, kMaxCredits);
+  if (cfg.send_buffers < 2 || cfg.max_calls == 0 || cfg.signal_every == 0)
+    return make_error(EINVAL, "rpc: send_buffers (%u) must be >= 2, max_calls (%u) and signal_every (%u) > 0",
+                      cfg.send_buffers, cfg.max_calls, cfg.signal_every);
+  const uint64_t need = recv_buffers_needed(cfg, max_peers);
+  const uint64_t recv = std::max<uint64_t>(cfg.recv_buffers, need);
+  const uint64_t limit = std::min<uint64_t>(caps.max_recv_wr, kMaxRecvBuffers);
+  if (recv > limit)
+    return make_error(EINVAL,
+                      "rpc: %llu receive buffers per endpoint (%s) exceed %s (%llu)",
+                      static_cast<unsigned long long>(recv),
+                      recv == need ? "2 x credits x endpoints" : "recv_buffers",
+                      limit == caps.max_recv_wr ? "the device's receive queue" : "the cap kMaxRecvBuffers",
+                      static_cast<unsigned long long>(limit));
+  if (2ull * cfg.send_buffers > caps.max_send_wr)
+    return make_error(EINVAL, "rpc: %u send buffers need a send queue of %u, the device's holds %u", cfg.send_buffers,
+                      2 * cfg.send_buffers, caps.max_send_wr);
+  if (2ull * cfg.send_buffers + recv > caps.max_cqe)
+    return make_error(EINVAL, "rpc: a completion queue of %llu (2 x %u send buffers + %llu receive buffers) exceeds "
+                      "the device's %u", static_cast<unsigned long long>(2ull * cfg.send_buffers + recv),
+                      cfg.send_buffers, static_cast<unsigned long long>(recv), caps.max_cqe);
+  if (caps.max_msg_size < kDatagramOverhead + 8)
+    return make_error(EINVAL, "rpc: device message size %u is too small", caps.max_msg_size);
+  return {};
+}
+
 Result<std::unique_ptr<Endpoint>> Endpoint::create(rdma::Device& dev, uint32_t id, uint32_t max_peers,
-                                                   const EndpointConfig& cfg) {
+                                                   const EndpointConfig& config) {
   const auto& caps = dev.caps();
   if (id >= max_peers) return make_error(EINVAL, "rpc endpoint id %u must be below max_peers %u", id, max_peers);
-  if (cfg.recv_buffers == 0 || cfg.send_buffers == 0 || cfg.max_calls == 0 || cfg.signal_every == 0)
-    return make_error(EINVAL, "rpc endpoint %u: recv_buffers, send_buffers, max_calls, signal_every must be > 0", id);
-  if (cfg.recv_buffers > caps.max_recv_wr || 2 * cfg.send_buffers > caps.max_send_wr)
-    return make_error(EINVAL, "rpc endpoint %u: %u receive / %u send buffers exceed the device's queues (%u / %u)", id,
-                      cfg.recv_buffers, 2 * cfg.send_buffers, caps.max_recv_wr, caps.max_send_wr);
-  if (caps.max_msg_size < kDatagramOverhead + 8)
-    return make_error(EINVAL, "rpc endpoint %u: device message size %u is too small", id, caps.max_msg_size);
+  if (auto ok = check_config(caps, config, max_peers); !ok.ok())
+    return make_error(ok.error().code, "rpc endpoint %u: %s", id, ok.error().message.c_str());
+  EndpointConfig cfg = config;
+  cfg.recv_buffers = static_cast<uint32_t>(std::max<uint64_t>(cfg.recv_buffers, recv_buffers_needed(cfg, max_peers)));
 
   std::unique_ptr<Endpoint> ep(new Endpoint());
   ep->impl_ = std::make_unique<Impl>();
@@ -98,9 +129,14 @@ Result<std::unique_ptr<Endpoint>> Endpoint::create(rdma::Device& dev, uint32_t i
   for (uint32_t i = cfg.send_buffers; i-- > 0;) m.free_bufs.push_back(i);
   m.inflight.resize(cfg.send_buffers);
   m.peers.resize(max_peers);
-  m.open.reserve(max_peers);
-  m.wrs.resize(max_peers);
-  m.wr_buf.resize(max_peers);
+  for (auto& p : m.peers) p.credits = cfg.credits;
+  m.active.reserve(max_peers);
+  m.buf_len.resize(cfg.send_buffers);
+  m.buf_next.resize(cfg.send_buffers);
+  m.wrs.resize(std::min<size_t>(max_peers + kBurst, cfg.send_buffers));
+  m.staged.resize(m.wrs.size());
+  m.credit_return_at = std::max(1u, cfg.credits / 2);
+  m.self = static_cast<uint16_t>(id);
   m.calls.resize(cfg.max_calls);
   for (uint32_t i = cfg.max_calls; i-- > 0;) m.free_calls.push_back(i);
   m.timeout_tsc = env::ns_to_tsc(cfg.timeout_ns);
@@ -161,9 +197,15 @@ uint64_t Endpoint::start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* w
 
 // One pass of the worker's poller: receive and dispatch a burst, post the
 // replies and acks that should go, expire overdue calls.
+uint32_t Endpoint::credits(uint32_t peer) const {
+  return peer < impl_->peers.size() ? impl_->peers[peer].credits : 0;
+}
+
+uint32_t Endpoint::recv_buffers() const { return impl_->cfg.recv_buffers; }
+
 int Endpoint::poll() {
   int work = receive();
-  flush(false);
+  flush();
   return work + expire_calls();
 }
 
@@ -206,7 +248,7 @@ bool Batch::passive(uint32_t dest, HandlerId h, std::span<const std::byte> req) 
 }
 
 runtime::WaitGroup::Ref Batch::send() {
-  ep_.flush(false);
+  ep_.flush();
   return wg_.wait();
 }
 

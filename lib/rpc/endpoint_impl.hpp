@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,20 +64,43 @@ struct Endpoint::Impl {
   size_t inflight_head = 0, inflight_size = 0;
   uint64_t post_seq = 0;
 
-  // Per peer: its address handle and the datagram being built for it.
+  // Per peer: its address handle, the datagram being built for it, the full
+  // ones waiting for a credit, and the credits both ways.
   struct Peer {
     std::unique_ptr<rdma::AddressHandle> ah;
-    uint32_t buf = kNoBuffer;
+    uint32_t buf = kNoBuffer;  // the datagram being built, or kNoBuffer
     uint32_t len = 0;
     uint8_t count = 0;
     bool urgent = false;
-    bool open = false;
+    bool listed = false;     // in `active`
     uint64_t since_tsc = 0;  // first lazy (passive ack) message, 0 if none
+    // Full datagrams waiting for a credit, oldest first, linked by buf_next.
+    uint32_t wait_head = kNoBuffer, wait_tail = kNoBuffer;
+    uint32_t credits = 0;         // datagrams with messages we may still send it
+    uint64_t credit_tsc = 0;      // its last credit return, or when we last had them all
+    uint32_t owed = 0;            // its datagrams we received and not yet said so
+    uint64_t owed_since_tsc = 0;  // when owed became non-zero
+    bool stalled = false;         // has something to send and no credit
+    bool busy() const { return buf != kNoBuffer || wait_head != kNoBuffer || owed != 0; }
   };
   std::vector<Peer> peers;
-  std::vector<uint32_t> open;  // peers with a datagram being built
+  std::vector<uint32_t> active;  // peers that are busy(): the only ones flush() visits
+  // Per send buffer: its length and next in a peer's waiting list.
+  std::vector<uint32_t> buf_len, buf_next;
+  // One flush's work requests, and per request: its buffer (kNoBuffer if
+  // inline), destination, and the credits its header returns.
   std::vector<rdma::WorkRequest> wrs;
-  std::vector<uint32_t> wr_buf;  // buffer of wrs[i], or kNoBuffer if inline
+  struct Staged {
+    uint32_t buf;
+    uint32_t dest;
+    uint16_t returned;
+    bool messages;
+    bool inl;
+  };
+  std::vector<Staged> staged;
+  uint32_t credit_return_at = 1;  // owed credits that go back alone at once
+  uint16_t self = 0;              // this endpoint's id
+  bool post_failed = false;       // a flush must re-list the peers it restored
 
   struct Call {
     uint32_t gen = 1;
@@ -96,6 +120,41 @@ struct Endpoint::Impl {
 
   uint64_t last_malformed_log = 0;
   uint64_t malformed_since_log = 0;
+
+  void list(uint32_t dest) {
+    if (!peers[dest].listed) {
+      peers[dest].listed = true;
+      active.push_back(dest);
+    }
+  }
+
+  // Ends the datagram being built for `p`: writes its header (credits are
+  // filled in when it is posted) and returns its buffer.
+  uint32_t close_open(Peer& p) {
+    DatagramHeader dh{kMagic, kVersion, p.count, self, 0};
+    std::memcpy(send_buf(p.buf), &dh, sizeof dh);
+    const uint32_t b = p.buf;
+    buf_len[b] = p.len;
+    p.buf = kNoBuffer;
+    return b;
+  }
+  // Puts a full datagram in p's waiting list (it goes at the next flush
+  // that finds a credit).
+  void enqueue(Peer& p, uint32_t b) {
+    buf_next[b] = kNoBuffer;
+    if (p.wait_tail == kNoBuffer) {
+      p.wait_head = b;
+    } else {
+      buf_next[p.wait_tail] = b;
+    }
+    p.wait_tail = b;
+  }
+  uint32_t dequeue(Peer& p) {
+    const uint32_t b = p.wait_head;
+    p.wait_head = buf_next[b];
+    if (p.wait_head == kNoBuffer) p.wait_tail = kNoBuffer;
+    return b;
+  }
 
   std::byte* send_buf(uint32_t i) const { return send_base + static_cast<size_t>(i) * mr_stride; }
   std::byte* recv_buf(uint64_t i) const { return recv_base + static_cast<size_t>(i) * mr_stride; }

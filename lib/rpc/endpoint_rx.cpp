@@ -2,6 +2,7 @@
 // before any of its messages is acted on; then replies complete their calls
 // and requests run their handlers. Send completions are handed to the send
 // side (endpoint_tx.cpp): the CQ is shared.
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -17,12 +18,13 @@ namespace {
 // `known(src)` says whether src is a connected peer.
 template <typename Known>
 std::optional<Malformed> validate(const std::byte* d, uint32_t len, size_t npeers, const Known& known) {
-  if (len < sizeof(DatagramHeader) + sizeof(MsgHeader)) return Malformed::kShort;
+  if (len < sizeof(DatagramHeader)) return Malformed::kShort;
   DatagramHeader dh;
   std::memcpy(&dh, d, sizeof dh);
   if (dh.magic != kMagic || dh.version != kVersion) return Malformed::kMagic;
   if (dh.src >= npeers || !known(dh.src)) return Malformed::kSource;
-  if (dh.count == 0) return Malformed::kCount;
+  if (dh.count == 0) return dh.credits != 0 ? std::nullopt : std::optional(Malformed::kCount);  // a credit return
+  if (len < sizeof(DatagramHeader) + sizeof(MsgHeader)) return Malformed::kShort;
   uint32_t off = sizeof dh;
   for (unsigned i = 0; i < dh.count; ++i) {
     if (len - off < sizeof(MsgHeader)) return Malformed::kCount;
@@ -52,7 +54,11 @@ int Endpoint::receive() {
   Impl& m = *impl_;
   rdma::Completion wc[kBurst];
   int n = m.cq->poll(wc, kBurst);
+  if (n <= 0) return 0;
+  const uint64_t now = env::tsc();
   int nrepost = 0;
+  uint16_t from[kBurst];  // sources of the datagrams with messages: we owe each a credit
+  int nfrom = 0;
   for (int i = 0; i < n; ++i) {
     if (wc[i].opcode != rdma::Opcode::kRecv) {
       on_send_completion(wc[i]);
@@ -63,13 +69,22 @@ int Endpoint::receive() {
     rr = {wc[i].wr_id, nullptr, m.recv_buf(wc[i].wr_id), mtu_, m.mr.lkey};
     if (nrepost > 1) m.repost[nrepost - 2].next = &rr;
     if (wc[i].status != rdma::Status::kSuccess) continue;  // e.g. flushed: nothing arrived
-    ++stats_.datagrams_received;
     const std::byte* d = m.recv_buf(wc[i].wr_id);
     const uint32_t len = std::min(wc[i].byte_len, mtu_);
     if (auto bad = validate(d, len, m.peers.size(), [&m](uint32_t src) { return m.peers[src].ah != nullptr; })) {
+      ++stats_.datagrams_received;
       count_malformed(*bad);
       continue;
     }
+    DatagramHeader dh;
+    std::memcpy(&dh, d, sizeof dh);
+    if (dh.credits != 0) take_credits(dh.src, dh.credits, now);
+    if (dh.count == 0) {
+      ++stats_.credit_returns_received;
+      continue;
+    }
+    ++stats_.datagrams_received;
+    from[nfrom++] = dh.src;
     dispatch(d);
   }
   if (nrepost > 0) {
@@ -77,7 +92,23 @@ int Endpoint::receive() {
     if (qp_->post_recv(m.repost.data(), &bad) != 0)
       RDTX_LOG(rpc_log(), Error, "endpoint %u: cannot repost receive buffers", id_);
   }
+  // Credits go back only now that the buffers are posted again: a sender
+  // that gets one may fill a buffer at once.
+  for (int i = 0; i < nfrom; ++i) {
+    Impl::Peer& p = m.peers[from[i]];
+    if (p.owed++ == 0) p.owed_since_tsc = now;
+    m.list(from[i]);
+  }
   return n;
+}
+
+void Endpoint::take_credits(uint32_t src, uint32_t returned, uint64_t now) {
+  Impl& m = *impl_;
+  Impl::Peer& p = m.peers[src];
+  // More than we have outstanding only after we took them back on a timeout
+  // (endpoint_timeout.cpp) and the late return arrived: never above the window.
+  p.credits = std::min(m.cfg.credits, p.credits + returned);
+  p.credit_tsc = now;
 }
 
 void Endpoint::count_malformed(Malformed why) {

@@ -1,7 +1,16 @@
 // Send: messages are appended to the datagram being built for their
 // destination (coalescing; lazy passive acks wait there for a ride), and
-// flush() posts the datagrams that should go with one doorbell. Datagram
-// buffers are released in post order when a later signaled SEND completes.
+// flush() posts the datagrams that should go with one doorbell.
+//
+// Session credits: a datagram with messages consumes one of the peer's
+// credits; without one it waits (the datagram being built keeps taking
+// messages, full ones wait in the peer's list) and goes when the peer
+// returns credits. Every datagram returns the credits this endpoint owes its
+// destination; what is owed and has no ride goes back alone (a datagram of
+// no messages, which needs no credit) once half the window is owed or after
+// passive_delay_ns. Datagram buffers are released in post order when a later
+// signaled SEND completes (inline ones at once).
+#include <cstddef>
 #include <cstring>
 
 #include "env/tsc.hpp"
@@ -13,16 +22,17 @@ bool Endpoint::append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint
                       std::span<const std::byte> payload, bool urgent) {
   Impl& m = *impl_;
   if (dest >= m.peers.size() || !m.peers[dest].ah) return false;
-  const uint32_t need = sizeof(MsgHeader) + pad8(static_cast<uint32_t>(payload.size()));
   if (payload.size() > max_payload()) return false;
+  const uint32_t need = sizeof(MsgHeader) + pad8(static_cast<uint32_t>(payload.size()));
   Impl::Peer& p = m.peers[dest];
   if (p.buf != kNoBuffer && (p.len + need > mtu_ || p.count == UINT8_MAX)) {
-    // The datagram being built is full: send it now, alone.
-    p.urgent = true;
-    flush(false);
+    // Full: it waits for the next flush, and a credit.
+    m.enqueue(p, m.close_open(p));
   }
   if (p.buf == kNoBuffer) {
-    if (m.free_bufs.empty()) {
+    // The last free buffer is kept for credit returns: two endpoints whose
+    // buffers all wait for the other's credits can still return them.
+    if (m.free_bufs.size() <= 1) {
       ++stats_.send_failures;
       return false;
     }
@@ -32,10 +42,7 @@ bool Endpoint::append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint
     p.count = 0;
     p.urgent = false;
     p.since_tsc = 0;
-    if (!p.open) {
-      p.open = true;
-      m.open.push_back(dest);
-    }
+    m.list(dest);
   }
   std::byte* base = m.send_buf(p.buf);
   MsgHeader mh{kind, h, st, 0, static_cast<uint32_t>(payload.size()), cookie};
@@ -51,60 +58,108 @@ bool Endpoint::append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint
   return true;
 }
 
-void Endpoint::flush(bool all) {
+void Endpoint::flush() {
   Impl& m = *impl_;
-  if (m.open.empty()) return;
+  if (m.active.empty()) return;
   const uint64_t now = env::tsc();
   size_t n = 0, keep = 0;
-  for (uint32_t dest : m.open) {
+  for (size_t i = 0; i < m.active.size(); ++i) {
+    const uint32_t dest = m.active[i];
     Impl::Peer& p = m.peers[dest];
-    bool aged = p.since_tsc != 0 && now - p.since_tsc >= m.passive_delay_tsc;
-    if (!(all || p.urgent || aged)) {
-      m.open[keep++] = dest;  // a lazy ack waits for a ride or for its delay
-      continue;
+    while (p.wait_head != kNoBuffer && p.credits > 0) n = stage(n, dest, m.dequeue(p), true, now);
+    if (p.buf != kNoBuffer && (p.urgent || (p.since_tsc != 0 && now - p.since_tsc >= m.passive_delay_tsc))) {
+      if (p.wait_head == kNoBuffer && p.credits > 0) {
+        n = stage(n, dest, m.close_open(p), true, now);
+      } else if (!p.stalled) {
+        p.stalled = true;  // it keeps taking messages until a credit comes
+        ++stats_.credit_stalls;
+      }
     }
-    std::byte* base = m.send_buf(p.buf);
-    DatagramHeader dh{kMagic, kVersion, p.count, id_};
-    std::memcpy(base, &dh, sizeof dh);
-    rdma::WorkRequest& wr = m.wrs[n];
-    wr = {};
-    wr.opcode = rdma::Opcode::kSend;
-    wr.ah = p.ah.get();
-    wr.local = base;
-    wr.length = p.len;
-    wr.lkey = m.mr.lkey;
-    wr.wr_id = ++m.post_seq;
-    if (p.len <= m.max_inline) {
-      wr.flags |= rdma::kInline;
-      m.wr_buf[n] = kNoBuffer;
-      m.free_bufs.push_back(p.buf);  // copied at post time
+    if (p.owed > 0 && (p.owed >= m.credit_return_at || now - p.owed_since_tsc >= m.passive_delay_tsc) &&
+        !m.free_bufs.empty()) {
+      const uint32_t b = m.free_bufs.back();
+      m.free_bufs.pop_back();
+      DatagramHeader dh{kMagic, kVersion, 0, m.self, 0};
+      std::memcpy(m.send_buf(b), &dh, sizeof dh);
+      m.buf_len[b] = sizeof dh;
+      n = stage(n, dest, b, false, now);
+    }
+    if (p.busy()) {
+      m.active[keep++] = dest;
     } else {
-      m.wr_buf[n] = p.buf;
+      p.listed = false;
     }
-    if (m.post_seq % m.cfg.signal_every == 0) wr.flags |= rdma::kSignaled;
-    if (n > 0) m.wrs[n - 1].next = &wr;
-    ++n;
-    p.buf = kNoBuffer;
-    p.open = false;
   }
-  m.open.resize(keep);
-  if (n == 0) return;
+  m.active.resize(keep);
+  if (n > 0) post(n);
+  if (m.post_failed) {
+    // Rare: what a failed post gave back must be found by the next flush.
+    m.post_failed = false;
+    for (uint32_t d = 0; d < m.peers.size(); ++d)
+      if (m.peers[d].busy()) m.list(d);
+  }
+}
+
+size_t Endpoint::stage(size_t n, uint32_t dest, uint32_t buf, bool messages, uint64_t now) {
+  Impl& m = *impl_;
+  if (n == m.wrs.size()) {
+    post(n);
+    n = 0;
+  }
+  Impl::Peer& p = m.peers[dest];
+  const uint16_t ret = static_cast<uint16_t>(std::min<uint32_t>(p.owed, UINT16_MAX));
+  p.owed -= ret;
+  std::byte* base = m.send_buf(buf);
+  std::memcpy(base + offsetof(DatagramHeader, credits), &ret, sizeof ret);
+  if (messages) {
+    if (p.credits == m.cfg.credits) p.credit_tsc = now;  // the first one outstanding
+    --p.credits;
+    p.stalled = false;
+  }
+  rdma::WorkRequest& wr = m.wrs[n];
+  wr = {};
+  wr.opcode = rdma::Opcode::kSend;
+  wr.ah = p.ah.get();
+  wr.local = base;
+  wr.length = m.buf_len[buf];
+  wr.lkey = m.mr.lkey;
+  wr.wr_id = ++m.post_seq;
+  const bool inl = wr.length <= m.max_inline;
+  if (inl) wr.flags |= rdma::kInline;
+  if (m.post_seq % m.cfg.signal_every == 0) wr.flags |= rdma::kSignaled;
+  if (n > 0) m.wrs[n - 1].next = &wr;
+  m.staged[n] = {buf, dest, ret, messages, inl};
+  return n + 1;
+}
+
+void Endpoint::post(size_t n) {
+  Impl& m = *impl_;
   rdma::WorkRequest* bad = nullptr;
   int rc = qp_->post_send(m.wrs.data(), &bad);
   ++stats_.doorbells;
   size_t posted = rc == 0 ? n : static_cast<size_t>(bad - m.wrs.data());
-  stats_.datagrams_sent += posted;
   for (size_t i = 0; i < n; ++i) {
-    if (m.wr_buf[i] == kNoBuffer) continue;
+    const Impl::Staged& s = m.staged[i];
     if (i < posted) {
-      size_t tail = (m.inflight_head + m.inflight_size++) % m.inflight.size();
-      m.inflight[tail] = {m.wrs[i].wr_id, m.wr_buf[i]};
-    } else {
-      m.free_bufs.push_back(m.wr_buf[i]);
+      ++(s.messages ? stats_.datagrams_sent : stats_.credit_returns_sent);
+      if (s.inl) {
+        m.free_bufs.push_back(s.buf);  // copied at post time
+      } else {
+        size_t tail = (m.inflight_head + m.inflight_size++) % m.inflight.size();
+        m.inflight[tail] = {m.wrs[i].wr_id, s.buf};
+      }
+      continue;
     }
+    // Not sent: the messages are lost (their calls end by timeout), the
+    // credit it took and the credits it returned are not.
+    m.free_bufs.push_back(s.buf);
+    Impl::Peer& p = m.peers[s.dest];
+    if (s.messages) ++p.credits;
+    if (s.returned > 0 && p.owed == 0) p.owed_since_tsc = env::tsc();
+    p.owed += s.returned;
+    m.post_failed = true;
   }
   if (posted < n) {
-    // The messages are lost; their calls end by timeout.
     stats_.send_failures += n - posted;
     RDTX_LOG(rpc_log(), Warning, "endpoint %u: %zu datagram(s) not posted: %s", id_, n - posted, std::strerror(-rc));
   }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "drivers/rdma/shm/shm.hpp"
 #include "env/tsc.hpp"
 #include "rdma/rdma.hpp"
 #include "rpc/endpoint.hpp"
@@ -340,58 +341,110 @@ TEST(Rpc, CallsToASilentPeerTimeOut) {
   EXPECT_EQ(c.eps[0]->calls_in_flight(), 0u);
 }
 
-TEST(Rpc, ReceiveBufferExhaustionDropsAndRecovers) {
+uint64_t recv_dropped(const Endpoint& ep) {
+  auto st = rdma::shm::ud_qp_stats(ep.queue_pair());
+  EXPECT_TRUE(st.ok());
+  return st.ok() ? st->recv_dropped : 0;
+}
+
+// Many coroutines each send their own datagram to a server that has not
+// polled yet. Without credits the first 40 datagrams would need 40 buffers;
+// with them at most `credits` go, the rest wait (coalescing) and every call
+// completes, nothing dropped.
+TEST(Rpc, RequestsBeyondTheCreditsWaitAndAllComplete) {
   EndpointConfig cfg = Cluster::small_config();
-  cfg.timeout_ns = 5'000'000;
+  cfg.recv_buffers = 0;  // what the credits need: 2 x 8 x 2
   Cluster c(2, 1, cfg);
-  EndpointConfig tiny = cfg;
-  tiny.recv_buffers = 4;
-  auto server = Endpoint::create(*c.nodes[1], 1, 2, tiny);  // replaces endpoint 1
-  ASSERT_TRUE(server.ok()) << server.error().message;
-  Cluster::register_defaults(**server);
-  ASSERT_TRUE((*server)->connect(0, c.eps[0]->address()).ok());
-  ASSERT_TRUE(c.eps[0]->connect(1, (*server)->address()).ok());
-  // 40 calls to 40 datagrams: the server, not polling yet, has 4 buffers.
-  int ok_calls = 0, timeouts = 0;
+  ASSERT_EQ(c.eps[1]->recv_buffers(), 32u);
+  int ok_calls = 0;
   for (int i = 0; i < 40; ++i)
-    c.workers[0]->spawn([](Endpoint& ep, int i, int& ok_calls, int& timeouts) -> Task<void> {
+    c.workers[0]->spawn([](Endpoint& ep, int i, int& ok_calls) -> Task<void> {
       Batch b(ep);
       uint64_t v = static_cast<uint64_t>(i), out = ~0ull;
       Reply r{reinterpret_cast<std::byte*>(&out), 8};
       b.call(1, kEcho, bytes_of(v), &r);
-      if (co_await b.send()) {
-        EXPECT_EQ(out, v) << "a delivered reply is never corrupted";
-        ++ok_calls;
-      } else {
-        EXPECT_EQ(r.status, CallStatus::kTimeout);
-        ++timeouts;
-      }
-    }(*c.eps[0], i, ok_calls, timeouts));
-  c.workers[0]->poll_once();  // all 40 requests go out before the server polls
-  Endpoint* srv = server->get();
-  c.workers[1] = std::make_unique<runtime::Worker>("server");
-  c.workers[1]->add_poller([srv] { return srv->poll(); });
-  c.loop = runtime::Loop();
-  c.loop.add_worker(c.workers[0].get());
-  c.loop.add_worker(c.workers[1].get());
-  c.run_until_idle();
-  EXPECT_EQ(ok_calls + timeouts, 40);
-  EXPECT_EQ(ok_calls, 4) << "exactly the posted buffers were filled";
-  EXPECT_EQ(timeouts, 36);
-  // Buffers were reposted: new calls succeed.
-  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
-    for (int k = 0; k < 20; ++k) {
-      Batch b(ep);
-      uint64_t v = 77, out = 0;
-      Reply r{reinterpret_cast<std::byte*>(&out), 8};
-      b.call(1, kEcho, bytes_of(v), &r);
       EXPECT_TRUE(co_await b.send());
-      EXPECT_EQ(out, 77u);
-    }
-  }(*c.eps[0]));
+      EXPECT_EQ(out, v);
+      ++ok_calls;
+    }(*c.eps[0], i, ok_calls));
+  c.workers[0]->poll_once();  // every coroutine sends before the server polls
+  EXPECT_EQ(c.eps[0]->stats().datagrams_sent, 8u) << "one per credit";
+  EXPECT_EQ(c.eps[0]->credits(1), 0u);
+  EXPECT_EQ(c.eps[0]->stats().credit_stalls, 1u);
   c.run_until_idle();
-  c.workers.clear();
-  server->reset();
+  EXPECT_EQ(ok_calls, 40);
+  EXPECT_EQ(c.eps[0]->stats().timeouts, 0u);
+  EXPECT_LT(c.eps[0]->stats().datagrams_sent, 40u) << "the waiting requests shared datagrams";
+  EXPECT_EQ(recv_dropped(*c.eps[1]), 0u);
+  EXPECT_EQ(recv_dropped(*c.eps[0]), 0u);
+}
+
+// High fan-in: 15 endpoints x 32 coroutines call, send passive requests
+// and one-way requests to endpoint 0, which has 2 x 8 x 16 = 256 receive
+// buffers for a demand of 480 datagrams at once (and unbounded one-ways).
+// Credits must keep every datagram within the posted buffers: nothing is
+// dropped, every call completes, and every credit comes back.
+TEST(Rpc, HighFanInNeverOverrunsTheReceiveBuffers) {
+  EndpointConfig cfg = Cluster::small_config();
+  cfg.recv_buffers = 0;
+  cfg.send_buffers = 512;
+  cfg.max_calls = 1024;
+  Cluster c(4, 4, cfg);
+  ASSERT_EQ(c.eps[0]->recv_buffers(), 256u);
+  uint64_t oneways = 0, passives = 0;
+  ASSERT_TRUE(c.eps[0]->register_handler(kAdd, "count", [&](Request& r) {
+                ++(r.wants_reply() ? passives : oneways);
+              }).ok());
+  constexpr int kCoroutines = 32, kRounds = 12;
+  int done = 0;
+  for (uint32_t s = 1; s < c.eps.size(); ++s)
+    for (int co = 0; co < kCoroutines; ++co)
+      c.workers[s]->spawn([](Endpoint& ep, uint64_t tag, int& done) -> Task<void> {
+        for (int round = 0; round < kRounds; ++round) {
+          Batch b(ep);
+          uint64_t v = tag * 1000 + static_cast<uint64_t>(round), out = 0;
+          Reply r{reinterpret_cast<std::byte*>(&out), 8};
+          if (round % 3 == 2) {
+            EXPECT_TRUE(b.oneway(0, kAdd, bytes_of(v)));  // a datagram of one-ways only
+            co_await b.send();
+            continue;
+          }
+          EXPECT_TRUE(b.call(0, kEcho, bytes_of(v), &r));
+          if (round % 3 == 1) {
+            EXPECT_TRUE(b.passive(0, kAdd, bytes_of(v)));
+          }
+          EXPECT_TRUE(co_await b.send());
+          EXPECT_EQ(r.status, CallStatus::kOk);
+          EXPECT_EQ(out, v);
+        }
+        ++done;
+      }(*c.eps[s], s * 100 + static_cast<uint64_t>(co), done));
+  c.run_until_idle(20'000);
+  const uint64_t per_sender = kCoroutines * kRounds / 3;
+  EXPECT_EQ(done, 15 * kCoroutines);
+  // The last one-ways, passive acks and credit returns settle.
+  uint64_t end = env::tsc() + env::ns_to_tsc(2'000'000'000);
+  auto settled = [&] {
+    if (oneways != 15 * per_sender) return false;
+    for (uint32_t s = 1; s < c.eps.size(); ++s)
+      if (c.eps[s]->passive_outstanding() > 0 || c.eps[s]->credits(0) != cfg.credits) return false;
+    return c.eps[0]->credits(1) == cfg.credits;
+  };
+  while (!settled() && env::tsc() < end) c.loop.run_once();
+  EXPECT_TRUE(settled()) << "every credit and ack comes back";
+  EXPECT_EQ(oneways, 15 * per_sender);
+  EXPECT_EQ(passives, 15 * per_sender);
+  uint64_t stalls = 0;
+  for (auto& ep : c.eps) {
+    EXPECT_EQ(recv_dropped(*ep), 0u) << "endpoint " << ep->id();
+    EXPECT_EQ(ep->stats().timeouts, 0u);
+    EXPECT_EQ(ep->stats().passive_timeouts, 0u);
+    EXPECT_EQ(ep->stats().stale_replies, 0u);
+    EXPECT_EQ(ep->stats().send_failures, 0u);
+    EXPECT_EQ(ep->stats().credit_resets, 0u);
+    stalls += ep->stats().credit_stalls;
+  }
+  EXPECT_GT(stalls, 0u) << "the senders did run out of credits";
 }
 
 // Datagrams crafted by hand through a raw UD QP: every malformation is
@@ -426,9 +479,9 @@ TEST(Rpc, MalformedDatagramsAreCountedAndDropped) {
     }
     for (int i = 0; i < 50; ++i) c.loop.run_once();
   };
-  auto datagram = [](uint16_t magic, uint32_t src, uint8_t count, std::vector<MsgHeader> msgs, size_t pad = 8) {
+  auto datagram = [](uint16_t magic, uint16_t src, uint8_t count, std::vector<MsgHeader> msgs, size_t pad = 8) {
     std::vector<std::byte> d(sizeof(DatagramHeader));
-    DatagramHeader dh{magic, kVersion, count, src};
+    DatagramHeader dh{magic, kVersion, count, src, 0};
     std::memcpy(d.data(), &dh, sizeof dh);
     for (auto& m : msgs) {
       size_t at = d.size();
