@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/cluster.hpp"
 #include "drivers/rdma/shm/shm.hpp"
 #include "env/tsc.hpp"
 #include "rdma/rdma.hpp"
@@ -637,4 +638,38 @@ TEST(Rpc, SetupErrorsNameTheProblem) {
     EXPECT_EQ(ep.calls_in_flight(), 0u);
   }(*c.eps[0]));
   c.run_until_idle();
+}
+
+// Receive buffers follow the credits and the number of endpoints; sizes no
+// device (or the cap) can hold are refused with the computed number, and a
+// cluster names its configuration keys.
+TEST(Rpc, ReceiveBuffersBeyondTheLimitsAreRefusedWithTheNumbers) {
+  rdma::DeviceCaps caps;
+  caps.max_recv_wr = 4096;
+  caps.max_send_wr = 1 << 14;
+  caps.max_cqe = 1 << 20;
+  caps.max_msg_size = 4096;
+  EndpointConfig cfg;
+  EXPECT_EQ(Endpoint::recv_buffers_needed(cfg, 100), 1600u);
+  EXPECT_TRUE(Endpoint::check_config(caps, cfg, 256).ok()) << "2 x 8 x 256 = 4096 fit";
+  auto over = Endpoint::check_config(caps, cfg, 257);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.error().message.find("4112 receive buffers"), std::string::npos) << over.error().message;
+  EXPECT_NE(over.error().message.find("(4096)"), std::string::npos) << over.error().message;
+  cfg.credits = 0;
+  ASSERT_FALSE(Endpoint::check_config(caps, cfg, 2).ok());
+  EXPECT_NE(Endpoint::check_config(caps, cfg, 2).error().message.find("credits = 0"), std::string::npos);
+  cfg.credits = 8;
+  caps.max_cqe = 2000;
+  ASSERT_FALSE(Endpoint::check_config(caps, cfg, 2).ok()) << "2 x 1024 send buffers + 32 receive buffers";
+
+  cluster::ClusterConfig cc;
+  cc.nodes = 4;
+  cc.workers_per_node = 1024;
+  cc.rpc.credits = 4;
+  auto cl = cluster::Cluster::create_embedded(cc);
+  ASSERT_FALSE(cl.ok());
+  const std::string& msg = cl.error().message;
+  for (const char* part : {"cluster.nodes (4)", "cluster.workers_per_node (1024)", "rpc.credits = 4", "32768 receive buffers"})
+    EXPECT_NE(msg.find(part), std::string::npos) << "missing '" << part << "' in: " << msg;
 }
