@@ -11,8 +11,9 @@
 //
 // Semantics:
 // - call: the reply is awaited; a call not answered within `timeout_ns`
-//   fails with kTimeout (UD may drop a datagram, e.g. when the receiver has
-//   no buffer posted: the drop is counted by the driver, never corrupts).
+//   fails with kTimeout (a datagram may be lost, or the peer gone). A late
+//   reply is matched by slot and generation (the cookie) and counted as
+//   stale: it never completes a newer call that reuses the slot.
 // - oneway: no reply at all.
 // - passive (passive ACK): the handler's reply is an ack that is not on the
 //   caller's critical path: send() does not wait for it, the server does not
