@@ -131,6 +131,7 @@ Result<std::unique_ptr<Endpoint>> Endpoint::create(rdma::Device& dev, uint32_t i
   m.peers.resize(max_peers);
   for (auto& p : m.peers) p.credits = cfg.credits;
   m.active.reserve(max_peers);
+  m.owing.reserve(max_peers);
   m.buf_len.resize(cfg.send_buffers);
   m.buf_next.resize(cfg.send_buffers);
   m.wrs.resize(std::min<size_t>(max_peers + kBurst, cfg.send_buffers));
@@ -204,9 +205,14 @@ uint32_t Endpoint::credits(uint32_t peer) const {
 uint32_t Endpoint::recv_buffers() const { return impl_->cfg.recv_buffers; }
 
 int Endpoint::poll() {
-  int work = receive();
-  flush();
-  return work + expire_calls();
+  Impl& m = *impl_;
+  const uint64_t now = env::tsc();  // one clock read for the whole pass
+  int work = receive(now);
+  if (m.may_flush()) flush(now);
+  // The scan is due a few times per timeout: decided here, without a call.
+  if (calls_in_flight_ + passive_outstanding_ == 0 && m.active.empty()) return work;
+  if (now < m.next_scan_tsc) return work;
+  return work + expire_calls(now);
 }
 
 bool Batch::call(uint32_t dest, HandlerId h, std::span<const std::byte> req, Reply* reply) {
@@ -248,7 +254,7 @@ bool Batch::passive(uint32_t dest, HandlerId h, std::span<const std::byte> req) 
 }
 
 runtime::WaitGroup::Ref Batch::send() {
-  ep_.flush();
+  if (ep_.impl_->may_flush()) ep_.flush(env::tsc());
   return wg_.wait();
 }
 

@@ -192,7 +192,7 @@ class Endpoint {
 
   // Receive (endpoint_rx.cpp): polls one burst of completions, dispatches
   // the valid datagrams, reposts the receive buffers. Returns completions.
-  int receive();
+  int receive(uint64_t now);
   void count_malformed(Malformed why);
   void dispatch(const std::byte* datagram);  // a validated datagram's messages
   void complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload);
@@ -202,8 +202,9 @@ class Endpoint {
   void on_send_completion(const rdma::Completion& wc);
   // Adds a datagram (buffer `buf`) for `dest` as work request n of the
   // flush; returns n + 1. Posts the requests first if they fill a doorbell.
-  size_t stage(size_t n, uint32_t dest, uint32_t buf, bool messages, uint64_t now);
+  size_t stage(size_t n, uint32_t dest, uint32_t buf, bool messages);
   void post(size_t n);  // the first n staged requests, one doorbell
+  size_t return_credits(size_t n, uint64_t now);  // stages the credit returns due
 
   // Appends a message to the datagram being built for `dest`; posts that
   // datagram first if the message does not fit. False if no buffer is free.
@@ -211,14 +212,14 @@ class Endpoint {
               std::span<const std::byte> payload, bool urgent);
   // Posts, with one doorbell, every datagram that should go and has a
   // credit (urgent ones, aged acks, full ones waiting) and the credit
-  // returns that are due.
-  void flush();
+  // returns that are due. Callers skip it when Impl::may_flush() is false.
+  void flush(uint64_t now);
   // Registers a call; returns its cookie, or 0 if the table is full.
   uint64_t start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* wg);
   // Timeouts (endpoint_timeout.cpp): ends the calls past their deadline,
   // takes back credits a peer has not returned within the timeout. Returns
   // how many calls ended.
-  int expire_calls();
+  int expire_calls(uint64_t now);
   void recover_credits(uint64_t now);
 
   std::unique_ptr<Impl> impl_;

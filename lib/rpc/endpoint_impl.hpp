@@ -11,6 +11,7 @@
 // Thread-safety: as Endpoint (owned by one worker thread).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <memory>
@@ -32,6 +33,11 @@ inline constexpr uint32_t kNoBuffer = UINT32_MAX;
 
 enum class CallState : uint8_t { kFree, kWaiting, kPassive };
 
+// Whether `d` ticks have passed since `since`. poll() reads the clock once
+// per pass, and a handler run in that pass may stamp a later time: that
+// one has not aged (a plain now - since would wrap).
+inline bool aged(uint64_t since, uint64_t now, uint64_t d) { return now >= since && now - since >= d; }
+
 // A call's cookie names its slot in the call table and the slot's
 // generation, which changes every time the slot is released: a reply is
 // matched to a call only if both agree, so a late reply to a call that timed
@@ -48,7 +54,10 @@ struct Endpoint::Impl {
   rdma::MemoryRegion mr;
   uint32_t max_inline = 0;
 
-  // Receive side: buffer i at recv_base + i * mtu, wr_id = i.
+  // Receive side: buffer i at recv_base + i * mtu, wr_id = i. The burst's
+  // completions live here, not on the stack: an array of them there is
+  // value-initialised on every poll.
+  std::array<rdma::Completion, kBurst> wc{};
   std::byte* recv_base = nullptr;
   std::array<rdma::RecvRequest, kBurst> repost{};
 
@@ -77,14 +86,22 @@ struct Endpoint::Impl {
     // Full datagrams waiting for a credit, oldest first, linked by buf_next.
     uint32_t wait_head = kNoBuffer, wait_tail = kNoBuffer;
     uint32_t credits = 0;         // datagrams with messages we may still send it
-    uint64_t credit_tsc = 0;      // its last credit return, or when we last had them all
+    uint64_t credit_tsc = 0;      // its last credit return
     uint32_t owed = 0;            // its datagrams we received and not yet said so
     uint64_t owed_since_tsc = 0;  // when owed became non-zero
     bool stalled = false;         // has something to send and no credit
-    bool busy() const { return buf != kNoBuffer || wait_head != kNoBuffer || owed != 0; }
+    uint64_t stalled_tsc = 0;     // since when
+    bool owing_listed = false;    // in `owing`
+    bool busy() const { return buf != kNoBuffer || wait_head != kNoBuffer; }
   };
   std::vector<Peer> peers;
   std::vector<uint32_t> active;  // peers that are busy(): the only ones flush() visits
+  // Peers we may owe credits (pruned lazily: a piggybacked return leaves
+  // them here until the next walk), and when the first of those credits is
+  // due to go back alone (0: now; UINT64_MAX: none owed).
+  std::vector<uint32_t> owing;
+  uint64_t credits_due_tsc = UINT64_MAX;
+  uint32_t owed_peers = 0;  // peers with owed > 0: at 0, `owing` is emptied
   // Per send buffer: its length and next in a peer's waiting list.
   std::vector<uint32_t> buf_len, buf_next;
   // One flush's work requests, and per request: its buffer (kNoBuffer if
@@ -92,10 +109,8 @@ struct Endpoint::Impl {
   std::vector<rdma::WorkRequest> wrs;
   struct Staged {
     uint32_t buf;
-    uint32_t dest;
-    uint16_t returned;
-    bool messages;
-    bool inl;
+    bool messages;  // false: a credit return alone
+    bool inl;       // the buffer is free once posted
   };
   std::vector<Staged> staged;
   uint32_t credit_return_at = 1;  // owed credits that go back alone at once
@@ -154,6 +169,33 @@ struct Endpoint::Impl {
     p.wait_head = buf_next[b];
     if (p.wait_head == kNoBuffer) p.wait_tail = kNoBuffer;
     return b;
+  }
+
+  // Whether flush() has anything to look at: a datagram open or waiting, or
+  // credits owed (which may be due to go back alone).
+  bool may_flush() const { return !active.empty() || owed_peers != 0; }
+
+  // We received (and reposted the buffer of) one more datagram from `src`.
+  void owe(uint32_t src, uint64_t now) {
+    Peer& p = peers[src];
+    if (p.owed++ == 0) {
+      ++owed_peers;
+      p.owed_since_tsc = now;
+      credits_due_tsc = std::min(credits_due_tsc, now + passive_delay_tsc);
+    }
+    if (p.owed >= credit_return_at) credits_due_tsc = 0;
+    if (!p.owing_listed) {
+      p.owing_listed = true;
+      owing.push_back(src);
+    }
+  }
+
+  // A peer's owed credits all went back with a datagram.
+  void paid() {
+    if (--owed_peers > 0) return;
+    for (uint32_t d : owing) peers[d].owing_listed = false;
+    owing.clear();
+    credits_due_tsc = UINT64_MAX;
   }
 
   std::byte* send_buf(uint32_t i) const { return send_base + static_cast<size_t>(i) * mr_stride; }

@@ -50,12 +50,90 @@ std::optional<Malformed> validate(const std::byte* d, uint32_t len, size_t npeer
 
 }  // namespace
 
-int Endpoint::receive() {
+void Endpoint::count_malformed(Malformed why) {
   Impl& m = *impl_;
-  rdma::Completion wc[kBurst];
+  ++stats_.malformed[static_cast<unsigned>(why)];
+  ++m.malformed_since_log;
+  uint64_t now = env::tsc();
+  if (now - m.last_malformed_log >= env::tsc_hz()) {
+    RDTX_LOG(rpc_log(), Warning, "endpoint %u: dropped %llu malformed datagram(s), latest: %s", id_,
+             static_cast<unsigned long long>(m.malformed_since_log), to_string(why));
+    m.last_malformed_log = now;
+    m.malformed_since_log = 0;
+  }
+}
+
+[[gnu::always_inline]] inline void Endpoint::dispatch(const std::byte* d) {
+  DatagramHeader dh;
+  std::memcpy(&dh, d, sizeof dh);
+  uint32_t off = sizeof dh;
+  for (unsigned k = 0; k < dh.count; ++k) {
+    MsgHeader mh;
+    std::memcpy(&mh, d + off, sizeof mh);
+    std::span<const std::byte> payload(d + off + sizeof mh, mh.len);
+    off += sizeof mh + pad8(mh.len);
+    if (mh.kind == Kind::kReply) {
+      complete_call(dh.src, mh, payload);
+    } else {
+      handle_request(dh.src, mh, payload);
+    }
+  }
+}
+
+inline void Endpoint::complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
+  Impl& m = *impl_;
+  ++stats_.replies_received;
+  Impl::Call* cp = m.match_reply(mh.cookie, src);
+  if (cp == nullptr) {
+    ++stats_.stale_replies;
+    return;
+  }
+  Impl::Call& c = *cp;
+  if (c.state == CallState::kPassive) {
+    --passive_outstanding_;
+    if (mh.status != WireStatus::kOk) ++stats_.passive_failures;
+  } else {
+    Reply* r = c.reply;
+    bool ok = mh.status == WireStatus::kOk && mh.len <= r->capacity;
+    r->status = mh.status != WireStatus::kOk ? CallStatus::kNoHandler
+                : ok                         ? CallStatus::kOk
+                                             : CallStatus::kTooLarge;
+    r->len = ok ? mh.len : 0;
+    if (ok && mh.len > 0) std::memcpy(r->buf, payload.data(), mh.len);
+    --calls_in_flight_;
+    c.wg->done(ok);
+  }
+  m.release_call(cookie_slot(mh.cookie));
+}
+
+inline void Endpoint::handle_request(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
+  Impl& m = *impl_;
+  ++stats_.requests_handled;
+  const Handler& h = m.handlers[mh.handler];
+  if (!h) {
+    if (mh.kind != Kind::kOneway)
+      append(src, Kind::kReply, mh.handler, WireStatus::kNoHandler, mh.cookie, {}, mh.kind == Kind::kRequest);
+    return;
+  }
+  Request req;
+  req.src_ = src;
+  req.handler_ = mh.handler;
+  req.kind_ = mh.kind;
+  req.cookie_ = mh.cookie;
+  req.payload_ = payload;
+  req.reply_ = std::span<std::byte>(m.scratch);
+  h(req);
+  if (mh.kind == Kind::kOneway || req.deferred_) return;
+  uint32_t rlen = std::min<uint32_t>(req.reply_len_, static_cast<uint32_t>(m.scratch.size()));
+  append(src, Kind::kReply, mh.handler, WireStatus::kOk, mh.cookie, std::span<const std::byte>(m.scratch.data(), rlen),
+         mh.kind == Kind::kRequest);
+}
+
+int Endpoint::receive(uint64_t now) {
+  Impl& m = *impl_;
+  rdma::Completion* wc = m.wc.data();
   int n = m.cq->poll(wc, kBurst);
   if (n <= 0) return 0;
-  const uint64_t now = env::tsc();
   int nrepost = 0;
   uint16_t from[kBurst];  // sources of the datagrams with messages: we owe each a credit
   int nfrom = 0;
@@ -94,100 +172,18 @@ int Endpoint::receive() {
   }
   // Credits go back only now that the buffers are posted again: a sender
   // that gets one may fill a buffer at once.
-  for (int i = 0; i < nfrom; ++i) {
-    Impl::Peer& p = m.peers[from[i]];
-    if (p.owed++ == 0) p.owed_since_tsc = now;
-    m.list(from[i]);
-  }
+  for (int i = 0; i < nfrom; ++i) m.owe(from[i], now);
   return n;
 }
 
-void Endpoint::take_credits(uint32_t src, uint32_t returned, uint64_t now) {
+inline void Endpoint::take_credits(uint32_t src, uint32_t returned, uint64_t now) {
   Impl& m = *impl_;
   Impl::Peer& p = m.peers[src];
   // More than we have outstanding only after we took them back on a timeout
   // (endpoint_timeout.cpp) and the late return arrived: never above the window.
   p.credits = std::min(m.cfg.credits, p.credits + returned);
   p.credit_tsc = now;
-}
-
-void Endpoint::count_malformed(Malformed why) {
-  Impl& m = *impl_;
-  ++stats_.malformed[static_cast<unsigned>(why)];
-  ++m.malformed_since_log;
-  uint64_t now = env::tsc();
-  if (now - m.last_malformed_log >= env::tsc_hz()) {
-    RDTX_LOG(rpc_log(), Warning, "endpoint %u: dropped %llu malformed datagram(s), latest: %s", id_,
-             static_cast<unsigned long long>(m.malformed_since_log), to_string(why));
-    m.last_malformed_log = now;
-    m.malformed_since_log = 0;
-  }
-}
-
-void Endpoint::dispatch(const std::byte* d) {
-  DatagramHeader dh;
-  std::memcpy(&dh, d, sizeof dh);
-  uint32_t off = sizeof dh;
-  for (unsigned k = 0; k < dh.count; ++k) {
-    MsgHeader mh;
-    std::memcpy(&mh, d + off, sizeof mh);
-    std::span<const std::byte> payload(d + off + sizeof mh, mh.len);
-    off += sizeof mh + pad8(mh.len);
-    if (mh.kind == Kind::kReply) {
-      complete_call(dh.src, mh, payload);
-    } else {
-      handle_request(dh.src, mh, payload);
-    }
-  }
-}
-
-void Endpoint::complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
-  Impl& m = *impl_;
-  ++stats_.replies_received;
-  Impl::Call* cp = m.match_reply(mh.cookie, src);
-  if (cp == nullptr) {
-    ++stats_.stale_replies;
-    return;
-  }
-  Impl::Call& c = *cp;
-  if (c.state == CallState::kPassive) {
-    --passive_outstanding_;
-    if (mh.status != WireStatus::kOk) ++stats_.passive_failures;
-  } else {
-    Reply* r = c.reply;
-    bool ok = mh.status == WireStatus::kOk && mh.len <= r->capacity;
-    r->status = mh.status != WireStatus::kOk ? CallStatus::kNoHandler
-                : ok                         ? CallStatus::kOk
-                                             : CallStatus::kTooLarge;
-    r->len = ok ? mh.len : 0;
-    if (ok && mh.len > 0) std::memcpy(r->buf, payload.data(), mh.len);
-    --calls_in_flight_;
-    c.wg->done(ok);
-  }
-  m.release_call(cookie_slot(mh.cookie));
-}
-
-void Endpoint::handle_request(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
-  Impl& m = *impl_;
-  ++stats_.requests_handled;
-  const Handler& h = m.handlers[mh.handler];
-  if (!h) {
-    if (mh.kind != Kind::kOneway)
-      append(src, Kind::kReply, mh.handler, WireStatus::kNoHandler, mh.cookie, {}, mh.kind == Kind::kRequest);
-    return;
-  }
-  Request req;
-  req.src_ = src;
-  req.handler_ = mh.handler;
-  req.kind_ = mh.kind;
-  req.cookie_ = mh.cookie;
-  req.payload_ = payload;
-  req.reply_ = std::span<std::byte>(m.scratch);
-  h(req);
-  if (mh.kind == Kind::kOneway || req.deferred_) return;
-  uint32_t rlen = std::min<uint32_t>(req.reply_len_, static_cast<uint32_t>(m.scratch.size()));
-  append(src, Kind::kReply, mh.handler, WireStatus::kOk, mh.cookie, std::span<const std::byte>(m.scratch.data(), rlen),
-         mh.kind == Kind::kRequest);
+  p.stalled = false;  // the next flush sends, or counts a new stall
 }
 
 }  // namespace rdtx::rpc

@@ -7,17 +7,18 @@
 // the credits it carried): a live peer returns credits within
 // passive_delay_ns of receiving, so a peer that has returned none for a
 // whole timeout while some are outstanding and we have something waiting
-// gets its full window back, as eRPC reclaims credits when it retransmits.
+// gets its full window back, as eRPC reclaims credits when it retransmits:
+// stalled (something to send, no credit) for a timeout, and no return
+// for a timeout either.
+#include <algorithm>
+
 #include "env/tsc.hpp"
 #include "rpc/endpoint_impl.hpp"
 
 namespace rdtx::rpc {
 
-int Endpoint::expire_calls() {
+int Endpoint::expire_calls(uint64_t now) {
   Impl& m = *impl_;
-  if (calls_in_flight_ + passive_outstanding_ == 0 && m.active.empty()) return 0;
-  uint64_t now = env::tsc();
-  if (now < m.next_scan_tsc) return 0;
   m.next_scan_tsc = now + m.scan_interval_tsc;
   recover_credits(now);
   if (calls_in_flight_ + passive_outstanding_ == 0) return 0;
@@ -44,12 +45,13 @@ void Endpoint::recover_credits(uint64_t now) {
   Impl& m = *impl_;
   for (uint32_t dest : m.active) {
     Impl::Peer& p = m.peers[dest];
-    if (p.credits == m.cfg.credits || (p.buf == kNoBuffer && p.wait_head == kNoBuffer)) continue;
-    if (now - p.credit_tsc < m.timeout_tsc) continue;
+    if (!p.stalled || !aged(p.stalled_tsc, now, m.timeout_tsc) || !aged(p.credit_tsc, now, m.timeout_tsc)) continue;
     RDTX_LOG(rpc_log(), Warning, "endpoint %u: peer %u returned no credit for %.0f ms (%u of %u outstanding): taken back",
-             id_, dest, env::tsc_to_ns(now - p.credit_tsc) / 1e6, m.cfg.credits - p.credits, m.cfg.credits);
+             id_, dest, env::tsc_to_ns(now - std::max(p.stalled_tsc, p.credit_tsc)) / 1e6, m.cfg.credits - p.credits,
+             m.cfg.credits);
     p.credits = m.cfg.credits;
     p.credit_tsc = now;
+    p.stalled = false;
     ++stats_.credit_resets;
   }
 }

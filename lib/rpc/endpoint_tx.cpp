@@ -10,6 +10,7 @@
 // no messages, which needs no credit) once half the window is owed or after
 // passive_delay_ns. Datagram buffers are released in post order when a later
 // signaled SEND completes (inline ones at once).
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -58,81 +59,7 @@ bool Endpoint::append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint
   return true;
 }
 
-void Endpoint::flush() {
-  Impl& m = *impl_;
-  if (m.active.empty()) return;
-  const uint64_t now = env::tsc();
-  size_t n = 0, keep = 0;
-  for (size_t i = 0; i < m.active.size(); ++i) {
-    const uint32_t dest = m.active[i];
-    Impl::Peer& p = m.peers[dest];
-    while (p.wait_head != kNoBuffer && p.credits > 0) n = stage(n, dest, m.dequeue(p), true, now);
-    if (p.buf != kNoBuffer && (p.urgent || (p.since_tsc != 0 && now - p.since_tsc >= m.passive_delay_tsc))) {
-      if (p.wait_head == kNoBuffer && p.credits > 0) {
-        n = stage(n, dest, m.close_open(p), true, now);
-      } else if (!p.stalled) {
-        p.stalled = true;  // it keeps taking messages until a credit comes
-        ++stats_.credit_stalls;
-      }
-    }
-    if (p.owed > 0 && (p.owed >= m.credit_return_at || now - p.owed_since_tsc >= m.passive_delay_tsc) &&
-        !m.free_bufs.empty()) {
-      const uint32_t b = m.free_bufs.back();
-      m.free_bufs.pop_back();
-      DatagramHeader dh{kMagic, kVersion, 0, m.self, 0};
-      std::memcpy(m.send_buf(b), &dh, sizeof dh);
-      m.buf_len[b] = sizeof dh;
-      n = stage(n, dest, b, false, now);
-    }
-    if (p.busy()) {
-      m.active[keep++] = dest;
-    } else {
-      p.listed = false;
-    }
-  }
-  m.active.resize(keep);
-  if (n > 0) post(n);
-  if (m.post_failed) {
-    // Rare: what a failed post gave back must be found by the next flush.
-    m.post_failed = false;
-    for (uint32_t d = 0; d < m.peers.size(); ++d)
-      if (m.peers[d].busy()) m.list(d);
-  }
-}
-
-size_t Endpoint::stage(size_t n, uint32_t dest, uint32_t buf, bool messages, uint64_t now) {
-  Impl& m = *impl_;
-  if (n == m.wrs.size()) {
-    post(n);
-    n = 0;
-  }
-  Impl::Peer& p = m.peers[dest];
-  const uint16_t ret = static_cast<uint16_t>(std::min<uint32_t>(p.owed, UINT16_MAX));
-  p.owed -= ret;
-  std::byte* base = m.send_buf(buf);
-  std::memcpy(base + offsetof(DatagramHeader, credits), &ret, sizeof ret);
-  if (messages) {
-    if (p.credits == m.cfg.credits) p.credit_tsc = now;  // the first one outstanding
-    --p.credits;
-    p.stalled = false;
-  }
-  rdma::WorkRequest& wr = m.wrs[n];
-  wr = {};
-  wr.opcode = rdma::Opcode::kSend;
-  wr.ah = p.ah.get();
-  wr.local = base;
-  wr.length = m.buf_len[buf];
-  wr.lkey = m.mr.lkey;
-  wr.wr_id = ++m.post_seq;
-  const bool inl = wr.length <= m.max_inline;
-  if (inl) wr.flags |= rdma::kInline;
-  if (m.post_seq % m.cfg.signal_every == 0) wr.flags |= rdma::kSignaled;
-  if (n > 0) m.wrs[n - 1].next = &wr;
-  m.staged[n] = {buf, dest, ret, messages, inl};
-  return n + 1;
-}
-
-void Endpoint::post(size_t n) {
+[[gnu::always_inline]] inline void Endpoint::post(size_t n) {
   Impl& m = *impl_;
   rdma::WorkRequest* bad = nullptr;
   int rc = qp_->post_send(m.wrs.data(), &bad);
@@ -150,19 +77,133 @@ void Endpoint::post(size_t n) {
       }
       continue;
     }
-    // Not sent: the messages are lost (their calls end by timeout), the
-    // credit it took and the credits it returned are not.
+    // Not sent (rare): the messages are lost (their calls end by timeout),
+    // the credit it took and the credits it returned are not.
+    DatagramHeader dh;
+    std::memcpy(&dh, m.send_buf(s.buf), sizeof dh);
     m.free_bufs.push_back(s.buf);
-    Impl::Peer& p = m.peers[s.dest];
+    uint32_t dest = 0;
+    while (m.peers[dest].ah.get() != m.wrs[i].ah) ++dest;
+    Impl::Peer& p = m.peers[dest];
+    const uint16_t returned = dh.credits;
     if (s.messages) ++p.credits;
-    if (s.returned > 0 && p.owed == 0) p.owed_since_tsc = env::tsc();
-    p.owed += s.returned;
+    if (returned > 0 && p.owed == 0) {
+      p.owed_since_tsc = env::tsc();
+      ++m.owed_peers;
+    }
+    p.owed += returned;
     m.post_failed = true;
   }
   if (posted < n) {
     stats_.send_failures += n - posted;
     RDTX_LOG(rpc_log(), Warning, "endpoint %u: %zu datagram(s) not posted: %s", id_, n - posted, std::strerror(-rc));
   }
+}
+
+// Inlined into flush(): the per-datagram path, as it was before credits.
+[[gnu::always_inline]] inline size_t Endpoint::stage(size_t n, uint32_t dest, uint32_t buf, bool messages) {
+  Impl& m = *impl_;
+  if (n == m.wrs.size()) {
+    post(n);
+    n = 0;
+  }
+  Impl::Peer& p = m.peers[dest];
+  const uint16_t ret = static_cast<uint16_t>(std::min<uint32_t>(p.owed, UINT16_MAX));
+  if (ret > 0) {
+    p.owed -= ret;
+    if (p.owed == 0) m.paid();
+  }
+  std::byte* base = m.send_buf(buf);
+  std::memcpy(base + offsetof(DatagramHeader, credits), &ret, sizeof ret);
+  p.credits -= messages;
+  rdma::WorkRequest& wr = m.wrs[n];
+  wr = {};
+  wr.opcode = rdma::Opcode::kSend;
+  wr.ah = p.ah.get();
+  wr.local = base;
+  wr.length = m.buf_len[buf];
+  wr.lkey = m.mr.lkey;
+  wr.wr_id = ++m.post_seq;
+  const bool inl = wr.length <= m.max_inline;
+  if (inl) wr.flags |= rdma::kInline;
+  if (m.post_seq % m.cfg.signal_every == 0) wr.flags |= rdma::kSignaled;
+  if (n > 0) m.wrs[n - 1].next = &wr;
+  m.staged[n] = {buf, messages, inl};
+  return n + 1;
+}
+
+void Endpoint::flush(uint64_t now) {
+  Impl& m = *impl_;
+  const bool credits_due = m.owed_peers > 0 && now >= m.credits_due_tsc;
+  if (m.active.empty() && !credits_due) return;
+  if (m.active.empty() && !credits_due) return;
+  size_t n = 0, keep = 0;
+  for (size_t i = 0; i < m.active.size(); ++i) {
+    const uint32_t dest = m.active[i];
+    Impl::Peer& p = m.peers[dest];
+    while (p.wait_head != kNoBuffer && p.credits > 0) n = stage(n, dest, m.dequeue(p), true);
+    if (p.buf != kNoBuffer && (p.urgent || (p.since_tsc != 0 && aged(p.since_tsc, now, m.passive_delay_tsc)))) {
+      if (p.wait_head == kNoBuffer && p.credits > 0) {
+        n = stage(n, dest, m.close_open(p), true);
+      } else if (!p.stalled) {
+        p.stalled = true;  // it keeps taking messages until a credit comes
+        p.stalled_tsc = now;
+        ++stats_.credit_stalls;
+      }
+    }
+    if (p.busy()) {
+      m.active[keep++] = dest;
+    } else {
+      p.listed = false;
+    }
+  }
+  m.active.resize(keep);
+  if (credits_due) n = return_credits(n, now);
+  if (n > 0) post(n);
+  if (m.post_failed) {
+    // Rare: what a failed post gave back must be found by the next flush.
+    m.post_failed = false;
+    for (uint32_t d = 0; d < m.peers.size(); ++d) {
+      if (m.peers[d].busy()) m.list(d);
+      if (m.peers[d].owed > 0 && !m.peers[d].owing_listed) {
+        m.peers[d].owing_listed = true;
+        m.owing.push_back(d);
+      }
+    }
+    m.credits_due_tsc = 0;
+  }
+}
+
+// The owed credits that had no ride and are due (half the window owed, or
+// owed for passive_delay_ns) go back alone, in datagrams of no messages.
+size_t Endpoint::return_credits(size_t n, uint64_t now) {
+  Impl& m = *impl_;
+  uint64_t next_due = UINT64_MAX;
+  size_t keep = 0;
+  for (size_t i = 0; i < m.owing.size(); ++i) {
+    const uint32_t dest = m.owing[i];
+    Impl::Peer& p = m.peers[dest];
+    if (p.owed > 0 && (p.owed >= m.credit_return_at || aged(p.owed_since_tsc, now, m.passive_delay_tsc)) &&
+        !m.free_bufs.empty()) {
+      const uint32_t b = m.free_bufs.back();
+      m.free_bufs.pop_back();
+      DatagramHeader dh{kMagic, kVersion, 0, m.self, 0};
+      std::memcpy(m.send_buf(b), &dh, sizeof dh);
+      m.buf_len[b] = sizeof dh;
+      n = stage(n, dest, b, false);
+      if (m.owed_peers == 0) return n;  // the last one: paid() emptied the list
+    }
+    if (p.owed > 0) {
+      m.owing[keep++] = dest;
+      // No free buffer: try again at the next flush.
+      next_due = std::min(next_due, m.free_bufs.empty() ? 0 : p.owed_since_tsc + m.passive_delay_tsc);
+    } else {
+      p.owing_listed = false;
+    }
+  }
+  m.owing.resize(keep);
+  m.credits_due_tsc = next_due;
+  return n;
 }
 
 void Endpoint::on_send_completion(const rdma::Completion& wc) {
