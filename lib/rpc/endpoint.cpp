@@ -135,9 +135,9 @@ Result<std::unique_ptr<Endpoint>> Endpoint::create(rdma::Device& dev, uint32_t i
   m.buf_len.resize(cfg.send_buffers);
   m.buf_next.resize(cfg.send_buffers);
   m.wrs.resize(std::min<size_t>(max_peers + kBurst, cfg.send_buffers));
-  m.staged.resize(m.wrs.size());
+  m.wr_buf.resize(m.wrs.size());
   m.credit_return_at = std::max(1u, cfg.credits / 2);
-  m.self = static_cast<uint16_t>(id);
+  m.header = {kMagic, kVersion, 0, static_cast<uint16_t>(id), 0};
   m.calls.resize(cfg.max_calls);
   for (uint32_t i = cfg.max_calls; i-- > 0;) m.free_calls.push_back(i);
   m.timeout_tsc = env::ns_to_tsc(cfg.timeout_ns);
@@ -208,7 +208,7 @@ int Endpoint::poll() {
   Impl& m = *impl_;
   const uint64_t now = env::tsc();  // one clock read for the whole pass
   int work = receive(now);
-  if (m.may_flush()) flush(now);
+  if (m.flush_due(now)) flush(now);
   // The scan is due a few times per timeout: decided here, without a call.
   if (calls_in_flight_ + passive_outstanding_ == 0 && m.active.empty()) return work;
   if (now < m.next_scan_tsc) return work;
@@ -254,7 +254,8 @@ bool Batch::passive(uint32_t dest, HandlerId h, std::span<const std::byte> req) 
 }
 
 runtime::WaitGroup::Ref Batch::send() {
-  if (ep_.impl_->may_flush()) ep_.flush(env::tsc());
+  const uint64_t now = env::tsc();
+  if (ep_.impl_->flush_due(now)) ep_.flush(now);
   return wg_.wait();
 }
 

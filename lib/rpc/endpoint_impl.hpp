@@ -104,17 +104,11 @@ struct Endpoint::Impl {
   uint32_t owed_peers = 0;  // peers with owed > 0: at 0, `owing` is emptied
   // Per send buffer: its length and next in a peer's waiting list.
   std::vector<uint32_t> buf_len, buf_next;
-  // One flush's work requests, and per request: its buffer (kNoBuffer if
-  // inline), destination, and the credits its header returns.
+  // One flush's work requests.
   std::vector<rdma::WorkRequest> wrs;
-  struct Staged {
-    uint32_t buf;
-    bool messages;  // false: a credit return alone
-    bool inl;       // the buffer is free once posted
-  };
-  std::vector<Staged> staged;
+  std::vector<uint32_t> wr_buf;  // the buffer of wrs[i]
   uint32_t credit_return_at = 1;  // owed credits that go back alone at once
-  uint16_t self = 0;              // this endpoint's id
+  DatagramHeader header{};        // this endpoint's: count and credits 0
   bool post_failed = false;       // a flush must re-list the peers it restored
 
   struct Call {
@@ -146,7 +140,8 @@ struct Endpoint::Impl {
   // Ends the datagram being built for `p`: writes its header (credits are
   // filled in when it is posted) and returns its buffer.
   uint32_t close_open(Peer& p) {
-    DatagramHeader dh{kMagic, kVersion, p.count, self, 0};
+    DatagramHeader dh = header;
+    dh.count = p.count;
     std::memcpy(send_buf(p.buf), &dh, sizeof dh);
     const uint32_t b = p.buf;
     buf_len[b] = p.len;
@@ -171,9 +166,9 @@ struct Endpoint::Impl {
     return b;
   }
 
-  // Whether flush() has anything to look at: a datagram open or waiting, or
-  // credits owed (which may be due to go back alone).
-  bool may_flush() const { return !active.empty() || owed_peers != 0; }
+  // Whether flush() has anything to do: a datagram open or waiting, or
+  // owed credits due to go back alone.
+  bool flush_due(uint64_t now) const { return !active.empty() || (owed_peers != 0 && now >= credits_due_tsc); }
 
   // We received (and reposted the buffer of) one more datagram from `src`.
   void owe(uint32_t src, uint64_t now) {

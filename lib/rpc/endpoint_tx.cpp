@@ -66,32 +66,35 @@ bool Endpoint::append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint
   ++stats_.doorbells;
   size_t posted = rc == 0 ? n : static_cast<size_t>(bad - m.wrs.data());
   for (size_t i = 0; i < n; ++i) {
-    const Impl::Staged& s = m.staged[i];
+    const uint32_t b = m.wr_buf[i];
     if (i < posted) {
-      ++(s.messages ? stats_.datagrams_sent : stats_.credit_returns_sent);
-      if (s.inl) {
-        m.free_bufs.push_back(s.buf);  // copied at post time
+      if (m.wrs[i].flags & rdma::kInline) {
+        m.free_bufs.push_back(b);  // copied at post time
       } else {
         size_t tail = (m.inflight_head + m.inflight_size++) % m.inflight.size();
-        m.inflight[tail] = {m.wrs[i].wr_id, s.buf};
+        m.inflight[tail] = {m.wrs[i].wr_id, b};
       }
       continue;
     }
     // Not sent (rare): the messages are lost (their calls end by timeout),
     // the credit it took and the credits it returned are not.
     DatagramHeader dh;
-    std::memcpy(&dh, m.send_buf(s.buf), sizeof dh);
-    m.free_bufs.push_back(s.buf);
+    std::memcpy(&dh, m.send_buf(b), sizeof dh);
+    m.free_bufs.push_back(b);
     uint32_t dest = 0;
     while (m.peers[dest].ah.get() != m.wrs[i].ah) ++dest;
     Impl::Peer& p = m.peers[dest];
-    const uint16_t returned = dh.credits;
-    if (s.messages) ++p.credits;
-    if (returned > 0 && p.owed == 0) {
+    if (dh.count > 0) {
+      ++p.credits;
+      --stats_.datagrams_sent;
+    } else {
+      --stats_.credit_returns_sent;
+    }
+    if (dh.credits > 0 && p.owed == 0) {
       p.owed_since_tsc = env::tsc();
       ++m.owed_peers;
     }
-    p.owed += returned;
+    p.owed += dh.credits;
     m.post_failed = true;
   }
   if (posted < n) {
@@ -116,6 +119,7 @@ bool Endpoint::append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint
   std::byte* base = m.send_buf(buf);
   std::memcpy(base + offsetof(DatagramHeader, credits), &ret, sizeof ret);
   p.credits -= messages;
+  ++(messages ? stats_.datagrams_sent : stats_.credit_returns_sent);
   rdma::WorkRequest& wr = m.wrs[n];
   wr = {};
   wr.opcode = rdma::Opcode::kSend;
@@ -124,11 +128,10 @@ bool Endpoint::append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint
   wr.length = m.buf_len[buf];
   wr.lkey = m.mr.lkey;
   wr.wr_id = ++m.post_seq;
-  const bool inl = wr.length <= m.max_inline;
-  if (inl) wr.flags |= rdma::kInline;
+  if (wr.length <= m.max_inline) wr.flags |= rdma::kInline;
   if (m.post_seq % m.cfg.signal_every == 0) wr.flags |= rdma::kSignaled;
   if (n > 0) m.wrs[n - 1].next = &wr;
-  m.staged[n] = {buf, messages, inl};
+  m.wr_buf[n] = buf;
   return n + 1;
 }
 
@@ -187,7 +190,7 @@ size_t Endpoint::return_credits(size_t n, uint64_t now) {
         !m.free_bufs.empty()) {
       const uint32_t b = m.free_bufs.back();
       m.free_bufs.pop_back();
-      DatagramHeader dh{kMagic, kVersion, 0, m.self, 0};
+      DatagramHeader dh = m.header;
       std::memcpy(m.send_buf(b), &dh, sizeof dh);
       m.buf_len[b] = sizeof dh;
       n = stage(n, dest, b, false);
