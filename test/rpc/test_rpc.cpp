@@ -380,6 +380,38 @@ TEST(Rpc, RequestsBeyondTheCreditsWaitAndAllComplete) {
   EXPECT_EQ(recv_dropped(*c.eps[0]), 0u);
 }
 
+// A peer that never answers keeps the credits our datagrams took; once
+// something has waited for a whole timeout with no credit returned, the
+// window comes back and the waiting datagram goes.
+TEST(Rpc, CreditsAPeerNeverReturnsComeBackAfterATimeout) {
+  EndpointConfig cfg = Cluster::small_config();
+  cfg.timeout_ns = 5'000'000;
+  Cluster c(2, 1, cfg);
+  c.loop = runtime::Loop();
+  c.loop.add_worker(c.workers[0].get());  // endpoint 1 is never polled
+  int timeouts = 0;
+  for (int i = 0; i < 9; ++i)
+    c.workers[0]->spawn([](Endpoint& ep, int& timeouts) -> Task<void> {
+      Batch b(ep);
+      uint64_t v = 1, out = 0;
+      Reply r{reinterpret_cast<std::byte*>(&out), 8};
+      b.call(1, kEcho, bytes_of(v), &r);
+      EXPECT_FALSE(co_await b.send());
+      timeouts += r.status == CallStatus::kTimeout;
+    }(*c.eps[0], timeouts));
+  c.workers[0]->poll_once();
+  Endpoint& ep = *c.eps[0];
+  EXPECT_EQ(ep.stats().datagrams_sent, 8u);
+  EXPECT_EQ(ep.stats().credit_stalls, 1u);
+  c.run_until_idle();
+  EXPECT_EQ(timeouts, 9);
+  uint64_t end = env::tsc() + env::ns_to_tsc(1'000'000'000);
+  while (ep.stats().datagrams_sent < 9 && env::tsc() < end) c.loop.run_once();
+  EXPECT_EQ(ep.stats().credit_resets, 1u);
+  EXPECT_EQ(ep.stats().datagrams_sent, 9u) << "the waiting datagram went once the window came back";
+  EXPECT_EQ(ep.credits(1), 7u);
+}
+
 // High fan-in: 15 endpoints x 32 coroutines call, send passive requests
 // and one-way requests to endpoint 0, which has 2 x 8 x 16 = 256 receive
 // buffers for a demand of 480 datagrams at once (and unbounded one-ways).
