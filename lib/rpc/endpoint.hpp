@@ -206,13 +206,14 @@ class Endpoint {
   void post(size_t n);  // the first n staged requests, one doorbell
   size_t return_credits(size_t n, uint64_t now);  // stages the credit returns due
 
-  // Appends a message to the datagram being built for `dest`; posts that
-  // datagram first if the message does not fit. False if no buffer is free.
+  // Appends a message to the datagram being built for `dest`; if it does
+  // not fit, that datagram is closed and waits for the next flush (and a
+  // credit). False if no buffer is free.
   bool append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint64_t cookie,
               std::span<const std::byte> payload, bool urgent);
   // Posts, with one doorbell, every datagram that should go and has a
   // credit (urgent ones, aged acks, full ones waiting) and the credit
-  // returns that are due. Callers skip it when Impl::may_flush() is false.
+  // returns that are due. Callers skip it when Impl::flush_due() is false.
   void flush(uint64_t now);
   // Registers a call; returns its cookie, or 0 if the table is full.
   uint64_t start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* wg);
