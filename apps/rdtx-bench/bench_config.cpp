@@ -11,6 +11,7 @@
 
 #include "txn/protocol.hpp"
 #include "rdma/driver.hpp"
+#include "rpc/endpoint.hpp"
 #include "runtime/loop.hpp"
 #include "txn/options.hpp"
 #include "txn/types.hpp"
@@ -74,6 +75,13 @@ void add_cluster_schema(config::Schema& s) {
     return "cluster.devargs = '" + shortened(devargs) + "' (" + c.origin("cluster.devargs") + "): no driver named '" +
            shortened(driver) + "' (built: " + names + ")";
   });
+}
+
+// The rpc section: lib/rpc's endpoints (every worker has one).
+void add_rpc_schema(config::Schema& s) {
+  s.add_int("rpc.credits", rpc::EndpointConfig{}.credits, 1, rpc::kMaxCredits,
+            "session credits: RPC datagrams a worker may have outstanding to one peer worker; each endpoint posts "
+            "2 x credits x (cluster.nodes x cluster.workers_per_node) receive buffers");
 }
 
 void add_run_schema(config::Schema& s) {
@@ -200,6 +208,7 @@ config::Schema make_schema() {
   for (const WorkloadDef& w : workloads()) names.push_back(w.name);
   s.add_enum("workload", "smallbank", names, "benchmark to run");
   add_cluster_schema(s);
+  add_rpc_schema(s);
   add_run_schema(s);
   add_history_schema(s);
   txn::add_schema(s, txn::protocols());
@@ -215,7 +224,8 @@ Result<Plan> plan_from(const config::Config& cfg) {
   rc.cluster.qps_per_node = static_cast<uint32_t>(cfg.get_int("cluster.qps_per_node"));
   rc.cluster.context_per_worker = cfg.get_bool("cluster.context_per_worker");
   rc.cluster.devargs = cfg.get_string("cluster.devargs");
-  // RPC endpoints keep lib/rpc's defaults (rpc::EndpointConfig).
+  // RPC endpoints keep lib/rpc's defaults (rpc::EndpointConfig) but credits.
+  rc.cluster.rpc.credits = static_cast<uint32_t>(cfg.get_int("rpc.credits"));
   rc.options = txn::options_from(cfg);
   rc.protocol = txn::find_protocol(rc.options.protocol);
   if (rc.protocol == nullptr)

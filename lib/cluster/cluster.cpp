@@ -34,6 +34,14 @@ Result<void> Cluster::build_local(const ClusterConfig& cfg, uint32_t first, uint
     nodes_[n].device = std::move(*dev);
   }
   const uint32_t total = cfg.nodes * cfg.workers_per_node;
+  // Every endpoint may hear from every other: its receive buffers grow with
+  // the cluster and the credits. Refused here, naming the keys, rather than
+  // by the first endpoint.
+  if (auto ok = rpc::Endpoint::check_config(nodes_[first].device->caps(), cfg.rpc, total); !ok.ok())
+    return make_error(ok.error().code,
+                      "cluster: cluster.nodes (%u) x cluster.workers_per_node (%u) = %u RPC endpoints with "
+                      "rpc.credits = %u: %s; lower rpc.credits or the number of workers",
+                      cfg.nodes, cfg.workers_per_node, total, cfg.rpc.credits, ok.error().message.c_str());
   for (uint32_t id = first * cfg.workers_per_node; id < (first + count) * cfg.workers_per_node; ++id) {
     auto w = std::make_unique<WorkerContext>();
     w->node = id / cfg.workers_per_node;

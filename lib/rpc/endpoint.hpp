@@ -11,8 +11,9 @@
 //
 // Semantics:
 // - call: the reply is awaited; a call not answered within `timeout_ns`
-//   fails with kTimeout (UD may drop a datagram, e.g. when the receiver has
-//   no buffer posted: the drop is counted by the driver, never corrupts).
+//   fails with kTimeout (a datagram may be lost, or the peer gone). A late
+//   reply is matched by slot and generation (the cookie) and counted as
+//   stale: it never completes a newer call that reuses the slot.
 // - oneway: no reply at all.
 // - passive (passive ACK): the handler's reply is an ack that is not on the
 //   caller's critical path: send() does not wait for it, the server does not
@@ -22,6 +23,11 @@
 // - deferred reply: a handler may call Request::defer() and answer later with
 //   Endpoint::reply() from any poller of the same worker (e.g. a lock that
 //   must wait); nothing blocks the loop meanwhile.
+// - flow control (session credits, as FaSST and eRPC): at most `credits`
+//   datagrams with messages are outstanding to one peer; more wait in that
+//   peer's datagram (still coalescing) and go when it returns credits, so
+//   no receive buffer is overrun (recv_buffers_needed()). A coroutine
+//   waiting on a Batch just waits longer.
 // - Every arriving datagram is validated (header, source, lengths, kinds,
 //   handler ids, reply cookies) before use; a malformed one is counted per
 //   reason and dropped with a rate-limited log line.
@@ -46,12 +52,26 @@ namespace rdtx::rpc {
 inline constexpr unsigned kMaxHandlers = 64;
 using HandlerId = uint8_t;
 
+inline constexpr uint32_t kMaxCredits = 1024;
+// A sane cap on receive buffers per endpoint (64 MiB of 4 KiB datagrams),
+// whatever the device allows.
+inline constexpr uint32_t kMaxRecvBuffers = 1u << 14;
+
 struct EndpointConfig {
-  uint32_t recv_buffers = 1024;   // posted receive buffers of mtu bytes
+  // Session credits: datagrams with messages this endpoint may have
+  // outstanding to one peer (1..kMaxCredits); the same on every endpoint of
+  // a cluster. 8, as eRPC's default: a datagram coalesces a whole batch to
+  // the peer, so 8 covers a worker's coroutines each waiting on one peer at
+  // the default txn.coroutines, and the receive buffers it implies (below)
+  // stay small as the cluster grows.
+  uint32_t credits = 8;
+  // Posted receive buffers of mtu bytes: at least recv_buffers_needed()
+  // (0 = exactly that), so that no datagram a peer may send is dropped.
+  uint32_t recv_buffers = 0;
   uint32_t send_buffers = 1024;   // datagram buffers; also the send queue depth
   uint32_t max_calls = 4096;      // calls and passive requests in flight
   uint64_t timeout_ns = 100'000'000;
-  uint64_t passive_delay_ns = 20'000;
+  uint64_t passive_delay_ns = 20'000;  // longest wait of an ack (or owed credits) for a ride
   uint32_t signal_every = 16;     // one signaled SEND per this many
 };
 
@@ -113,6 +133,12 @@ struct EndpointStats {
   uint64_t timeouts = 0, passive_timeouts = 0, passive_failures = 0;
   uint64_t stale_replies = 0;   // replies to calls that already ended
   uint64_t send_failures = 0;   // no send buffer, or the driver refused
+  // Flow control: datagrams of no messages that return credits (not in
+  // datagrams_sent/received), times a peer had something to send and no
+  // credit, and times a peer's credits were taken back after a timeout
+  // (a datagram or its credit return was lost).
+  uint64_t credit_returns_sent = 0, credit_returns_received = 0;
+  uint64_t credit_stalls = 0, credit_resets = 0;
   uint64_t malformed[static_cast<unsigned>(Malformed::kCount_)] = {};
   uint64_t malformed_total() const;
 };
@@ -124,6 +150,13 @@ class Endpoint {
   // A UD QP on `dev` with its own CQ, receive and send buffers.
   static Result<std::unique_ptr<Endpoint>> create(rdma::Device& dev, uint32_t id, uint32_t max_peers,
                                                   const EndpointConfig& cfg = {});
+  // Receive buffers an endpoint with `max_peers` peers needs so that no
+  // datagram is dropped: every peer may have `credits` datagrams with
+  // messages and `credits` credit returns on their way to it.
+  static uint64_t recv_buffers_needed(const EndpointConfig& cfg, uint32_t max_peers);
+  // Whether create() would accept these sizes on a device with `caps`; the
+  // error names the field and the computed number.
+  static Result<void> check_config(const rdma::DeviceCaps& caps, const EndpointConfig& cfg, uint32_t max_peers);
   ~Endpoint();
   Endpoint(const Endpoint&) = delete;
   Endpoint& operator=(const Endpoint&) = delete;
@@ -146,21 +179,49 @@ class Endpoint {
   uint32_t max_payload() const { return mtu_ - kDatagramOverhead; }
   uint32_t passive_outstanding() const { return passive_outstanding_; }
   uint32_t calls_in_flight() const { return calls_in_flight_; }
+  // Credits left to `peer` (datagrams it may still be sent now).
+  uint32_t credits(uint32_t peer) const;
+  uint32_t recv_buffers() const;  // posted receive buffers
+  const rdma::QueuePair& queue_pair() const { return *qp_; }
   const EndpointStats& stats() const { return stats_; }
 
  private:
   friend class Batch;
-  struct Impl;
+  struct Impl;  // endpoint_impl.hpp
   Endpoint() = default;
 
-  // Appends a message to the datagram being built for `dest`; posts that
-  // datagram first if the message does not fit. False if no buffer is free.
+  // Receive (endpoint_rx.cpp): polls one burst of completions, dispatches
+  // the valid datagrams, reposts the receive buffers. Returns completions.
+  int receive(uint64_t now);
+  void count_malformed(Malformed why);
+  void dispatch(const std::byte* datagram);  // a validated datagram's messages
+  void complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload);
+  void handle_request(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload);
+  void take_credits(uint32_t src, uint32_t returned, uint64_t now);
+  // Send (endpoint_tx.cpp).
+  void on_send_completion(const rdma::Completion& wc);
+  // Adds a datagram (buffer `buf`) for `dest` as work request n of the
+  // flush; returns n + 1. Posts the requests first if they fill a doorbell.
+  size_t stage(size_t n, uint32_t dest, uint32_t buf, bool messages);
+  void post(size_t n);  // the first n staged requests, one doorbell
+  size_t return_credits(size_t n, uint64_t now);  // stages the credit returns due
+
+  // Appends a message to the datagram being built for `dest`; if it does
+  // not fit, that datagram is closed and waits for the next flush (and a
+  // credit). False if no buffer is free.
   bool append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint64_t cookie,
               std::span<const std::byte> payload, bool urgent);
-  // Posts every open datagram that is urgent (or all, if `all`), one doorbell.
-  void flush(bool all);
+  // Posts, with one doorbell, every datagram that should go and has a
+  // credit (urgent ones, aged acks, full ones waiting) and the credit
+  // returns that are due. Callers skip it when Impl::flush_due() is false.
+  void flush(uint64_t now);
   // Registers a call; returns its cookie, or 0 if the table is full.
   uint64_t start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* wg);
+  // Timeouts (endpoint_timeout.cpp): ends the calls past their deadline,
+  // takes back credits a peer has not returned within the timeout. Returns
+  // how many calls ended.
+  int expire_calls(uint64_t now);
+  void recover_credits(uint64_t now);
 
   std::unique_ptr<Impl> impl_;
   rdma::Device* device_ = nullptr;  // makes the peers' address handles

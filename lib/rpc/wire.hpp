@@ -4,6 +4,11 @@
 //
 //   datagram: DatagramHeader, then `count` x (MsgHeader, payload padded to 8)
 //
+// Flow control (session credits, as FaSST and eRPC): a sender may have at
+// most `credits` datagrams with messages outstanding to one peer; the peer
+// returns credits in the `credits` field of any datagram it sends back, or
+// in a datagram of no messages (count 0) that carries only that field.
+//
 // Everything that arrives is validated by parse_datagram() before use.
 // Thread-safety: pure data and functions.
 #pragma once
@@ -15,13 +20,15 @@
 namespace rdtx::rpc {
 
 inline constexpr uint16_t kMagic = 0x5254;  // "RT"
-inline constexpr uint8_t kVersion = 1;
+inline constexpr uint8_t kVersion = 2;
 
 struct DatagramHeader {
   uint16_t magic;
   uint8_t version;
-  uint8_t count;  // messages that follow, >= 1
-  uint32_t src;   // sender's endpoint id
+  uint8_t count;     // messages that follow; 0 only in a credit return alone
+  uint16_t src;      // sender's endpoint id
+  uint16_t credits;  // the destination's datagrams the sender has received
+                     // (and reposted the buffer of) since it last said so
 };
 static_assert(sizeof(DatagramHeader) == 8);
 
@@ -47,13 +54,15 @@ static_assert(sizeof(MsgHeader) == 16);
 
 inline constexpr uint32_t pad8(uint32_t n) { return (n + 7u) & ~7u; }
 inline constexpr uint32_t kDatagramOverhead = sizeof(DatagramHeader) + sizeof(MsgHeader);
+// Endpoint ids fit DatagramHeader::src.
+inline constexpr uint32_t kMaxEndpoints = 1u << 16;
 
 // Why a datagram or message was rejected (counted per reason).
 enum class Malformed : uint8_t {
   kShort,        // shorter than a header
   kMagic,        // wrong magic or version
   kSource,       // unknown or unconnected source endpoint
-  kCount,        // zero messages, or more than fit
+  kCount,        // zero messages and no credits, or more messages than fit
   kLength,       // payload runs past the datagram
   kKind,         // unknown message kind
   kHandler,      // request for a handler id that is out of range

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "cluster/cluster.hpp"
+#include "drivers/rdma/shm/shm.hpp"
 #include "env/tsc.hpp"
 #include "rdma/rdma.hpp"
 #include "rpc/endpoint.hpp"
@@ -279,22 +281,27 @@ TEST(Rpc, PassiveAcksRideOnTheNextReply) {
   EXPECT_EQ(server.stats().datagrams_sent, 1u) << "reply and ack shared one datagram";
 }
 
+// Only a lower bound on time is asserted: a loaded machine may preempt the
+// test for longer than the delay, never make the ack come early.
 TEST(Rpc, PassiveAcksAreSentAloneAfterTheDelay) {
   EndpointConfig cfg = Cluster::small_config();
   cfg.passive_delay_ns = 2'000'000;
   Cluster c(2, 1, cfg);
   ASSERT_TRUE(c.eps[1]->register_handler(kAdd, "commit", [](Request&) {}).ok());
-  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
+  uint64_t sent_tsc = 0;
+  c.workers[0]->spawn([](Endpoint& ep, uint64_t& sent_tsc) -> Task<void> {
     Batch b(ep);
     uint64_t v = 1;
     b.passive(1, kAdd, bytes_of(v));
+    sent_tsc = env::tsc();
     co_await b.send();
-  }(*c.eps[0]));
+  }(*c.eps[0], sent_tsc));
   c.run_until_idle();
-  c.run_for_ms(1);
-  EXPECT_EQ(c.eps[0]->passive_outstanding(), 1u);
-  c.run_for_ms(10);
+  uint64_t end = env::tsc() + env::ns_to_tsc(2'000'000'000);
+  while (c.eps[0]->passive_outstanding() > 0 && env::tsc() < end) c.loop.run_once();
   EXPECT_EQ(c.eps[0]->passive_outstanding(), 0u);
+  EXPECT_GE(env::tsc_to_ns(env::tsc() - sent_tsc), 2'000'000.0) << "the ack went before its delay";
+  EXPECT_EQ(c.eps[1]->stats().datagrams_sent, 1u) << "the ack went alone";
   EXPECT_EQ(c.eps[0]->stats().passive_failures, 0u);
 }
 
@@ -335,58 +342,142 @@ TEST(Rpc, CallsToASilentPeerTimeOut) {
   EXPECT_EQ(c.eps[0]->calls_in_flight(), 0u);
 }
 
-TEST(Rpc, ReceiveBufferExhaustionDropsAndRecovers) {
+uint64_t recv_dropped(const Endpoint& ep) {
+  auto st = rdma::shm::ud_qp_stats(ep.queue_pair());
+  EXPECT_TRUE(st.ok());
+  return st.ok() ? st->recv_dropped : 0;
+}
+
+// Many coroutines each send their own datagram to a server that has not
+// polled yet. Without credits the first 40 datagrams would need 40 buffers;
+// with them at most `credits` go, the rest wait (coalescing) and every call
+// completes, nothing dropped.
+TEST(Rpc, RequestsBeyondTheCreditsWaitAndAllComplete) {
   EndpointConfig cfg = Cluster::small_config();
-  cfg.timeout_ns = 5'000'000;
+  cfg.recv_buffers = 0;  // what the credits need: 2 x 8 x 2
   Cluster c(2, 1, cfg);
-  EndpointConfig tiny = cfg;
-  tiny.recv_buffers = 4;
-  auto server = Endpoint::create(*c.nodes[1], 1, 2, tiny);  // replaces endpoint 1
-  ASSERT_TRUE(server.ok()) << server.error().message;
-  Cluster::register_defaults(**server);
-  ASSERT_TRUE((*server)->connect(0, c.eps[0]->address()).ok());
-  ASSERT_TRUE(c.eps[0]->connect(1, (*server)->address()).ok());
-  // 40 calls to 40 datagrams: the server, not polling yet, has 4 buffers.
-  int ok_calls = 0, timeouts = 0;
+  ASSERT_EQ(c.eps[1]->recv_buffers(), 32u);
+  int ok_calls = 0;
   for (int i = 0; i < 40; ++i)
-    c.workers[0]->spawn([](Endpoint& ep, int i, int& ok_calls, int& timeouts) -> Task<void> {
+    c.workers[0]->spawn([](Endpoint& ep, int i, int& ok_calls) -> Task<void> {
       Batch b(ep);
       uint64_t v = static_cast<uint64_t>(i), out = ~0ull;
       Reply r{reinterpret_cast<std::byte*>(&out), 8};
       b.call(1, kEcho, bytes_of(v), &r);
-      if (co_await b.send()) {
-        EXPECT_EQ(out, v) << "a delivered reply is never corrupted";
-        ++ok_calls;
-      } else {
-        EXPECT_EQ(r.status, CallStatus::kTimeout);
-        ++timeouts;
-      }
-    }(*c.eps[0], i, ok_calls, timeouts));
-  c.workers[0]->poll_once();  // all 40 requests go out before the server polls
-  Endpoint* srv = server->get();
-  c.workers[1] = std::make_unique<runtime::Worker>("server");
-  c.workers[1]->add_poller([srv] { return srv->poll(); });
-  c.loop = runtime::Loop();
-  c.loop.add_worker(c.workers[0].get());
-  c.loop.add_worker(c.workers[1].get());
+      EXPECT_TRUE(co_await b.send());
+      EXPECT_EQ(out, v);
+      ++ok_calls;
+    }(*c.eps[0], i, ok_calls));
+  c.workers[0]->poll_once();  // every coroutine sends before the server polls
+  EXPECT_EQ(c.eps[0]->stats().datagrams_sent, 8u) << "one per credit";
+  EXPECT_EQ(c.eps[0]->credits(1), 0u);
+  EXPECT_EQ(c.eps[0]->stats().credit_stalls, 1u);
   c.run_until_idle();
-  EXPECT_EQ(ok_calls + timeouts, 40);
-  EXPECT_EQ(ok_calls, 4) << "exactly the posted buffers were filled";
-  EXPECT_EQ(timeouts, 36);
-  // Buffers were reposted: new calls succeed.
-  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
-    for (int k = 0; k < 20; ++k) {
+  EXPECT_EQ(ok_calls, 40);
+  EXPECT_EQ(c.eps[0]->stats().timeouts, 0u);
+  EXPECT_LT(c.eps[0]->stats().datagrams_sent, 40u) << "the waiting requests shared datagrams";
+  EXPECT_EQ(recv_dropped(*c.eps[1]), 0u);
+  EXPECT_EQ(recv_dropped(*c.eps[0]), 0u);
+}
+
+// A peer that never answers keeps the credits our datagrams took; once
+// something has waited for a whole timeout with no credit returned, the
+// window comes back and the waiting datagram goes.
+TEST(Rpc, CreditsAPeerNeverReturnsComeBackAfterATimeout) {
+  EndpointConfig cfg = Cluster::small_config();
+  cfg.timeout_ns = 5'000'000;
+  Cluster c(2, 1, cfg);
+  c.loop = runtime::Loop();
+  c.loop.add_worker(c.workers[0].get());  // endpoint 1 is never polled
+  int timeouts = 0;
+  for (int i = 0; i < 9; ++i)
+    c.workers[0]->spawn([](Endpoint& ep, int& timeouts) -> Task<void> {
       Batch b(ep);
-      uint64_t v = 77, out = 0;
+      uint64_t v = 1, out = 0;
       Reply r{reinterpret_cast<std::byte*>(&out), 8};
       b.call(1, kEcho, bytes_of(v), &r);
-      EXPECT_TRUE(co_await b.send());
-      EXPECT_EQ(out, 77u);
-    }
-  }(*c.eps[0]));
+      EXPECT_FALSE(co_await b.send());
+      timeouts += r.status == CallStatus::kTimeout;
+    }(*c.eps[0], timeouts));
+  c.workers[0]->poll_once();
+  Endpoint& ep = *c.eps[0];
+  EXPECT_EQ(ep.stats().datagrams_sent, 8u);
+  EXPECT_EQ(ep.stats().credit_stalls, 1u);
   c.run_until_idle();
-  c.workers.clear();
-  server->reset();
+  EXPECT_EQ(timeouts, 9);
+  uint64_t end = env::tsc() + env::ns_to_tsc(1'000'000'000);
+  while (ep.stats().datagrams_sent < 9 && env::tsc() < end) c.loop.run_once();
+  EXPECT_EQ(ep.stats().credit_resets, 1u);
+  EXPECT_EQ(ep.stats().datagrams_sent, 9u) << "the waiting datagram went once the window came back";
+  EXPECT_EQ(ep.credits(1), 7u);
+}
+
+// High fan-in: 15 endpoints x 32 coroutines call, send passive requests
+// and one-way requests to endpoint 0, which has 2 x 8 x 16 = 256 receive
+// buffers for a demand of 480 datagrams at once (and unbounded one-ways).
+// Credits must keep every datagram within the posted buffers: nothing is
+// dropped, every call completes, and every credit comes back.
+TEST(Rpc, HighFanInNeverOverrunsTheReceiveBuffers) {
+  EndpointConfig cfg = Cluster::small_config();
+  cfg.recv_buffers = 0;
+  cfg.send_buffers = 512;
+  cfg.max_calls = 1024;
+  Cluster c(4, 4, cfg);
+  ASSERT_EQ(c.eps[0]->recv_buffers(), 256u);
+  uint64_t oneways = 0, passives = 0;
+  ASSERT_TRUE(c.eps[0]->register_handler(kAdd, "count", [&](Request& r) {
+                ++(r.wants_reply() ? passives : oneways);
+              }).ok());
+  constexpr int kCoroutines = 32, kRounds = 12;
+  int done = 0;
+  for (uint32_t s = 1; s < c.eps.size(); ++s)
+    for (int co = 0; co < kCoroutines; ++co)
+      c.workers[s]->spawn([](Endpoint& ep, uint64_t tag, int& done) -> Task<void> {
+        for (int round = 0; round < kRounds; ++round) {
+          Batch b(ep);
+          uint64_t v = tag * 1000 + static_cast<uint64_t>(round), out = 0;
+          Reply r{reinterpret_cast<std::byte*>(&out), 8};
+          if (round % 3 == 2) {
+            EXPECT_TRUE(b.oneway(0, kAdd, bytes_of(v)));  // a datagram of one-ways only
+            co_await b.send();
+            continue;
+          }
+          EXPECT_TRUE(b.call(0, kEcho, bytes_of(v), &r));
+          if (round % 3 == 1) {
+            EXPECT_TRUE(b.passive(0, kAdd, bytes_of(v)));
+          }
+          EXPECT_TRUE(co_await b.send());
+          EXPECT_EQ(r.status, CallStatus::kOk);
+          EXPECT_EQ(out, v);
+        }
+        ++done;
+      }(*c.eps[s], s * 100 + static_cast<uint64_t>(co), done));
+  c.run_until_idle(20'000);
+  const uint64_t per_sender = kCoroutines * kRounds / 3;
+  EXPECT_EQ(done, 15 * kCoroutines);
+  // The last one-ways, passive acks and credit returns settle.
+  uint64_t end = env::tsc() + env::ns_to_tsc(2'000'000'000);
+  auto settled = [&] {
+    if (oneways != 15 * per_sender) return false;
+    for (uint32_t s = 1; s < c.eps.size(); ++s)
+      if (c.eps[s]->passive_outstanding() > 0 || c.eps[s]->credits(0) != cfg.credits) return false;
+    return c.eps[0]->credits(1) == cfg.credits;
+  };
+  while (!settled() && env::tsc() < end) c.loop.run_once();
+  EXPECT_TRUE(settled()) << "every credit and ack comes back";
+  EXPECT_EQ(oneways, 15 * per_sender);
+  EXPECT_EQ(passives, 15 * per_sender);
+  uint64_t stalls = 0;
+  for (auto& ep : c.eps) {
+    EXPECT_EQ(recv_dropped(*ep), 0u) << "endpoint " << ep->id();
+    EXPECT_EQ(ep->stats().timeouts, 0u);
+    EXPECT_EQ(ep->stats().passive_timeouts, 0u);
+    EXPECT_EQ(ep->stats().stale_replies, 0u);
+    EXPECT_EQ(ep->stats().send_failures, 0u);
+    EXPECT_EQ(ep->stats().credit_resets, 0u);
+    stalls += ep->stats().credit_stalls;
+  }
+  EXPECT_GT(stalls, 0u) << "the senders did run out of credits";
 }
 
 // Datagrams crafted by hand through a raw UD QP: every malformation is
@@ -421,9 +512,9 @@ TEST(Rpc, MalformedDatagramsAreCountedAndDropped) {
     }
     for (int i = 0; i < 50; ++i) c.loop.run_once();
   };
-  auto datagram = [](uint16_t magic, uint32_t src, uint8_t count, std::vector<MsgHeader> msgs, size_t pad = 8) {
+  auto datagram = [](uint16_t magic, uint16_t src, uint8_t count, std::vector<MsgHeader> msgs, size_t pad = 8) {
     std::vector<std::byte> d(sizeof(DatagramHeader));
-    DatagramHeader dh{magic, kVersion, count, src};
+    DatagramHeader dh{magic, kVersion, count, src, 0};
     std::memcpy(d.data(), &dh, sizeof dh);
     for (auto& m : msgs) {
       size_t at = d.size();
@@ -503,6 +594,59 @@ TEST(Rpc, ForgedReplyFromTheWrongPeerIsIgnored) {
   EXPECT_TRUE(done);
 }
 
+// A call times out while the server holds its request; the next call takes
+// the same slot of the call table (to the same server); then the old call's
+// reply arrives. It carries the old generation in its cookie, so it is stale:
+// the newer call must stay pending and later get its own reply.
+TEST(Rpc, ALateReplyNeverCompletesTheCallThatReusedItsSlot) {
+  // The first call waits out the whole timeout; the second must not time out
+  // in the few ms the test needs (a loaded machine preempts): 50 ms.
+  Cluster c(2, 1);
+  std::vector<Deferred> parked;
+  ASSERT_TRUE(c.eps[1]->register_handler(kPark, "park", [&](Request& r) { parked.push_back(r.defer()); }).ok());
+  uint64_t second_out = 0;
+  Reply second{reinterpret_cast<std::byte*>(&second_out), 8};
+  bool first_timed_out = false, second_done = false;
+  c.workers[0]->spawn([](Endpoint& ep, Reply& second, bool& first_timed_out, bool& second_done) -> Task<void> {
+    {
+      Batch b(ep);
+      uint64_t v = 1, out = 0;
+      Reply r{reinterpret_cast<std::byte*>(&out), 8};
+      EXPECT_TRUE(b.call(1, kPark, bytes_of(v), &r));
+      EXPECT_FALSE(co_await b.send());
+      EXPECT_EQ(r.status, CallStatus::kTimeout);
+      first_timed_out = true;
+    }
+    Batch b(ep);
+    uint64_t v = 2;
+    EXPECT_TRUE(b.call(1, kPark, bytes_of(v), &second));
+    co_await b.send();
+    second_done = true;
+  }(*c.eps[0], second, first_timed_out, second_done));
+  uint64_t end = env::tsc() + env::ns_to_tsc(2'000'000'000);
+  while (parked.size() < 2 && env::tsc() < end) c.loop.run_once();
+  ASSERT_TRUE(first_timed_out);
+  ASSERT_EQ(parked.size(), 2u);
+  ASSERT_EQ(static_cast<uint32_t>(parked[0].cookie), static_cast<uint32_t>(parked[1].cookie))
+      << "the second call reuses the first call's slot";
+  ASSERT_NE(parked[0].cookie, parked[1].cookie) << "with a new generation";
+
+  const uint64_t stale = 111, fresh = 222;
+  EXPECT_TRUE(c.eps[1]->reply(parked[0], bytes_of(stale)));
+  c.run_for_ms(2);
+  EXPECT_FALSE(second_done) << "the late reply completed the call that reused its slot";
+  EXPECT_EQ(second.status, CallStatus::kPending);
+  EXPECT_EQ(second_out, 0u);
+  EXPECT_EQ(c.eps[0]->stats().stale_replies, 1u);
+
+  EXPECT_TRUE(c.eps[1]->reply(parked[1], bytes_of(fresh)));
+  c.run_until_idle();
+  EXPECT_TRUE(second_done);
+  EXPECT_EQ(second.status, CallStatus::kOk);
+  EXPECT_EQ(second_out, fresh);
+  EXPECT_EQ(c.eps[0]->calls_in_flight(), 0u);
+}
+
 TEST(Rpc, SetupErrorsNameTheProblem) {
   Cluster c(1, 1);
   auto dup = c.eps[0]->register_handler(kEcho, "again", [](Request&) {});
@@ -526,4 +670,38 @@ TEST(Rpc, SetupErrorsNameTheProblem) {
     EXPECT_EQ(ep.calls_in_flight(), 0u);
   }(*c.eps[0]));
   c.run_until_idle();
+}
+
+// Receive buffers follow the credits and the number of endpoints; sizes no
+// device (or the cap) can hold are refused with the computed number, and a
+// cluster names its configuration keys.
+TEST(Rpc, ReceiveBuffersBeyondTheLimitsAreRefusedWithTheNumbers) {
+  rdma::DeviceCaps caps;
+  caps.max_recv_wr = 4096;
+  caps.max_send_wr = 1 << 14;
+  caps.max_cqe = 1 << 20;
+  caps.max_msg_size = 4096;
+  EndpointConfig cfg;
+  EXPECT_EQ(Endpoint::recv_buffers_needed(cfg, 100), 1600u);
+  EXPECT_TRUE(Endpoint::check_config(caps, cfg, 256).ok()) << "2 x 8 x 256 = 4096 fit";
+  auto over = Endpoint::check_config(caps, cfg, 257);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.error().message.find("4112 receive buffers"), std::string::npos) << over.error().message;
+  EXPECT_NE(over.error().message.find("(4096)"), std::string::npos) << over.error().message;
+  cfg.credits = 0;
+  ASSERT_FALSE(Endpoint::check_config(caps, cfg, 2).ok());
+  EXPECT_NE(Endpoint::check_config(caps, cfg, 2).error().message.find("credits = 0"), std::string::npos);
+  cfg.credits = 8;
+  caps.max_cqe = 2000;
+  ASSERT_FALSE(Endpoint::check_config(caps, cfg, 2).ok()) << "2 x 1024 send buffers + 32 receive buffers";
+
+  cluster::ClusterConfig cc;
+  cc.nodes = 4;
+  cc.workers_per_node = 1024;
+  cc.rpc.credits = 4;
+  auto cl = cluster::Cluster::create_embedded(cc);
+  ASSERT_FALSE(cl.ok());
+  const std::string& msg = cl.error().message;
+  for (const char* part : {"cluster.nodes (4)", "cluster.workers_per_node (1024)", "rpc.credits = 4", "32768 receive buffers"})
+    EXPECT_NE(msg.find(part), std::string::npos) << "missing '" << part << "' in: " << msg;
 }

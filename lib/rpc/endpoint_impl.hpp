@@ -1,0 +1,221 @@
+// The Endpoint's private state, shared by the files that each handle one
+// concern of it (as eRPC splits rpc_rx.cc / rpc_tx.cc / rpc_pkt_loss.cc):
+//
+//   endpoint.cpp          set-up, the call table, poll(), Batch
+//   endpoint_rx.cpp       receive: validate a datagram, dispatch its messages
+//   endpoint_tx.cpp       send: build datagrams per peer, flush them with one
+//                         doorbell, passive acks, send completions
+//   endpoint_timeout.cpp  expiry of calls and passive requests
+//
+// Not a public header: only lib/rpc includes it.
+// Thread-safety: as Endpoint (owned by one worker thread).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "env/log.hpp"
+#include "rpc/endpoint.hpp"
+
+namespace rdtx::rpc {
+
+inline const env::LogType& rpc_log() {
+  static const env::LogType type("rdtx.rpc");
+  return type;
+}
+
+inline constexpr int kBurst = 32;
+inline constexpr uint32_t kNoBuffer = UINT32_MAX;
+
+enum class CallState : uint8_t { kFree, kWaiting, kPassive };
+
+// Whether `d` ticks have passed since `since`. poll() reads the clock once
+// per pass, and a handler run in that pass may stamp a later time: that
+// one has not aged (a plain now - since would wrap).
+inline bool aged(uint64_t since, uint64_t now, uint64_t d) { return now >= since && now - since >= d; }
+
+// A call's cookie names its slot in the call table and the slot's
+// generation, which changes every time the slot is released: a reply is
+// matched to a call only if both agree, so a late reply to a call that timed
+// out never completes the newer call that reuses its slot. Generation 0 is
+// skipped, so no valid cookie is 0.
+inline uint64_t make_cookie(uint32_t slot, uint32_t gen) { return (static_cast<uint64_t>(gen) << 32) | slot; }
+inline uint32_t cookie_slot(uint64_t cookie) { return static_cast<uint32_t>(cookie); }
+inline uint32_t cookie_gen(uint64_t cookie) { return static_cast<uint32_t>(cookie >> 32); }
+
+struct Endpoint::Impl {
+  EndpointConfig cfg;
+  std::unique_ptr<rdma::CompletionQueue> cq;
+  std::unique_ptr<rdma::DeviceMemory> mem;
+  rdma::MemoryRegion mr;
+  uint32_t max_inline = 0;
+
+  // Receive side: buffer i at recv_base + i * mtu, wr_id = i. The burst's
+  // completions live here, not on the stack: an array of them there is
+  // value-initialised on every poll.
+  std::array<rdma::Completion, kBurst> wc{};
+  std::byte* recv_base = nullptr;
+  std::array<rdma::RecvRequest, kBurst> repost{};
+
+  // Send side: datagram buffers, free stack, and those in flight in post
+  // order (released when a later signaled SEND completes).
+  std::byte* send_base = nullptr;
+  std::vector<uint32_t> free_bufs;
+  struct InFlight {
+    uint64_t seq;
+    uint32_t buf;
+  };
+  std::vector<InFlight> inflight;  // ring of send_buffers entries
+  size_t inflight_head = 0, inflight_size = 0;
+  uint64_t post_seq = 0;
+
+  // Per peer: its address handle, the datagram being built for it, the full
+  // ones waiting for a credit, and the credits both ways.
+  struct Peer {
+    std::unique_ptr<rdma::AddressHandle> ah;
+    uint32_t buf = kNoBuffer;  // the datagram being built, or kNoBuffer
+    uint32_t len = 0;
+    uint8_t count = 0;
+    bool urgent = false;
+    bool listed = false;     // in `active`
+    uint64_t since_tsc = 0;  // first lazy (passive ack) message, 0 if none
+    // Full datagrams waiting for a credit, oldest first, linked by buf_next.
+    uint32_t wait_head = kNoBuffer, wait_tail = kNoBuffer;
+    uint32_t credits = 0;         // datagrams with messages we may still send it
+    uint64_t credit_tsc = 0;      // its last credit return
+    uint32_t owed = 0;            // its datagrams we received and not yet said so
+    uint64_t owed_since_tsc = 0;  // when owed became non-zero
+    bool stalled = false;         // has something to send and no credit
+    uint64_t stalled_tsc = 0;     // since when
+    bool owing_listed = false;    // in `owing`
+    bool busy() const { return buf != kNoBuffer || wait_head != kNoBuffer; }
+  };
+  std::vector<Peer> peers;
+  std::vector<uint32_t> active;  // peers that are busy(): the only ones flush() visits
+  // Peers we may owe credits (pruned lazily: a piggybacked return leaves
+  // them here until the next walk), and when the first of those credits is
+  // due to go back alone (0: now; UINT64_MAX: none owed).
+  std::vector<uint32_t> owing;
+  uint64_t credits_due_tsc = UINT64_MAX;
+  uint32_t owed_peers = 0;  // peers with owed > 0: at 0, `owing` is emptied
+  // Per send buffer: its length and next in a peer's waiting list.
+  std::vector<uint32_t> buf_len, buf_next;
+  // One flush's work requests.
+  std::vector<rdma::WorkRequest> wrs;
+  std::vector<uint32_t> wr_buf;  // the buffer of wrs[i]
+  uint32_t credit_return_at = 1;  // owed credits that go back alone at once
+  DatagramHeader header{};        // this endpoint's: count and credits 0
+  bool post_failed = false;       // a flush must re-list the peers it restored
+
+  struct Call {
+    uint32_t gen = 1;
+    CallState state = CallState::kFree;
+    uint32_t dest = 0;
+    Reply* reply = nullptr;
+    runtime::WaitGroup* wg = nullptr;
+    uint64_t deadline = 0;
+  };
+  std::vector<Call> calls;
+  std::vector<uint32_t> free_calls;
+  uint64_t timeout_tsc = 0, passive_delay_tsc = 0, scan_interval_tsc = 0, next_scan_tsc = 0;
+
+  std::array<Handler, kMaxHandlers> handlers;
+  std::array<std::string, kMaxHandlers> handler_names;
+  std::vector<std::byte> scratch;  // a handler's reply is written here
+
+  uint64_t last_malformed_log = 0;
+  uint64_t malformed_since_log = 0;
+
+  void list(uint32_t dest) {
+    if (!peers[dest].listed) {
+      peers[dest].listed = true;
+      active.push_back(dest);
+    }
+  }
+
+  // Ends the datagram being built for `p`: writes its header (credits are
+  // filled in when it is posted) and returns its buffer.
+  uint32_t close_open(Peer& p) {
+    DatagramHeader dh = header;
+    dh.count = p.count;
+    std::memcpy(send_buf(p.buf), &dh, sizeof dh);
+    const uint32_t b = p.buf;
+    buf_len[b] = p.len;
+    p.buf = kNoBuffer;
+    return b;
+  }
+  // Puts a full datagram in p's waiting list (it goes at the next flush
+  // that finds a credit).
+  void enqueue(Peer& p, uint32_t b) {
+    buf_next[b] = kNoBuffer;
+    if (p.wait_tail == kNoBuffer) {
+      p.wait_head = b;
+    } else {
+      buf_next[p.wait_tail] = b;
+    }
+    p.wait_tail = b;
+  }
+  uint32_t dequeue(Peer& p) {
+    const uint32_t b = p.wait_head;
+    p.wait_head = buf_next[b];
+    if (p.wait_head == kNoBuffer) p.wait_tail = kNoBuffer;
+    return b;
+  }
+
+  // Whether flush() has anything to do: a datagram open or waiting, or
+  // owed credits due to go back alone.
+  bool flush_due(uint64_t now) const { return !active.empty() || (owed_peers != 0 && now >= credits_due_tsc); }
+
+  // We received (and reposted the buffer of) one more datagram from `src`.
+  void owe(uint32_t src, uint64_t now) {
+    Peer& p = peers[src];
+    if (p.owed++ == 0) {
+      ++owed_peers;
+      p.owed_since_tsc = now;
+      credits_due_tsc = std::min(credits_due_tsc, now + passive_delay_tsc);
+    }
+    if (p.owed >= credit_return_at) credits_due_tsc = 0;
+    if (!p.owing_listed) {
+      p.owing_listed = true;
+      owing.push_back(src);
+    }
+  }
+
+  // A peer's owed credits all went back with a datagram.
+  void paid() {
+    if (--owed_peers > 0) return;
+    for (uint32_t d : owing) peers[d].owing_listed = false;
+    owing.clear();
+    credits_due_tsc = UINT64_MAX;
+  }
+
+  std::byte* send_buf(uint32_t i) const { return send_base + static_cast<size_t>(i) * mr_stride; }
+  std::byte* recv_buf(uint64_t i) const { return recv_base + static_cast<size_t>(i) * mr_stride; }
+  uint32_t mr_stride = 0;  // == mtu
+
+  // The live call that `cookie` names and that went to `src`, or nullptr
+  // (a stale or forged reply).
+  Call* match_reply(uint64_t cookie, uint32_t src) {
+    const uint32_t idx = cookie_slot(cookie);
+    if (idx >= calls.size()) return nullptr;
+    Call& c = calls[idx];
+    if (c.gen != cookie_gen(cookie) || c.state == CallState::kFree || c.dest != src) return nullptr;
+    return &c;
+  }
+
+  // Ends a call: bumps the generation so a late reply is recognised as stale.
+  void release_call(uint32_t idx) {
+    Call& c = calls[idx];
+    c.state = CallState::kFree;
+    c.reply = nullptr;
+    c.wg = nullptr;
+    if (++c.gen == 0) c.gen = 1;  // cookie 0 is never valid
+    free_calls.push_back(idx);
+  }
+};
+
+}  // namespace rdtx::rpc

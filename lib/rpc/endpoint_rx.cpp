@@ -1,0 +1,189 @@
+// Receive: one burst of completions. Every datagram is validated whole
+// before any of its messages is acted on; then replies complete their calls
+// and requests run their handlers. Send completions are handed to the send
+// side (endpoint_tx.cpp): the CQ is shared.
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "env/tsc.hpp"
+#include "rpc/endpoint_impl.hpp"
+
+namespace rdtx::rpc {
+
+namespace {
+
+// First pass over a datagram: every header and length checked before any
+// message is acted on, so a bad datagram is dropped whole.
+// `known(src)` says whether src is a connected peer.
+template <typename Known>
+std::optional<Malformed> validate(const std::byte* d, uint32_t len, size_t npeers, const Known& known) {
+  if (len < sizeof(DatagramHeader)) return Malformed::kShort;
+  DatagramHeader dh;
+  std::memcpy(&dh, d, sizeof dh);
+  if (dh.magic != kMagic || dh.version != kVersion) return Malformed::kMagic;
+  if (dh.src >= npeers || !known(dh.src)) return Malformed::kSource;
+  if (dh.count == 0) return dh.credits != 0 ? std::nullopt : std::optional(Malformed::kCount);  // a credit return
+  if (len < sizeof(DatagramHeader) + sizeof(MsgHeader)) return Malformed::kShort;
+  uint32_t off = sizeof dh;
+  for (unsigned i = 0; i < dh.count; ++i) {
+    if (len - off < sizeof(MsgHeader)) return Malformed::kCount;
+    MsgHeader mh;
+    std::memcpy(&mh, d + off, sizeof mh);
+    if (mh.len > len - off - sizeof(MsgHeader)) return Malformed::kLength;
+    switch (mh.kind) {
+      case Kind::kRequest:
+      case Kind::kOneway:
+      case Kind::kPassive:
+        if (mh.handler >= kMaxHandlers) return Malformed::kHandler;
+        break;
+      case Kind::kReply:
+        break;
+      default:
+        return Malformed::kKind;
+    }
+    uint32_t step = sizeof(MsgHeader) + pad8(mh.len);
+    off = step > len - off ? len : off + step;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void Endpoint::count_malformed(Malformed why) {
+  Impl& m = *impl_;
+  ++stats_.malformed[static_cast<unsigned>(why)];
+  ++m.malformed_since_log;
+  uint64_t now = env::tsc();
+  if (now - m.last_malformed_log >= env::tsc_hz()) {
+    RDTX_LOG(rpc_log(), Warning, "endpoint %u: dropped %llu malformed datagram(s), latest: %s", id_,
+             static_cast<unsigned long long>(m.malformed_since_log), to_string(why));
+    m.last_malformed_log = now;
+    m.malformed_since_log = 0;
+  }
+}
+
+[[gnu::always_inline]] inline void Endpoint::dispatch(const std::byte* d) {
+  DatagramHeader dh;
+  std::memcpy(&dh, d, sizeof dh);
+  uint32_t off = sizeof dh;
+  for (unsigned k = 0; k < dh.count; ++k) {
+    MsgHeader mh;
+    std::memcpy(&mh, d + off, sizeof mh);
+    std::span<const std::byte> payload(d + off + sizeof mh, mh.len);
+    off += sizeof mh + pad8(mh.len);
+    if (mh.kind == Kind::kReply) {
+      complete_call(dh.src, mh, payload);
+    } else {
+      handle_request(dh.src, mh, payload);
+    }
+  }
+}
+
+inline void Endpoint::complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
+  Impl& m = *impl_;
+  ++stats_.replies_received;
+  Impl::Call* cp = m.match_reply(mh.cookie, src);
+  if (cp == nullptr) {
+    ++stats_.stale_replies;
+    return;
+  }
+  Impl::Call& c = *cp;
+  if (c.state == CallState::kPassive) {
+    --passive_outstanding_;
+    if (mh.status != WireStatus::kOk) ++stats_.passive_failures;
+  } else {
+    Reply* r = c.reply;
+    bool ok = mh.status == WireStatus::kOk && mh.len <= r->capacity;
+    r->status = mh.status != WireStatus::kOk ? CallStatus::kNoHandler
+                : ok                         ? CallStatus::kOk
+                                             : CallStatus::kTooLarge;
+    r->len = ok ? mh.len : 0;
+    if (ok && mh.len > 0) std::memcpy(r->buf, payload.data(), mh.len);
+    --calls_in_flight_;
+    c.wg->done(ok);
+  }
+  m.release_call(cookie_slot(mh.cookie));
+}
+
+inline void Endpoint::handle_request(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
+  Impl& m = *impl_;
+  ++stats_.requests_handled;
+  const Handler& h = m.handlers[mh.handler];
+  if (!h) {
+    if (mh.kind != Kind::kOneway)
+      append(src, Kind::kReply, mh.handler, WireStatus::kNoHandler, mh.cookie, {}, mh.kind == Kind::kRequest);
+    return;
+  }
+  Request req;
+  req.src_ = src;
+  req.handler_ = mh.handler;
+  req.kind_ = mh.kind;
+  req.cookie_ = mh.cookie;
+  req.payload_ = payload;
+  req.reply_ = std::span<std::byte>(m.scratch);
+  h(req);
+  if (mh.kind == Kind::kOneway || req.deferred_) return;
+  uint32_t rlen = std::min<uint32_t>(req.reply_len_, static_cast<uint32_t>(m.scratch.size()));
+  append(src, Kind::kReply, mh.handler, WireStatus::kOk, mh.cookie, std::span<const std::byte>(m.scratch.data(), rlen),
+         mh.kind == Kind::kRequest);
+}
+
+int Endpoint::receive(uint64_t now) {
+  Impl& m = *impl_;
+  rdma::Completion* wc = m.wc.data();
+  int n = m.cq->poll(wc, kBurst);
+  if (n <= 0) return 0;
+  int nrepost = 0;
+  uint16_t from[kBurst];  // sources of the datagrams with messages: we owe each a credit
+  int nfrom = 0;
+  for (int i = 0; i < n; ++i) {
+    if (wc[i].opcode != rdma::Opcode::kRecv) {
+      on_send_completion(wc[i]);
+      continue;
+    }
+    if (wc[i].wr_id >= m.cfg.recv_buffers) continue;  // not ours: never repost it
+    rdma::RecvRequest& rr = m.repost[nrepost++];
+    rr = {wc[i].wr_id, nullptr, m.recv_buf(wc[i].wr_id), mtu_, m.mr.lkey};
+    if (nrepost > 1) m.repost[nrepost - 2].next = &rr;
+    if (wc[i].status != rdma::Status::kSuccess) continue;  // e.g. flushed: nothing arrived
+    const std::byte* d = m.recv_buf(wc[i].wr_id);
+    const uint32_t len = std::min(wc[i].byte_len, mtu_);
+    if (auto bad = validate(d, len, m.peers.size(), [&m](uint32_t src) { return m.peers[src].ah != nullptr; })) {
+      ++stats_.datagrams_received;
+      count_malformed(*bad);
+      continue;
+    }
+    DatagramHeader dh;
+    std::memcpy(&dh, d, sizeof dh);
+    if (dh.credits != 0) take_credits(dh.src, dh.credits, now);
+    if (dh.count == 0) {
+      ++stats_.credit_returns_received;
+      continue;
+    }
+    ++stats_.datagrams_received;
+    from[nfrom++] = dh.src;
+    dispatch(d);
+  }
+  if (nrepost > 0) {
+    rdma::RecvRequest* bad = nullptr;
+    if (qp_->post_recv(m.repost.data(), &bad) != 0)
+      RDTX_LOG(rpc_log(), Error, "endpoint %u: cannot repost receive buffers", id_);
+  }
+  // Credits go back only now that the buffers are posted again: a sender
+  // that gets one may fill a buffer at once.
+  for (int i = 0; i < nfrom; ++i) m.owe(from[i], now);
+  return n;
+}
+
+inline void Endpoint::take_credits(uint32_t src, uint32_t returned, uint64_t now) {
+  Impl& m = *impl_;
+  Impl::Peer& p = m.peers[src];
+  // More than we have outstanding only after we took them back on a timeout
+  // (endpoint_timeout.cpp) and the late return arrived: never above the window.
+  p.credits = std::min(m.cfg.credits, p.credits + returned);
+  p.credit_tsc = now;
+  p.stalled = false;  // the next flush sends, or counts a new stall
+}
+
+}  // namespace rdtx::rpc

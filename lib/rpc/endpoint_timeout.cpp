@@ -1,0 +1,59 @@
+// Timeouts: a call or passive request not answered by its deadline ends
+// (a call with kTimeout). UD may drop datagrams; this is what turns a loss
+// into a failed call instead of a hang. The table is scanned a few times per
+// timeout, not on every poll.
+//
+// A lost datagram also loses the credit it took (and a lost credit return
+// the credits it carried): a live peer returns credits within
+// passive_delay_ns of receiving, so a peer that has returned none for a
+// whole timeout while some are outstanding and we have something waiting
+// gets its full window back, as eRPC reclaims credits when it retransmits:
+// stalled (something to send, no credit) for a timeout, and no return
+// for a timeout either.
+#include <algorithm>
+
+#include "env/tsc.hpp"
+#include "rpc/endpoint_impl.hpp"
+
+namespace rdtx::rpc {
+
+int Endpoint::expire_calls(uint64_t now) {
+  Impl& m = *impl_;
+  m.next_scan_tsc = now + m.scan_interval_tsc;
+  recover_credits(now);
+  if (calls_in_flight_ + passive_outstanding_ == 0) return 0;
+  int expired = 0;
+  for (uint32_t idx = 0; idx < m.calls.size(); ++idx) {
+    Impl::Call& c = m.calls[idx];
+    if (c.state == CallState::kFree || now < c.deadline) continue;
+    if (c.state == CallState::kWaiting) {
+      ++stats_.timeouts;
+      --calls_in_flight_;
+      c.reply->status = CallStatus::kTimeout;
+      c.wg->done(false);
+    } else {
+      ++stats_.passive_timeouts;
+      --passive_outstanding_;
+    }
+    m.release_call(idx);
+    ++expired;
+  }
+  return expired;
+}
+
+void Endpoint::recover_credits(uint64_t now) {
+  Impl& m = *impl_;
+  for (uint32_t dest : m.active) {
+    Impl::Peer& p = m.peers[dest];
+    if (!p.stalled || !aged(p.stalled_tsc, now, m.timeout_tsc) || !aged(p.credit_tsc, now, m.timeout_tsc)) continue;
+    RDTX_LOG(rpc_log(), Warning, "endpoint %u: peer %u returned no credit for %.0f ms (%u of %u outstanding): taken back",
+             id_, dest, env::tsc_to_ns(now - std::max(p.stalled_tsc, p.credit_tsc)) / 1e6, m.cfg.credits - p.credits,
+             m.cfg.credits);
+    p.credits = m.cfg.credits;
+    p.credit_tsc = now;
+    p.stalled = false;
+    ++stats_.credit_resets;
+  }
+}
+
+}  // namespace rdtx::rpc
