@@ -115,9 +115,10 @@ Verdict accept_copy(Coordinator& c, Txn& t, Access& a) {
   return Verdict::kAccept;
 }
 
+// The stage modules below that only hand over to the toolkit are plain
+// functions returning its task: no coroutine frame of their own.
 Task<bool> fetch(Occ& p, Coordinator& c, Txn& t, uint32_t from) {
-  auto accept = [&c, &t](Access& a) { return accept_copy(c, t, a); };
-  co_return co_await read_tuples(c, t, p.o.stage(Stage::kFetch), from, accept, kUnsettledRead);
+  return read_tuples(c, t, p.o.stage(Stage::kFetch), from, accept_copy, kUnsettledRead);
 }
 
 // Locks the write set; a read-write record is validated in the same round
@@ -208,13 +209,12 @@ Task<bool> commit(Occ& p, Coordinator& c, Txn& t, uint32_t) {
     if (rec) set_word(a.copy, c.db().history_word_offset(), t.id());
     set_word(a.copy, kSumOff, checksum(a.copy, l.meta_bytes, l.tuple_bytes()));
   }
-  co_await write_back_unlock(c, t, p.o.stage(Stage::kCommit), {kSumOff, kSeqOff}, t.id());
-  co_return true;  // validated: committed; a failed write-back is a commit error (a failed check)
+  // Validated: committed; a failed write-back is a commit error (a failed check).
+  return write_back_unlock(c, t, p.o.stage(Stage::kCommit), {kSumOff, kSeqOff}, t.id());
 }
 
 Task<bool> release(Occ& p, Coordinator& c, Txn& t, uint32_t) {
-  co_await release_locks(c, t, p.o.stage(Stage::kCommit), t.id());
-  co_return true;
+  return release_locks(c, t, p.o.stage(Stage::kCommit), t.id());
 }
 
 Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool validating) {

@@ -140,13 +140,12 @@ Task<bool> commit(TwoPl& p, Coordinator& c, Txn& t, uint32_t) {
     for (uint32_t i = 0; i < t.size(); ++i)
       if (t.access(i).mode == AccessMode::kWrite) std::memcpy(t.access(i).copy + c.db().history_word_offset(), &id, 8);
   }
-  co_await write_back_unlock(c, t, p.o.stage(Stage::kCommit), {8, 0}, p.lock_value(t));
-  co_return true;  // every lock was held: the transaction is serialized
+  // Every lock was held: the transaction is serialized.
+  return write_back_unlock(c, t, p.o.stage(Stage::kCommit), {8, 0}, p.lock_value(t));
 }
 
 Task<bool> release(TwoPl& p, Coordinator& c, Txn& t, uint32_t) {
-  co_await release_locks(c, t, p.o.stage(Stage::kCommit), p.lock_value(t));
-  co_return true;
+  return release_locks(c, t, p.o.stage(Stage::kCommit), p.lock_value(t));
 }
 
 Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, Policy policy) {

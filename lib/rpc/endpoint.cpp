@@ -137,7 +137,7 @@ Result<std::unique_ptr<Endpoint>> Endpoint::create(rdma::Device& dev, uint32_t i
   m.wrs.resize(std::min<size_t>(max_peers + kBurst, cfg.send_buffers));
   m.wr_buf.resize(m.wrs.size());
   m.credit_return_at = std::max(1u, cfg.credits / 2);
-  m.header = {kMagic, kVersion, 0, static_cast<uint16_t>(id), 0};
+  m.header = {kMagic, kVersion, 0, static_cast<uint16_t>(id), 0, 0, 0};
   m.calls.resize(cfg.max_calls);
   for (uint32_t i = cfg.max_calls; i-- > 0;) m.free_calls.push_back(i);
   m.timeout_tsc = env::ns_to_tsc(cfg.timeout_ns);

@@ -132,6 +132,7 @@ struct EndpointStats {
   uint64_t datagrams_sent = 0, datagrams_received = 0, doorbells = 0;
   uint64_t timeouts = 0, passive_timeouts = 0, passive_failures = 0;
   uint64_t stale_replies = 0;   // replies to calls that already ended
+  uint64_t duplicates = 0;      // datagrams received twice (or older than the window), dropped
   uint64_t send_failures = 0;   // no send buffer, or the driver refused
   // Flow control: datagrams of no messages that return credits (not in
   // datagrams_sent/received), times a peer had something to send and no

@@ -92,6 +92,26 @@ struct Endpoint::Impl {
     bool stalled = false;         // has something to send and no credit
     uint64_t stalled_tsc = 0;     // since when
     bool owing_listed = false;    // in `owing`
+    // Duplicate suppression (an anti-replay window, as IPsec's): the next
+    // datagram number we send it; the highest we received from it and a
+    // bit per each of the 64 numbers below that one already received.
+    uint32_t tx_seq = 0;
+    uint32_t rx_high = 0;
+    uint64_t rx_seen = 0;
+    // True (and recorded) if datagram `seq` from this peer is new; false for
+    // a copy already received, or one older than the window (treated as lost).
+    bool accept(uint32_t seq) {
+      const int32_t ahead = static_cast<int32_t>(seq - rx_high);
+      if (ahead > 0) {
+        rx_seen = ahead >= 64 ? 0 : (rx_seen << ahead) | (uint64_t{1} << (ahead - 1));
+        rx_high = seq;
+        return true;
+      }
+      const uint32_t behind = static_cast<uint32_t>(-ahead);  // 0: rx_high itself
+      if (behind == 0 || behind > 64 || (rx_seen >> (behind - 1) & 1)) return false;
+      rx_seen |= uint64_t{1} << (behind - 1);
+      return true;
+    }
     bool busy() const { return buf != kNoBuffer || wait_head != kNoBuffer; }
   };
   std::vector<Peer> peers;

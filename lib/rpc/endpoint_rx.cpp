@@ -156,6 +156,12 @@ int Endpoint::receive(uint64_t now) {
     }
     DatagramHeader dh;
     std::memcpy(&dh, d, sizeof dh);
+    // A duplicate (the network delivered it twice) must not run its
+    // handlers again nor return its credits twice; it is not owed either.
+    if (!m.peers[dh.src].accept(dh.seq)) {
+      ++stats_.duplicates;
+      continue;
+    }
     if (dh.credits != 0) take_credits(dh.src, dh.credits, now);
     if (dh.count == 0) {
       ++stats_.credit_returns_received;

@@ -118,6 +118,8 @@ bool Endpoint::append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint
   }
   std::byte* base = m.send_buf(buf);
   std::memcpy(base + offsetof(DatagramHeader, credits), &ret, sizeof ret);
+  const uint32_t seq = ++p.tx_seq;
+  std::memcpy(base + offsetof(DatagramHeader, seq), &seq, sizeof seq);
   p.credits -= messages;
   ++(messages ? stats_.datagrams_sent : stats_.credit_returns_sent);
   rdma::WorkRequest& wr = m.wrs[n];

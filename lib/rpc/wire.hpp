@@ -20,7 +20,7 @@
 namespace rdtx::rpc {
 
 inline constexpr uint16_t kMagic = 0x5254;  // "RT"
-inline constexpr uint8_t kVersion = 2;
+inline constexpr uint8_t kVersion = 3;
 
 struct DatagramHeader {
   uint16_t magic;
@@ -29,8 +29,11 @@ struct DatagramHeader {
   uint16_t src;      // sender's endpoint id
   uint16_t credits;  // the destination's datagrams the sender has received
                      // (and reposted the buffer of) since it last said so
+  uint32_t seq;      // the sender's datagram number to this destination (from 1):
+                     // a copy of a datagram already received is dropped
+  uint32_t reserved;
 };
-static_assert(sizeof(DatagramHeader) == 8);
+static_assert(sizeof(DatagramHeader) == 16);
 
 enum class Kind : uint8_t {
   kRequest = 1,  // a reply is wanted and awaited

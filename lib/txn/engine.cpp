@@ -196,15 +196,17 @@ runtime::Task<void> Coordinator::run() {
   TxnInput in;
   while (!self->stopping()) {
     // The previous commit's passive completion is not this transaction's latency.
-    co_await settle_pending_commit();
+    // (Checked here first: settling costs a coroutine frame, and most
+    // attempts find nothing in flight.)
+    if (pending_commit_.remaining() > 0 || pending_commit_.failed()) co_await settle_pending_commit();
     wl.generate(rng_, node, in);
     const uint64_t start = env::tsc();
     txn_.ts_ = last_ts_ = next_timestamp(start, e_.epoch(), last_ts_, node, worker, index_);
     for (uint32_t attempt = 0;; ++attempt) {
-      co_await settle_pending_commit();
+      if (pending_commit_.remaining() > 0 || pending_commit_.failed()) co_await settle_pending_commit();
       // After an abort, a commit or release still in flight is settled
       // first: a lost one is re-sent before this attempt meets its locks.
-      if (attempt > 0) co_await settle_commit_batch();
+      if (attempt > 0 && commit_items_.in_flight()) co_await settle_commit_batch();
       txn_.reset(make_txn_id(node, worker, index_, ++seq_));
       e_.protocol().begin(*this, txn_);
       net_ = {};

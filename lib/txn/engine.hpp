@@ -256,6 +256,7 @@ class Coordinator {
   }
   // Awaits an in-flight commit batch and re-sends what got no answer.
   runtime::Task<void> settle_commit_batch();
+  bool commit_batch_in_flight() const { return commit_items_.in_flight(); }
 
   // The pipeline driver (pipeline.cpp): every attempt goes through these.
   // A fetch round of accesses [from, t.size()); false: aborted, released.

@@ -104,6 +104,7 @@ class Txn {
  private:
   friend class Coordinator;
   int declare(TableId table, Key key, AccessMode mode);
+  runtime::Task<bool> abort_declared();
   void reset(uint64_t id);
 
   Coordinator* co_ = nullptr;

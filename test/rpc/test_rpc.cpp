@@ -483,7 +483,7 @@ TEST(Rpc, HighFanInNeverOverrunsTheReceiveBuffers) {
 // Datagrams crafted by hand through a raw UD QP: every malformation is
 // counted under its reason and dropped; the endpoint keeps working.
 TEST(Rpc, MalformedDatagramsAreCountedAndDropped) {
-  Cluster c(2, 1);
+  Cluster c(3, 1);  // the raw datagrams claim endpoint 0; endpoint 2 checks it still serves
   Endpoint& ep = *c.eps[1];
   rdma::Device& dev = *c.nodes[0];
   auto cq = dev.create_cq(64);
@@ -512,9 +512,10 @@ TEST(Rpc, MalformedDatagramsAreCountedAndDropped) {
     }
     for (int i = 0; i < 50; ++i) c.loop.run_once();
   };
-  auto datagram = [](uint16_t magic, uint16_t src, uint8_t count, std::vector<MsgHeader> msgs, size_t pad = 8) {
+  uint32_t seq = 0;  // datagram numbers, as the sending endpoint would give them
+  auto datagram = [&seq](uint16_t magic, uint16_t src, uint8_t count, std::vector<MsgHeader> msgs, size_t pad = 8) {
     std::vector<std::byte> d(sizeof(DatagramHeader));
-    DatagramHeader dh{magic, kVersion, count, src, 0};
+    DatagramHeader dh{magic, kVersion, count, src, 0, ++seq, 0};
     std::memcpy(d.data(), &dh, sizeof dh);
     for (auto& m : msgs) {
       size_t at = d.size();
@@ -554,6 +555,19 @@ TEST(Rpc, MalformedDatagramsAreCountedAndDropped) {
   send_raw(datagram(kMagic, 0, 1, {forged}));
   EXPECT_EQ(ep.stats().stale_replies, 1u);
   EXPECT_EQ(ep.stats().malformed_total(), 9u);
+  // The same datagram twice (a duplicating network): handled once; a copy
+  // older than the window is dropped too.
+  const auto once = datagram(kMagic, 0, 1, {good});
+  const uint64_t handled = ep.stats().requests_handled;
+  send_raw(once);
+  send_raw(once);
+  EXPECT_EQ(ep.stats().requests_handled, handled + 1);
+  EXPECT_EQ(ep.stats().duplicates, 1u);
+  for (int i = 0; i < 70; ++i) (void)datagram(kMagic, 0, 1, {good});  // numbers the peer used meanwhile
+  send_raw(datagram(kMagic, 0, 1, {good}));
+  send_raw(once);
+  EXPECT_EQ(ep.stats().requests_handled, handled + 2);
+  EXPECT_EQ(ep.stats().duplicates, 2u);
 
   // Still serving.
   c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
@@ -563,7 +577,7 @@ TEST(Rpc, MalformedDatagramsAreCountedAndDropped) {
     b.call(1, kEcho, bytes_of(v), &r);
     EXPECT_TRUE(co_await b.send());
     EXPECT_EQ(out, 3u);
-  }(*c.eps[0]));
+  }(*c.eps[2]));
   c.run_until_idle();
 }
 

@@ -35,6 +35,7 @@ uint32_t span_length(Coordinator& c, const Access& a, const TupleSpan& s) {
 
 Task<bool> lock_read_onesided(Coordinator& c, Txn& t, std::span<const uint32_t> items, uint64_t value,
                               TupleSpan span, LockResult* results, uint64_t* holders) {
+  if (items.empty()) co_return true;
   OneSidedBatch& batch = c.onesided();
   for (uint32_t i : items) {
     Access& a = t.access(i);
@@ -112,6 +113,7 @@ Task<bool> cancel_failed(Coordinator& c, Txn& t, const ItemBatch& failed, uint64
 
 Task<bool> lock_read_rpc(Coordinator& c, Txn& t, std::span<const uint32_t> items, uint64_t value, TupleSpan span,
                          LockResult* results, uint64_t* holders) {
+  if (items.empty()) co_return true;
   ItemBatch& batch = c.items(c.engine().toolkit().handlers().lock_read);
   const uint64_t sw = owner::span_word(span.offset, span.length);
   uint32_t pos[Txn::kMaxAccesses];  // access index -> position in items
@@ -155,11 +157,11 @@ Task<bool> lock_read_rpc(Coordinator& c, Txn& t, std::span<const uint32_t> items
 
 }  // namespace
 
+// Not a coroutine itself: the caller awaits the primitive's own frame.
 Task<bool> lock_read(Coordinator& c, Txn& t, Primitive p, std::span<const uint32_t> items, uint64_t value,
                      TupleSpan span, LockResult* results, uint64_t* holders) {
-  if (items.empty()) co_return true;
-  if (p == Primitive::kRpc) co_return co_await lock_read_rpc(c, t, items, value, span, results, holders);
-  co_return co_await lock_read_onesided(c, t, items, value, span, results, holders);
+  if (p == Primitive::kRpc) return lock_read_rpc(c, t, items, value, span, results, holders);
+  return lock_read_onesided(c, t, items, value, span, results, holders);
 }
 
 }  // namespace rdtx::txn

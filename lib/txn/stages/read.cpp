@@ -17,7 +17,7 @@ constexpr int kReadRounds = 4;
 
 // RPC: the owners copy the tuples of the accesses not yet fetched (and,
 // when `only_unlocated`, not found in the location cache).
-Task<bool> read_rpc(Coordinator& c, Txn& t, uint32_t from, bool only_unlocated, FunctionRef<Verdict(Access&)> accept,
+Task<bool> read_rpc(Coordinator& c, Txn& t, uint32_t from, bool only_unlocated, AcceptFn accept,
                     bool* retry) {
   ItemBatch& batch = c.items(c.engine().toolkit().handlers().read);
   for (uint32_t i = from; i < t.size(); ++i) {
@@ -49,7 +49,7 @@ Task<bool> read_rpc(Coordinator& c, Txn& t, uint32_t from, bool only_unlocated, 
     }
     std::memcpy(a.copy, data.data(), data.size());
     remember_location(c, a, r.tuple_index, r.state);
-    switch (accept(a)) {
+    switch (accept(c, t, a)) {
       case Verdict::kAccept: a.fetched = true; break;
       case Verdict::kRetry: *retry = true; break;
       case Verdict::kAbort: ok = false; break;
@@ -79,7 +79,7 @@ void locate_from_cache(Coordinator& c, Txn& t, uint32_t from) {
 
 }  // namespace
 
-Task<bool> read_tuples(Coordinator& c, Txn& t, Primitive p, uint32_t from, FunctionRef<Verdict(Access&)> accept,
+Task<bool> read_tuples(Coordinator& c, Txn& t, Primitive p, uint32_t from, AcceptFn accept,
                        AbortReason on_retries) {
   for (int round = 0; round < kReadRounds; ++round) {
     bool retry = false;
@@ -119,7 +119,7 @@ Task<bool> read_tuples(Coordinator& c, Txn& t, Primitive p, uint32_t from, Funct
         retry = true;  // a stale location: look it up again
         continue;
       }
-      switch (accept(a)) {
+      switch (accept(c, t, a)) {
         case Verdict::kAccept: a.fetched = true; break;
         case Verdict::kRetry: retry = true; break;
         case Verdict::kAbort: co_return false;

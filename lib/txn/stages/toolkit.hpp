@@ -132,23 +132,12 @@ runtime::Task<bool> lock_read(Coordinator& c, Txn& t, Primitive p, std::span<con
 // RPC on a miss). `accept(a)` judges each copy: kAccept (a.fetched is set),
 // kRetry (re-read it: e.g. torn or locked copy), or kAbort (t's reason set).
 enum class Verdict : uint8_t { kAccept, kRetry, kAbort };
-// A non-owning callable reference (no allocation on the fetch path).
-template <typename Sig>
-class FunctionRef;
-template <typename R, typename... A>
-class FunctionRef<R(A...)> {
- public:
-  template <typename F>
-  FunctionRef(F& f) : obj_(&f), call_([](void* o, A... a) -> R { return (*static_cast<F*>(o))(a...); }) {}
-  R operator()(A... a) const { return call_(obj_, a...); }
-
- private:
-  void* obj_;
-  R (*call_)(void*, A...);
-};
+// The protocol's judgement of a fetched copy (a plain function: the fetch
+// path stores no closure).
+using AcceptFn = Verdict (*)(Coordinator& c, Txn& t, Access& a);
 // `on_retries`: the reason when copies still need re-reading after a few
 // rounds.
-runtime::Task<bool> read_tuples(Coordinator& c, Txn& t, Primitive p, uint32_t from, FunctionRef<Verdict(Access&)> accept,
+runtime::Task<bool> read_tuples(Coordinator& c, Txn& t, Primitive p, uint32_t from, AcceptFn accept,
                                 AbortReason on_retries);
 
 // Reads the leading `length` bytes (metadata and header) of accesses
@@ -166,7 +155,8 @@ struct WriteBackSpec {
   uint32_t body_offset = 8;
   uint32_t version_offset = 0;
 };
-runtime::Task<void> write_back_unlock(Coordinator& c, Txn& t, Primitive p, WriteBackSpec spec, uint64_t value);
+// Yields true (the transaction committed whatever the messages' fate).
+runtime::Task<bool> write_back_unlock(Coordinator& c, Txn& t, Primitive p, WriteBackSpec spec, uint64_t value);
 
 // Checks the owners' answers to a write-back/release batch (`sent_ok`: every
 // call answered) and re-sends unanswered calls until all are answered.
@@ -174,7 +164,8 @@ class ItemBatch;
 runtime::Task<void> settle_unlocks(Coordinator& c, ItemBatch& batch, bool sent_ok);
 
 // Unlocks every access the attempt holds (RPC: owner-checked, retried).
-runtime::Task<void> release_locks(Coordinator& c, Txn& t, Primitive p, uint64_t value);
+// Yields true (a release module's result: nothing more to do).
+runtime::Task<bool> release_locks(Coordinator& c, Txn& t, Primitive p, uint64_t value);
 
 // The accesses [from, to) matching `pred`, as an index list.
 struct ItemList {

@@ -63,20 +63,20 @@ Task<void> settle_unlocks(Coordinator& c, ItemBatch& batch, bool sent_ok) {
   }
 }
 
-Task<void> write_back_unlock(Coordinator& c, Txn& t, Primitive p, WriteBackSpec spec, uint64_t value) {
+Task<bool> write_back_unlock(Coordinator& c, Txn& t, Primitive p, WriteBackSpec spec, uint64_t value) {
   const Options& o = c.engine().options();
   if (p == Primitive::kRpc) {
-    co_await c.settle_commit_batch();
+    if (c.commit_batch_in_flight()) co_await c.settle_commit_batch();
     ItemBatch& batch = c.commit_items(c.engine().toolkit().handlers().write_back);
     add_unlock_items(c, t, batch, spec, value, true);
-    if (batch.empty()) co_return;
+    if (batch.empty()) co_return true;
     if (o.passive_ack) {
       batch.start();  // settled before the batch is reused, or on a retry
-      co_return;
+      co_return true;
     }
     const bool ok = co_await batch.call();
     co_await settle_unlocks(c, batch, ok);
-    co_return;
+    co_return true;
   }
   OneSidedBatch& batch = c.onesided();
   for (uint32_t i = 0; i < t.size(); ++i) {
@@ -105,29 +105,30 @@ Task<void> write_back_unlock(Coordinator& c, Txn& t, Primitive p, WriteBackSpec 
     batch.add_unlock(a);
     a.locked = false;
   }
-  if (batch.empty()) co_return;
+  if (batch.empty()) co_return true;
   if (o.passive_ack) {
     if (!batch.post_only(c.pending_commit())) ++c.engine().stats().commit_errors;
-    co_return;
+    co_return true;
   }
   if (!co_await batch.execute()) ++c.engine().stats().commit_errors;
+  co_return true;
 }
 
-Task<void> release_locks(Coordinator& c, Txn& t, Primitive p, uint64_t value) {
+Task<bool> release_locks(Coordinator& c, Txn& t, Primitive p, uint64_t value) {
   bool any = false;
   for (uint32_t i = 0; i < t.size(); ++i) any |= t.access(i).locked;
-  if (!any) co_return;
+  if (!any) co_return true;
   if (p == Primitive::kRpc) {
-    co_await c.settle_commit_batch();
+    if (c.commit_batch_in_flight()) co_await c.settle_commit_batch();
     ItemBatch& batch = c.commit_items(c.engine().toolkit().handlers().release);
     add_unlock_items(c, t, batch, WriteBackSpec{}, value, false);
     if (c.engine().options().passive_ack) {
       batch.start();
-      co_return;
+      co_return true;
     }
     const bool ok = co_await batch.call();
     co_await settle_unlocks(c, batch, ok);
-    co_return;
+    co_return true;
   }
   OneSidedBatch& batch = c.onesided();
   for (uint32_t i = 0; i < t.size(); ++i) {
@@ -141,6 +142,7 @@ Task<void> release_locks(Coordinator& c, Txn& t, Primitive p, uint64_t value) {
   } else if (!co_await batch.execute()) {
     ++c.engine().stats().commit_errors;
   }
+  co_return true;
 }
 
 }  // namespace rdtx::txn
