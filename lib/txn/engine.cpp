@@ -206,7 +206,7 @@ runtime::Task<void> Coordinator::run() {
       if (pending_commit_.remaining() > 0 || pending_commit_.failed()) co_await settle_pending_commit();
       // After an abort, a commit or release still in flight is settled
       // first: a lost one is re-sent before this attempt meets its locks.
-      if (attempt > 0 && commit_items_.in_flight()) co_await settle_commit_batch();
+      if ((attempt > 0 || release_in_flight_) && commit_items_.in_flight()) co_await settle_commit_batch();
       txn_.reset(make_txn_id(node, worker, index_, ++seq_));
       e_.protocol().begin(*this, txn_);
       net_ = {};

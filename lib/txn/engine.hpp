@@ -257,6 +257,10 @@ class Coordinator {
   // Awaits an in-flight commit batch and re-sends what got no answer.
   runtime::Task<void> settle_commit_batch();
   bool commit_batch_in_flight() const { return commit_items_.in_flight(); }
+  // A release left in flight must be answered before this coordinator's
+  // next attempt asks for locks (the owner refuses a release overtaken by a
+  // later attempt's lock request as a stale copy); a write-back need not.
+  void mark_release_in_flight() { release_in_flight_ = true; }
 
   // The pipeline driver (pipeline.cpp): every attempt goes through these.
   // A fetch round of accesses [from, t.size()); false: aborted, released.
@@ -289,6 +293,7 @@ class Coordinator {
   std::vector<std::byte> rpc_bufs_;
   size_t rpc_buf_bytes_ = 0;
   runtime::WaitGroup pending_commit_;
+  bool release_in_flight_ = false;
   OneSidedBatch onesided_;
   ItemBatch items_;
   ItemBatch aux_items_;

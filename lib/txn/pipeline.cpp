@@ -44,6 +44,7 @@ runtime::Task<void> Coordinator::run_release(Txn& t) {
 }
 
 runtime::Task<void> Coordinator::settle_commit_batch() {
+  release_in_flight_ = false;
   if (!commit_items_.in_flight()) co_return;
   const bool ok = co_await commit_items_.finish();
   co_await settle_unlocks(*this, commit_items_, ok);

@@ -124,6 +124,7 @@ Task<bool> release_locks(Coordinator& c, Txn& t, Primitive p, uint64_t value) {
     add_unlock_items(c, t, batch, WriteBackSpec{}, value, false);
     if (c.engine().options().passive_ack) {
       batch.start();
+      c.mark_release_in_flight();
       co_return true;
     }
     const bool ok = co_await batch.call();
