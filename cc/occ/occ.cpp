@@ -75,30 +75,12 @@ uint64_t checksum(const std::byte* tuple, uint32_t meta_bytes, uint32_t tuple_by
 
 struct Occ;
 
-template <typename Fn>
-class Module final : public StageModule {
- public:
-  Module(Occ& p, Fn fn) : p_(p), fn_(fn) {}
-  Task<bool> run(Coordinator& c, Txn& t, uint32_t from) override { return fn_(p_, c, t, from); }
-
- private:
-  Occ& p_;
-  Fn fn_;
-};
 
 struct Occ final : public Protocol {
   Occ(WorkerEngine& e, bool validating) : o(e.options()), validating(validating) {}
   const Options& o;
   const bool validating;  // false only in the broken variant for tests
 
-  template <typename Fn>
-  void stage(Stage s, Fn fn) {
-    set_stage(s, std::make_unique<Module<Fn>>(*this, fn));
-  }
-  template <typename Fn>
-  void release_with(Fn fn) {
-    set_release(std::make_unique<Module<Fn>>(*this, fn));
-  }
 };
 
 // A fetched copy is usable if no commit held it and it is not torn.
@@ -219,11 +201,11 @@ Task<bool> release(Occ& p, Coordinator& c, Txn& t, uint32_t) {
 
 Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool validating) {
   auto p = std::make_unique<Occ>(e, validating);
-  p->stage(Stage::kFetch, fetch);
-  p->stage(Stage::kLock, lock);
-  p->stage(Stage::kValidate, validate);
-  p->stage(Stage::kCommit, commit);
-  p->release_with(release);
+  p->set_stage(Stage::kFetch, *p, fetch);
+  p->set_stage(Stage::kLock, *p, lock);
+  p->set_stage(Stage::kValidate, *p, validate);
+  p->set_stage(Stage::kCommit, *p, commit);
+  p->set_release(*p, release);
   return std::unique_ptr<Protocol>(std::move(p));
 }
 Result<std::unique_ptr<Protocol>> create(WorkerEngine& e) { return make(e, true); }

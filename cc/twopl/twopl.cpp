@@ -39,16 +39,6 @@ enum class Policy { kNoWait, kWaitDie };
 
 class TwoPl;
 
-template <typename Fn>
-class Module final : public StageModule {
- public:
-  Module(TwoPl& p, Fn fn) : p_(p), fn_(fn) {}
-  Task<bool> run(Coordinator& c, Txn& t, uint32_t from) override { return fn_(p_, c, t, from); }
-
- private:
-  TwoPl& p_;
-  Fn fn_;
-};
 
 class TwoPl final : public Protocol {
  public:
@@ -57,14 +47,6 @@ class TwoPl final : public Protocol {
   const Policy policy;
   uint64_t lock_value(const Txn& t) const { return policy == Policy::kWaitDie ? t.timestamp() : t.id(); }
 
-  template <typename Fn>
-  void stage(Stage s, Fn fn) {
-    set_stage(s, std::make_unique<Module<Fn>>(*this, fn));
-  }
-  template <typename Fn>
-  void release_with(Fn fn) {
-    set_release(std::make_unique<Module<Fn>>(*this, fn));
-  }
 };
 
 Task<bool> fetch(TwoPl& p, Coordinator& c, Txn& t, uint32_t from) {
@@ -154,9 +136,9 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, Policy policy) {
     e.toolkit().set_conflict_rule(ConflictRule::kWaitDie);
     RDTX_TRY(e.toolkit().enable_waiting(kWaitListCapacity));
   }
-  p->stage(Stage::kFetch, fetch);
-  p->stage(Stage::kCommit, commit);
-  p->release_with(release);
+  p->set_stage(Stage::kFetch, *p, fetch);
+  p->set_stage(Stage::kCommit, *p, commit);
+  p->set_release(*p, release);
   return std::unique_ptr<Protocol>(std::move(p));
 }
 Result<std::unique_ptr<Protocol>> create_nowait(WorkerEngine& e) { return make(e, Policy::kNoWait); }

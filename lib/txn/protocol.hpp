@@ -40,6 +40,20 @@ class StageModule {
   virtual runtime::Task<bool> run(Coordinator& c, Txn& t, uint32_t from) = 0;
 };
 
+// A stage module that calls a function of its protocol,
+// fn(protocol, coordinator, txn, from): how cc/ protocols write their stages.
+template <typename P>
+class FunctionStage final : public StageModule {
+ public:
+  using Fn = runtime::Task<bool> (*)(P& p, Coordinator& c, Txn& t, uint32_t from);
+  FunctionStage(P& p, Fn fn) : p_(p), fn_(fn) {}
+  runtime::Task<bool> run(Coordinator& c, Txn& t, uint32_t from) override { return fn_(p_, c, t, from); }
+
+ private:
+  P& p_;
+  Fn fn_;
+};
+
 // A protocol on one worker: the stage modules of the run's pipeline.
 class Protocol {
  public:
@@ -55,7 +69,7 @@ class Protocol {
   // Releases whatever a failed attempt holds (never nullptr once created).
   StageModule* release() const { return release_; }
 
- protected:
+  // Composition, at creation: a module per stage the protocol has.
   void set_stage(Stage s, std::unique_ptr<StageModule> m) {
     stages_[static_cast<int>(s)] = m.get();
     owned_.push_back(std::move(m));
@@ -63,6 +77,15 @@ class Protocol {
   void set_release(std::unique_ptr<StageModule> m) {
     release_ = m.get();
     owned_.push_back(std::move(m));
+  }
+  // The same with a function of the protocol (FunctionStage).
+  template <typename P>
+  void set_stage(Stage s, P& self, typename FunctionStage<P>::Fn fn) {
+    set_stage(s, std::make_unique<FunctionStage<P>>(self, fn));
+  }
+  template <typename P>
+  void set_release(P& self, typename FunctionStage<P>::Fn fn) {
+    set_release(std::make_unique<FunctionStage<P>>(self, fn));
   }
 
  private:

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,17 @@ inline std::string name_of(const Combo& c) {
 }
 
 inline const char* const kWorkloads[] = {"smallbank", "ycsb"};
+
+// The seed of a randomized suite: RDTX_STRESS_SEED, or a random one (printed
+// by the suite so that a failure can be rerun).
+inline uint64_t stress_seed() {
+  static const uint64_t s = []() -> uint64_t {
+    const char* e = std::getenv("RDTX_STRESS_SEED");
+    if (e && *e) return std::strtoull(e, nullptr, 10);
+    return uint64_t{std::random_device{}() % 1'000'000'000 + 1};
+  }();
+  return s;
+}
 
 // Every registered protocol (broken variants aside) x every primitive each
 // of its stages accepts, on both workloads: generated from the registry, so

@@ -22,14 +22,7 @@ using namespace rdtx::testing_contention;
 
 namespace {
 
-uint64_t seed() {
-  static const uint64_t s = []() -> uint64_t {
-    const char* e = std::getenv("RDTX_STRESS_SEED");
-    if (e && *e) return std::strtoull(e, nullptr, 10);
-    return uint64_t{std::random_device{}() % 1'000'000'000 + 1};
-  }();
-  return s;
-}
+uint64_t seed() { return stress_seed(); }
 
 std::vector<Combo> combos() {
   std::vector<Combo> v;

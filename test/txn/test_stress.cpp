@@ -36,14 +36,7 @@ double seconds() {
   return v > 0 ? v : 0.3;
 }
 
-uint64_t seed() {
-  static const uint64_t s = []() -> uint64_t {
-    const char* e = std::getenv("RDTX_STRESS_SEED");
-    if (e && *e) return std::strtoull(e, nullptr, 10);
-    return uint64_t{std::random_device{}() % 1'000'000'000 + 1};
-  }();
-  return s;
-}
+uint64_t seed() { return stress_seed(); }
 
 // The optimisation sets each protocol x primitive combination runs with.
 std::vector<Combo> combos() {

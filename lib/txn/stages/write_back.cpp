@@ -63,21 +63,27 @@ Task<void> settle_unlocks(Coordinator& c, ItemBatch& batch, bool sent_ok) {
   }
 }
 
-Task<bool> write_back_unlock(Coordinator& c, Txn& t, Primitive p, WriteBackSpec spec, uint64_t value) {
-  const Options& o = c.engine().options();
-  if (p == Primitive::kRpc) {
-    if (c.commit_batch_in_flight()) co_await c.settle_commit_batch();
-    ItemBatch& batch = c.commit_items(c.engine().toolkit().handlers().write_back);
-    add_unlock_items(c, t, batch, spec, value, true);
-    if (batch.empty()) co_return true;
-    if (o.passive_ack) {
-      batch.start();  // settled before the batch is reused, or on a retry
-      co_return true;
-    }
-    const bool ok = co_await batch.call();
-    co_await settle_unlocks(c, batch, ok);
+// The RPC form of both: a write-back (`write`) or a release, passive (left
+// in flight, settled later) or awaited and settled now.
+Task<bool> unlock_rpc(Coordinator& c, Txn& t, WriteBackSpec spec, uint64_t value, bool write) {
+  if (c.commit_batch_in_flight()) co_await c.settle_commit_batch();
+  const Toolkit::Handlers& h = c.engine().toolkit().handlers();
+  ItemBatch& batch = c.commit_items(write ? h.write_back : h.release);
+  add_unlock_items(c, t, batch, spec, value, write);
+  if (batch.empty()) co_return true;
+  if (c.engine().options().passive_ack) {
+    batch.start();
+    if (!write) c.mark_release_in_flight();
     co_return true;
   }
+  const bool ok = co_await batch.call();
+  co_await settle_unlocks(c, batch, ok);
+  co_return true;
+}
+
+Task<bool> write_back_unlock(Coordinator& c, Txn& t, Primitive p, WriteBackSpec spec, uint64_t value) {
+  const Options& o = c.engine().options();
+  if (p == Primitive::kRpc) co_return co_await unlock_rpc(c, t, spec, value, true);
   OneSidedBatch& batch = c.onesided();
   for (uint32_t i = 0; i < t.size(); ++i) {
     Access& a = t.access(i);
@@ -118,19 +124,7 @@ Task<bool> release_locks(Coordinator& c, Txn& t, Primitive p, uint64_t value) {
   bool any = false;
   for (uint32_t i = 0; i < t.size(); ++i) any |= t.access(i).locked;
   if (!any) co_return true;
-  if (p == Primitive::kRpc) {
-    if (c.commit_batch_in_flight()) co_await c.settle_commit_batch();
-    ItemBatch& batch = c.commit_items(c.engine().toolkit().handlers().release);
-    add_unlock_items(c, t, batch, WriteBackSpec{}, value, false);
-    if (c.engine().options().passive_ack) {
-      batch.start();
-      c.mark_release_in_flight();
-      co_return true;
-    }
-    const bool ok = co_await batch.call();
-    co_await settle_unlocks(c, batch, ok);
-    co_return true;
-  }
+  if (p == Primitive::kRpc) co_return co_await unlock_rpc(c, t, WriteBackSpec{}, value, false);
   OneSidedBatch& batch = c.onesided();
   for (uint32_t i = 0; i < t.size(); ++i) {
     Access& a = t.access(i);
