@@ -60,17 +60,17 @@ Task<bool> fetch(TwoPl& p, Coordinator& c, Txn& t, uint32_t from) {
       const bool located = co_await locate_onesided(c, t, from, t.size());
       if (!located) co_return false;
     }
-    ItemList todo;
+    ItemList wanted;
     for (uint32_t i = from; i < t.size(); ++i)
-      if (!t.access(i).fetched) todo.idx[todo.n++] = i;
-    if (todo.empty()) co_return true;
+      if (!t.access(i).fetched) wanted.idx[wanted.n++] = i;
+    if (wanted.empty()) co_return true;
     // The whole tuple of each access (length 0: to the tuple's end).
-    const bool sent = co_await lock_read(c, t, prim, todo.span(), mine, {0, 0, true}, res, holders);
+    const bool sent = co_await lock_read(c, t, prim, wanted.span(), mine, {0, 0, true}, res, holders);
     if (!sent) co_return false;
     bool waiting = false, relocate = false;
     AbortReason verdict = AbortReason::kNone;
-    for (uint32_t k = 0; k < todo.n; ++k) {
-      Access& a = t.access(todo.idx[k]);
+    for (uint32_t k = 0; k < wanted.n; ++k) {
+      Access& a = t.access(wanted.idx[k]);
       switch (res[k]) {
         case LockResult::kGranted:
           if (rec) a.writer = a.replaced = [&] {
