@@ -6,19 +6,10 @@
 
 namespace rdtx::runtime {
 
-namespace {
-// The header keeps user data 16-byte aligned, as operator new does.
-struct alignas(16) Header {
-  FramePool* pool;  // nullptr: heap block
-  uint32_t cls;
-};
-static_assert(sizeof(Header) == 16);
+constinit thread_local FramePool* FramePool::t_current_ = nullptr;
 
-thread_local FramePool* t_current = nullptr;
-}  // namespace
-
-FramePool* FramePool::current() { return t_current; }
-void FramePool::set_current(FramePool* pool) { t_current = pool; }
+FramePool* FramePool::current() { return t_current_; }
+void FramePool::set_current(FramePool* pool) { t_current_ = pool; }
 
 FramePool::~FramePool() { assert(stats_.live_frames == 0 && "coroutine frames outlive their worker"); }
 
@@ -40,16 +31,12 @@ void* FramePool::take(size_t cls) {
   return p;
 }
 
-void FramePool::give(void* block, size_t cls) {
-  auto* b = static_cast<FreeBlock*>(block);
-  b->next = free_[cls];
-  free_[cls] = b;
-}
-
-void* FramePool::allocate_frame(size_t bytes) {
+// A class with no free block (bump a chunk), a frame too large to pool, or
+// no pool on this thread (the heap).
+void* FramePool::allocate_slow(size_t bytes) {
   size_t total = bytes + sizeof(Header);
   size_t cls = (total + kClassBytes - 1) / kClassBytes - 1;
-  FramePool* pool = t_current;
+  FramePool* pool = t_current_;
   Header* h;
   if (pool != nullptr && cls < kClasses) {
     h = static_cast<Header*>(pool->take(cls));
@@ -65,14 +52,6 @@ void* FramePool::allocate_frame(size_t bytes) {
   return h + 1;
 }
 
-void FramePool::deallocate_frame(void* frame) {
-  Header* h = static_cast<Header*>(frame) - 1;
-  if (h->pool != nullptr) {
-    --h->pool->stats_.live_frames;
-    h->pool->give(h, h->cls);
-  } else {
-    ::operator delete(h);
-  }
-}
+void FramePool::deallocate_heap(Header* h) { ::operator delete(h); }
 
 }  // namespace rdtx::runtime

@@ -26,9 +26,35 @@ class FramePool {
   static FramePool* current();
   static void set_current(FramePool* pool);
 
-  // Frame allocation entry points used by Task's promise.
-  static void* allocate_frame(size_t bytes);
-  static void deallocate_frame(void* frame);
+  // Frame allocation entry points used by Task's promise. Inline: a frame
+  // of a class with a free block is a few instructions, and every stage of
+  // every attempt starts coroutines.
+  static void* allocate_frame(size_t bytes) {
+    const size_t cls = (bytes + sizeof(Header) + kClassBytes - 1) / kClassBytes - 1;
+    FramePool* pool = t_current_;
+    if (pool != nullptr && cls < kClasses) {
+      if (FreeBlock* b = pool->free_[cls]) {
+        pool->free_[cls] = b->next;
+        ++pool->stats_.live_frames;
+        Header* h = reinterpret_cast<Header*>(b);
+        h->pool = pool;
+        h->cls = static_cast<uint32_t>(cls);
+        return h + 1;
+      }
+    }
+    return allocate_slow(bytes);
+  }
+  static void deallocate_frame(void* frame) {
+    Header* h = static_cast<Header*>(frame) - 1;
+    if (FramePool* pool = h->pool) {
+      --pool->stats_.live_frames;
+      auto* b = reinterpret_cast<FreeBlock*>(h);
+      b->next = pool->free_[h->cls];
+      pool->free_[h->cls] = b;
+    } else {
+      deallocate_heap(h);
+    }
+  }
 
   struct Stats {
     uint64_t chunk_allocs = 0;  // 64 KiB chunks taken from the heap
@@ -42,11 +68,21 @@ class FramePool {
   static constexpr size_t kChunkBytes = 64 * 1024;
 
  private:
+  // Each block starts with its header; user data stays 16-byte aligned, as
+  // operator new keeps it.
+  struct alignas(16) Header {
+    FramePool* pool;  // nullptr: heap block
+    uint32_t cls;
+  };
+  static_assert(sizeof(Header) == 16);
   struct FreeBlock {
     FreeBlock* next;
   };
+  static void* allocate_slow(size_t bytes);
+  static void deallocate_heap(Header* h);
   void* take(size_t cls);
-  void give(void* block, size_t cls);
+
+  static constinit thread_local FramePool* t_current_;
 
   FreeBlock* free_[kClasses] = {};
   std::vector<std::unique_ptr<std::byte[]>> chunks_;

@@ -328,81 +328,80 @@ bool OneSidedBatch::add_unlock(const Access& a) {
   return true;
 }
 
-runtime::Task<bool> OneSidedBatch::execute() {
-  if (n_ == 0) co_return true;
-  const Options& o = c_.engine().options();
-  cluster::WorkerContext& w = c_.engine().ctx();
-  const uint32_t nodes = c_.db().nodes();
-  link_per_node();
-  runtime::WaitGroup wg;
-  bool ok = true;
-  auto post_node = [&](uint32_t nd) -> bool {
-    tail[nd]->flags |= rdma::kSignaled;
-    tail[nd]->wr_id = runtime::CqPoller::wr_id(&wg);
-    wg.add(1);
-    rdma::QueuePair* qp = w.qp_to(nd, c_.index());
-    rdma::WorkRequest* bad = nullptr;
-    if (o.doorbell_batching) {
+bool OneSidedBatch::post_node(uint32_t nd, runtime::WaitGroup& wg, bool doorbell) {
+  tail[nd]->flags |= rdma::kSignaled;
+  tail[nd]->wr_id = runtime::CqPoller::wr_id(&wg);
+  wg.add(1);
+  rdma::QueuePair* qp = c_.engine().ctx().qp_to(nd, c_.index());
+  rdma::WorkRequest* bad = nullptr;
+  if (doorbell) {
+    c_.count_doorbell();
+    if (qp->post_send(head[nd], &bad) == 0) return true;
+  } else {
+    // One doorbell per request: the cost doorbell batching saves.
+    rdma::WorkRequest* r = head[nd];
+    while (r != nullptr) {
+      rdma::WorkRequest* next = r->next;
+      r->next = nullptr;
       c_.count_doorbell();
-      if (qp->post_send(head[nd], &bad) == 0) return true;
-    } else {
-      // One doorbell per request: the cost doorbell batching saves.
-      for (rdma::WorkRequest* r = head[nd]; r;) {
-        rdma::WorkRequest* next = r->next;
-        r->next = nullptr;
-        c_.count_doorbell();
-        if (qp->post_send(r, &bad) != 0) return false;
-        r = next;
-      }
-      return true;
+      if (qp->post_send(r, &bad) != 0) break;
+      r = next;
     }
-    return false;
-  };
-  for (uint32_t nd = 0; nd < nodes; ++nd) {
-    if (!head[nd]) continue;
-    if (!post_node(nd)) {
-      wg.done(false);
-      ok = false;
-      continue;
-    }
-    if (!o.outstanding_requests) {
-      ok &= co_await wg.wait();
-      c_.count_round_trip();
-      wg.reset(0);
-    }
+    if (r == nullptr) return true;
   }
-  if (o.outstanding_requests && wg.remaining() > 0) {
-    ok &= co_await wg.wait();
-    c_.count_round_trip();
-  } else if (o.outstanding_requests) {
-    ok &= !wg.failed();
-  }
-  if (!ok) {
+  wg.done(false);
+  return false;
+}
+
+OneSidedBatch::Execution OneSidedBatch::execute() {
+  const Options& o = c_.engine().options();
+  wg_.reset(0);
+  posted_ok_ = true;
+  if (n_ == 0) return Execution(this);
+  if (!o.outstanding_requests) return Execution(execute_serial());
+  link_per_node();
+  for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd)
+    if (head[nd] && !post_node(nd, wg_, o.doorbell_batching)) posted_ok_ = false;
+  return Execution(this);
+}
+
+bool OneSidedBatch::complete(bool waited) {
+  if (waited) c_.count_round_trip();
+  const bool ok = posted_ok_ && !wg_.failed();
+  if (!ok && n_ != 0) {
     // A failed verb leaves its QP in the error state: bring it back.
-    for (uint32_t nd = 0; nd < nodes; ++nd)
-      if (head[nd]) (void)w.reconnect(nd, c_.index());
+    for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd)
+      if (head[nd]) (void)c_.engine().ctx().reconnect(nd, c_.index());
   }
   n_ = 0;
-  co_return ok;
+  return ok;
+}
+
+// txn.options.outstanding_requests off: one node's requests at a time, each
+// waited for before the next node's are posted.
+runtime::Task<bool> OneSidedBatch::execute_serial() {
+  const bool doorbell = c_.engine().options().doorbell_batching;
+  link_per_node();
+  for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd) {
+    if (!head[nd]) continue;
+    wg_.reset(0);
+    if (!post_node(nd, wg_, doorbell)) {
+      posted_ok_ = false;
+      continue;
+    }
+    posted_ok_ &= co_await wg_.wait();
+    c_.count_round_trip();
+  }
+  wg_.reset(0);
+  co_return complete(false);
 }
 
 bool OneSidedBatch::post_only(runtime::WaitGroup& wg) {
   if (n_ == 0) return true;
-  cluster::WorkerContext& w = c_.engine().ctx();
   link_per_node();
   bool ok = true;
-  for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd) {
-    if (!head[nd]) continue;
-    tail[nd]->flags |= rdma::kSignaled;
-    tail[nd]->wr_id = runtime::CqPoller::wr_id(&wg);
-    wg.add(1);
-    rdma::WorkRequest* bad = nullptr;
-    c_.count_doorbell();
-    if (w.qp_to(nd, c_.index())->post_send(head[nd], &bad) != 0) {
-      wg.done(false);
-      ok = false;
-    }
-  }
+  for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd)
+    if (head[nd] && !post_node(nd, wg, true)) ok = false;
   n_ = 0;
   return ok;
 }

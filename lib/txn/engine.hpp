@@ -176,8 +176,12 @@ class OneSidedBatch {
   // access's tuple: how every protocol releases a lock one-sided. False when full.
   bool add_unlock(const Access& a);
   bool empty() const { return n_ == 0; }
-  // Posts and waits for everything added; false if any request failed.
-  runtime::Task<bool> execute();
+  // Posts everything added now; co_await the result for the completions:
+  // true if every request succeeded. No coroutine frame of its own, as
+  // every stage of every attempt goes through here (with
+  // txn.options.outstanding_requests off, node by node: then a task).
+  class Execution;
+  Execution execute();
   // Posts everything with `wg` on each node's last request and returns
   // without waiting (passive acknowledgement): whoever reuses the memory
   // the requests read from awaits `wg` first. False if a post failed.
@@ -191,8 +195,44 @@ class OneSidedBatch {
   // Each node's requests linked in the order they were added (and counted).
   void link_per_node();
   void count(const rdma::WorkRequest& wr);
+  // Posts node `nd`'s list, `wg` on its last request (signaled). False if
+  // the post failed (its share of `wg` is then done, failed).
+  bool post_node(uint32_t nd, runtime::WaitGroup& wg, bool doorbell);
+  // After the completions of execute(): the round trip counted (if one was
+  // waited for), failed QPs reconnected, the batch emptied.
+  bool complete(bool waited);
+  runtime::Task<bool> execute_serial();
   rdma::WorkRequest* head[kMaxNodes];
   rdma::WorkRequest* tail[kMaxNodes];
+  runtime::WaitGroup wg_;  // execute()'s completions
+  bool posted_ok_ = true;
+};
+
+// What execute() returns: the completions of the requests it posted (or,
+// node by node, the task that posts and waits).
+class OneSidedBatch::Execution {
+ public:
+  explicit Execution(OneSidedBatch* b) : b_(b) {}
+  explicit Execution(runtime::Task<bool> serial) : serial_(std::move(serial)) {}
+  bool await_ready() noexcept {
+    if (b_ == nullptr) return false;  // the task starts when awaited
+    waited_ = b_->wg_.remaining() > 0;
+    return !waited_;
+  }
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<> h) noexcept {
+    if (b_ == nullptr) return std::move(serial_).operator co_await().await_suspend(h);
+    b_->wg_.await_suspend(h);
+    return std::noop_coroutine();
+  }
+  bool await_resume() {
+    if (b_ == nullptr) return std::move(serial_).operator co_await().await_resume();
+    return b_->complete(waited_);
+  }
+
+ private:
+  OneSidedBatch* b_ = nullptr;  // nullptr: serial_
+  runtime::Task<bool> serial_;
+  bool waited_ = false;
 };
 
 class Coordinator {
