@@ -48,7 +48,7 @@ std::string percent(double share) {
   return buf;
 }
 
-std::string pipeline_of(const txn::RunConfig& run) {
+std::string pipeline_of(const run::RunConfig& run) {
   std::string out;
   for (int s = 0; s < static_cast<int>(txn::Stage::kCount_); ++s) {
     if (run.protocol->allowed[s].empty()) continue;
@@ -95,7 +95,7 @@ std::vector<txn::WorkerStats> per_node(const Report& rep) {
 // One-sided verbs and RPC messages the node's coordinators posted per second.
 double messages_per_s(const txn::WorkerStats& s, double secs) { return per_s(s.net_all.total_verbs(), secs); }
 
-bool phase_applies(const txn::RunConfig& run, txn::Phase p) {
+bool phase_applies(const run::RunConfig& run, txn::Phase p) {
   if (p == txn::Phase::kRelease) return true;
   return !run.protocol->allowed[static_cast<int>(p)].empty();
 }
@@ -115,7 +115,7 @@ bool Report::passed() const {
   return true;
 }
 
-HistoryResult handle_history(const config::Config& cfg, const txn::RunResult& r, cluster::Bootstrap* boot) {
+HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r, cluster::Bootstrap* boot) {
   HistoryResult h;
   h.recorded = !r.histories.empty();
   if (!h.recorded) return h;
@@ -151,7 +151,7 @@ HistoryResult handle_history(const config::Config& cfg, const txn::RunResult& r,
     if (boot->self() != 0 || !cfg.get_bool("history.check")) return h;
   }
   if (!cfg.get_bool("history.check")) return h;
-  Result<history::History> merged = boot == nullptr ? txn::merged_history(r) : history::load_history({dir});
+  Result<history::History> merged = boot == nullptr ? run::merged_history(r) : history::load_history({dir});
   if (merged.ok() && boot != nullptr) {
     if (auto complete = merged->check_complete(); !complete.ok()) merged = complete.error();
   }
@@ -170,7 +170,7 @@ HistoryResult handle_history(const config::Config& cfg, const txn::RunResult& r,
   return h;
 }
 
-std::vector<Check> run_checks(const txn::RunResult& r, bool interrupted, const HistoryResult* history) {
+std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const HistoryResult* history) {
   std::vector<Check> c;
   c.push_back(
       {"invariants", "invariants", 0, r.invariants.ok(), r.invariants.ok() ? "" : r.invariants.error().message});
@@ -199,7 +199,7 @@ std::vector<Check> run_checks(const txn::RunResult& r, bool interrupted, const H
   return c;
 }
 
-void print_header(std::FILE* out, const config::Config& cfg, const txn::RunConfig& run,
+void print_header(std::FILE* out, const config::Config& cfg, const run::RunConfig& run,
                   const rdma::DeviceCaps& device) {
   const auto& cl = run.cluster;
   std::string model = device.latency_ns ? ", " + std::to_string(device.latency_ns) + " ns one-way" : "";
@@ -214,7 +214,7 @@ void print_header(std::FILE* out, const config::Config& cfg, const txn::RunConfi
 }
 
 void print_report(std::FILE* out, const Report& rep) {
-  const txn::RunResult& r = *rep.result;
+  const run::RunResult& r = *rep.result;
   const txn::WorkerStats& t = r.total;
   const double secs = rep.seconds();
   if (!r.aggregate)
@@ -328,7 +328,7 @@ void print_report(std::FILE* out, const Report& rep) {
 }
 
 std::string report_json(const Report& rep) {
-  const txn::RunResult& r = *rep.result;
+  const run::RunResult& r = *rep.result;
   const txn::WorkerStats& t = r.total;
   auto i64 = [](uint64_t v) { return static_cast<int64_t>(v); };
 
@@ -501,9 +501,9 @@ std::string num(double v) {
 }  // namespace
 
 Result<void> append_csv(const std::string& path, const Report& rep) {
-  const txn::RunResult& r = *rep.result;
+  const run::RunResult& r = *rep.result;
   const txn::WorkerStats& t = r.total;
-  const txn::RunConfig& run = *rep.run;
+  const run::RunConfig& run = *rep.run;
   const double secs = rep.seconds();
   std::vector<std::pair<std::string, std::string>> cols = {
       {"git_revision", RDTX_GIT_REVISION},

@@ -16,8 +16,8 @@ const Check* find(const std::vector<Check>& checks, const std::string& key) {
   return nullptr;
 }
 
-txn::RunResult passing_run() {
-  txn::RunResult r;
+run::RunResult passing_run() {
+  run::RunResult r;
   r.total.commits = 10;
   r.total.attempts = 10;
   return r;
@@ -36,7 +36,7 @@ TEST(Checks, ACleanRunPasses) { EXPECT_TRUE(all_ok(run_checks(passing_run(), fal
 // A passive request (a passive COMMIT) does not tell its caller whether it
 // landed: a lost one must fail the run, not pass silently.
 TEST(Checks, PassiveTimeoutsAndFailuresFailTheRun) {
-  txn::RunResult r = passing_run();
+  run::RunResult r = passing_run();
   r.rpc_passive_timeouts = 1;
   auto checks = run_checks(r, false);
   const Check* c = find(checks, "rpc_passive_timeouts");
