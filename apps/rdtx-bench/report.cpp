@@ -41,6 +41,12 @@ std::string grouped(uint64_t v) {
   return out;
 }
 
+// A signed count grouped the same way ("-1,234").
+std::string grouped(int64_t v) {
+  const uint64_t mag = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  return (v < 0 ? "-" : "") + grouped(mag);
+}
+
 // A share as a percentage with three significant digits ("0.0452 %").
 std::string percent(double share) {
   char buf[32];
@@ -286,6 +292,11 @@ void print_report(std::FILE* out, const Report& rep) {
                    k + 1 < r.loops.size() ? "," : "");
     std::fprintf(out, "\n");
   }
+  std::fprintf(out, "counters     ");
+  for (size_t k = 0; k < txn::kWorkerCounterCount; ++k)
+    std::fprintf(out, " %s %s%s", txn::kWorkerCounters[k].text, grouped(txn::kWorkerCounters[k].value(t)).c_str(),
+                 k + 1 < txn::kWorkerCounterCount ? "," : "");
+  std::fprintf(out, "\n");
   std::fprintf(out, "commits by type\n");
   for (size_t k = 0; k < rep.type_names.size(); ++k) {
     uint64_t n = k < t.commits_by_type.size() ? t.commits_by_type[k] : 0;
@@ -332,6 +343,8 @@ std::string report_json(const Report& rep) {
   const txn::WorkerStats& t = r.total;
   auto i64 = [](uint64_t v) { return static_cast<int64_t>(v); };
 
+  toml::table counters;
+  for (const txn::WorkerCounter& c : txn::kWorkerCounters) counters.insert(c.key, c.value(t));
   toml::table by_reason;
   for (size_t k = 1; k < r.abort_reasons.size(); ++k) by_reason.insert(r.abort_reasons[k].key, i64(t.aborts[k]));
   toml::table latency;
@@ -428,6 +441,7 @@ std::string report_json(const Report& rep) {
       {"attempted_per_s", per_s(t.attempts, rep.seconds())},
       {"abort_rate", r.abort_rate()},
       {"aborts", toml::table{{"total", i64(t.aborts_total())}, {"by_reason", std::move(by_reason)}}},
+      {"counters", std::move(counters)},
       {"latency_us", std::move(latency)},
       {"round_trips_per_commit", ratio(t.net_committed.round_trips, t.commits)},
       {"commits_by_type", std::move(types)},
@@ -536,6 +550,7 @@ Result<void> append_csv(const std::string& path, const Report& rep) {
                       num(us(t.sampled_commits ? static_cast<double>(t.phase_sum_tsc[p]) /
                                                      static_cast<double>(t.sampled_commits)
                                                : 0)));
+  for (const txn::WorkerCounter& c : txn::kWorkerCounters) cols.emplace_back(c.key, std::to_string(c.value(t)));
   cols.emplace_back("passed", rep.passed() ? "true" : "false");
 
   std::string header, row;

@@ -20,6 +20,8 @@ void WorkerEngine::publish_live() {
   for (size_t k = 0; k < kWorkerCounterCount; ++k) live_counts_.counters[k] = kWorkerCounters[k].bits(stats_);
   live_counts_.latency_tsc = stats_.latency_tsc;
   live_->publish(live_counts_);
+  if (w_.rpc) w_.rpc->publish_stats();
+  cache_.publish_stats();
 }
 
 namespace {
@@ -40,7 +42,13 @@ size_t scratch_bytes_needed(const Database& db, uint32_t coroutines) {
 
 WorkerEngine::WorkerEngine(cluster::WorkerContext& w, Database& db, const Options& opts, const ProtocolDef& proto,
                            Workload& workload)
-    : w_(w), db_(db), opts_(opts), def_(proto), workload_(workload), cache_(opts.location_cache_entries) {
+    : w_(w),
+      db_(db),
+      opts_(opts),
+      def_(proto),
+      workload_(workload),
+      cache_(opts.location_cache_entries,
+             opts.location_cache ? "n" + std::to_string(w.node) + "w" + std::to_string(w.index) : "") {
   stats_.commits_by_type.resize(workload.type_names().size());
   stats_.latency_by_type.resize(workload.type_names().size());
   stats_.attempts_by_type.resize(workload.type_names().size());

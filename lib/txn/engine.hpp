@@ -76,6 +76,8 @@ class WorkerEngine {
   WorkerStats& stats() { return stats_; }
   // Live figures, published by the worker every ~50 ms (publish_live()).
   const stats::Published<LiveStats>& live() const { return *live_; }
+  // Publishes the live figures, and the counters of the worker's RPC
+  // endpoint and location cache for their libraries' telemetry commands.
   void publish_live();
   LiveStats& live_counts() { return live_counts_; }
   uint32_t node() const { return w_.node; }
