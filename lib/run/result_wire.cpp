@@ -35,8 +35,8 @@ bool get_worker_stats(Reader& r, txn::WorkerStats* s) {
          r.get(&s->phase_sum_tsc) && r.get(&s->net_committed) && r.get(&s->net_all);
 }
 
-Result<void> exchange_results(cluster::Bootstrap& boot, cluster::Cluster& c, txn::Database& db,
-                              const txn::Workload& wl, RunResult& res) {
+Result<void> exchange_results(cluster::Bootstrap& boot, cluster::Cluster& c, txn::Database& db, const txn::Workload& wl,
+                              RunResult& res) {
   const uint32_t self = boot.self();
   auto part = wl.check_node(db, self);
   Writer cw;
@@ -61,7 +61,8 @@ Result<void> exchange_results(cluster::Bootstrap& boot, cluster::Cluster& c, txn
     sum += s;
     delta += d;
     locks += l;
-    if (!e.empty() && first_error.empty()) first_error = "node " + std::to_string(n) + ": " + std::string(e.begin(), e.end());
+    if (!e.empty() && first_error.empty())
+      first_error = "node " + std::to_string(n) + ": " + std::string(e.begin(), e.end());
   }
   res.locks_left = locks;
   res.invariants = first_error.empty() ? wl.check_total(sum, c.nodes(), delta)

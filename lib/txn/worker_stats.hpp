@@ -33,11 +33,11 @@ struct WorkerStats {
   std::vector<uint64_t> commits_by_type;
   std::vector<uint64_t> attempts_by_type;
   std::vector<stats::Histogram> latency_by_type;  // first attempt start -> commit, per type
-  stats::Histogram latency_tsc;  // first attempt start -> commit
-  int64_t committed_delta = 0;   // workload invariant (SmallBank: money)
-  uint64_t commit_errors = 0;    // commits/releases an owner refused or never answered
-  uint64_t commit_retries = 0;   // commit/release messages sent again (no answer in time)
-  uint64_t cancel_failures = 0;  // attempts that could not be cancelled at an owner
+  stats::Histogram latency_tsc;                   // first attempt start -> commit
+  int64_t committed_delta = 0;                    // workload invariant (SmallBank: money)
+  uint64_t commit_errors = 0;                     // commits/releases an owner refused or never answered
+  uint64_t commit_retries = 0;                    // commit/release messages sent again (no answer in time)
+  uint64_t cancel_failures = 0;                   // attempts that could not be cancelled at an owner
   // The breakdown (options.breakdown): time in each phase of the sampled
   // committed attempts (release: of the sampled aborted attempts), recorded
   // when the phase ran, with its sum for the mean per committed transaction
@@ -56,8 +56,8 @@ struct WorkerStats {
 // kind here). Values travel as 64 raw bits: a signed counter in two's
 // complement, so that adding the bits adds the values.
 struct WorkerCounter {
-  const char* key;   // JSON, CSV and telemetry: [a-z0-9_], unique
-  const char* text;  // the text report
+  const char* key;                       // JSON, CSV and telemetry: [a-z0-9_], unique
+  const char* text;                      // the text report
   uint64_t WorkerStats::*u64 = nullptr;  // the member, unsigned ...
   int64_t WorkerStats::*i64 = nullptr;   // ... or signed
 

@@ -58,8 +58,7 @@ TEST(CounterTable, KeysAreUniqueAndWellFormed) {
 TEST(CounterTable, MergeAddsEveryCounter) {
   txn::WorkerStats a = distinct_counters(), b = distinct_counters();
   a.merge(b);
-  for (const txn::WorkerCounter& c : txn::kWorkerCounters)
-    EXPECT_EQ(c.value(a), 2 * c.value(b)) << c.key;
+  for (const txn::WorkerCounter& c : txn::kWorkerCounters) EXPECT_EQ(c.value(a), 2 * c.value(b)) << c.key;
 }
 
 // What node 0 gathers from the other node processes.
@@ -109,8 +108,8 @@ TEST(RunTelemetry, CountersCarryEveryKeyOfTheTable) {
   const std::string reply = c.query("/rdtx/test/counters");
   EXPECT_FALSE(contains(reply, "\"error\":")) << reply;
   for (const txn::WorkerCounter& k : txn::kWorkerCounters)
-    EXPECT_TRUE(contains(reply, "\"" + std::string(k.key) + "\":" + std::to_string(k.value(s)))) << k.key << ": "
-                                                                                                   << reply;
+    EXPECT_TRUE(contains(reply, "\"" + std::string(k.key) + "\":" + std::to_string(k.value(s))))
+        << k.key << ": " << reply;
 }
 
 // lib/rpc lists every endpoint of the process, with what its owner published.
