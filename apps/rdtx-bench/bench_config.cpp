@@ -218,7 +218,7 @@ config::Schema make_schema() {
 
 Result<Plan> plan_from(const config::Config& cfg) {
   Plan p;
-  txn::RunConfig& rc = p.run;
+  run::RunConfig& rc = p.run;
   rc.cluster.nodes = static_cast<uint32_t>(cfg.get_int("cluster.nodes"));
   rc.cluster.workers_per_node = static_cast<uint32_t>(cfg.get_int("cluster.workers_per_node"));
   rc.cluster.qps_per_node = static_cast<uint32_t>(cfg.get_int("cluster.qps_per_node"));

@@ -1,6 +1,6 @@
 // rdtx-bench's configuration: one Schema assembled from the engine's [txn]
 // keys, every workload's keys and the app's own (`workload`, [cluster],
-// [run]), and the translation of a loaded Config into a txn::RunConfig.
+// [run]), and the translation of a loaded Config into a run::RunConfig.
 // Thread-safety: setup code for the main thread.
 #pragma once
 
@@ -12,7 +12,7 @@
 #include "base/result.hpp"
 #include "cluster/bootstrap.hpp"
 #include "config/config.hpp"
-#include "txn/runner.hpp"
+#include "run/runner.hpp"
 #include "txn/workload.hpp"
 
 namespace rdtx::bench {
@@ -52,7 +52,7 @@ config::Schema make_schema();
 // A run as the configuration describes it. `run.workload` points into
 // `workload`, so a Plan is moved, never copied.
 struct Plan {
-  txn::RunConfig run;
+  run::RunConfig run;
   std::unique_ptr<txn::Workload> workload;
   Plan() = default;
   Plan(Plan&&) = default;

@@ -23,7 +23,7 @@
 #include "rdtx-bench/report.hpp"
 #include "rdtx-bench/resources.hpp"
 #include "runtime/shutdown.hpp"
-#include "txn/runner.hpp"
+#include "run/runner.hpp"
 #include "version.h"
 
 using namespace rdtx;
@@ -318,7 +318,7 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
   print_header(stdout, cfg, plan.run, *caps);
   std::fflush(stdout);
 
-  auto result = txn::run(plan.run);
+  auto result = run::run(plan.run);
   if (!result.ok()) {
     std::fprintf(stderr, "rdtx-bench: %s\n", result.error().message.c_str());
     return 1;

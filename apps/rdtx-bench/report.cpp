@@ -41,6 +41,12 @@ std::string grouped(uint64_t v) {
   return out;
 }
 
+// A signed count grouped the same way ("-1,234").
+std::string grouped(int64_t v) {
+  const uint64_t mag = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  return (v < 0 ? "-" : "") + grouped(mag);
+}
+
 // A share as a percentage with three significant digits ("0.0452 %").
 std::string percent(double share) {
   char buf[32];
@@ -48,7 +54,7 @@ std::string percent(double share) {
   return buf;
 }
 
-std::string pipeline_of(const txn::RunConfig& run) {
+std::string pipeline_of(const run::RunConfig& run) {
   std::string out;
   for (int s = 0; s < static_cast<int>(txn::Stage::kCount_); ++s) {
     if (run.protocol->allowed[s].empty()) continue;
@@ -95,7 +101,7 @@ std::vector<txn::WorkerStats> per_node(const Report& rep) {
 // One-sided verbs and RPC messages the node's coordinators posted per second.
 double messages_per_s(const txn::WorkerStats& s, double secs) { return per_s(s.net_all.total_verbs(), secs); }
 
-bool phase_applies(const txn::RunConfig& run, txn::Phase p) {
+bool phase_applies(const run::RunConfig& run, txn::Phase p) {
   if (p == txn::Phase::kRelease) return true;
   return !run.protocol->allowed[static_cast<int>(p)].empty();
 }
@@ -115,7 +121,7 @@ bool Report::passed() const {
   return true;
 }
 
-HistoryResult handle_history(const config::Config& cfg, const txn::RunResult& r, cluster::Bootstrap* boot) {
+HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r, cluster::Bootstrap* boot) {
   HistoryResult h;
   h.recorded = !r.histories.empty();
   if (!h.recorded) return h;
@@ -151,7 +157,7 @@ HistoryResult handle_history(const config::Config& cfg, const txn::RunResult& r,
     if (boot->self() != 0 || !cfg.get_bool("history.check")) return h;
   }
   if (!cfg.get_bool("history.check")) return h;
-  Result<history::History> merged = boot == nullptr ? txn::merged_history(r) : history::load_history({dir});
+  Result<history::History> merged = boot == nullptr ? run::merged_history(r) : history::load_history({dir});
   if (merged.ok() && boot != nullptr) {
     if (auto complete = merged->check_complete(); !complete.ok()) merged = complete.error();
   }
@@ -170,7 +176,7 @@ HistoryResult handle_history(const config::Config& cfg, const txn::RunResult& r,
   return h;
 }
 
-std::vector<Check> run_checks(const txn::RunResult& r, bool interrupted, const HistoryResult* history) {
+std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const HistoryResult* history) {
   std::vector<Check> c;
   c.push_back(
       {"invariants", "invariants", 0, r.invariants.ok(), r.invariants.ok() ? "" : r.invariants.error().message});
@@ -199,7 +205,7 @@ std::vector<Check> run_checks(const txn::RunResult& r, bool interrupted, const H
   return c;
 }
 
-void print_header(std::FILE* out, const config::Config& cfg, const txn::RunConfig& run,
+void print_header(std::FILE* out, const config::Config& cfg, const run::RunConfig& run,
                   const rdma::DeviceCaps& device) {
   const auto& cl = run.cluster;
   std::string model = device.latency_ns ? ", " + std::to_string(device.latency_ns) + " ns one-way" : "";
@@ -214,7 +220,7 @@ void print_header(std::FILE* out, const config::Config& cfg, const txn::RunConfi
 }
 
 void print_report(std::FILE* out, const Report& rep) {
-  const txn::RunResult& r = *rep.result;
+  const run::RunResult& r = *rep.result;
   const txn::WorkerStats& t = r.total;
   const double secs = rep.seconds();
   if (!r.aggregate)
@@ -286,6 +292,11 @@ void print_report(std::FILE* out, const Report& rep) {
                    k + 1 < r.loops.size() ? "," : "");
     std::fprintf(out, "\n");
   }
+  std::fprintf(out, "counters     ");
+  for (size_t k = 0; k < txn::kWorkerCounterCount; ++k)
+    std::fprintf(out, " %s %s%s", txn::kWorkerCounters[k].text, grouped(txn::kWorkerCounters[k].value(t)).c_str(),
+                 k + 1 < txn::kWorkerCounterCount ? "," : "");
+  std::fprintf(out, "\n");
   std::fprintf(out, "commits by type\n");
   for (size_t k = 0; k < rep.type_names.size(); ++k) {
     uint64_t n = k < t.commits_by_type.size() ? t.commits_by_type[k] : 0;
@@ -328,10 +339,12 @@ void print_report(std::FILE* out, const Report& rep) {
 }
 
 std::string report_json(const Report& rep) {
-  const txn::RunResult& r = *rep.result;
+  const run::RunResult& r = *rep.result;
   const txn::WorkerStats& t = r.total;
   auto i64 = [](uint64_t v) { return static_cast<int64_t>(v); };
 
+  toml::table counters;
+  for (const txn::WorkerCounter& c : txn::kWorkerCounters) counters.insert(c.key, c.value(t));
   toml::table by_reason;
   for (size_t k = 1; k < r.abort_reasons.size(); ++k) by_reason.insert(r.abort_reasons[k].key, i64(t.aborts[k]));
   toml::table latency;
@@ -428,6 +441,7 @@ std::string report_json(const Report& rep) {
       {"attempted_per_s", per_s(t.attempts, rep.seconds())},
       {"abort_rate", r.abort_rate()},
       {"aborts", toml::table{{"total", i64(t.aborts_total())}, {"by_reason", std::move(by_reason)}}},
+      {"counters", std::move(counters)},
       {"latency_us", std::move(latency)},
       {"round_trips_per_commit", ratio(t.net_committed.round_trips, t.commits)},
       {"commits_by_type", std::move(types)},
@@ -501,9 +515,9 @@ std::string num(double v) {
 }  // namespace
 
 Result<void> append_csv(const std::string& path, const Report& rep) {
-  const txn::RunResult& r = *rep.result;
+  const run::RunResult& r = *rep.result;
   const txn::WorkerStats& t = r.total;
-  const txn::RunConfig& run = *rep.run;
+  const run::RunConfig& run = *rep.run;
   const double secs = rep.seconds();
   std::vector<std::pair<std::string, std::string>> cols = {
       {"git_revision", RDTX_GIT_REVISION},
@@ -536,6 +550,7 @@ Result<void> append_csv(const std::string& path, const Report& rep) {
                       num(us(t.sampled_commits ? static_cast<double>(t.phase_sum_tsc[p]) /
                                                      static_cast<double>(t.sampled_commits)
                                                : 0)));
+  for (const txn::WorkerCounter& c : txn::kWorkerCounters) cols.emplace_back(c.key, std::to_string(c.value(t)));
   cols.emplace_back("passed", rep.passed() ? "true" : "false");
 
   std::string header, row;

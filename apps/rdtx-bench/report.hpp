@@ -13,7 +13,7 @@
 #include "config/config.hpp"
 #include "history/checker.hpp"
 #include "rdma/rdma.hpp"
-#include "txn/runner.hpp"
+#include "run/runner.hpp"
 
 namespace rdtx::bench {
 
@@ -42,13 +42,13 @@ struct HistoryResult {
 // Writes the files (history.dir) and checks the history (history.check).
 // Multi-process (`boot`): every node writes its files to history.dir, then
 // node 0 loads all of them and checks.
-HistoryResult handle_history(const config::Config& cfg, const txn::RunResult& r, cluster::Bootstrap* boot = nullptr);
+HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r, cluster::Bootstrap* boot = nullptr);
 
 // Everything the report says about one run.
 struct Report {
   const config::Config* cfg = nullptr;
-  const txn::RunConfig* run = nullptr;
-  const txn::RunResult* result = nullptr;
+  const run::RunConfig* run = nullptr;
+  const run::RunResult* result = nullptr;
   rdma::DeviceCaps device;
   std::vector<std::string> type_names;  // the workload's transaction types
   const HistoryResult* history = nullptr;
@@ -64,10 +64,10 @@ struct Report {
 // failed commit, no network abort, and at least one commit (unless the run
 // was interrupted).
 // With a checked history, also: the checker certified it.
-std::vector<Check> run_checks(const txn::RunResult& r, bool interrupted, const HistoryResult* history = nullptr);
+std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const HistoryResult* history = nullptr);
 
 // One line naming the run, printed before it starts.
-void print_header(std::FILE* out, const config::Config& cfg, const txn::RunConfig& run, const rdma::DeviceCaps& device);
+void print_header(std::FILE* out, const config::Config& cfg, const run::RunConfig& run, const rdma::DeviceCaps& device);
 // The figures and the checks.
 void print_report(std::FILE* out, const Report& rep);
 // The whole report as one JSON object (the resolved config included).

@@ -76,9 +76,9 @@ std::string human_bytes(uint64_t bytes) {
   return buf;
 }
 
-Footprint footprint(const txn::RunConfig& run, const rdma::DeviceCaps& caps, uint32_t local_nodes) {
+Footprint footprint(const run::RunConfig& run, const rdma::DeviceCaps& caps, uint32_t local_nodes) {
   Footprint fp;
-  const cluster::ClusterConfig cc = txn::sized_cluster(run);
+  const cluster::ClusterConfig cc = run::sized_cluster(run);
   fp.nodes = local_nodes;
   fp.workers = local_nodes * cc.workers_per_node;
   const uint32_t meta = run.protocol->meta_bytes + (run.options.record_history ? 8u : 0u);
@@ -94,7 +94,7 @@ Footprint footprint(const txn::RunConfig& run, const rdma::DeviceCaps& caps, uin
   fp.scratch = uint64_t{cc.scratch_bytes} * fp.workers;
   const uint64_t mtu = caps.max_msg_size ? caps.max_msg_size : 4096;
   fp.rpc = (uint64_t{cc.rpc.recv_buffers} + cc.rpc.send_buffers) * mtu * fp.workers;
-  fp.cq_depth = txn::worker_cq_depth(cc);
+  fp.cq_depth = run::worker_cq_depth(cc);
   fp.cqs = (fp.cq_depth + 2ull * cc.rpc.send_buffers + cc.rpc.recv_buffers) * sizeof(rdma::Completion) * fp.workers;
   if (run.options.location_cache) fp.caches = cache_bytes(run.options.location_cache_entries) * fp.workers;
   if (run.options.record_history) fp.history = run.options.history_capacity_bytes * fp.workers;
@@ -127,9 +127,9 @@ HostLimits host_limits() {
   return h;
 }
 
-Result<void> check_resources(const config::Config& cfg, const txn::RunConfig& run, const rdma::DeviceCaps& caps,
+Result<void> check_resources(const config::Config& cfg, const run::RunConfig& run, const rdma::DeviceCaps& caps,
                              const Footprint& fp, const HostLimits& limits) {
-  const cluster::ClusterConfig cc = txn::sized_cluster(run);
+  const cluster::ClusterConfig cc = run::sized_cluster(run);
   const auto flat = cfg.flat();
   auto key = [&flat](const char* k) {
     for (const auto& [name, value] : flat)

@@ -13,7 +13,7 @@
 #include "base/result.hpp"
 #include "config/config.hpp"
 #include "rdma/rdma.hpp"
-#include "txn/runner.hpp"
+#include "run/runner.hpp"
 
 namespace rdtx::bench {
 
@@ -37,7 +37,7 @@ struct Footprint {
 
 // `local_nodes`: nodes of the cluster whose memory lives on this host (all
 // of them inproc; in process mode, the node processes on this host).
-Footprint footprint(const txn::RunConfig& run, const rdma::DeviceCaps& caps, uint32_t local_nodes);
+Footprint footprint(const run::RunConfig& run, const rdma::DeviceCaps& caps, uint32_t local_nodes);
 
 struct HostLimits {
   uint64_t memory = 0;           // bytes a run may use (0: unknown)
@@ -49,7 +49,7 @@ HostLimits host_limits();
 
 // EINVAL naming the keys and sizes if `fp` exceeds a limit or the device's
 // queue depths.
-Result<void> check_resources(const config::Config& cfg, const txn::RunConfig& run, const rdma::DeviceCaps& caps,
+Result<void> check_resources(const config::Config& cfg, const run::RunConfig& run, const rdma::DeviceCaps& caps,
                              const Footprint& fp, const HostLimits& limits);
 
 // "1.5 GiB"-style size.

@@ -144,6 +144,7 @@ Result<std::unique_ptr<Endpoint>> Endpoint::create(rdma::Device& dev, uint32_t i
   m.passive_delay_tsc = env::ns_to_tsc(cfg.passive_delay_ns);
   m.scan_interval_tsc = std::min(m.timeout_tsc / 4 + 1, env::ns_to_tsc(1'000'000));
   m.scratch.resize(ep->max_payload());
+  ep->published_.emplace(endpoint_list(), "ep" + std::to_string(id));
   return ep;
 }
 

@@ -31,6 +31,9 @@
 // - Every arriving datagram is validated (header, source, lengths, kinds,
 //   handler ids, reply cookies) before use; a malformed one is counted per
 //   reason and dropped with a rate-limited log line.
+// - Telemetry: every endpoint is listed in /rdtx/rpc/endpoints (lib/rpc
+//   registers the command when the first endpoint is created) with the
+//   counters its owner last published (publish_stats(), now and then).
 //
 // Thread-safety: an Endpoint and its Batches belong to the worker's thread.
 #pragma once
@@ -38,6 +41,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,6 +50,7 @@
 #include "rdma/rdma.hpp"
 #include "rpc/wire.hpp"
 #include "runtime/worker.hpp"
+#include "stats/published.hpp"
 
 namespace rdtx::rpc {
 
@@ -185,6 +190,9 @@ class Endpoint {
   uint32_t recv_buffers() const;  // posted receive buffers
   const rdma::QueuePair& queue_pair() const { return *qp_; }
   const EndpointStats& stats() const { return stats_; }
+  // Copies stats() for /rdtx/rpc/endpoints (control path: a copy of a few
+  // hundred bytes; the run harness calls it every 50 ms).
+  void publish_stats() { published_->publish(stats_); }
 
  private:
   friend class Batch;
@@ -232,7 +240,13 @@ class Endpoint {
   uint32_t passive_outstanding_ = 0;
   uint32_t calls_in_flight_ = 0;
   EndpointStats stats_;
+  // This endpoint in /rdtx/rpc/endpoints, as "ep<id>".
+  std::optional<stats::PublishedList<EndpointStats>::Entry> published_;
 };
+
+// The endpoints of this process, for /rdtx/rpc/endpoints
+// (endpoint_telemetry.cpp): registers the command on first use.
+stats::PublishedList<EndpointStats>& endpoint_list();
 
 // A coroutine's set of outstanding requests. Use once: add, then
 // `co_await batch.send()`, which yields true if every call got an OK reply.

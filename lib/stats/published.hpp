@@ -5,13 +5,24 @@
 // odd, stores the words, makes it even; a reader copies the words between
 // two reads of the same even sequence. Every word is copied with a relaxed
 // atomic access, so there is no data race, and the writer never waits.
-// Thread-safety: one writer thread; any number of reader threads.
+//
+// PublishedList<T>: a library's live objects that each publish a T, for one
+// telemetry command that lists them (as DPDK's /ethdev/stats walks every
+// port): an object joins with an Entry and leaves when the Entry goes.
+//
+// Thread-safety: Published: one writer thread; any number of reader threads.
+// PublishedList: entries join and leave from any thread (control path: a
+// lock no fast path takes); for_each from any thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 namespace rdtx::stats {
 
@@ -50,6 +61,51 @@ class Published {
  private:
   std::atomic<uint64_t> seq_{0};
   alignas(8) uint64_t words_[kWords] = {};
+};
+
+template <typename T>
+class PublishedList {
+ public:
+  // One object's place in the list, named for the reply. Its owner
+  // publishes now and then (not per operation); until the first
+  // publication the entry is left out of for_each.
+  class Entry {
+   public:
+    Entry(PublishedList& list, std::string name) : list_(list), name_(std::move(name)) { list_.add(this); }
+    ~Entry() { list_.remove(this); }
+    Entry(const Entry&) = delete;
+    Entry& operator=(const Entry&) = delete;
+    void publish(const T& v) { value_.publish(v); }
+    const std::string& name() const { return name_; }
+
+   private:
+    friend class PublishedList;
+    PublishedList& list_;
+    const std::string name_;
+    Published<T> value_;
+  };
+
+  // fn(name, value) for every entry that has published, in the order they
+  // joined. Holds the list's lock: fn must not add or remove entries.
+  template <typename Fn>
+  void for_each(Fn&& fn) const {
+    std::lock_guard lock(mu_);
+    T v;
+    for (const Entry* e : entries_)
+      if (e->value_.read(&v)) fn(e->name_, v);
+  }
+
+ private:
+  void add(const Entry* e) {
+    std::lock_guard lock(mu_);
+    entries_.push_back(e);
+  }
+  void remove(const Entry* e) {
+    std::lock_guard lock(mu_);
+    std::erase(entries_, e);
+  }
+  mutable std::mutex mu_;
+  std::vector<const Entry*> entries_;
 };
 
 }  // namespace rdtx::stats

@@ -3,14 +3,56 @@
 #include <algorithm>
 #include <bit>
 
+#include "env/telemetry.hpp"
 #include "store/hash_index.hpp"
+#include "store/store_log.hpp"
 
 namespace rdtx::store {
 
-LocationCache::LocationCache(size_t capacity)
+namespace {
+
+// /rdtx/store/location_cache, registered by lib/store itself (as a DPDK
+// library registers /<lib>/... at init), not by whoever runs the caches.
+struct CacheListing {
+  stats::PublishedList<LocationCacheStats> list;
+  env::TelemetryCommand command;  // last: unbound before the list goes
+
+  CacheListing() {
+    auto cmd = env::telemetry_register(
+        "/rdtx/store/location_cache", "rdtx store: location cache counters per worker (n<node>w<index>)",
+        [this](std::string_view, env::TelemetryDict& out) {
+          list.for_each([&](const std::string& name, const LocationCacheStats& s) {
+            out.add_dict(name, [&](env::TelemetryDict& d) {
+              d.add_u64("hits", s.hits);
+              d.add_u64("misses", s.misses);
+              d.add_u64("stale", s.stale);
+              d.add_u64("inserts", s.inserts);
+              d.add_u64("evictions", s.evictions);
+              const uint64_t lookups = s.hits + s.misses;
+              d.add_u64("hit_rate_ppm", lookups ? s.hits * 1'000'000 / lookups : 0);
+            });
+          });
+        });
+    if (cmd.ok())
+      command = std::move(*cmd);
+    else
+      RDTX_LOG(store_log(), Warning, "%s", cmd.error().message.c_str());
+  }
+};
+
+}  // namespace
+
+stats::PublishedList<LocationCacheStats>& location_cache_list() {
+  static CacheListing listing;
+  return listing.list;
+}
+
+LocationCache::LocationCache(size_t capacity, std::string name)
     : sets_(std::bit_floor(std::max<size_t>(capacity / kWays, 1))),
       data_(std::make_unique<Set[]>(sets_)),
-      victim_(std::make_unique<uint8_t[]>(sets_)) {}
+      victim_(std::make_unique<uint8_t[]>(sets_)) {
+  if (!name.empty()) published_.emplace(location_cache_list(), std::move(name));
+}
 
 LocationCache::Set& LocationCache::set_of(uint32_t table, uint64_t key) const {
   // The table id is folded in before mixing so that equal keys of different

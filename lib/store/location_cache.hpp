@@ -13,13 +13,20 @@
 // another key or reinserted elsewhere has a different key or state there,
 // so the reader calls invalidate_stale() and goes back to the index. Hits,
 // misses, stale entries, insertions and evictions are counted.
+//
+// Telemetry: a named cache is listed in /rdtx/store/location_cache (lib/store
+// registers the command when the first named cache is created) with the
+// counters its owner last published (publish_stats(), now and then).
 // Thread-safety: none; one per worker, used by its thread only.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 
+#include "stats/published.hpp"
 #include "store/table_descriptor.hpp"
 
 namespace rdtx::store {
@@ -43,8 +50,9 @@ class LocationCache {
   static constexpr uint32_t kWays = 4;
 
   // Holds at most `capacity` entries (rounded down to a power-of-two number
-  // of sets, at least one set). 32 bytes per entry.
-  explicit LocationCache(size_t capacity);
+  // of sets, at least one set). 32 bytes per entry. A non-empty `name` (the
+  // worker's, "n0w1") lists it in /rdtx/store/location_cache.
+  explicit LocationCache(size_t capacity, std::string name = "");
   LocationCache(const LocationCache&) = delete;
   LocationCache& operator=(const LocationCache&) = delete;
 
@@ -70,6 +78,11 @@ class LocationCache {
   size_t size() const;  // entries in use (walks the cache: for tests and reports)
   uint64_t memory_bytes() const { return sets_ * sizeof(Set) + sets_; }
   const LocationCacheStats& stats() const { return stats_; }
+  // Copies stats() for /rdtx/store/location_cache (a named cache only;
+  // control path: the run harness calls it every 50 ms).
+  void publish_stats() {
+    if (published_) published_->publish(stats_);
+  }
 
  private:
   struct Entry {
@@ -92,6 +105,11 @@ class LocationCache {
   std::unique_ptr<Set[]> data_;
   std::unique_ptr<uint8_t[]> victim_;  // next way to replace, per set
   LocationCacheStats stats_;
+  std::optional<stats::PublishedList<LocationCacheStats>::Entry> published_;
 };
+
+// The named location caches of this process, for /rdtx/store/location_cache:
+// registers the command on first use.
+stats::PublishedList<LocationCacheStats>& location_cache_list();
 
 }  // namespace rdtx::store

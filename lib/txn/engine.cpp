@@ -14,42 +14,14 @@ static_assert(history::make_txn_id(3, 77, 5, 9) == make_txn_id(3, 77, 5, 9));
 static_assert(history::make_txn_id(65535, 1023, 63, UINT32_MAX) == make_txn_id(65535, 1023, 63, UINT32_MAX));
 static_assert(kMaxWorkersPerNode <= history::kMaxWorkers && kMaxCoroutines <= history::kMaxCoroutines);
 
-uint64_t WorkerStats::aborts_total() const {
-  uint64_t n = 0;
-  for (uint64_t a : aborts) n += a;
-  return n;
-}
-
-void WorkerStats::merge(const WorkerStats& s) {
-  commits += s.commits;
-  attempts += s.attempts;
-  for (int r = 0; r < kMaxAbortReasons; ++r) aborts[r] += s.aborts[r];
-  if (commits_by_type.size() < s.commits_by_type.size()) commits_by_type.resize(s.commits_by_type.size());
-  for (size_t k = 0; k < s.commits_by_type.size(); ++k) commits_by_type[k] += s.commits_by_type[k];
-  if (attempts_by_type.size() < s.attempts_by_type.size()) attempts_by_type.resize(s.attempts_by_type.size());
-  for (size_t k = 0; k < s.attempts_by_type.size(); ++k) attempts_by_type[k] += s.attempts_by_type[k];
-  if (latency_by_type.size() < s.latency_by_type.size()) latency_by_type.resize(s.latency_by_type.size());
-  for (size_t k = 0; k < s.latency_by_type.size(); ++k) latency_by_type[k].merge(s.latency_by_type[k]);
-  latency_tsc.merge(s.latency_tsc);
-  committed_delta += s.committed_delta;
-  commit_errors += s.commit_errors;
-  commit_retries += s.commit_retries;
-  cancel_failures += s.cancel_failures;
-  for (int p = 0; p < kPhases; ++p) {
-    phase_tsc[p].merge(s.phase_tsc[p]);
-    phase_sum_tsc[p] += s.phase_sum_tsc[p];
-  }
-  sampled_commits += s.sampled_commits;
-  sampled_aborts += s.sampled_aborts;
-  net_committed.add(s.net_committed);
-  net_all.add(s.net_all);
-}
-
 void WorkerEngine::publish_live() {
   live_counts_.measuring = measuring_;
   live_counts_.measured_commits = stats_.commits;
+  for (size_t k = 0; k < kWorkerCounterCount; ++k) live_counts_.counters[k] = kWorkerCounters[k].bits(stats_);
   live_counts_.latency_tsc = stats_.latency_tsc;
   live_->publish(live_counts_);
+  if (w_.rpc) w_.rpc->publish_stats();
+  cache_.publish_stats();
 }
 
 namespace {
@@ -70,7 +42,13 @@ size_t scratch_bytes_needed(const Database& db, uint32_t coroutines) {
 
 WorkerEngine::WorkerEngine(cluster::WorkerContext& w, Database& db, const Options& opts, const ProtocolDef& proto,
                            Workload& workload)
-    : w_(w), db_(db), opts_(opts), def_(proto), workload_(workload), cache_(opts.location_cache_entries) {
+    : w_(w),
+      db_(db),
+      opts_(opts),
+      def_(proto),
+      workload_(workload),
+      cache_(opts.location_cache_entries,
+             opts.location_cache ? "n" + std::to_string(w.node) + "w" + std::to_string(w.index) : "") {
   stats_.commits_by_type.resize(workload.type_names().size());
   stats_.latency_by_type.resize(workload.type_names().size());
   stats_.attempts_by_type.resize(workload.type_names().size());

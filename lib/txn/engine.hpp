@@ -36,6 +36,7 @@
 #include "txn/protocol.hpp"
 #include "txn/stages/toolkit.hpp"
 #include "txn/txn.hpp"
+#include "txn/worker_stats.hpp"
 #include "txn/workload.hpp"
 
 namespace rdtx::txn {
@@ -47,45 +48,6 @@ inline constexpr uint32_t kMaxNodes = 64;
 
 // Registered scratch memory a worker needs for `coroutines` coordinators.
 size_t scratch_bytes_needed(const Database& db, uint32_t coroutines);
-
-// A worker's figures over the measured window (committed_delta: the whole
-// run). Merged across workers after the run by adding (merge()).
-struct WorkerStats {
-  uint64_t commits = 0;
-  uint64_t attempts = 0;
-  uint64_t aborts[kMaxAbortReasons] = {};
-  std::vector<uint64_t> commits_by_type;
-  std::vector<uint64_t> attempts_by_type;
-  std::vector<stats::Histogram> latency_by_type;  // first attempt start -> commit, per type
-  stats::Histogram latency_tsc;  // first attempt start -> commit
-  int64_t committed_delta = 0;   // workload invariant (SmallBank: money)
-  uint64_t commit_errors = 0;    // commits/releases an owner refused or never answered
-  uint64_t commit_retries = 0;   // commit/release messages sent again (no answer in time)
-  uint64_t cancel_failures = 0;  // attempts that could not be cancelled at an owner
-  // The breakdown (options.breakdown): time in each phase of the sampled
-  // committed attempts (release: of the sampled aborted attempts), recorded
-  // when the phase ran, with its sum for the mean per committed transaction
-  // (phase_sum_tsc / sampled_commits).
-  stats::Histogram phase_tsc[kPhases];
-  uint64_t phase_sum_tsc[kPhases] = {};
-  uint64_t sampled_commits = 0, sampled_aborts = 0;
-  stats::VerbCounts net_committed;  // verbs, round trips etc. of the committed attempts
-  stats::VerbCounts net_all;        // of every attempt: message rates
-  uint64_t aborts_total() const;
-  void merge(const WorkerStats& o);
-};
-
-// What a worker publishes for readers on other threads (progress line,
-// telemetry): counters since the run started and the latency histogram of
-// the measured window.
-struct LiveStats {
-  uint64_t commits = 0;   // whole run, warm-up included
-  uint64_t attempts = 0;  // whole run
-  uint64_t aborts[kMaxAbortReasons] = {};
-  uint64_t measuring = 0;
-  uint64_t measured_commits = 0;
-  stats::Histogram latency_tsc;  // measured window
-};
 
 // Handler ids below this are left to components outside the engine.
 inline constexpr rpc::HandlerId kFirstEngineHandler = 8;
@@ -114,6 +76,8 @@ class WorkerEngine {
   WorkerStats& stats() { return stats_; }
   // Live figures, published by the worker every ~50 ms (publish_live()).
   const stats::Published<LiveStats>& live() const { return *live_; }
+  // Publishes the live figures, and the counters of the worker's RPC
+  // endpoint and location cache for their libraries' telemetry commands.
   void publish_live();
   LiveStats& live_counts() { return live_counts_; }
   uint32_t node() const { return w_.node; }

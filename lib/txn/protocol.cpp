@@ -3,7 +3,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "txn/database.hpp"
+
 namespace rdtx::txn {
+
+// txn::Isolation and history::Isolation name the same levels in the same order.
+static_assert(static_cast<int>(Isolation::kSerializable) == static_cast<int>(history::Isolation::kSerializable) &&
+              static_cast<int>(Isolation::kSnapshot) == static_cast<int>(history::Isolation::kSnapshot) &&
+              static_cast<int>(Isolation::kReadCommitted) == static_cast<int>(history::Isolation::kReadCommitted));
 
 namespace {
 std::vector<const ProtocolDef*>& registry() {
@@ -28,6 +35,28 @@ std::vector<AbortReasonName> abort_reason_names(const ProtocolDef& def) {
   std::vector<AbortReasonName> v(std::begin(kEngineReasons), std::end(kEngineReasons));
   v.insert(v.end(), def.abort_reasons.begin(), def.abort_reasons.end());
   return v;
+}
+
+history::CheckOptions check_options(Isolation i) {
+  history::CheckOptions o;
+  o.isolation = static_cast<history::Isolation>(i);
+  return o;
+}
+
+uint64_t count_locked(Database& db, const ProtocolDef& def) {
+  uint64_t n = 0;
+  for (uint32_t node = 0; node < db.nodes(); ++node)
+    for (TableId t = 0; t < db.tables(); ++t) {
+      if (!db.has_table(t) || !db.is_local(node)) continue;
+      store::Table* tab = db.store(node).table(t);
+      for (uint32_t i = 0; i < tab->capacity(); ++i) {
+        const std::byte* tuple = tab->tuple(i);
+        uint64_t state;
+        std::memcpy(&state, tuple + tab->layout().state_offset(), 8);
+        n += store::is_live(state) && def.lock_held(tuple);
+      }
+    }
+  return n;
 }
 
 void register_protocol(const ProtocolDef* def) {

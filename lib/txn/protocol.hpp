@@ -20,12 +20,14 @@
 #include <vector>
 
 #include "base/result.hpp"
+#include "history/checker.hpp"
 #include "runtime/task.hpp"
 #include "txn/types.hpp"
 
 namespace rdtx::txn {
 
 class Coordinator;
+class Database;
 class Txn;
 class WorkerEngine;
 
@@ -126,6 +128,14 @@ struct ProtocolDef {
 
 // Engine reasons then the protocol's, indexed by AbortReason.
 std::vector<AbortReasonName> abort_reason_names(const ProtocolDef& def);
+
+// The history checker's options for a protocol claiming isolation `i`: the
+// level its recorded histories are certified at.
+history::CheckOptions check_options(Isolation i);
+
+// Tuples of every table on every node (of this process) that the protocol
+// sees locked (ProtocolDef::lock_held): the "locks left" check after a run.
+uint64_t count_locked(Database& db, const ProtocolDef& def);
 
 void register_protocol(const ProtocolDef* def);
 // Every registered protocol, by name (broken variants included: filter on

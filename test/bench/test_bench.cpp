@@ -16,8 +16,8 @@ const Check* find(const std::vector<Check>& checks, const std::string& key) {
   return nullptr;
 }
 
-txn::RunResult passing_run() {
-  txn::RunResult r;
+run::RunResult passing_run() {
+  run::RunResult r;
   r.total.commits = 10;
   r.total.attempts = 10;
   return r;
@@ -36,7 +36,7 @@ TEST(Checks, ACleanRunPasses) { EXPECT_TRUE(all_ok(run_checks(passing_run(), fal
 // A passive request (a passive COMMIT) does not tell its caller whether it
 // landed: a lost one must fail the run, not pass silently.
 TEST(Checks, PassiveTimeoutsAndFailuresFailTheRun) {
-  txn::RunResult r = passing_run();
+  run::RunResult r = passing_run();
   r.rpc_passive_timeouts = 1;
   auto checks = run_checks(r, false);
   const Check* c = find(checks, "rpc_passive_timeouts");
@@ -60,7 +60,10 @@ TEST(Checks, PassiveTimeoutsAndFailuresFailTheRun) {
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
+#include <sstream>
 
 #include "rdma/rdma.hpp"
 #include "rdtx-bench/bench_config.hpp"
@@ -213,4 +216,69 @@ TEST(Messages, OversizedValuesAreShortened) {
   EXPECT_LT(s.size(), 100u);
   EXPECT_NE(s.find("100000 bytes"), std::string::npos);
   EXPECT_EQ(shortened("shm,latency_ns=2000"), "shm,latency_ns=2000");
+}
+
+// ---------------------------------------------------------------------------
+// The report: every counter of txn::kWorkerCounters appears, by its key, in
+// the JSON and the CSV, and by its text in the table.
+
+#include <fstream>
+
+TEST(Report, EveryCounterAppearsInTextJsonAndCsv) {
+  Loaded l = load({});
+  run::RunResult r = passing_run();
+  for (size_t k = 0; k < txn::kWorkerCounterCount; ++k) {
+    const txn::WorkerCounter& c = txn::kWorkerCounters[k];
+    const int64_t v = 1000 * static_cast<int64_t>(k + 1) + 7;
+    c.set_bits(r.total, static_cast<uint64_t>(c.is_signed() ? -v : v));
+  }
+  Report rep;
+  rep.cfg = &l.cfg;
+  rep.run = &l.plan.run;
+  rep.result = &r;
+  rep.device = l.caps;
+  rep.checks = run_checks(r, false);
+
+  const std::string json = report_json(rep);
+  const size_t at = json.find("\"counters\" : {");
+  ASSERT_NE(at, std::string::npos) << json;
+  const std::string counters = json.substr(at, json.find('}', at) - at);
+  for (const txn::WorkerCounter& c : txn::kWorkerCounters)
+    EXPECT_NE(counters.find("\"" + std::string(c.key) + "\" : " + std::to_string(c.value(r.total))),
+              std::string::npos)
+        << c.key << ": " << counters;
+
+  char path[] = "/tmp/rdtx-test-bench-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  auto csv = append_csv(path, rep);
+  ASSERT_TRUE(csv.ok()) << csv.error().message;
+  std::ifstream in(path);
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  std::remove(path);
+  std::vector<std::string> names, values;
+  for (std::string* line : {&header, &row}) {
+    std::istringstream fields(*line);
+    for (std::string f; std::getline(fields, f, ',');) (line == &header ? names : values).push_back(f);
+  }
+  ASSERT_EQ(names.size(), values.size()) << header << "\n" << row;
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size()) << "a column twice: " << header;
+  for (const txn::WorkerCounter& c : txn::kWorkerCounters) {
+    auto it = std::find(names.begin(), names.end(), c.key);
+    ASSERT_NE(it, names.end()) << c.key << ": " << header;
+    EXPECT_EQ(values[static_cast<size_t>(it - names.begin())], std::to_string(c.value(r.total))) << c.key;
+  }
+
+  char* text = nullptr;
+  size_t text_len = 0;
+  std::FILE* out = open_memstream(&text, &text_len);
+  print_report(out, rep);
+  std::fclose(out);
+  const std::string table(text, text_len);
+  std::free(text);
+  for (const txn::WorkerCounter& c : txn::kWorkerCounters)
+    EXPECT_NE(table.find(c.text), std::string::npos) << c.text << ": " << table;
 }

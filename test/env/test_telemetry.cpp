@@ -21,11 +21,13 @@
 
 #include "env/eal.hpp"
 #include "env/telemetry.hpp"
+#include "test/env/telemetry_client.hpp"
 
 extern char** environ;
 
 using namespace rdtx;
 using namespace rdtx::env;
+using namespace rdtx::testing_telemetry;
 using namespace std::chrono_literals;
 
 namespace {
@@ -36,54 +38,6 @@ std::string g_unavailable;  // why the socket cannot be tested here, or ""
 #define REQUIRE_TELEMETRY() \
   if (!g_unavailable.empty()) GTEST_SKIP() << g_unavailable
 
-// A telemetry v2 client: on connect the server sends an info object, then
-// each request (one packet, "<command>[,<params>]") gets one JSON reply.
-class Client {
- public:
-  explicit Client(const std::string& path) {
-    fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) {
-      error_ = std::string("socket: ") + std::strerror(errno);
-      return;
-    }
-    timeval tv{5, 0};  // a server that never answers fails the test, not hangs it
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    sockaddr_un sun{};
-    sun.sun_family = AF_UNIX;
-    std::snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path.c_str());
-    if (connect(fd_, reinterpret_cast<sockaddr*>(&sun), sizeof sun) != 0) {
-      error_ = "connect " + path + ": " + std::strerror(errno);
-      return;
-    }
-    info_ = receive();
-  }
-  ~Client() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
-
-  const std::string& error() const { return error_; }
-  const std::string& info() const { return info_; }
-
-  std::string query(const std::string& request) {
-    if (send(fd_, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size()))
-      return std::string("send failed: ") + std::strerror(errno);
-    return receive();
-  }
-
- private:
-  std::string receive() {
-    std::vector<char> buf(64 * 1024);
-    ssize_t n = recv(fd_, buf.data(), buf.size(), 0);
-    if (n < 0) return std::string("recv failed: ") + std::strerror(errno);
-    return std::string(buf.data(), static_cast<size_t>(n));
-  }
-  int fd_ = -1;
-  std::string error_, info_;
-};
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // Where DPDK's EAL puts its runtime directory (eal_create_runtime_dir).
 std::string expected_socket_path() {

@@ -15,7 +15,7 @@
 #include "cc/occ/occ.hpp"
 #include "txn/protocol.hpp"
 #include "history/checker.hpp"
-#include "txn/runner.hpp"
+#include "run/runner.hpp"
 #include "workloads/smallbank/smallbank.hpp"
 #include "workloads/ycsb/ycsb.hpp"
 
@@ -104,14 +104,14 @@ inline std::vector<std::string> protocol_names() {
 }
 
 // The count of aborts whose reason has this key ("lock_conflict", ...).
-inline uint64_t aborts_named(const txn::RunResult& r, const char* key) {
+inline uint64_t aborts_named(const run::RunResult& r, const char* key) {
   for (size_t k = 0; k < r.abort_reasons.size(); ++k)
     if (std::string(r.abort_reasons[k].key) == key) return r.total.aborts[k];
   return 0;
 }
 
 struct Outcome {
-  txn::RunResult run;
+  run::RunResult run;
   history::CheckReport check;
   std::string check_text;  // format_report(), for failure messages
 };
@@ -136,7 +136,7 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   yp.nodes = 3;
   workloads::Ycsb ycsb(yp);
 
-  txn::RunConfig rc;
+  run::RunConfig rc;
   rc.workload = c.workload == "ycsb" ? static_cast<txn::Workload*>(&ycsb) : &smallbank;
   rc.cluster.nodes = 3;
   rc.cluster.workers_per_node = c.workers_per_node;
@@ -167,11 +167,11 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   rc.duration_s = seconds;
   rc.seed = seed;
   rc.single_thread = true;
-  auto r = txn::run(rc);
+  auto r = run::run(rc);
   if (!r.ok()) return r.error();
   Outcome out;
   out.run = std::move(*r);
-  auto h = txn::merged_history(out.run);
+  auto h = run::merged_history(out.run);
   if (!h.ok()) return h.error();
   // At the isolation level the protocol claims.
   auto rep = history::check(*h, txn::check_options(out.run.isolation));
@@ -182,7 +182,7 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
 }
 
 // Writes the run's history files to `dir` (which must exist), for rdtx-check.
-inline Result<void> write_histories(const txn::RunResult& r, const std::string& dir) {
+inline Result<void> write_histories(const run::RunResult& r, const std::string& dir) {
   for (const history::Recorder& rec : r.histories) {
     const auto& o = rec.options();
     RDTX_TRY(rec.write_file(dir + "/" + history::Recorder::file_name(o.node, o.worker)));
@@ -191,7 +191,7 @@ inline Result<void> write_histories(const txn::RunResult& r, const std::string& 
 }
 
 // "commits 123, attempts 456, lock conflict 7, ..." for failure messages.
-inline std::string summary(const txn::RunResult& r) {
+inline std::string summary(const run::RunResult& r) {
   std::string s = "commits " + std::to_string(r.total.commits) + ", attempts " + std::to_string(r.total.attempts) +
                   ", rpc timeouts " + std::to_string(r.rpc_timeouts);
   for (size_t k = 0; k < r.abort_reasons.size(); ++k)

@@ -35,7 +35,7 @@
 #include "store/loader.hpp"
 #include "store/tuple.hpp"
 #include "txn/engine.hpp"
-#include "txn/runner.hpp"
+#include "run/runner.hpp"
 
 namespace rdtx::testing_stepper {
 
@@ -360,7 +360,7 @@ class Stepper {
 
   Result<void> build() {
     wl_ = std::make_unique<ScriptedWorkload>(*txn::find_protocol(cfg_.protocol), cfg_.nodes, cfg_.coroutines);
-    txn::RunConfig rc;
+    run::RunConfig rc;
     rc.cluster.nodes = cfg_.nodes;
     rc.cluster.workers_per_node = 1;
     rc.cluster.devargs = "shm";
@@ -380,7 +380,7 @@ class Stepper {
     o.max_retries = 1;
     o.backoff_ns = 0;
     opts_ = o;
-    auto c = cluster::Cluster::create_embedded(txn::sized_cluster(rc));
+    auto c = cluster::Cluster::create_embedded(run::sized_cluster(rc));
     if (!c.ok()) return c.error();
     cluster_ = std::move(*c);
     auto db = txn::Database::create(*cluster_, wl_->tables(cfg_.nodes), def_.meta_bytes, false);

@@ -57,7 +57,7 @@ TEST_P(ChaosTest, NothingLostUnderFaults) {
   const Combo& cb = GetParam();
   auto out = run_contended(cb, seed(), 0.3);
   ASSERT_TRUE(out.ok()) << out.error().message << " (seed " << seed() << ")";
-  const RunResult& r = out->run;
+  const run::RunResult& r = out->run;
   SCOPED_TRACE("seed " + std::to_string(seed()) + ": " + summary(r));
   EXPECT_TRUE(r.invariants.ok()) << r.invariants.error().message;
   EXPECT_EQ(r.locks_left, 0u) << "a lock was left held";

@@ -53,7 +53,7 @@ TEST_P(ProtocolTest, UnderContentionKeepsInvariantsAndIsSerializable) {
   const Combo& cb = GetParam();
   auto out = run_contended(cb, 1, 0.25);
   ASSERT_TRUE(out.ok()) << out.error().message;
-  const RunResult& r = out->run;
+  const run::RunResult& r = out->run;
   SCOPED_TRACE(summary(r));
   EXPECT_TRUE(r.invariants.ok()) << r.invariants.error().message;
   EXPECT_EQ(r.locks_left, 0u) << "a lock was left held";

@@ -94,7 +94,7 @@ TEST_P(StressTest, SerializableWithInvariants) {
   auto out = run_contended(cb, seed(), seconds());
   const std::string name = current_test_name();
   ASSERT_TRUE(out.ok()) << out.error().message << "\nseed " << seed() << "; rerun: " << rerun_command(name);
-  const RunResult& r = out->run;
+  const run::RunResult& r = out->run;
   const bool ok = r.invariants.ok() && r.locks_left == 0 && out->check.certified && r.total.commits > 0 &&
                   r.total.aborts_total() > 0 && r.total.commit_errors == 0 && r.rpc_malformed == 0 &&
                   r.total.aborts[static_cast<int>(AbortReason::kNetwork)] == 0;

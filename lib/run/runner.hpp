@@ -3,6 +3,13 @@
 // coordinators on every worker, runs for the warm-up and the measured
 // duration, stops, and checks the outcome (the workload's invariants, and
 // that no lock is left held). rdtx-bench and the tests use it.
+//
+// The run harness, one concern per file:
+//   runner.cpp       set-up, the measured window, draining, the checks
+//   progress.cpp     the progress line (and the ticker thread it runs on)
+//   telemetry.cpp    the run's telemetry commands (/rdtx/stats, /rdtx/workers)
+//   result_wire.cpp  the byte encoding of a node's results and their
+//                    exchange between node processes
 // Thread-safety: call from the main thread (it launches the lcores).
 #pragma once
 
@@ -12,19 +19,18 @@
 #include "base/result.hpp"
 #include "cluster/bootstrap.hpp"
 #include "cluster/cluster.hpp"
-#include "history/checker.hpp"
 #include "history/history.hpp"
 #include "history/recorder.hpp"
 #include "runtime/loop.hpp"
 #include "txn/engine.hpp"
 
-namespace rdtx::txn {
+namespace rdtx::run {
 
 struct RunConfig {
   cluster::ClusterConfig cluster;
-  Options options;
-  const ProtocolDef* protocol = nullptr;
-  Workload* workload = nullptr;
+  txn::Options options;
+  const txn::ProtocolDef* protocol = nullptr;
+  txn::Workload* workload = nullptr;
   double warmup_s = 0.2;
   double duration_s = 1.0;
   uint64_t seed = 1;
@@ -52,8 +58,8 @@ struct RunResult {
   uint32_t node = 0;           // the node whose process this is (0 in process mode's aggregate)
   bool aggregate = true;       // the figures cover every node of the cluster
   double seconds = 0;          // measured window
-  WorkerStats total;           // merged over workers
-  std::vector<WorkerStats> per_worker;
+  txn::WorkerStats total;           // merged over workers
+  std::vector<txn::WorkerStats> per_worker;
   std::vector<runtime::LoopStats> loops;
   // The idle policy the loops ran (auto resolved); kAuto: single thread.
   runtime::IdlePolicy idle = runtime::IdlePolicy::kAuto;
@@ -62,9 +68,9 @@ struct RunResult {
   store::LocationCacheStats cache;
   uint64_t rpc_malformed = 0, rpc_timeouts = 0;
   // The isolation level the protocol guarantees: what its history is checked at.
-  Isolation isolation = Isolation::kSerializable;
+  txn::Isolation isolation = txn::Isolation::kSerializable;
   // Names of the abort reasons, indexed as WorkerStats::aborts.
-  std::vector<AbortReasonName> abort_reasons;
+  std::vector<txn::AbortReasonName> abort_reasons;
   // Passive requests (rpc::Batch::passive, e.g. a passive COMMIT) whose ack
   // never came or came with an error: the caller was not told, so only
   // these counters show the write that may be lost.
@@ -90,14 +96,7 @@ cluster::ClusterConfig sized_cluster(const RunConfig& rc);
 // (nodes x qps_per_node) may have max_outstanding requests in flight.
 uint64_t worker_cq_depth(const cluster::ClusterConfig& cc);
 
-// The checker's options for a history of a protocol claiming `i`.
-history::CheckOptions check_options(Isolation i);
-
 // The recorded histories of a run merged into one, for the checker.
 Result<history::History> merged_history(const RunResult& r);
 
-// Tuples of every table on every node (of this process) that the protocol
-// sees locked.
-uint64_t count_locked(Database& db, const ProtocolDef& def);
-
-}  // namespace rdtx::txn
+}  // namespace rdtx::run

@@ -1,0 +1,115 @@
+#include "run/result_wire.hpp"
+
+#include <string>
+#include <vector>
+
+namespace rdtx::run {
+
+using Writer = cluster::WireWriter;
+using Reader = cluster::WireReader;
+
+void put_worker_stats(Writer& w, const txn::WorkerStats& s) {
+  w.put<uint64_t>(txn::kWorkerCounterCount);
+  for (const txn::WorkerCounter& c : txn::kWorkerCounters) w.put(c.bits(s));
+  w.put(s.aborts);
+  w.put_vector(s.commits_by_type);
+  w.put_vector(s.attempts_by_type);
+  w.put_vector(s.latency_by_type);
+  w.put(s.latency_tsc);
+  w.put(s.phase_tsc);
+  w.put(s.phase_sum_tsc);
+  w.put(s.net_committed);
+  w.put(s.net_all);
+}
+
+bool get_worker_stats(Reader& r, txn::WorkerStats* s) {
+  uint64_t counters = 0;
+  if (!r.get(&counters) || counters != txn::kWorkerCounterCount) return false;
+  for (const txn::WorkerCounter& c : txn::kWorkerCounters) {
+    uint64_t v = 0;
+    if (!r.get(&v)) return false;
+    c.set_bits(*s, v);
+  }
+  return r.get(&s->aborts) && r.get_vector(&s->commits_by_type) && r.get_vector(&s->attempts_by_type) &&
+         r.get_vector(&s->latency_by_type) && r.get(&s->latency_tsc) && r.get(&s->phase_tsc) &&
+         r.get(&s->phase_sum_tsc) && r.get(&s->net_committed) && r.get(&s->net_all);
+}
+
+Result<void> exchange_results(cluster::Bootstrap& boot, cluster::Cluster& c, txn::Database& db, const txn::Workload& wl,
+                              RunResult& res) {
+  const uint32_t self = boot.self();
+  auto part = wl.check_node(db, self);
+  Writer cw;
+  cw.put<int64_t>(part.ok() ? *part : 0);
+  cw.put<int64_t>(res.total.committed_delta);
+  cw.put<uint64_t>(res.locks_left);
+  std::string err = part.ok() ? "" : part.error().message;
+  std::vector<char> err_bytes(err.begin(), err.end());
+  cw.put_vector(err_bytes);
+  auto checks = boot.all_gather(cw.view(), "checks");
+  if (!checks.ok()) return checks.error();
+  int64_t sum = 0, delta = 0;
+  uint64_t locks = 0;
+  std::string first_error;
+  for (uint32_t n = 0; n < checks->size(); ++n) {
+    Reader r((*checks)[n]);
+    int64_t s = 0, d = 0;
+    uint64_t l = 0;
+    std::vector<char> e;
+    if (!r.get(&s) || !r.get(&d) || !r.get(&l) || !r.get_vector(&e) || !r.done())
+      return make_error(EPROTO, "node %u sent malformed checks", n);
+    sum += s;
+    delta += d;
+    locks += l;
+    if (!e.empty() && first_error.empty())
+      first_error = "node " + std::to_string(n) + ": " + std::string(e.begin(), e.end());
+  }
+  res.locks_left = locks;
+  res.invariants = first_error.empty() ? wl.check_total(sum, c.nodes(), delta)
+                                       : Result<void>(make_error(EIO, "%s", first_error.c_str()));
+  // Figures: node 0 gathers the others'.
+  Writer w;
+  w.put<uint64_t>(res.per_worker.size());
+  for (const txn::WorkerStats& s : res.per_worker) put_worker_stats(w, s);
+  w.put(res.rpc_malformed);
+  w.put(res.rpc_timeouts);
+  w.put(res.rpc_passive_timeouts);
+  w.put(res.rpc_passive_failures);
+  w.put(res.cache);
+  auto all = boot.gather(w.view(), "results");
+  if (!all.ok()) return all.error();
+  res.aggregate = self == 0;
+  if (self != 0) return {};
+  res.per_worker.clear();
+  res.total = txn::WorkerStats{};
+  res.rpc_malformed = res.rpc_timeouts = res.rpc_passive_timeouts = res.rpc_passive_failures = 0;
+  res.cache = {};
+  for (uint32_t n = 0; n < all->size(); ++n) {
+    Reader r((*all)[n]);
+    uint64_t workers = 0;
+    if (!r.get(&workers) || workers > 4096) return make_error(EPROTO, "node %u sent malformed results", n);
+    for (uint64_t k = 0; k < workers; ++k) {
+      txn::WorkerStats s;
+      if (!get_worker_stats(r, &s))
+        return make_error(EPROTO, "node %u sent malformed results (worker %llu)", n,
+                          static_cast<unsigned long long>(k));
+      res.total.merge(s);
+      res.per_worker.push_back(std::move(s));
+    }
+    uint64_t malformed = 0, timeouts = 0, passive_timeouts = 0, passive_failures = 0;
+    store::LocationCacheStats cache;
+    if (!r.get(&malformed) || !r.get(&timeouts) || !r.get(&passive_timeouts) || !r.get(&passive_failures) ||
+        !r.get(&cache) || !r.done())
+      return make_error(EPROTO, "node %u sent malformed results", n);
+    res.rpc_malformed += malformed;
+    res.rpc_timeouts += timeouts;
+    res.rpc_passive_timeouts += passive_timeouts;
+    res.rpc_passive_failures += passive_failures;
+    res.cache.hits += cache.hits;
+    res.cache.misses += cache.misses;
+    res.cache.stale += cache.stale;
+  }
+  return {};
+}
+
+}  // namespace rdtx::run

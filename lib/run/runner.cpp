@@ -1,0 +1,258 @@
+#include "run/runner.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <span>
+#include <thread>
+
+#include "env/telemetry.hpp"
+#include "env/tsc.hpp"
+#include "run/progress.hpp"
+#include "run/result_wire.hpp"
+#include "run/telemetry.hpp"
+#include "runtime/shutdown.hpp"
+
+namespace rdtx::run {
+
+using txn::Database;
+using txn::Primitive;
+using txn::Stage;
+using txn::Txn;
+using txn::WorkerEngine;
+using txn::WorkerStats;
+
+Result<history::History> merged_history(const RunResult& r) {
+  history::History h;
+  for (const history::Recorder& rec : r.histories) RDTX_TRY(rec.append_to(h));
+  RDTX_TRY(h.check_complete());
+  return h;
+}
+
+namespace {
+
+// Multi-process: while the run goes on, a peer that stops answering (the
+// bootstrap monitor) stops this node's run too.
+class PeerWatch {
+ public:
+  explicit PeerWatch(cluster::Bootstrap* b) {
+    if (b != nullptr) ticker_.emplace([b] {
+        if (b->failed()) runtime::request_shutdown();
+      });
+  }
+
+ private:
+  std::optional<Ticker> ticker_;
+};
+
+// Runs `op` (a bootstrap collective) on a thread of its own while this
+// thread keeps polling the cluster's workers, so that peers still finishing
+// get their RPCs answered and their one-sided completions delivered.
+Result<void> while_polling(cluster::Cluster& c, const std::function<Result<void>()>& op) {
+  std::atomic<bool> done{false};
+  Result<void> r;
+  std::thread t([&] {
+    r = op();
+    done.store(true, std::memory_order_release);
+  });
+  while (!done.load(std::memory_order_acquire)) c.poll_all();
+  t.join();
+  return r;
+}
+
+}  // namespace
+
+cluster::ClusterConfig sized_cluster(const RunConfig& rc) {
+  // The scratch each worker needs depends on the tables: size the cluster
+  // from a probe of the table layouts.
+  cluster::ClusterConfig cc = rc.cluster;
+  uint32_t max_tuple = 0;
+  for (const auto& t : rc.workload->tables(cc.nodes)) {
+    store::TupleLayout l{rc.protocol->meta_bytes + (rc.options.record_history ? 8u : 0u), t.record_bytes};
+    max_tuple = std::max(max_tuple, l.tuple_bytes());
+  }
+  uint32_t slot = (std::max<uint32_t>(max_tuple + 8, store::kBucketBytes) + 63) & ~63u;
+  cc.scratch_bytes = (static_cast<size_t>(slot) + 128) * Txn::kMaxAccesses * rc.options.coroutines;
+  cc.max_outstanding = std::max<uint32_t>(cc.max_outstanding, 4 * Txn::kMaxAccesses * rc.options.coroutines);
+  return cc;
+}
+
+uint64_t worker_cq_depth(const cluster::ClusterConfig& cc) {
+  return uint64_t{cc.max_outstanding} * cc.nodes * cc.qps_per_node + 16;
+}
+
+Result<RunResult> run(const RunConfig& rc) {
+  if (rc.protocol == nullptr || rc.workload == nullptr) return make_error(EINVAL, "run: no protocol or workload");
+  if (rc.cluster.nodes > txn::kMaxNodes || rc.cluster.nodes > txn::kMaxNodesTs)
+    return make_error(EINVAL, "cluster.nodes = %u exceeds %u", rc.cluster.nodes, txn::kMaxNodesTs);
+  if (rc.cluster.workers_per_node > txn::kMaxWorkersPerNode)
+    return make_error(EINVAL, "cluster.workers_per_node = %u exceeds %u", rc.cluster.workers_per_node,
+                      txn::kMaxWorkersPerNode);
+
+  cluster::ClusterConfig cc = sized_cluster(rc);
+  auto tables = rc.workload->tables(cc.nodes);
+  cluster::Bootstrap* boot = rc.bootstrap;
+  cluster::AllGather all_gather = [boot](std::span<const std::byte> mine, std::string_view what) {
+    return boot->all_gather(mine, what);
+  };
+  uint64_t run_id = rc.run_id;
+  Result<std::unique_ptr<cluster::Cluster>> cl = make_error(EINVAL, "no cluster");
+  if (boot == nullptr) {
+    cl = cluster::Cluster::create_embedded(cc);
+  } else {
+    // Node 0 names the run: its id (histories) and its fabric (shm segments).
+    uint64_t mine = run_id != 0 ? run_id : (env::tsc() ^ (uint64_t{static_cast<uint32_t>(getpid())} << 32)) | 1;
+    auto ids = boot->all_gather(std::as_bytes(std::span(&mine, 1)), "run id");
+    if (!ids.ok()) return ids.error();
+    if ((*ids)[0].size() != 8) return make_error(EPROTO, "node 0 sent a run id of %zu bytes", (*ids)[0].size());
+    std::memcpy(&run_id, (*ids)[0].data(), 8);
+    char fabric[40];
+    std::snprintf(fabric, sizeof fabric, "rdtx-run-%016llx", static_cast<unsigned long long>(run_id));
+    cc.fabric = fabric;
+    cl = cluster::Cluster::create_node(cc, boot->self(), all_gather);
+  }
+  if (!cl.ok()) return cl.error();
+  cluster::Cluster& c = **cl;
+  const uint32_t local = c.first_local_node();
+
+  // Lock words are CASed by the fetch/lock stage and released by the commit
+  // stage. A NIC whose atomics are not atomic with respect to CPU atomics
+  // (verbs: IBV_ATOMIC_HCA) must not see both touch one word: then both
+  // stages must use the same side.
+  if (!c.node(local).device->caps().atomics_coherent_with_cpu) {
+    const Stage acquire = rc.protocol->acquires;
+    auto side = [](Primitive p) { return p == Primitive::kRpc ? 1 : 0; };
+    if (side(rc.options.stage(acquire)) != side(rc.options.stage(Stage::kCommit)))
+      return make_error(EINVAL,
+                        "device %s: remote atomics are not coherent with CPU atomics, so txn.pipeline.%s (%s) and "
+                        "txn.pipeline.commit (%s) must both be rpc or both one-sided",
+                        c.node(local).device->caps().name.c_str(), txn::to_string(acquire),
+                        txn::to_string(rc.options.stage(acquire)), txn::to_string(rc.options.stage(Stage::kCommit)));
+  }
+
+  auto db = Database::create(c, tables, rc.protocol->meta_bytes, rc.options.record_history);
+  if (!db.ok()) return db.error();
+  if (boot != nullptr) RDTX_TRY((*db)->exchange_descriptors(all_gather));
+  for (uint32_t n = 0; n < c.nodes(); ++n)
+    if (c.is_local(n)) RDTX_TRY(rc.workload->load(**db, n));
+
+  std::vector<std::unique_ptr<WorkerEngine>> engines;
+  const uint64_t epoch = env::tsc();
+  for (uint32_t id = 0; id < c.workers(); ++id) {
+    engines.push_back(std::make_unique<WorkerEngine>(c.worker(id), **db, rc.options, *rc.protocol, *rc.workload));
+    engines.back()->set_workers_per_node(cc.workers_per_node);
+    engines.back()->set_epoch(epoch);
+  }
+  history::RecorderOptions ho;
+  ho.run_id = run_id != 0 ? run_id : (epoch | 1);
+  ho.cluster_nodes = static_cast<uint16_t>(cc.nodes);
+  ho.node_workers = static_cast<uint16_t>(cc.workers_per_node);
+  for (uint32_t id = 0; id < c.workers(); ++id)
+    RDTX_TRY(engines[id]->start(rc.seed * 7919 + c.worker(id).id, ho));
+  // Multi-process: every node loaded and listening before anyone sends;
+  // from then on a node that stops answering ends the run everywhere.
+  if (boot != nullptr) {
+    RDTX_TRY(boot->barrier("loaded"));
+    boot->start_monitor();
+  }
+  PeerWatch watch(boot);
+
+  // Warm-up, then the measured window: the engines count from the moment
+  // measuring is switched on, which a poller of each worker does itself.
+  const uint64_t t0 = env::tsc();
+  const uint64_t measure_at = t0 + env::ns_to_tsc(static_cast<uint64_t>(rc.warmup_s * 1e9));
+  const uint64_t end = measure_at + env::ns_to_tsc(static_cast<uint64_t>(rc.duration_s * 1e9));
+  for (auto& e : engines) {
+    WorkerEngine* eng = e.get();
+    const uint64_t publish_every = env::ns_to_tsc(50'000'000);
+    eng->ctx().worker->add_poller([eng, measure_at, end, publish_every, next = uint64_t{0}]() mutable {
+      const uint64_t now = env::tsc();
+      if (!eng->measuring() && now >= measure_at && now < end) eng->set_measuring(true);
+      if (eng->measuring() && now >= end) eng->set_measuring(false);
+      if (now >= next) {  // live figures for the progress line and telemetry
+        eng->publish_live();
+        next = now + publish_every;
+      }
+      return 0;
+    });
+  }
+  RunResult res;
+  res.abort_reasons = txn::abort_reason_names(*rc.protocol);
+  res.isolation = rc.protocol->isolation;
+  Progress progress(rc.progress_interval_s, engines, t0, measure_at);
+  std::vector<env::TelemetryCommand> telemetry = register_run_telemetry(engines, t0, measure_at, res.abort_reasons);
+  if (rc.single_thread) {
+    while (env::tsc() < end && !runtime::shutdown_requested()) {
+      c.poll_all();
+      progress.tick();
+    }
+    for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker->request_stop();
+    uint64_t drain_end = env::tsc() + env::ns_to_tsc(2'000'000'000);
+    auto live = [&] {
+      size_t n = 0;
+      for (uint32_t id = 0; id < c.workers(); ++id) n += c.worker(id).worker->live_tasks();
+      return n;
+    };
+    while (live() > 0 && env::tsc() < drain_end) c.poll_all();
+  } else {
+    progress.start_thread();
+    auto rs = c.run(end, rc.idle, false, rc.host_share);
+    progress.stop_thread();
+    if (!rs.ok()) return rs.error();
+    res.loops = rs->loops;
+    res.idle = rs->idle;
+  }
+  telemetry.clear();  // unbound before the engines go
+  if (boot != nullptr) {
+    if (boot->failed()) return make_error(EPIPE, "%s", boot->failure().c_str());
+    // Stop this node's coordinators; keep serving the others until every
+    // node's have stopped.
+    for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker->request_stop();
+    const uint64_t drain_end = env::tsc() + env::ns_to_tsc(5'000'000'000);
+    auto live = [&] {
+      size_t n = 0;
+      for (uint32_t id = 0; id < c.workers(); ++id) n += c.worker(id).worker->live_tasks();
+      return n;
+    };
+    while (live() > 0 && env::tsc() < drain_end && !boot->failed()) c.poll_all();
+    RDTX_TRY(while_polling(c, [boot] { return boot->barrier("drained"); }));
+    boot->stop_monitor();
+  }
+  // Passive acknowledgements and releases still in flight land now.
+  for (int i = 0; i < 1000; ++i) c.poll_all();
+  // Interrupted during warm-up: nothing was measured.
+  const uint64_t now = env::tsc();
+  res.seconds = now <= measure_at ? 0 : std::min(rc.duration_s, env::tsc_to_ns(now - measure_at) / 1e9);
+  for (auto& e : engines) {
+    const WorkerStats& s = e->stats();
+    res.per_worker.push_back(s);
+    res.total.merge(s);
+    if (store::LocationCache* cache = e->cache()) {
+      res.cache.hits += cache->stats().hits;
+      res.cache.misses += cache->stats().misses;
+      res.cache.stale += cache->stats().stale;
+    }
+    res.rpc_malformed += e->ctx().rpc->stats().malformed_total();
+    res.rpc_timeouts += e->ctx().rpc->stats().timeouts;
+    res.rpc_passive_timeouts += e->ctx().rpc->stats().passive_timeouts;
+    res.rpc_passive_failures += e->ctx().rpc->stats().passive_failures;
+    if (history::Recorder* h = e->recorder()) res.histories.push_back(std::move(*h));
+  }
+  res.locks_left = txn::count_locked(**db, *rc.protocol);
+  if (boot == nullptr) {
+    res.invariants = rc.workload->check(**db, res.total.committed_delta);
+  } else {
+    res.node = local;
+    RDTX_TRY(exchange_results(*boot, c, **db, *rc.workload, res));
+  }
+  // Coroutines (which refer to the engines) go before the engines.
+  for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker.reset();
+  engines.clear();
+  return res;
+}
+
+}  // namespace rdtx::run
