@@ -138,7 +138,7 @@ inline Result<std::unique_ptr<txn::Workload>> contended_workload(const std::stri
   config::Schema schema;
   def->add_schema(schema);
   const std::vector<std::string> overrides(def->contended.begin(), def->contended.end());
-  auto cfg = config::Config::parse(schema, "", std::string(name) + ".contended", overrides);
+  auto cfg = config::Config::parse(schema, "", name + ".contended", overrides);
   if (!cfg.ok()) return make_error(cfg.error().code, "workload '%s': %s", name.c_str(), cfg.error().message.c_str());
   auto w = def->create(*cfg, nodes);
   if (!w.ok()) return make_error(w.error().code, "workload '%s': %s", name.c_str(), w.error().message.c_str());
