@@ -15,20 +15,10 @@
 #include "runtime/loop.hpp"
 #include "txn/options.hpp"
 #include "txn/types.hpp"
-#include "workloads/smallbank/smallbank.hpp"
-#include "workloads/ycsb/ycsb.hpp"
 
 namespace rdtx::bench {
 
 namespace {
-
-std::unique_ptr<txn::Workload> create_smallbank(const config::Config& cfg, uint32_t nodes) {
-  return std::make_unique<workloads::SmallBank>(workloads::SmallBank::params_from(cfg, nodes));
-}
-
-std::unique_ptr<txn::Workload> create_ycsb(const config::Config& cfg, uint32_t nodes) {
-  return std::make_unique<workloads::Ycsb>(workloads::Ycsb::params_from(cfg, nodes));
-}
 
 // The cluster section: where the nodes run and how they are connected.
 void add_cluster_schema(config::Schema& s) {
@@ -192,27 +182,18 @@ Result<void> check_file_prefix(const std::vector<std::string>& eal) {
   return {};
 }
 
-const std::vector<WorkloadDef>& workloads() {
-  static const std::vector<WorkloadDef> all = {
-      {"smallbank", "SmallBank: six banking transactions on savings and checking accounts",
-       workloads::SmallBank::add_schema, create_smallbank},
-      {"ycsb", "YCSB: transactions of N reads or read-modify-writes on one table of fixed-size records",
-       workloads::Ycsb::add_schema, create_ycsb},
-  };
-  return all;
-}
-
 config::Schema make_schema() {
   config::Schema s;
+  // Every registered workload (workloads/ is linked whole).
   std::vector<std::string> names;
-  for (const WorkloadDef& w : workloads()) names.push_back(w.name);
+  for (const txn::WorkloadDef* w : txn::workloads()) names.push_back(w->name);
   s.add_enum("workload", "smallbank", names, "benchmark to run");
   add_cluster_schema(s);
   add_rpc_schema(s);
   add_run_schema(s);
   add_history_schema(s);
   txn::add_schema(s, txn::protocols());
-  for (const WorkloadDef& w : workloads()) w.add_schema(s);
+  for (const txn::WorkloadDef* w : txn::workloads()) w->add_schema(s);
   return s;
 }
 
@@ -231,9 +212,12 @@ Result<Plan> plan_from(const config::Config& cfg) {
   if (rc.protocol == nullptr)
     return make_error(EINVAL, "txn.protocol = '%s': no such protocol", rc.options.protocol.c_str());
   const std::string& wl = cfg.get_string("workload");
-  for (const WorkloadDef& w : workloads())
-    if (wl == w.name) p.workload = w.create(cfg, rc.cluster.nodes);
-  if (p.workload == nullptr) return make_error(EINVAL, "workload = '%s': no such workload", wl.c_str());
+  const txn::WorkloadDef* def = txn::find_workload(wl);
+  if (def == nullptr) return make_error(EINVAL, "workload = '%s': no such workload", wl.c_str());
+  auto workload = def->create(cfg, rc.cluster.nodes);
+  if (!workload.ok())
+    return make_error(workload.error().code, "workload = '%s': %s", wl.c_str(), workload.error().message.c_str());
+  p.workload = std::move(*workload);
   rc.workload = p.workload.get();
   rc.duration_s = cfg.get_float("run.duration_s");
   rc.warmup_s = cfg.get_float("run.warmup_s");

@@ -1,6 +1,7 @@
 // rdtx-bench's configuration: one Schema assembled from the engine's [txn]
-// keys, every workload's keys and the app's own (`workload`, [cluster],
-// [run]), and the translation of a loaded Config into a run::RunConfig.
+// keys, every registered workload's keys (txn::workloads()) and the app's own
+// (`workload`, [cluster], [run]), and the translation of a loaded Config into
+// a run::RunConfig.
 // Thread-safety: setup code for the main thread.
 #pragma once
 
@@ -16,16 +17,6 @@
 #include "txn/workload.hpp"
 
 namespace rdtx::bench {
-
-// A workload the `workload` key can name. Its keys live in a section of its
-// own name ([smallbank], [ycsb]).
-struct WorkloadDef {
-  const char* name;
-  const char* summary;
-  void (*add_schema)(config::Schema& s);
-  std::unique_ptr<txn::Workload> (*create)(const config::Config& cfg, uint32_t nodes);
-};
-const std::vector<WorkloadDef>& workloads();
 
 // cluster.hosts: "host:port,host:port,..." (node 0 first; [v6]:port allowed).
 Result<std::vector<cluster::NodeAddress>> parse_hosts(const std::string& hosts);

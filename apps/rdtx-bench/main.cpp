@@ -24,6 +24,7 @@
 #include "rdtx-bench/resources.hpp"
 #include "runtime/shutdown.hpp"
 #include "run/runner.hpp"
+#include "txn/workload.hpp"
 #include "version.h"
 
 using namespace rdtx;
@@ -67,6 +68,10 @@ Options:
                        description) and exit
   --list               list the workloads, protocols (stages and primitives)
                        and RDMA drivers, then exit
+  --list-workloads     print the registered workloads for scripts, one a
+                       line: the name, then the KEY=VALUE settings (for
+                       --set) of a small, heavily contended instance, the
+                       one the tests run; then exit
   -h, --help           this text
 
 Without EAL options (no '--', or nothing before it) the EAL runs with
@@ -108,6 +113,7 @@ struct Args {
   bool quiet = false;
   bool keys = false;
   bool list = false;
+  bool list_workloads = false;
 };
 
 bool wants_help(const std::vector<std::string>& app) {
@@ -118,7 +124,8 @@ bool wants_help(const std::vector<std::string>& app) {
 
 Args parse_args(std::vector<std::string> args) {
   Args a;
-  enum { kConfig = 1, kSet, kDuration, kWarmup, kSeed, kJson, kCsv, kNoProgress, kHistory, kNode, kPrintConfig, kKeys, kList };
+  enum { kConfig = 1, kSet, kDuration, kWarmup, kSeed, kJson, kCsv, kNoProgress, kHistory, kNode, kPrintConfig, kKeys, kList,
+         kListWorkloads };
   static const option opts[] = {
       {"config", required_argument, nullptr, kConfig},
       {"set", required_argument, nullptr, kSet},
@@ -134,6 +141,7 @@ Args parse_args(std::vector<std::string> args) {
       {"quiet", no_argument, nullptr, 'q'},
       {"keys", no_argument, nullptr, kKeys},
       {"list", no_argument, nullptr, kList},
+      {"list-workloads", no_argument, nullptr, kListWorkloads},
       {nullptr, 0, nullptr, 0},
   };
   std::vector<char*> argv;
@@ -198,6 +206,9 @@ Args parse_args(std::vector<std::string> args) {
       case kList:
         a.list = true;
         break;
+      case kListWorkloads:
+        a.list_workloads = true;
+        break;
       case ':':
         usage_error(std::string(argv[optind - 1]) + " needs a value");
       default:
@@ -208,9 +219,29 @@ Args parse_args(std::vector<std::string> args) {
   return a;
 }
 
+void print_workloads() {
+  for (const txn::WorkloadDef* w : txn::workloads()) std::printf("  %-10s %s\n", w->name, w->summary);
+}
+
+// --help: the usage, then what `workload` can name (the registry).
+void print_usage() {
+  std::fputs(kUsage, stdout);
+  std::printf("\nWorkloads (workload = NAME):\n");
+  print_workloads();
+}
+
+// --list-workloads: for scripts (test/cluster/stress_multiprocess.py).
+void print_workloads_machine() {
+  for (const txn::WorkloadDef* w : txn::workloads()) {
+    std::printf("%s", w->name);
+    for (const char* kv : w->contended) std::printf(" %s", kv);
+    std::printf("\n");
+  }
+}
+
 void print_list() {
   std::printf("workloads (workload = ...):\n");
-  for (const WorkloadDef& w : workloads()) std::printf("  %-10s %s\n", w.name, w.summary);
+  print_workloads();
   std::printf("protocols (txn.protocol = ...), with the primitives of each stage (txn.pipeline.*):\n");
   for (const txn::ProtocolDef* p : txn::protocols()) {
     if (p->broken) continue;
@@ -357,7 +388,7 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
 int main(int argc, char** argv) {
   env::CommandLine cl = env::split_command_line(argc, argv);
   if (wants_help(cl.app)) {
-    std::fputs(kUsage, stdout);
+    print_usage();
     return 0;
   }
   Args args = parse_args(cl.app);
@@ -368,6 +399,10 @@ int main(int argc, char** argv) {
   }
   if (args.list) {
     print_list();
+    return 0;
+  }
+  if (args.list_workloads) {
+    print_workloads_machine();
     return 0;
   }
   auto cfg = config::Config::load(schema, args.config_file, args.overrides);

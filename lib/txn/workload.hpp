@@ -1,19 +1,25 @@
 // Workload: what a benchmark provides to the engine. It declares its tables,
 // loads each node's partition, generates transaction inputs and runs each
 // transaction against the protocol-neutral Txn API, and checks its
-// invariants after a run.
+// invariants after a run. A workload registers itself with a WorkloadDef
+// (RDTX_REGISTER_WORKLOAD in its own .cpp), as protocols do: apps offer,
+// and the tests run, every registered workload without naming one.
 //
 // An aborted transaction is retried with the same input (RCC's model), so
 // inputs are generated once per transaction, outside execute().
 // Thread-safety: generate() and execute() run on worker threads
 // concurrently: they may only touch their arguments and immutable state.
+// The registry is written before main() and read-only after.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.hpp"
+#include "config/config.hpp"
 #include "runtime/task.hpp"
 #include "txn/database.hpp"
 #include "txn/txn.hpp"
@@ -84,4 +90,34 @@ class Workload {
   Result<void> check(Database& db, int64_t committed_delta) const;
 };
 
+// A workload the `workload` key can name. Its keys live in a section of its
+// own name ([smallbank], [ycsb]).
+struct WorkloadDef {
+  const char* name;
+  const char* summary;
+  // Adds the workload's keys (and their cross-key checks) to `s`.
+  void (*add_schema)(config::Schema& s);
+  // The workload for a cluster of `nodes` nodes, from a Config loaded with
+  // a schema that holds its keys. Fails with a message naming the key.
+  Result<std::unique_ptr<Workload>> (*create)(const config::Config& cfg, uint32_t nodes);
+  // "key=value" overrides of the workload's own keys that make a small,
+  // heavily contended instance: what the protocol, stress and chaos tests
+  // run (a tiny hot set, so that coroutines conflict all the time).
+  std::vector<const char*> contended;
+};
+
+void register_workload(const WorkloadDef* def);
+// Every registered workload, sorted by name.
+const std::vector<const WorkloadDef*>& workloads();
+// nullptr if no workload has this name.
+const WorkloadDef* find_workload(std::string_view name);
+
 }  // namespace rdtx::txn
+
+// Registers `var` (a WorkloadDef defined above it in the same .cpp) before
+// main(). A namespace-scope initializer, not a [[gnu::constructor]] as for
+// protocols: `contended` is a vector, initialised dynamically, and
+// initialisation runs in order within a translation unit, so the
+// definition is complete when it is registered.
+#define RDTX_REGISTER_WORKLOAD(var) \
+  [[maybe_unused]] static const bool rdtx_workload_registered_##var = (::rdtx::txn::register_workload(&(var)), true);

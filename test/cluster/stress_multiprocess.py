@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""Stress suite, across processes: every protocol x primitive preset of
-conf/smallbank and conf/ycsb runs as a 3-process cluster (one rdtx-bench per
-node, shm between processes, true parallelism unlike the single-thread
-stress test) with a small hot set, history recording and the checks; node
-0's report must pass every check, history certified serializable included.
+"""Stress suite, across processes: for every workload rdtx-bench registers
+(rdtx-bench --list-workloads), every protocol x primitive preset of
+conf/<workload> (a workload with no presets of its own runs conf/smallbank's
+with workload=<name>) runs as a 3-process cluster (one rdtx-bench per node,
+shm between processes, true parallelism unlike the single-thread stress
+test) in the workload's contended setting (the --list-workloads settings: a
+small hot set), with history recording and the checks; node 0's report must
+pass every check, history certified serializable included.
 
   RDTX_STRESS_SECONDS  measured seconds per preset (default and minimum 1)
 Each process gets its own lcore (node % CPUs), as deployment.md advises.
@@ -20,11 +23,13 @@ import tempfile
 BENCH, CONF = sys.argv[1], sys.argv[2]
 # At least 1 s: each node's report must show commits in its own window.
 SECONDS = str(max(1.0, float(os.environ.get("RDTX_STRESS_SECONDS", "1") or 1)))
-HOT = {
-    "smallbank": ["--set", "smallbank.accounts_per_node=2000", "--set", "smallbank.hot_accounts_per_node=8"],
-    "ycsb": ["--set", "ycsb.records_per_node=2000", "--set", "ycsb.distribution=hotspot",
-             "--set", "ycsb.hot_records_per_node=16", "--set", "ycsb.ops_per_txn=4"],
-}
+# name -> the --set arguments of its contended setting, from the registry.
+HOT = {}
+for line in subprocess.run([BENCH, "--list-workloads"], check=True, capture_output=True, text=True).stdout.splitlines():
+    name, *settings = line.split()
+    HOT[name] = [a for kv in settings for a in ("--set", kv)]
+if not HOT:
+    sys.exit("rdtx-bench --list-workloads listed no workload")
 
 
 def free_ports(n):
@@ -37,19 +42,25 @@ def free_ports(n):
     return ports
 
 
+def presets_of(workload):
+    """(preset, extra arguments) for each protocol x primitive preset the workload runs."""
+    own = sorted(glob.glob(os.path.join(CONF, workload, "*.toml")))
+    if own:
+        return [(p, []) for p in own]
+    return [(p, ["--set", f"workload={workload}"]) for p in sorted(glob.glob(os.path.join(CONF, "smallbank", "*.toml")))]
+
+
 failures = []
-presets = sorted(glob.glob(os.path.join(CONF, "smallbank", "*.toml")) + glob.glob(os.path.join(CONF, "ycsb", "*.toml")))
+presets = [(w, p, x) for w in sorted(HOT) for p, x in presets_of(w)]
 SEED = os.environ.get("RDTX_STRESS_SEED", "") or str(os.getpid())
 ADVERSARIAL = ["--set", f"cluster.devargs=shm,read_order=random,write_order=random,seed={SEED}"]
 MIXED = ["--set", "txn.protocol=occ", "--set", "txn.pipeline.fetch=onesided", "--set", "txn.pipeline.lock=rpc",
          "--set", "txn.pipeline.validate=onesided", "--set", "txn.pipeline.commit=onesided"]
-runs = [(p, "", []) for p in presets] + [(p, " @ random word order", ADVERSARIAL) for p in presets]
-runs += [(os.path.join(CONF, w, "occ-onesided.toml"), " @ lock rpc, commit one-sided", MIXED)
-         for w in ("smallbank", "ycsb")]
-print(f"stress-multiprocess: seed {SEED} (RDTX_STRESS_SEED)", flush=True)
-for preset, label, extra in runs:
-    workload = os.path.basename(os.path.dirname(preset))
-    name = f"{workload}/{os.path.basename(preset)}{label}"
+runs = [(w, p, "", x) for w, p, x in presets] + [(w, p, " @ random word order", x + ADVERSARIAL) for w, p, x in presets]
+runs += [(w, p, " @ lock rpc, commit one-sided", x + MIXED) for w, p, x in presets if os.path.basename(p) == "occ-onesided.toml"]
+print(f"stress-multiprocess: seed {SEED} (RDTX_STRESS_SEED); workloads {', '.join(sorted(HOT))}", flush=True)
+for workload, preset, label, extra in runs:
+    name = f"{workload}: {os.path.relpath(preset, CONF)}{label}"
     with tempfile.TemporaryDirectory() as tmp:
         hosts = ",".join(f"127.0.0.1:{p}" for p in free_ports(3))
         procs = []

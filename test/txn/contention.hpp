@@ -1,12 +1,16 @@
 // The contended run the protocol tests (fast) and the stress suite share:
-// one protocol x pipeline x optimisation set on SmallBank or YCSB with a
-// tiny hot set, many coroutines and three nodes in one thread over a 1 us
-// latency model, with history recording. It returns the run's result and
-// the history checker's report; the callers assert on both.
+// one protocol x pipeline x optimisation set on a registered workload in
+// its contended setting (WorkloadDef::contended: a tiny hot set), many
+// coroutines and three nodes in one thread over a 1 us latency model, with
+// history recording. It returns the run's result and the history checker's
+// report; the callers assert on both. The lists of runs come from the
+// registries (txn::workloads(), txn::protocols()), so a new workload or
+// protocol is covered without editing a test.
 #pragma once
 
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,15 +20,14 @@
 #include "txn/protocol.hpp"
 #include "history/checker.hpp"
 #include "run/runner.hpp"
-#include "workloads/smallbank/smallbank.hpp"
-#include "workloads/ycsb/ycsb.hpp"
+#include "txn/workload.hpp"
 
 namespace rdtx::testing_contention {
 
 using txn::Primitive;
 
 struct Combo {
-  std::string workload;  // "smallbank" or "ycsb"
+  std::string workload;  // a registry name (txn::workloads())
   std::string protocol;  // a registry name, or "occ-unvalidated" (broken, tests only)
   Primitive fetch = Primitive::kOneSided, lock = Primitive::kOneSided, validate = Primitive::kOneSided,
             commit = Primitive::kOneSided;
@@ -62,7 +65,12 @@ inline std::string name_of(const Combo& c) {
   return n;
 }
 
-inline const char* const kWorkloads[] = {"smallbank", "ycsb"};
+// Every registered workload, by name.
+inline std::vector<std::string> workload_names() {
+  std::vector<std::string> v;
+  for (const txn::WorkloadDef* w : txn::workloads()) v.push_back(w->name);
+  return v;
+}
 
 // The seed of a randomized suite: RDTX_STRESS_SEED, or a random one (printed
 // by the suite so that a failure can be rerun).
@@ -75,12 +83,13 @@ inline uint64_t stress_seed() {
   return s;
 }
 
-// Every registered protocol (broken variants aside) x every primitive each
-// of its stages accepts, on both workloads: generated from the registry, so
-// a new protocol is covered without editing a list.
+// Every registered workload x every registered protocol (broken variants
+// aside) x every primitive each of its stages accepts: generated from the
+// registries, so a new workload or protocol is covered without editing a
+// list.
 inline std::vector<Combo> primitive_combos() {
   std::vector<Combo> v;
-  for (const char* w : kWorkloads)
+  for (const std::string& w : workload_names())
     for (const txn::ProtocolDef* d : txn::protocols()) {
       if (d->broken) continue;
       auto or_default = [](const std::vector<Primitive>& a) {
@@ -118,27 +127,32 @@ struct Outcome {
 
 inline const txn::ProtocolDef* protocol_of(const std::string& name) { return txn::find_protocol(name); }
 
+inline constexpr uint32_t kNodes = 3;
+
+// The workload `name` in its contended setting for `nodes` nodes: its keys'
+// defaults with WorkloadDef::contended applied. Errors name the workload and
+// the key (an override the workload's schema refuses, say).
+inline Result<std::unique_ptr<txn::Workload>> contended_workload(const std::string& name, uint32_t nodes) {
+  const txn::WorkloadDef* def = txn::find_workload(name);
+  if (def == nullptr) return make_error(EINVAL, "unknown workload '%s'", name.c_str());
+  config::Schema schema;
+  def->add_schema(schema);
+  const std::vector<std::string> overrides(def->contended.begin(), def->contended.end());
+  auto cfg = config::Config::parse(schema, "", name + ".contended", overrides);
+  if (!cfg.ok()) return make_error(cfg.error().code, "workload '%s': %s", name.c_str(), cfg.error().message.c_str());
+  auto w = def->create(*cfg, nodes);
+  if (!w.ok()) return make_error(w.error().code, "workload '%s': %s", name.c_str(), w.error().message.c_str());
+  return w;
+}
+
 // Runs `c` for `seconds` with `seed` and checks the history it recorded.
 inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double seconds) {
-  workloads::SmallBank::Params sp;
-  sp.accounts_per_node = 200;
-  sp.hot_accounts_per_node = 4;
-  sp.hot_percent = 90;
-  sp.nodes = 3;
-  workloads::SmallBank smallbank(sp);
-  workloads::Ycsb::Params yp;
-  yp.records_per_node = 500;
-  yp.distribution = workloads::Ycsb::Distribution::kHotspot;
-  yp.hot_records_per_node = 16;
-  yp.hot_percent = 80;
-  yp.ops_per_txn = 4;
-  yp.read_percent = 50;
-  yp.nodes = 3;
-  workloads::Ycsb ycsb(yp);
+  auto workload = contended_workload(c.workload, kNodes);
+  if (!workload.ok()) return workload.error();
 
   run::RunConfig rc;
-  rc.workload = c.workload == "ycsb" ? static_cast<txn::Workload*>(&ycsb) : &smallbank;
-  rc.cluster.nodes = 3;
+  rc.workload = workload->get();
+  rc.cluster.nodes = kNodes;
   rc.cluster.workers_per_node = c.workers_per_node;
   rc.cluster.qps_per_node = c.qps_per_node;
   // A 1 us latency model: operations take effect and complete later than

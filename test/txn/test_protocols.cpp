@@ -1,9 +1,10 @@
-// Every protocol x primitive combination runs SmallBank and YCSB under high
-// contention (a tiny hot set, many coroutines, three nodes, all in one
-// thread; contention.hpp) and must keep the workload's invariant (SmallBank:
-// money; YCSB: every record one consistent version, write counts add up),
-// leave no lock held, show that aborts happened and were cleaned up, and
-// record a history the checker certifies serializable. The stress suite
+// Every protocol x primitive combination runs every registered workload
+// (SmallBank, YCSB) under high contention (its contended setting: a tiny hot
+// set; many coroutines, three nodes, all in one thread; contention.hpp) and
+// must keep the workload's invariant (SmallBank: money; YCSB: every record
+// one consistent version, write counts add up), leave no lock held, show
+// that aborts happened and were cleaned up, and record a history the
+// checker certifies serializable. The stress suite
 // (test_stress.cpp) runs the same with random seeds, longer, and over the
 // optimisation sets.
 #include <gtest/gtest.h>
@@ -22,7 +23,7 @@ namespace {
 std::vector<Combo> combos() {
   using P = Primitive;
   std::vector<Combo> v = primitive_combos();
-  for (const char* w : kWorkloads)
+  for (const std::string& w : workload_names())
     for (const std::string& p : protocol_names()) {
       // Optimisations off: commits and releases awaited, one doorbell per
       // request; once all one-sided, once all RPC.
@@ -83,10 +84,11 @@ INSTANTIATE_TEST_SUITE_P(All, ProtocolTest, testing::ValuesIn(combos()),
                          [](const testing::TestParamInfo<Combo>& i) { return name_of(i.param); });
 
 // The checker is not vacuous: OCC with its validation removed keeps running
-// under the same contention, and the history it records is caught, with a
-// cycle (or a lost update: a write that replaced a version it never read).
+// under the same contention, on every registered workload, and the history
+// it records is caught, with a cycle (or a lost update: a write that
+// replaced a version it never read).
 TEST(BrokenProtocol, UnvalidatedOccIsCaught) {
-  for (const char* w : {"smallbank", "ycsb"}) {
+  for (const std::string& w : workload_names()) {
     SCOPED_TRACE(w);
     auto out = run_contended(Combo{w, "occ-unvalidated"}, 1, 0.25);
     ASSERT_TRUE(out.ok()) << out.error().message;

@@ -1,8 +1,8 @@
 // The stress suite: every protocol x per-stage primitive x optimisation set,
-// on SmallBank and YCSB, under high contention (contention.hpp: a tiny hot
-// set, 8 or 32 coroutines, three nodes in one thread, a 1 us latency model),
-// with a random seed, history recording, the serializability check and the
-// workload invariants. Plus the broken protocol (OCC without validation),
+// on every registered workload, under high contention (contention.hpp: the
+// workload's contended setting, 8 or 32 coroutines, three nodes in one
+// thread, a 1 us latency model), with a random seed, history recording, the
+// serializability check and the workload invariants. Plus the broken protocol (OCC without validation),
 // which the checker must catch.
 //
 //   RDTX_STRESS_SECONDS  measured seconds per combination (default 0.3)
@@ -114,7 +114,7 @@ TEST_P(StressTest, SerializableWithInvariants) {
 INSTANTIATE_TEST_SUITE_P(Stress, StressTest, testing::ValuesIn(combos()),
                          [](const testing::TestParamInfo<Combo>& i) { return name_of(i.param); });
 
-// The broken protocol must be caught, on both workloads and every primitive
+// The broken protocol must be caught, on every workload and every primitive
 // of its stages, with the cycle or lost update printed.
 class BrokenTest : public testing::TestWithParam<Combo> {};
 

@@ -165,4 +165,22 @@ Result<void> SmallBank::check_total(int64_t total, uint32_t nodes, int64_t commi
   return {};
 }
 
+namespace {
+
+Result<std::unique_ptr<txn::Workload>> create_smallbank(const config::Config& cfg, uint32_t nodes) {
+  return std::unique_ptr<txn::Workload>(std::make_unique<SmallBank>(SmallBank::params_from(cfg, nodes)));
+}
+
+const txn::WorkloadDef kSmallBank = {
+    "smallbank",
+    "SmallBank: six banking transactions on savings and checking accounts",
+    SmallBank::add_schema,
+    create_smallbank,
+    // 4 of 200 customers per node get 90% of the accesses.
+    {"smallbank.accounts_per_node=200", "smallbank.hot_accounts_per_node=4", "smallbank.hot_percent=90"},
+};
+RDTX_REGISTER_WORKLOAD(kSmallBank)
+
+}  // namespace
+
 }  // namespace rdtx::workloads

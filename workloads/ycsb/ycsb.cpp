@@ -210,4 +210,24 @@ Result<void> Ycsb::check_total(int64_t total, uint32_t, int64_t committed_delta)
   return {};
 }
 
+namespace {
+
+Result<std::unique_ptr<txn::Workload>> create_ycsb(const config::Config& cfg, uint32_t nodes) {
+  return std::unique_ptr<txn::Workload>(std::make_unique<Ycsb>(Ycsb::params_from(cfg, nodes)));
+}
+
+const txn::WorkloadDef kYcsb = {
+    "ycsb",
+    "YCSB: transactions of N reads or read-modify-writes on one table of fixed-size records",
+    Ycsb::add_schema,
+    create_ycsb,
+    // 16 of 500 records per node get 80% of the accesses; 4 operations per
+    // transaction, half of them read-modify-writes.
+    {"ycsb.records_per_node=500", "ycsb.distribution=hotspot", "ycsb.hot_records_per_node=16", "ycsb.hot_percent=80",
+     "ycsb.ops_per_txn=4", "ycsb.read_percent=50"},
+};
+RDTX_REGISTER_WORKLOAD(kYcsb)
+
+}  // namespace
+
 }  // namespace rdtx::workloads

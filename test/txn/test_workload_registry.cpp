@@ -1,0 +1,189 @@
+// The workload registry drives the test lists. This binary registers one
+// more workload of its own, `counters` (RDTX_REGISTER_WORKLOAD below: it
+// exists in this test binary only, never in rdtx-bench), and checks that,
+// with no test list edited, the registry lists it beside SmallBank and YCSB,
+// primitive_combos() (what the protocol, stress and chaos suites run) pairs
+// it with every protocol and every primitive its stages accept, exactly as
+// it pairs SmallBank, and the contended run builds it in its contended
+// setting and runs it to a checked, certified end. A hand-written workload
+// list in contention.hpp would leave `counters` out and fail here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "store/loader.hpp"
+#include "test/txn/contention.hpp"
+
+using namespace rdtx;
+using namespace rdtx::txn;
+using namespace rdtx::testing_contention;
+
+namespace {
+
+// Counters: one table of 8-byte counters; each transaction adds 1 to two
+// distinct counters (on any nodes). Invariant: the counters add up to the
+// increments of the committed transactions.
+class Counters final : public Workload {
+ public:
+  Counters(uint64_t rows, uint64_t hot, uint32_t nodes) : rows_(rows), hot_(hot), nodes_(nodes) {}
+  const char* name() const override { return "counters"; }
+  std::vector<TableDef> tables(uint32_t nodes) const override {
+    auto part = store::Partitioner::range(nodes, rows_ * nodes);
+    return {{0, "counters", 8, static_cast<uint32_t>(rows_), part.value()}};
+  }
+  Result<void> load(Database& db, uint32_t node) const override {
+    const uint64_t base = node * rows_;
+    return store::load(*db.store(node).table(0), rows_, [base](uint64_t row, std::span<std::byte> rec) {
+      std::memset(rec.data(), 0, rec.size());
+      return base + row;
+    });
+  }
+  std::vector<std::string> type_names() const override { return {"Increment"}; }
+  void generate(Rng& rng, uint32_t home_node, TxnInput& in) const override {
+    in.home_node = home_node;
+    in.type = 0;
+    in.args[0] = pick(rng);
+    do {
+      in.args[1] = pick(rng);
+    } while (in.args[1] == in.args[0]);
+  }
+  runtime::Task<bool> execute(Txn& t, const TxnInput& in, int64_t* delta) const override {
+    const int a = t.write(0, in.args[0]), b = t.write(0, in.args[1]);
+    if (!co_await t.fetch()) co_return false;
+    t.get_mut<int64_t>(a) += 1;
+    t.get_mut<int64_t>(b) += 1;
+    const bool ok = co_await t.commit();
+    *delta = ok ? 2 : 0;
+    co_return ok;
+  }
+  Result<int64_t> check_node(Database& db, uint32_t n) const override {
+    int64_t total = 0;
+    store::Table* tab = db.store(n).table(0);
+    for (uint64_t k = n * rows_; k < (n + 1) * rows_; ++k) {
+      store::TupleRef ref;
+      if (tab->lookup(k, &ref) != 0)
+        return make_error(EIO, "counters: row %llu missing on node %u", static_cast<unsigned long long>(k), n);
+      int64_t v;
+      std::memcpy(&v, ref.tuple + tab->layout().record_offset(), sizeof v);
+      total += v;
+    }
+    return total;
+  }
+  Result<void> check_total(int64_t sum, uint32_t, int64_t committed_delta) const override {
+    if (sum != committed_delta)
+      return make_error(EIO, "counters: sum %lld, committed increments %lld", static_cast<long long>(sum),
+                        static_cast<long long>(committed_delta));
+    return {};
+  }
+
+  uint64_t rows() const { return rows_; }
+
+ private:
+  uint64_t pick(Rng& rng) const { return (rng() % nodes_) * rows_ + rng() % hot_; }
+  uint64_t rows_, hot_;
+  uint32_t nodes_;
+};
+
+void add_counters_schema(config::Schema& s) {
+  s.add_int("counters.rows_per_node", 1000, 2, 1 << 20, "counters per node");
+  s.add_int("counters.hot_rows", 1000, 1, 1 << 20, "the first this many counters of each node get every increment");
+}
+
+// The one cross-key rule is left to create(), to show its error naming the key.
+Result<std::unique_ptr<Workload>> create_counters(const config::Config& cfg, uint32_t nodes) {
+  const int64_t rows = cfg.get_int("counters.rows_per_node"), hot = cfg.get_int("counters.hot_rows");
+  if (hot > rows)
+    return make_error(EINVAL, "counters.hot_rows = %lld (%s) exceeds counters.rows_per_node = %lld",
+                      static_cast<long long>(hot), cfg.origin("counters.hot_rows").c_str(),
+                      static_cast<long long>(rows));
+  return std::unique_ptr<Workload>(
+      std::make_unique<Counters>(static_cast<uint64_t>(rows), static_cast<uint64_t>(hot), nodes));
+}
+
+const WorkloadDef kCounters = {
+    "counters",
+    "TEST ONLY: two increments per transaction",
+    add_counters_schema,
+    create_counters,
+    {"counters.rows_per_node=64", "counters.hot_rows=4"},
+};
+RDTX_REGISTER_WORKLOAD(kCounters)
+
+using Pipeline = std::tuple<std::string, Primitive, Primitive, Primitive, Primitive>;
+
+// primitive_combos() of one workload: protocol and primitives of each run.
+std::vector<Pipeline> pipelines_of(const std::string& workload) {
+  std::vector<Pipeline> v;
+  for (const Combo& c : primitive_combos())
+    if (c.workload == workload) v.emplace_back(c.protocol, c.fetch, c.lock, c.validate, c.commit);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+}  // namespace
+
+TEST(WorkloadRegistry, ListsEveryRegisteredWorkloadSortedByName) {
+  std::vector<std::string> names = workload_names();
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  // The workloads library (linked whole) and this binary's own.
+  for (const char* n : {"counters", "smallbank", "ycsb"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n << " is not registered";
+  EXPECT_EQ(find_workload("counters"), &kCounters);
+  EXPECT_EQ(find_workload("nope"), nullptr);
+}
+
+// Every registered workload x every protocol x every primitive: the test
+// workload gets the same runs as SmallBank, and every protocol has runs.
+TEST(WorkloadRegistry, PrimitiveCombosCoverEveryWorkloadAndProtocol) {
+  const std::vector<Pipeline> counters = pipelines_of("counters");
+  EXPECT_EQ(counters, pipelines_of("smallbank"));
+  for (const std::string& w : workload_names()) EXPECT_EQ(pipelines_of(w), counters) << w;
+  std::map<std::string, size_t> per_protocol;
+  for (const Pipeline& p : counters) ++per_protocol[std::get<0>(p)];
+  for (const std::string& p : protocol_names()) EXPECT_GT(per_protocol[p], 0u) << p << " has no run of counters";
+  EXPECT_EQ(primitive_combos().size(), workload_names().size() * counters.size());
+}
+
+TEST(WorkloadRegistry, ContendedSettingIsApplied) {
+  auto w = contended_workload("counters", kNodes);
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  EXPECT_EQ(static_cast<const Counters&>(**w).rows(), 64u) << "counters.rows_per_node=64 not applied";
+  auto nope = contended_workload("nope", kNodes);
+  ASSERT_FALSE(nope.ok());
+  EXPECT_NE(nope.error().message.find("'nope'"), std::string::npos) << nope.error().message;
+}
+
+TEST(WorkloadRegistry, CreateErrorNamesTheKey) {
+  config::Schema s;
+  kCounters.add_schema(s);
+  auto cfg = config::Config::parse(s, "", "test", {"counters.rows_per_node=8", "counters.hot_rows=9"});
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  auto w = kCounters.create(*cfg, kNodes);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.error().message.find("counters.hot_rows = 9 (--set"), std::string::npos) << w.error().message;
+}
+
+// The contended run takes the test workload as it takes SmallBank: one run
+// per protocol keeps the invariant, leaves no lock and is certified.
+TEST(WorkloadRegistry, ContendedRunRunsARegisteredWorkload) {
+  for (const std::string& p : protocol_names()) {
+    SCOPED_TRACE(p);
+    Combo c;
+    c.workload = "counters";
+    c.protocol = p;
+    auto out = run_contended(c, 1, 0.1);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    const run::RunResult& r = out->run;
+    SCOPED_TRACE(summary(r));
+    EXPECT_TRUE(r.invariants.ok()) << r.invariants.error().message;
+    EXPECT_EQ(r.locks_left, 0u);
+    EXPECT_GT(r.total.commits, 0u);
+    EXPECT_GT(r.total.aborts_total(), 0u) << "the contended setting must cause conflicts";
+    EXPECT_TRUE(out->check.certified) << out->check_text;
+  }
+}
