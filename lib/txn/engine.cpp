@@ -1,6 +1,7 @@
 #include "txn/engine.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "env/tsc.hpp"
 #include "runtime/cq_poller.hpp"
@@ -185,6 +186,12 @@ runtime::Task<void> Coordinator::run() {
       // After an abort, a commit or release still in flight is settled
       // first: a lost one is re-sent before this attempt meets its locks.
       if ((attempt > 0 || release_in_flight_) && commit_items_.in_flight()) co_await settle_commit_batch();
+      // A release or cancel of the last attempt had to be re-sent: its first
+      // copy may still reach its owner, and would free a lock this attempt
+      // takes with the same value (WAITDIE locks with the timestamp). A new
+      // timestamp makes the copy find nothing to free.
+      if (std::exchange(lock_value_lingers_, false) && attempt > 0)
+        txn_.ts_ = last_ts_ = next_timestamp(env::tsc(), e_.epoch(), last_ts_, node, worker, index_);
       txn_.reset(make_txn_id(node, worker, index_, ++seq_));
       e_.protocol().begin(*this, txn_);
       net_ = {};

@@ -265,6 +265,9 @@ class Coordinator {
   // next attempt asks for locks (the owner refuses a release overtaken by a
   // later attempt's lock request as a stale copy); a write-back need not.
   void mark_release_in_flight() { release_in_flight_ = true; }
+  // A message carrying this attempt's lock value was re-sent (its first copy
+  // may still arrive): the next attempt takes a new timestamp.
+  void lock_value_lingers() { lock_value_lingers_ = true; }
 
   // The pipeline driver (pipeline.cpp): every attempt goes through these.
   // A fetch round of accesses [from, t.size()); false: aborted, released.
@@ -298,6 +301,7 @@ class Coordinator {
   size_t rpc_buf_bytes_ = 0;
   runtime::WaitGroup pending_commit_;
   bool release_in_flight_ = false;
+  bool lock_value_lingers_ = false;
   OneSidedBatch onesided_;
   ItemBatch items_;
   ItemBatch aux_items_;

@@ -100,6 +100,7 @@ Task<bool> cancel_failed(Coordinator& c, Txn& t, const ItemBatch& failed, uint64
   if (all) failed.for_each_item(add);
   else failed.for_each_failed_item(add);
   bool ok = co_await cancel.call();
+  if (!ok) c.lock_value_lingers();  // a copy of the cancel may still arrive
   for (int late = 0; !ok && late < kTriesWhenStopping;) {
     late += runtime::Worker::current()->stopping();
     ok = co_await cancel.retry_failed();

@@ -59,6 +59,7 @@ Task<void> settle_unlocks(Coordinator& c, ItemBatch& batch, bool sent_ok) {
       co_return;
     }
     ++st.commit_retries;
+    c.lock_value_lingers();
     sent_ok = co_await batch.retry_failed();
   }
 }
