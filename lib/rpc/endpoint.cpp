@@ -186,6 +186,7 @@ uint64_t Endpoint::start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* w
   c.reply = reply;
   c.wg = wg;
   c.deadline = env::tsc() + m.timeout_tsc;
+  m.link_call(idx);
   if (reply) {
     reply->status = CallStatus::kPending;
     reply->len = 0;
@@ -196,15 +197,14 @@ uint64_t Endpoint::start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* w
   return make_cookie(idx, c.gen);
 }
 
-
-// One pass of the worker's poller: receive and dispatch a burst, post the
-// replies and acks that should go, expire overdue calls.
 uint32_t Endpoint::credits(uint32_t peer) const {
   return peer < impl_->peers.size() ? impl_->peers[peer].credits : 0;
 }
 
 uint32_t Endpoint::recv_buffers() const { return impl_->cfg.recv_buffers; }
 
+// One pass of the worker's poller: receive and dispatch a burst, post the
+// replies and acks that should go, expire overdue calls.
 int Endpoint::poll() {
   Impl& m = *impl_;
   const uint64_t now = env::tsc();  // one clock read for the whole pass

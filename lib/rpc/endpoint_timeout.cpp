@@ -1,7 +1,8 @@
 // Timeouts: a call or passive request not answered by its deadline ends
 // (a call with kTimeout). UD may drop datagrams; this is what turns a loss
-// into a failed call instead of a hang. The table is scanned a few times per
-// timeout, not on every poll.
+// into a failed call instead of a hang. The calls in flight are kept oldest
+// first, so a scan (a few times per timeout, not on every poll) looks only
+// at the calls that are due and the first one that is not.
 //
 // A lost datagram also loses the credit it took (and a lost credit return
 // the credits it carried): a live peer returns credits within
@@ -23,9 +24,9 @@ int Endpoint::expire_calls(uint64_t now) {
   recover_credits(now);
   if (calls_in_flight_ + passive_outstanding_ == 0) return 0;
   int expired = 0;
-  for (uint32_t idx = 0; idx < m.calls.size(); ++idx) {
+  // Oldest first: the first call not yet due ends the scan.
+  for (uint32_t idx = m.live_head; idx != Impl::kNoCall && m.calls[idx].deadline <= now; idx = m.live_head) {
     Impl::Call& c = m.calls[idx];
-    if (c.state == CallState::kFree || now < c.deadline) continue;
     if (c.state == CallState::kWaiting) {
       ++stats_.timeouts;
       --calls_in_flight_;
