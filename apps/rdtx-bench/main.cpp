@@ -295,6 +295,14 @@ unsigned affinity_cpus() {
 // before the EAL is.
 int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
   std::ofstream json;
+  // A run that ends without a report leaves no JSON file (not an empty one).
+  struct RemoveUnlessWritten {
+    const std::string& path;
+    bool written = false;
+    ~RemoveUnlessWritten() {
+      if (!written && !path.empty()) std::remove(path.c_str());
+    }
+  } json_file{args.json_path};
   if (!args.json_path.empty()) {
     // Opened before the run so that a bad path fails now, not after it.
     json.open(args.json_path);
@@ -373,6 +381,7 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
     }
   }
   if (json.is_open()) {
+    json_file.written = true;
     json << report_json(rep);
     json.close();
     if (!json) {

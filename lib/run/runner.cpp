@@ -166,13 +166,22 @@ Result<RunResult> run(const RunConfig& rc) {
   const uint64_t t0 = env::tsc();
   const uint64_t measure_at = t0 + env::ns_to_tsc(static_cast<uint64_t>(rc.warmup_s * 1e9));
   const uint64_t end = measure_at + env::ns_to_tsc(static_cast<uint64_t>(rc.duration_s * 1e9));
+  // A signal ends the measured window at once: the seconds reported are
+  // those the coordinators ran, not those they spent stopping.
+  std::atomic<uint64_t> measured_until{end};
   for (auto& e : engines) {
     WorkerEngine* eng = e.get();
     const uint64_t publish_every = env::ns_to_tsc(50'000'000);
-    eng->ctx().worker->add_poller([eng, measure_at, end, publish_every, next = uint64_t{0}]() mutable {
+    eng->ctx().worker->add_poller([eng, measure_at, end, publish_every, &measured_until, next = uint64_t{0}]() mutable {
       const uint64_t now = env::tsc();
-      if (!eng->measuring() && now >= measure_at && now < end) eng->set_measuring(true);
-      if (eng->measuring() && now >= end) eng->set_measuring(false);
+      const bool stopping = runtime::shutdown_requested();
+      if (!eng->measuring() && now >= measure_at && now < end && !stopping) eng->set_measuring(true);
+      if (eng->measuring() && (now >= end || stopping)) {
+        eng->set_measuring(false);
+        uint64_t until = measured_until.load();
+        while (now < until && !measured_until.compare_exchange_weak(until, now)) {
+        }
+      }
       if (now >= next) {  // live figures for the progress line and telemetry
         eng->publish_live();
         next = now + publish_every;
@@ -225,8 +234,8 @@ Result<RunResult> run(const RunConfig& rc) {
   // Passive acknowledgements and releases still in flight land now.
   for (int i = 0; i < 1000; ++i) c.poll_all();
   // Interrupted during warm-up: nothing was measured.
-  const uint64_t now = env::tsc();
-  res.seconds = now <= measure_at ? 0 : std::min(rc.duration_s, env::tsc_to_ns(now - measure_at) / 1e9);
+  const uint64_t until = std::min(measured_until.load(), env::tsc());
+  res.seconds = until <= measure_at ? 0 : std::min(rc.duration_s, env::tsc_to_ns(until - measure_at) / 1e9);
   for (auto& e : engines) {
     const WorkerStats& s = e->stats();
     res.per_worker.push_back(s);
