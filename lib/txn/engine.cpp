@@ -57,9 +57,11 @@ WorkerEngine::WorkerEngine(cluster::WorkerContext& w, Database& db, const Option
 }
 
 WorkerEngine::~WorkerEngine() {
-  // The cluster may have torn its workers down already (with their pollers).
-  if (w_.worker)
-    for (runtime::PollerId id : services_) w_.worker->unregister_poller(id);
+  for (RunningService& r : services_) {
+    // The cluster may have torn its workers down already (with their pollers).
+    if (w_.worker && r.poller != 0) w_.worker->unregister_poller(r.poller);
+    r.service->stop();
+  }
 }
 
 Result<rpc::HandlerId> WorkerEngine::register_handler(const char* name, rpc::Handler h) {
@@ -73,10 +75,34 @@ Result<rpc::HandlerId> WorkerEngine::register_handler(const char* name, rpc::Han
   return id;
 }
 
-void WorkerEngine::add_service(const char* name, std::function<int()> poll) {
-  services_.push_back(w_.worker->register_poller(std::string(name) + "@n" + std::to_string(w_.node) + "w" +
-                                                     std::to_string(w_.index),
-                                                 std::move(poll)));
+void WorkerEngine::add_service(std::unique_ptr<Service> s) { services_.push_back({std::move(s)}); }
+
+// Starts every service and gives each its named poller. Once the worker is
+// stopping, the poller also starts a task that polls drain() until it
+// returns true: a live task, so the loop keeps running until then.
+Result<void> WorkerEngine::start_services() {
+  runtime::Worker* worker = w_.worker.get();
+  for (size_t i = 0; i < services_.size(); ++i) {
+    RunningService& r = services_[i];
+    if (auto st = r.service->start(); !st.ok())
+      return make_error(st.error().code, "service %s: %s", r.service->name().c_str(), st.error().message.c_str());
+    r.poller = worker->register_poller(
+        r.service->name() + "@n" + std::to_string(w_.node) + "w" + std::to_string(w_.index),
+        [this, worker, i] {
+          RunningService& r = services_[i];
+          if (!r.draining && worker->stopping()) {
+            r.draining = true;
+            worker->spawn(drain_service(*r.service));
+          }
+          return r.service->poll();
+        },
+        r.service->period_ns());
+  }
+  return {};
+}
+
+runtime::Task<void> WorkerEngine::drain_service(Service& s) {
+  while (!s.drain()) co_await runtime::yield();
 }
 
 Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& history) {
@@ -96,6 +122,7 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
     auto p = def_.create(*this);
     if (!p.ok()) return make_error(p.error().code, "protocol %s: %s", def_.name, p.error().message.c_str());
     protocol_ = std::move(*p);
+    RDTX_TRY(start_services());
   }
   if (opts_.record_history) {
     history::RecorderOptions ro = history;

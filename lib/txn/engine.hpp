@@ -34,6 +34,7 @@
 #include "txn/item_batch.hpp"
 #include "txn/options.hpp"
 #include "txn/protocol.hpp"
+#include "txn/service.hpp"
 #include "txn/stages/toolkit.hpp"
 #include "txn/txn.hpp"
 #include "txn/worker_stats.hpp"
@@ -68,9 +69,10 @@ class WorkerEngine {
   // worker registers the same handlers in the same order, so ids agree
   // across nodes and processes).
   Result<rpc::HandlerId> register_handler(const char* name, rpc::Handler h);
-  // A per-node service: a named poller of this worker, removed when the
-  // engine goes.
-  void add_service(const char* name, std::function<int()> poll);
+  // A per-node service (service.hpp): started by start() before the
+  // coordinators, polled by a named poller of this worker, drained when the
+  // worker stops, stopped when the engine goes.
+  void add_service(std::unique_ptr<Service> s);
   Workload& workload() { return workload_; }
   store::LocationCache* cache() { return opts_.location_cache ? &cache_ : nullptr; }
   WorkerStats& stats() { return stats_; }
@@ -110,7 +112,14 @@ class WorkerEngine {
   std::unique_ptr<Toolkit> toolkit_;
   std::unique_ptr<Protocol> protocol_;
   std::vector<std::unique_ptr<Coordinator>> coordinators_;
-  std::vector<runtime::PollerId> services_;
+  struct RunningService {
+    std::unique_ptr<Service> service;
+    runtime::PollerId poller = 0;
+    bool draining = false;
+  };
+  std::vector<RunningService> services_;
+  Result<void> start_services();
+  runtime::Task<void> drain_service(Service& s);
   rpc::HandlerId next_handler_ = kFirstEngineHandler;
   std::optional<history::Recorder> recorder_;
   WorkerStats stats_;

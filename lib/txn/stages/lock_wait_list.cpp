@@ -16,7 +16,7 @@ Result<std::unique_ptr<LockWaitList>> LockWaitList::create(Toolkit& k, uint32_t 
 }
 
 LockWaitList::LockWaitList(Toolkit& k, uint32_t capacity, uint32_t max_payload, uint64_t max_wait_tsc)
-    : k_(k), entries_(capacity), max_wait_tsc_(max_wait_tsc) {
+    : Service("lock-wait-list"), k_(k), entries_(capacity), max_wait_tsc_(max_wait_tsc) {
   for (auto& e : entries_) {
     e.req.resize(max_payload);
     e.reply.resize(max_payload);
@@ -51,14 +51,14 @@ bool LockWaitList::park(rpc::Request& r, uint32_t next, std::span<const std::byt
   return false;
 }
 
-int LockWaitList::poll() {
+int LockWaitList::retry(bool give_up) {
   if (used_ == 0) return 0;
   int work = 0;
   const uint64_t now = env::tsc();
   for (auto& e : entries_) {
     if (!e.used) continue;
     const std::byte* tuple = nullptr;
-    const bool may_wait = now - e.parked_at < max_wait_tsc_;
+    const bool may_wait = !give_up && now - e.parked_at < max_wait_tsc_;
     // Retrying, this entry must not see itself as an older waiter. A
     // cancelled attempt's items are refused (fenced) here too.
     e.used = false;

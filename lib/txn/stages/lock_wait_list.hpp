@@ -2,7 +2,9 @@
 // request whose item k must wait is parked with the reply written so far; a
 // poller retries it until every item is answered, or until it has waited
 // max_wait_ns (then the waiting item dies: its caller must hear back before
-// its RPC timeout). Fixed capacity, no allocation after creation.
+// its RPC timeout). A service of the worker (service.hpp): once the worker
+// stops, nothing waits any more (drain: every waiting item dies at once).
+// Fixed capacity, no allocation after creation.
 // Thread-safety: the owner worker's thread.
 #pragma once
 
@@ -13,12 +15,13 @@
 
 #include "base/result.hpp"
 #include "rpc/endpoint.hpp"
+#include "txn/service.hpp"
 
 namespace rdtx::txn {
 
 class Toolkit;
 
-class LockWaitList {
+class LockWaitList final : public Service {
  public:
   static Result<std::unique_ptr<LockWaitList>> create(Toolkit& k, uint32_t capacity, uint32_t max_payload,
                                                       uint64_t max_wait_ns);
@@ -31,7 +34,12 @@ class LockWaitList {
   // True if a request older than `value` waits for `tuple`.
   bool older_waiter(const std::byte* tuple, uint64_t value) const;
   // Retries every parked request; answers those that are done.
-  int poll();
+  int poll() override { return retry(false); }
+  // Answers every parked request (its waiting item dies); true when empty.
+  bool drain() override {
+    retry(true);
+    return used_ == 0;
+  }
 
  private:
   struct Entry {
@@ -47,6 +55,7 @@ class LockWaitList {
     uint64_t parked_at = 0;  // TSC
   };
   LockWaitList(Toolkit& k, uint32_t capacity, uint32_t max_payload, uint64_t max_wait_tsc);
+  int retry(bool give_up);
   Toolkit& k_;
   std::vector<Entry> entries_;
   uint32_t used_ = 0;

@@ -78,9 +78,8 @@ Result<void> Toolkit::enable_waiting(uint32_t capacity) {
   if (wait_) return {};
   auto w = LockWaitList::create(*this, capacity, e_.ctx().rpc->max_payload(), e_.ctx().rpc_timeout_ns / 4);
   if (!w.ok()) return w.error();
-  wait_ = std::move(*w);
-  LockWaitList* list = wait_.get();
-  e_.add_service("lock-wait-list", [list] { return list->poll(); });
+  wait_ = w->get();
+  e_.add_service(std::move(*w));
   return {};
 }
 

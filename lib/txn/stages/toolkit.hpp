@@ -89,7 +89,7 @@ class Toolkit {
   // WAITDIE over RPC: requests that must wait park here (a service polled
   // by the worker); created by the protocol that needs it.
   Result<void> enable_waiting(uint32_t capacity);
-  LockWaitList* waiting() { return wait_.get(); }
+  LockWaitList* waiting() { return wait_; }
 
   // Fences: true if a lock request of attempt `id` must be refused because
   // the attempt (or a later one of its coordinator) was cancelled here.
@@ -112,7 +112,7 @@ class Toolkit {
   WorkerEngine& e_;
   Handlers h_;
   ConflictRule rule_ = ConflictRule::kAbort;
-  std::unique_ptr<LockWaitList> wait_;
+  LockWaitList* wait_ = nullptr;  // a service of the engine (it owns it)
   std::vector<uint32_t> fence_;  // per coordinator of the cluster: highest finished sequence + 1
   std::vector<uint32_t> asked_;  // per coordinator: highest sequence that asked for a lock
   uint32_t workers_per_node_ = 1;

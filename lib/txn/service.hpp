@@ -1,0 +1,48 @@
+// Service: a per-node service, work a worker does besides its coordinators
+// (WAITDIE's lock wait list today; a sequencer, a timestamp oracle, a version
+// mover or a log applier for the protocols to come). A protocol creates its
+// services in its ProtocolDef::create and hands them to
+// WorkerEngine::add_service; the engine runs their lifecycle:
+//
+//   start()  once, after the protocol is created and before any coordinator
+//            runs; an error fails the run with the service's name
+//   poll()   by a named poller of the worker (SPDK's
+//            spdk_poller_register_named), every period_ns (0: every pass);
+//            returns the work it did (0: idle)
+//   drain()  once the worker is stopping: polled (with poll()) until it
+//            returns true, and the worker's loop keeps running until then.
+//            Finish or refuse what is pending, so that no caller of another
+//            node waits for an answer that will not come
+//   stop()   when the engine goes, after its poller was unregistered
+//
+// Thread-safety: every call on the worker's thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/result.hpp"
+
+namespace rdtx::txn {
+
+class Service {
+ public:
+  explicit Service(std::string name, uint64_t period_ns = 0) : name_(std::move(name)), period_ns_(period_ns) {}
+  virtual ~Service() = default;
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  const std::string& name() const { return name_; }
+  uint64_t period_ns() const { return period_ns_; }
+
+  virtual Result<void> start() { return {}; }
+  virtual int poll() = 0;
+  virtual bool drain() { return true; }
+  virtual void stop() {}
+
+ private:
+  std::string name_;
+  uint64_t period_ns_;
+};
+
+}  // namespace rdtx::txn
