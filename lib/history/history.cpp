@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sys/mman.h>
 #include <utility>
 
 namespace rdtx::history {
@@ -85,10 +86,22 @@ std::span<AccessRecord> History::add_uninitialized(const TxnRecord& t) {
   return {acc_.data() + first_.back(), t.access_count};
 }
 
+void advise_huge_pages(const void* p, size_t bytes) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+}
+
 void History::reserve(size_t txns, size_t accesses) {
   txns_.reserve(txns);
   first_.reserve(txns);
   acc_.reserve(accesses);
+  // Before the records are written, so that the pages are huge from the
+  // start.
+  advise_huge_pages(txns_.data(), txns_.capacity() * sizeof(TxnRecord));
+  advise_huge_pages(first_.data(), first_.capacity() * sizeof(uint64_t));
+  advise_huge_pages(acc_.data(), acc_.capacity() * sizeof(AccessRecord));
 }
 
 }  // namespace rdtx::history
