@@ -89,6 +89,7 @@ struct Part {
   bool all_timestamps = true;  // every committed attempt of the range has both
   std::vector<uint32_t> big;   // attempts with more than kScanAccesses accesses
   std::vector<uint32_t> forked;  // installs of versions replaced by more than one attempt
+  bool keep_edges = false;  // else edges are only counted, and found again if in a segment
   std::vector<Edge> edges;
   std::vector<Interval> backward;  // edges against the order
   std::vector<Event> events;  // an attempt range's: of one key shard at a time (by_shard)
@@ -108,6 +109,7 @@ class Checker {
 
  private:
   void scan_txns(size_t piece, Part& p);
+  void order_txns();
   void index_big_txns(const std::vector<Part>& parts);
   void link_same_keys(Part& p, uint32_t i);
   void resolve_txns(size_t piece, Part& p);
@@ -124,12 +126,19 @@ class Checker {
   void process_group(Part& p, const std::vector<Event>& ev, size_t gb, size_t ge, int final_seq);
   void emit(Part& p, uint32_t src, uint32_t dst, EdgeKind k, uint32_t access, uint64_t src_ord, uint64_t dst_ord);
   void find_segments(std::vector<Part>& parts);
+  void segment_edges(std::vector<Part>& parts);
   void merge(std::vector<Part>& parts);
   void find_cycles();
   void report_cycles(Anomaly a, const DependencyGraph& g, const Components& c, uint8_t seed, uint8_t path,
                      CycleSearch& search);
   void search_gsib(const DependencyGraph& g, CycleSearch& search);
   void note_components(const Components& c);
+  // c with the graph's node numbers turned back into attempt indexes.
+  Cycle attempts(Cycle c) const {
+    for (uint32_t& u : c.nodes) u = node_of_[u];
+    for (Edge& e : c.edges) e = Edge{node_of_[e.src], node_of_[e.dst], e.tag};
+    return c;
+  }
   void unknown_version(Part& p, uint32_t actor, const AccessRecord& a, Version v, bool read);
 
   // Counts an anomaly the level forbids, and keeps its finding (built only
@@ -165,18 +174,31 @@ class Checker {
   TxnIndex index_;
   FlatIndex<WriteKey> big_writes_;  // writes of attempts with more than kScanAccesses accesses
   std::vector<uint64_t> ord_;       // per attempt: its place in the order (Pos::ord)
+  std::vector<uint32_t> order_;     // the attempts in that order: how the passes visit them
   std::vector<uint32_t> read_of_;   // per access: the install of the version it read, when it yields an rw edge
   std::vector<uint32_t> rep_of_;    // per access: the install of the version it replaced, when it yields a ww edge
   std::vector<uint64_t> replacers_;  // per install: the two lowest distinct replacing attempts (low word first)
   std::vector<std::pair<uint32_t, uint32_t>> fork_replacers_;  // (install, attempt) of every forked version, sorted
   std::vector<Edge> edges_;
   std::vector<Interval> segments_;  // disjoint, sorted: every cycle lies inside one
+  std::vector<uint32_t> segment_;   // per attempt: the segment it is in, or kNone
+  std::vector<uint32_t> node_of_;   // the graph's nodes: the attempts in segments, by index
   std::map<std::pair<uint16_t, uint16_t>, const Source*> sources_;
   bool si_timestamps_ = false;
   bool order_by_commit_ts_ = false;
   const std::vector<Part>* events_by_range_ = nullptr;
   Describer d_;
 };
+
+// v = n copies of x, in transparent huge pages where the kernel allows:
+// these arrays are read at random.
+template <typename T>
+void huge_assign(std::vector<T>& v, size_t n, T x) {
+  std::vector<T>().swap(v);
+  v.reserve(n);
+  advise_huge_pages(v.data(), n * sizeof(T));
+  v.assign(n, x);
+}
 
 template <typename F>
 void for_pieces(F&& f) {
@@ -206,7 +228,7 @@ CheckReport Checker::run() {
   arena.execute([&] {
     std::vector<Part> ranges(kPieces), shards(kPieces);
     const size_t n = h_.size();
-    ord_.resize(n);
+    huge_assign(ord_, n, uint64_t{0});
     for_pieces([&](size_t i) { scan_txns(i, ranges[i]); });
     bool all = true;
     for (const Part& p : ranges) {
@@ -218,17 +240,14 @@ CheckReport Checker::run() {
     r_.stats.timestamps = all;
     si_timestamps_ = all && o_.isolation == Isolation::kSnapshot;
     order_by_commit_ts_ = all;
-    for_pieces([&](size_t piece) {
-      const auto [lo, hi] = range_of(n, piece);
-      for (size_t i = lo; i < hi; ++i) ord_[i] = ord_of(txn(static_cast<uint32_t>(i)));
-    });
+    order_txns();
     lap("scan");
     index_.build(h_);
     lap("index");
     index_big_txns(ranges);
-    read_of_.assign(h_.access_count(), kNone);
-    rep_of_.assign(h_.access_count(), kNone);
-    replacers_.assign(h_.access_count(), ~uint64_t{0});
+    huge_assign(read_of_, h_.access_count(), kNone);
+    huge_assign(rep_of_, h_.access_count(), kNone);
+    huge_assign(replacers_, h_.access_count(), ~uint64_t{0});
     lap("alloc");
     for_pieces([&](size_t i) { resolve_txns(i, ranges[i]); });
     lap("resolve");
@@ -237,11 +256,9 @@ CheckReport Checker::run() {
     lap("forks");
     for_pieces([&](size_t i) { anti_dependencies(i, ranges[i]); });
     lap("rw");
-    std::vector<uint32_t>().swap(read_of_);
-    std::vector<uint32_t>().swap(rep_of_);
     describe_forks(ranges);
-    std::vector<uint64_t>().swap(replacers_);
     events_by_range_ = &ranges;
+    for (Part& p : shards) p.keep_edges = true;  // few: the initial versions' anti-dependencies
     for_pieces([&](size_t i) { process_shard(i, shards[i]); });
     lap("shards");
     for (Part& p : ranges) std::vector<Event>().swap(p.events);
@@ -249,6 +266,10 @@ CheckReport Checker::run() {
     find_segments(ranges);
     lap("segments");
     if (trace) std::fprintf(stderr, "  %zu segments\n", segments_.size());
+    segment_edges(ranges);
+    std::vector<uint32_t>().swap(read_of_);
+    std::vector<uint32_t>().swap(rep_of_);
+    std::vector<uint64_t>().swap(replacers_);
     merge(ranges);
     lap("merge");
     if (trace) std::fprintf(stderr, "  %zu edges kept\n", edges_.size());
@@ -288,6 +309,41 @@ void Checker::scan_txns(size_t piece, Part& p) {
                        d_.txn(t.id) + " committed at timestamp " + std::to_string(t.commit_ts) +
                            ", before its start timestamp " + std::to_string(t.start_ts));
       });
+  }
+}
+
+void Checker::order_txns() {
+  // An aborted attempt has no edge: it keeps the place of the attempt before
+  // it, so that a worker's attempts stay one sorted run.
+  const uint32_t n = static_cast<uint32_t>(h_.size());
+  uint64_t last = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const TxnRecord& t = txn(i);
+    if (t.committed()) last = ord_of(t);
+    ord_[i] = last;
+  }
+  // Each worker's attempts are in outcome order, so the history is a few
+  // sorted runs: merged, the passes visit the attempts in about the order
+  // they ran, and the versions an attempt names were mostly written by
+  // attempts visited shortly before, still in cache.
+  std::vector<uint32_t> runs;  // starts
+  for (uint32_t i = 0; i < n; ++i)
+    if (i == 0 || ord_[i] < ord_[i - 1]) runs.push_back(i);
+  runs.push_back(n);
+  order_.clear();
+  order_.reserve(n);
+  if (runs.size() - 1 > 64) {
+    for (uint32_t i = 0; i < n; ++i) order_.push_back(i);
+    std::sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) { return Pos{ord_[a], a} < Pos{ord_[b], b}; });
+    return;
+  }
+  std::vector<uint32_t> at(runs.begin(), runs.end() - 1);
+  for (uint32_t k = 0; k < n; ++k) {
+    size_t best = SIZE_MAX;
+    for (size_t r = 0; r < at.size(); ++r)
+      if (at[r] < runs[r + 1] && (best == SIZE_MAX || Pos{ord_[at[r]], at[r]} < Pos{ord_[at[best]], at[best]}))
+        best = r;
+    order_.push_back(at[best]++);
   }
 }
 
@@ -366,16 +422,21 @@ void Checker::find_forks(size_t piece, Part& p) {
   // not find itself there shares its version with another (a fork), whose
   // replacers are then found exactly by fix_forks().
   const auto [lo, hi] = range_of(h_.size(), piece);
-  const uint64_t a_lo = lo < h_.size() ? h_.first_access(lo) : h_.access_count();
-  const uint64_t a_hi = hi < h_.size() ? h_.first_access(hi) : h_.access_count();
-  uint32_t i = static_cast<uint32_t>(lo);
-  for (uint64_t ai = a_lo; ai < a_hi; ++ai) {
-    if (ai + 4 * kAhead < a_hi && rep_of_[ai + 4 * kAhead] != kNone) __builtin_prefetch(&replacers_[rep_of_[ai + 4 * kAhead]]);
-    const uint32_t x = rep_of_[ai];
-    if (x == kNone) continue;
-    while (h_.first_access(i) + txn(i).access_count <= ai) ++i;
-    if (static_cast<uint32_t>(std::atomic_ref<uint64_t>(replacers_[x]).load(std::memory_order_relaxed)) != i)
-      p.forked.push_back(x);
+  for (size_t pos = lo; pos < hi; ++pos) {
+    if (pos + kAhead < hi) {
+      const uint32_t k = order_[pos + kAhead];
+      const uint64_t first = h_.first_access(k);
+      for (uint64_t ai = first; ai < first + txn(k).access_count; ++ai)
+        if (rep_of_[ai] != kNone) __builtin_prefetch(&replacers_[rep_of_[ai]]);
+    }
+    const uint32_t i = order_[pos];
+    const uint64_t first = h_.first_access(i);
+    for (uint64_t ai = first; ai < first + txn(i).access_count; ++ai) {
+      const uint32_t x = rep_of_[ai];
+      if (x != kNone &&
+          static_cast<uint32_t>(std::atomic_ref<uint64_t>(replacers_[x]).load(std::memory_order_relaxed)) != i)
+        p.forked.push_back(x);
+    }
   }
 }
 
@@ -508,14 +569,17 @@ void Checker::prefetch_writers(uint32_t i, int stage) const {
       const uint32_t w = index_.find(v);
       if (w == kNone) continue;
       if (stage == 1) {
+        // A record may straddle two cache lines.
         __builtin_prefetch(&txn(w));
+        __builtin_prefetch(reinterpret_cast<const char*>(&txn(w)) + sizeof(TxnRecord) - 1);
         __builtin_prefetch(&h_.first_accesses()[w]);
         continue;
       }
       const uint64_t f = h_.first_access(w);
       const uint32_t n = std::min(txn(w).access_count, 4u);
-      const AccessRecord* wa = h_.all_accesses().data() + f;
-      for (uint32_t k = 0; k < n; ++k) __builtin_prefetch(reinterpret_cast<const char*>(wa + k) + 16);
+      const char* wa = reinterpret_cast<const char*>(h_.all_accesses().data() + f);
+      for (uint32_t off = 0; off < n * sizeof(AccessRecord); off += 64) __builtin_prefetch(wa + off);
+      __builtin_prefetch(wa + n * sizeof(AccessRecord) - 1);
       __builtin_prefetch(&replacers_[f]);
     }
   }
@@ -526,10 +590,11 @@ void Checker::resolve_txns(size_t piece, Part& p) {
   // found at its writer (ww and wr edges, replacers registered), and the
   // initial versions it names sent to their key's shard.
   const auto [lo, hi] = range_of(h_.size(), piece);
-  for (uint32_t i = static_cast<uint32_t>(lo); i < hi; ++i) {
-    if (i + 3 * kAhead < hi) prefetch_writers(i + 3 * kAhead, 0);
-    if (i + 2 * kAhead < hi) prefetch_writers(i + 2 * kAhead, 1);
-    if (i + kAhead < hi) prefetch_writers(i + kAhead, 2);
+  for (size_t pos = lo; pos < hi; ++pos) {
+    if (pos + 3 * kAhead < hi) prefetch_writers(order_[pos + 3 * kAhead], 0);
+    if (pos + 2 * kAhead < hi) prefetch_writers(order_[pos + 2 * kAhead], 1);
+    if (pos + kAhead < hi) prefetch_writers(order_[pos + kAhead], 2);
+    const uint32_t i = order_[pos];
     const TxnRecord& t = txn(i);
     if (t.id == kInitialTxn) continue;  // reported in scan_txns
     if (const uint32_t first = index_.find(t.id); first != i) {
@@ -662,9 +727,10 @@ void Checker::anti_dependencies(size_t piece, Part& p) {
         }
       }
   };
-  for (uint32_t i = static_cast<uint32_t>(lo); i < hi; ++i) {
-    if (i + 2 * kAhead < hi) ahead(i + 2 * kAhead, 0);
-    if (i + kAhead < hi) ahead(i + kAhead, 1);
+  for (size_t pos = lo; pos < hi; ++pos) {
+    if (pos + 2 * kAhead < hi) ahead(order_[pos + 2 * kAhead], 0);
+    if (pos + kAhead < hi) ahead(order_[pos + kAhead], 1);
+    const uint32_t i = order_[pos];
     const TxnRecord& t = txn(i);
     const uint64_t first = h_.first_access(i);
     for (uint64_t ai = first; ai < first + t.access_count; ++ai) {
@@ -754,31 +820,63 @@ void Checker::process_shard(size_t sh, Part& p) {
   }
 }
 
-void Checker::merge(std::vector<Part>& parts) {
-  // The edges that can lie on a cycle: those inside one segment.
-  auto segment = [&](uint32_t node) {
-    const Pos x{ord_[node], node};
-    auto it = std::upper_bound(segments_.begin(), segments_.end(), x,
-                               [](const Pos& v, const Interval& s) { return v < s.lo; });
-    if (it == segments_.begin()) return kNone;
-    --it;
-    return x <= it->hi ? static_cast<uint32_t>(it - segments_.begin()) : kNone;
-  };
-  if (!segments_.empty()) {
-    std::vector<std::vector<Edge>> kept(parts.size());
-    tbb::parallel_for(tbb::blocked_range<size_t>(0, parts.size(), 1),
-                      [&](const tbb::blocked_range<size_t>& r) {
-                        for (size_t i = r.begin(); i < r.end(); ++i)
-                          for (const Edge& e : parts[i].edges)
-                            if (const uint32_t sg = segment(e.src); sg != kNone && sg == segment(e.dst))
-                              kept[i].push_back(e);
-                      },
-                      tbb::simple_partitioner());
-    size_t edges = 0;
-    for (const auto& k : kept) edges += k.size();
-    edges_.reserve(edges);
-    for (auto& k : kept) edges_.insert(edges_.end(), k.begin(), k.end());
+void Checker::segment_edges(std::vector<Part>& parts) {
+  // The edges that can lie on a cycle: those inside one segment. The
+  // attempt passes only counted theirs; they are found again here for the
+  // attempts in segments, from what the passes kept per access.
+  if (segments_.empty()) {
+    for (Part& p : parts) std::vector<Edge>().swap(p.edges);
+    return;
   }
+  huge_assign(segment_, h_.size(), kNone);
+  for_pieces([&](size_t piece) {
+    const auto [lo, hi] = range_of(h_.size(), piece);
+    for (size_t pos = lo; pos < hi; ++pos) {
+      const uint32_t i = order_[pos];
+      const Pos x{ord_[i], i};
+      auto it = std::upper_bound(segments_.begin(), segments_.end(), x,
+                                 [](const Pos& v, const Interval& sg) { return v < sg.lo; });
+      if (it != segments_.begin() && x <= (it - 1)->hi) segment_[i] = static_cast<uint32_t>(it - 1 - segments_.begin());
+    }
+  });
+  for_pieces([&](size_t piece) {
+    Part& p = parts[piece];
+    const auto [lo, hi] = range_of(h_.size(), piece);
+    auto keep = [&](uint32_t src, uint32_t dst, EdgeKind k, uint64_t ai) {
+      if (segment_[src] == segment_[dst]) p.edges.push_back(Edge::make(src, dst, k, static_cast<uint32_t>(ai)));
+    };
+    for (size_t pos = lo; pos < hi; ++pos) {
+      const uint32_t i = order_[pos];
+      if (segment_[i] == kNone) continue;
+      const uint64_t first = h_.first_access(i);
+      for (uint64_t ai = first; ai < first + txn(i).access_count; ++ai) {
+        const AccessRecord& a = access(static_cast<uint32_t>(ai));
+        if (rep_of_[ai] != kNone) keep(index_.find(a.replaced_txn), i, EdgeKind::kWW, ai);
+        if (const uint32_t x = read_of_[ai]; x != kNone) {
+          keep(index_.find(a.read_txn), i, EdgeKind::kWR, ai);
+          const uint64_t rep = replacers_[x];
+          const uint32_t q = static_cast<uint32_t>(rep) != i ? static_cast<uint32_t>(rep) : static_cast<uint32_t>(rep >> 32);
+          if (q != kNone) keep(i, q, EdgeKind::kRW, ai);
+        }
+      }
+    }
+  });
+  for (size_t k = kPieces; k < parts.size(); ++k)  // the shards' edges
+    std::erase_if(parts[k].edges, [&](const Edge& e) {
+      return segment_[e.src] == kNone || segment_[e.src] != segment_[e.dst];
+    });
+  // The graph's nodes, numbered in index order (so a cycle still starts
+  // at the attempt loaded first).
+  for (uint32_t i = 0; i < h_.size(); ++i)
+    if (segment_[i] != kNone) node_of_.push_back(i);
+  std::vector<uint32_t>().swap(segment_);
+}
+
+void Checker::merge(std::vector<Part>& parts) {
+  size_t edges = 0;
+  for (const Part& p : parts) edges += p.edges.size();
+  edges_.reserve(edges);
+  for (Part& p : parts) edges_.insert(edges_.end(), p.edges.begin(), p.edges.end());
   for (Part& p : parts) {
     for (size_t k = 0; k < kAnomalyKinds; ++k) r_.counts[k] += p.counts[k];
     r_.findings.insert(r_.findings.end(), std::make_move_iterator(p.findings.begin()),
@@ -862,7 +960,7 @@ void Checker::process_group(Part& p, const std::vector<Event>& ev, size_t gb, si
 
 void Checker::emit(Part& p, uint32_t src, uint32_t dst, EdgeKind k, uint32_t access_index, uint64_t src_ord,
                    uint64_t dst_ord) {
-  p.edges.push_back(Edge::make(src, dst, k, access_index));
+  if (p.keep_edges) p.edges.push_back(Edge::make(src, dst, k, access_index));
   ++p.stats.edges[static_cast<size_t>(k)];
   if (Pos{dst_ord, dst} < Pos{src_ord, src}) p.backward.push_back({{dst_ord, dst}, {src_ord, src}});
   if (!si_timestamps_) return;
@@ -898,7 +996,12 @@ void Checker::note_components(const Components& c) {
 
 void Checker::find_cycles() {
   if (edges_.empty()) return;  // no segments: no cycle
-  const DependencyGraph g(static_cast<uint32_t>(h_.size()), std::move(edges_));
+  // The graph of the attempts in segments, numbered 0.. in index order.
+  for (Edge& e : edges_) {
+    e.src = static_cast<uint32_t>(std::lower_bound(node_of_.begin(), node_of_.end(), e.src) - node_of_.begin());
+    e.dst = static_cast<uint32_t>(std::lower_bound(node_of_.begin(), node_of_.end(), e.dst) - node_of_.begin());
+  }
+  const DependencyGraph g(static_cast<uint32_t>(node_of_.size()), std::move(edges_));
   CycleSearch search(g);
   if (o_.isolation == Isolation::kSerializable) {
     // Coarse to fine: most histories are acyclic and stop after one pass.
@@ -943,7 +1046,7 @@ void Checker::report_cycles(Anomaly a, const DependencyGraph& g, const Component
       continue;
     }
     const std::optional<Cycle> cyc = search.shortest(c, i, seed, path, budget, nullptr);
-    if (cyc) add(a, [&] { return d_.cycle(a, *cyc, members.size()); });
+    if (cyc) add(a, [&] { return d_.cycle(a, attempts(*cyc), members.size()); });
   }
 }
 
@@ -959,10 +1062,10 @@ void Checker::search_gsib(const DependencyGraph& g, CycleSearch& search) {
     const std::optional<Cycle> cyc = search.shortest(full, i, kind_bit(EdgeKind::kRW), kDepKinds, budget, &exhausted);
     const size_t size = full.members_of(i).size();
     if (cyc) {
-      add(Anomaly::kGSIb, [&] { return d_.cycle(Anomaly::kGSIb, *cyc, size); });
+      add(Anomaly::kGSIb, [&] { return d_.cycle(Anomaly::kGSIb, attempts(*cyc), size); });
     } else if (exhausted) {
       add(Anomaly::kInconclusive, [&] {
-        return finding(Anomaly::kInconclusive, {id(full.members_of(i)[0])},
+        return finding(Anomaly::kInconclusive, {id(node_of_[full.members_of(i)[0]])},
                        "a strongly connected component of " + std::to_string(size) +
                            " transactions is too large to search for cycles with one anti-dependency within the "
                            "search budget; record start and commit timestamps to check snapshot isolation exactly");

@@ -79,6 +79,8 @@ void TxnIndex::build(const History& h) {
       if (h.txn(i).id != kInitialTxn) hash_.insert(h.txn(i).id, i);
     return;
   }
+  slots_.reserve(total);
+  advise_huge_pages(slots_.data(), total * sizeof(uint32_t));
   slots_.assign(total, kNone);
   tbb::parallel_for(tbb::blocked_range<size_t>(0, kPieces, 1), [&](const tbb::blocked_range<size_t>& r) {
     for (size_t piece = r.begin(); piece < r.end(); ++piece)
