@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <queue>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -47,12 +48,13 @@ constexpr uint32_t kScanAccesses = 64;
 constexpr uint32_t kAhead = 8;
 
 
+// A reference to the initial version of a key (carried along, so that the
+// shards need not look the access up).
 struct Event {
-  uint32_t key;     // dense key id
-  uint32_t vtxn;    // index of the version's writer, or kInitialIdx
-  uint32_t actor;   // index of the attempt that installed, replaced or read it
+  uint64_t key;
+  uint32_t table;
+  uint32_t actor;   // index of the attempt that replaced or read it
   uint32_t access;  // global access index
-  uint16_t vseq;
   uint8_t type;
 };
 
@@ -337,13 +339,17 @@ void Checker::order_txns() {
     std::sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) { return Pos{ord_[a], a} < Pos{ord_[b], b}; });
     return;
   }
+  // A k-way merge: a heap of the runs' heads.
+  using Head = std::pair<Pos, uint32_t>;  // (place, run)
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
   std::vector<uint32_t> at(runs.begin(), runs.end() - 1);
-  for (uint32_t k = 0; k < n; ++k) {
-    size_t best = SIZE_MAX;
-    for (size_t r = 0; r < at.size(); ++r)
-      if (at[r] < runs[r + 1] && (best == SIZE_MAX || Pos{ord_[at[r]], at[r]} < Pos{ord_[at[best]], at[best]}))
-        best = r;
-    order_.push_back(at[best]++);
+  for (uint32_t r = 0; r < at.size(); ++r)
+    if (at[r] < runs[r + 1]) heads.push({Pos{ord_[at[r]], at[r]}, r});
+  while (!heads.empty()) {
+    const uint32_t r = heads.top().second;
+    heads.pop();
+    order_.push_back(at[r]++);
+    if (at[r] < runs[r + 1]) heads.push({Pos{ord_[at[r]], at[r]}, r});
   }
 }
 
@@ -629,7 +635,7 @@ void Checker::resolve_txns(size_t piece, Part& p) {
           if (v.seq != 0) {
             unknown_version(p, i, a, v, true);
           } else {
-            p.events.push_back({0, kInitialIdx, i, ai, 0, kRead});
+            p.events.push_back({a.key, a.table, i, ai, kRead});
             p.event_shard.push_back(static_cast<uint8_t>(shard_of(a)));
           }
         } else {
@@ -688,7 +694,7 @@ void Checker::resolve_txns(size_t piece, Part& p) {
         if (replaced.seq != 0) {
           unknown_version(p, i, a, replaced, false);
         } else {
-          p.events.push_back({0, kInitialIdx, i, ai, 0, kReplace});
+          p.events.push_back({a.key, a.table, i, ai, kReplace});
           p.event_shard.push_back(static_cast<uint8_t>(shard_of(a)));
         }
         continue;
@@ -792,19 +798,18 @@ void Checker::process_shard(size_t sh, Part& p) {
   // short (a key's initial version has one reader or replacer per attempt
   // that saw the key first).
   FlatIndex<TableKey> keys(total / 2);
-  for (Event& e : events) {
-    const AccessRecord& a = access(e.access);
-    e.key = keys.insert({a.key, a.table}, static_cast<uint32_t>(keys.size())).first;
-  }
+  std::vector<uint32_t> kid(events.size());
+  for (size_t e = 0; e < events.size(); ++e)
+    kid[e] = keys.insert({events[e].key, events[e].table}, static_cast<uint32_t>(keys.size())).first;
   const size_t nkeys = keys.size();
   p.stats.keys = nkeys;
   std::vector<uint64_t> key_begin(nkeys + 1, 0);
-  for (const Event& e : events) ++key_begin[e.key + 1];
+  for (uint32_t k : kid) ++key_begin[k + 1];
   for (size_t k = 0; k < nkeys; ++k) key_begin[k + 1] += key_begin[k];
   std::vector<Event> sorted(events.size());
   {
     std::vector<uint64_t> next(key_begin.begin(), key_begin.end() - 1);
-    for (const Event& e : events) sorted[next[e.key]++] = e;
+    for (size_t e = 0; e < events.size(); ++e) sorted[next[kid[e]]++] = events[e];
   }
   std::vector<Event>().swap(events);
   auto by_type = [](const Event& a, const Event& b) {
