@@ -97,11 +97,6 @@ void History::reserve(size_t txns, size_t accesses) {
   txns_.reserve(txns);
   first_.reserve(txns);
   acc_.reserve(accesses);
-  // Before the records are written, so that the pages are huge from the
-  // start.
-  advise_huge_pages(txns_.data(), txns_.capacity() * sizeof(TxnRecord));
-  advise_huge_pages(first_.data(), first_.capacity() * sizeof(uint64_t));
-  advise_huge_pages(acc_.data(), acc_.capacity() * sizeof(AccessRecord));
 }
 
 }  // namespace rdtx::history

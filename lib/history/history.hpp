@@ -21,9 +21,10 @@
 namespace rdtx::history {
 
 // Asks the kernel to back [p, p + bytes) with transparent huge pages
-// (madvise), where it allows them: the checker reads a history's records at
-// random, and with 4 KiB pages nearly every read missed the TLB too. A hint:
-// nothing fails without it.
+// (madvise), where it allows them: for the checker's per-access arrays,
+// read at random. A hint: nothing fails without it. (Not used for the
+// History's own arrays: faulting them in as huge pages made loading slower
+// by more than it saved.)
 void advise_huge_pages(const void* p, size_t bytes);
 
 // One worker's part of the history (one file).
