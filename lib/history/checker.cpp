@@ -1,8 +1,12 @@
 #include "history/checker.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <queue>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -10,6 +14,7 @@
 
 #include "history/describer.hpp"
 #include "history/flat_index.hpp"
+#include "history/txn_index.hpp"
 
 namespace rdtx::history {
 
@@ -19,58 +24,123 @@ constexpr uint32_t kNone = UINT32_MAX;
 // The index standing for the writer of the initial version.
 constexpr uint32_t kInitialIdx = UINT32_MAX - 1;
 
-// What an access says about one version of one key. Events are grouped by
-// (key, version) -- the writer's install, the writes that replaced it, the
-// reads that saw it -- and each group yields that version's edges.
+// What an access says about the initial version of one key. Events are
+// grouped by key -- the writes that replaced its initial version, the reads
+// that saw it -- and each group yields that version's anti-dependencies.
+// Every other version is found straight from the access that names it: its
+// writer's install of the key (the engine records the version each write
+// replaced, so each key's version order is known without sorting).
 enum EventType : uint8_t { kInstall = 0, kReplace = 1, kRead = 2 };
 
 // The work is split into a fixed number of pieces, whatever the number of
 // threads, so that the report is the same on any machine: attempts in
-// kPieces ranges (reading records, checking each access alone), then keys
-// in kPieces shards by hash (grouping each key's events into versions and
-// edges). Each piece writes only its own Part; the parts are merged in
+// kPieces ranges (reading records, checking each access alone, resolving the
+// versions it names), then keys in kPieces shards by hash (the initial
+// versions). Each piece writes only its own Part; the parts are merged in
 // piece order.
 constexpr size_t kPieces = 64;
+// A transaction with more accesses than this has its writes found by hash
+// instead of by scanning its accesses.
+constexpr uint32_t kScanAccesses = 64;
+// Attempts ahead of the one being processed whose memory is fetched: the
+// versions an attempt names are at random places in the history, and a
+// cache miss at a time would leave the core waiting on memory.
+constexpr uint32_t kAhead = 8;
 
+
+// A reference to the initial version of a key (carried along, so that the
+// shards need not look the access up).
 struct Event {
-  uint32_t key;     // dense key id
-  uint32_t vtxn;    // index of the version's writer, or kInitialIdx
-  uint32_t actor;   // index of the attempt that installed, replaced or read it
+  uint64_t key;
+  uint32_t table;
+  uint32_t actor;   // index of the attempt that replaced or read it
   uint32_t access;  // global access index
-  uint16_t vseq;
   uint8_t type;
 };
+
+// A place in the order the checker looks for cycles against: the commit
+// timestamp (or, without timestamps, the TSC at the outcome), then the
+// index. Any total order will do -- a cycle needs an edge going backwards in
+// it -- but one close to the real serialization order leaves few.
+struct Pos {
+  uint64_t ord;
+  uint32_t idx;
+  friend auto operator<=>(const Pos&, const Pos&) = default;
+};
+struct Interval {
+  Pos lo, hi;  // a backward edge's target and source
+};
+
+// A transaction's write of one key, for transactions too large to scan.
+struct WriteKey {
+  uint64_t key;
+  uint32_t table;
+  uint32_t txn;
+  uint32_t seq;  // the write sequence, or kNone for the key's last (final) write
+  friend bool operator==(const WriteKey&, const WriteKey&) = default;
+};
+inline uint64_t hash_of(const WriteKey& k) {
+  return mix64(k.key ^ mix64((uint64_t{k.table} << 32 | k.txn) + mix64(k.seq + 0x9e3779b97f4a7c15ULL)));
+}
 
 // What one piece of work found.
 struct Part {
   std::array<uint64_t, kAnomalyKinds> counts{};
   std::vector<Finding> findings;
   CheckStats stats;
+  bool all_timestamps = true;  // every committed attempt of the range has both
+  std::vector<uint32_t> big;   // attempts with more than kScanAccesses accesses
+  std::vector<uint32_t> forked;  // installs of versions replaced by more than one attempt
+  bool keep_edges = false;  // else edges are only counted, and found again if in a segment
   std::vector<Edge> edges;
+  std::vector<Interval> backward;  // edges against the order
   std::vector<Event> events;  // an attempt range's: of one key shard at a time (by_shard)
+  std::vector<uint8_t> event_shard;
   std::vector<uint64_t> shard_begin;  // attempt ranges: per key shard, into events, plus an end
   std::vector<const Event*> replacers, readers;  // of the group being processed
+  std::vector<std::pair<uint32_t, uint32_t>> forks;  // (install, writer) of the forks whose findings are kept
+  std::vector<uint32_t> prev, next;  // per access of the attempt: the same key's previous and next
+  std::vector<std::pair<TableKey, uint32_t>> sort_scratch;
 };
 
 class Checker {
  public:
-  Checker(const History& h, const CheckOptions& o) : h_(h), o_(o), d_(h, txn_index_) {}
+  Checker(const History& h, const CheckOptions& o) : h_(h), o_(o), d_(h, index_) {}
 
   CheckReport run();
 
  private:
-  void index_txns();
-  void scan_timestamps();
-  void build_events(size_t piece, Part& p);
+  void scan_txns(size_t piece, Part& p);
+  void order_txns();
+  void index_big_txns(const std::vector<Part>& parts);
+  void link_same_keys(Part& p, uint32_t i);
+  void resolve_txns(size_t piece, Part& p);
+  void prefetch_writers(uint32_t i, int stage) const;
+  uint32_t resolve(Part& p, uint32_t actor, const AccessRecord& a, Version v, bool read, bool distinct,
+                   uint32_t& writer);
+  uint32_t find_install(uint32_t w, const AccessRecord& a, uint16_t seq, int& final_seq) const;
+  void find_forks(size_t piece, Part& p);
+  void fix_forks(std::vector<Part>& parts);
+  void anti_dependencies(size_t piece, Part& p);
+  void describe_forks(std::vector<Part>& parts);
+  void bucket_events(Part& p);
   void process_shard(size_t shard, Part& p);
   void process_group(Part& p, const std::vector<Event>& ev, size_t gb, size_t ge, int final_seq);
-  void emit(Part& p, uint32_t src, uint32_t dst, EdgeKind k, uint32_t access);
+  void emit(Part& p, uint32_t src, uint32_t dst, EdgeKind k, uint32_t access, uint64_t src_ord, uint64_t dst_ord);
+  void find_segments(std::vector<Part>& parts);
+  void segment_edges(std::vector<Part>& parts);
   void merge(std::vector<Part>& parts);
   void find_cycles();
   void report_cycles(Anomaly a, const DependencyGraph& g, const Components& c, uint8_t seed, uint8_t path,
                      CycleSearch& search);
   void search_gsib(const DependencyGraph& g, CycleSearch& search);
   void note_components(const Components& c);
+  // c with the graph's node numbers turned back into attempt indexes.
+  Cycle attempts(Cycle c) const {
+    for (uint32_t& u : c.nodes) u = node_of_[u];
+    for (Edge& e : c.edges) e = Edge{node_of_[e.src], node_of_[e.dst], e.tag};
+    return c;
+  }
   void unknown_version(Part& p, uint32_t actor, const AccessRecord& a, Version v, bool read);
 
   // Counts an anomaly the level forbids, and keeps its finding (built only
@@ -90,22 +160,56 @@ class Checker {
   static Finding finding(Anomaly a, std::vector<TxnId> txns, std::string text) {
     return Finding{a, "", std::move(txns), {}, std::move(text)};
   }
+  static std::pair<size_t, size_t> range_of(size_t n, size_t piece) {
+    return {n * piece / kPieces, n * (piece + 1) / kPieces};
+  }
+  uint64_t ord_of(const TxnRecord& t) const { return order_by_commit_ts_ ? t.commit_ts : t.commit_tsc; }
 
   const TxnRecord& txn(uint32_t i) const { return h_.txn(i); }
   TxnId id(uint32_t i) const { return h_.txn(i).id; }
   const AccessRecord& access(uint32_t global) const { return h_.all_accesses()[global]; }
-  uint32_t index_of(TxnId t) const { return t == kInitialTxn ? kInitialIdx : txn_index_.find(t); }
+  uint32_t index_of(TxnId t) const { return t == kInitialTxn ? kInitialIdx : index_.find(t); }
 
   const History& h_;
   const CheckOptions o_;
   CheckReport r_;
-  FlatIndex<uint64_t> txn_index_;
+  TxnIndex index_;
+  FlatIndex<WriteKey> big_writes_;  // writes of attempts with more than kScanAccesses accesses
+  std::vector<uint64_t> ord_;       // per attempt: its place in the order (Pos::ord)
+  std::vector<uint32_t> order_;     // the attempts in that order: how the passes visit them
+  std::vector<uint32_t> read_of_;   // per access: the install of the version it read, when it yields an rw edge
+  std::vector<uint32_t> rep_of_;    // per access: the install of the version it replaced, when it yields a ww edge
+  std::vector<uint64_t> replacers_;  // per install: the two lowest distinct replacing attempts (low word first)
+  std::vector<std::pair<uint32_t, uint32_t>> fork_replacers_;  // (install, attempt) of every forked version, sorted
   std::vector<Edge> edges_;
+  std::vector<Interval> segments_;  // disjoint, sorted: every cycle lies inside one
+  std::vector<uint32_t> segment_;   // per attempt: the segment it is in, or kNone
+  std::vector<uint32_t> node_of_;   // the graph's nodes: the attempts in segments, by index
   std::map<std::pair<uint16_t, uint16_t>, const Source*> sources_;
   bool si_timestamps_ = false;
+  bool order_by_commit_ts_ = false;
   const std::vector<Part>* events_by_range_ = nullptr;
   Describer d_;
 };
+
+// v = n copies of x, in transparent huge pages where the kernel allows:
+// these arrays are read at random.
+template <typename T>
+void huge_assign(std::vector<T>& v, size_t n, T x) {
+  std::vector<T>().swap(v);
+  v.reserve(n);
+  advise_huge_pages(v.data(), n * sizeof(T));
+  v.assign(n, x);
+}
+
+template <typename F>
+void for_pieces(F&& f) {
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, kPieces, 1),
+                    [&](const tbb::blocked_range<size_t>& r) {
+                      for (size_t i = r.begin(); i < r.end(); ++i) f(i);
+                    },
+                    tbb::simple_partitioner());
+}
 
 CheckReport Checker::run() {
   const auto t0 = std::chrono::steady_clock::now();
@@ -114,27 +218,66 @@ CheckReport Checker::run() {
   r_.prefix_only = r_.truncated && o_.allow_truncated;
   for (const Source& s : h_.sources) sources_[{s.node, s.worker}] = &s;
 
+  const bool trace = std::getenv("RDTX_CHECK_TRACE") != nullptr;
+  auto tp = std::chrono::steady_clock::now();
+  auto lap = [&](const char* what) {
+    if (!trace) return;
+    const auto now = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "  %-12s %.3f s\n", what, std::chrono::duration<double>(now - tp).count());
+    tp = now;
+  };
   tbb::task_arena arena(o_.threads == 0 ? tbb::task_arena::automatic : static_cast<int>(o_.threads));
   arena.execute([&] {
-    index_txns();
-    scan_timestamps();
     std::vector<Part> ranges(kPieces), shards(kPieces);
-    tbb::parallel_for(tbb::blocked_range<size_t>(0, kPieces, 1),
-                      [&](const tbb::blocked_range<size_t>& r) {
-                        for (size_t i = r.begin(); i < r.end(); ++i) build_events(i, ranges[i]);
-                      },
-                      tbb::simple_partitioner());
+    const size_t n = h_.size();
+    huge_assign(ord_, n, uint64_t{0});
+    for_pieces([&](size_t i) { scan_txns(i, ranges[i]); });
+    bool all = true;
+    for (const Part& p : ranges) {
+      all = all && p.all_timestamps;
+      r_.stats.committed += p.stats.committed;
+      r_.stats.aborted += p.stats.aborted;
+    }
+    all = all && r_.stats.committed > 0;
+    r_.stats.timestamps = all;
+    si_timestamps_ = all && o_.isolation == Isolation::kSnapshot;
+    order_by_commit_ts_ = all;
+    order_txns();
+    lap("scan");
+    index_.build(h_);
+    lap("index");
+    index_big_txns(ranges);
+    huge_assign(read_of_, h_.access_count(), kNone);
+    huge_assign(rep_of_, h_.access_count(), kNone);
+    huge_assign(replacers_, h_.access_count(), ~uint64_t{0});
+    lap("alloc");
+    for_pieces([&](size_t i) { resolve_txns(i, ranges[i]); });
+    lap("resolve");
+    for_pieces([&](size_t i) { find_forks(i, ranges[i]); });
+    fix_forks(ranges);
+    lap("forks");
+    for_pieces([&](size_t i) { anti_dependencies(i, ranges[i]); });
+    lap("rw");
+    describe_forks(ranges);
     events_by_range_ = &ranges;
-    tbb::parallel_for(tbb::blocked_range<size_t>(0, kPieces, 1),
-                      [&](const tbb::blocked_range<size_t>& r) {
-                        for (size_t i = r.begin(); i < r.end(); ++i) process_shard(i, shards[i]);
-                      },
-                      tbb::simple_partitioner());
+    for (Part& p : shards) p.keep_edges = true;  // few: the initial versions' anti-dependencies
+    for_pieces([&](size_t i) { process_shard(i, shards[i]); });
+    lap("shards");
     for (Part& p : ranges) std::vector<Event>().swap(p.events);
     ranges.insert(ranges.end(), std::make_move_iterator(shards.begin()), std::make_move_iterator(shards.end()));
+    find_segments(ranges);
+    lap("segments");
+    if (trace) std::fprintf(stderr, "  %zu segments\n", segments_.size());
+    segment_edges(ranges);
+    std::vector<uint32_t>().swap(read_of_);
+    std::vector<uint32_t>().swap(rep_of_);
+    std::vector<uint64_t>().swap(replacers_);
     merge(ranges);
+    lap("merge");
+    if (trace) std::fprintf(stderr, "  %zu edges kept\n", edges_.size());
   });
   find_cycles();
+  lap("cycles");
 
   // Every piece kept its own first findings of each kind; keep the first
   // max_findings of each, in piece order.
@@ -147,44 +290,191 @@ CheckReport Checker::run() {
   return std::move(r_);
 }
 
-void Checker::index_txns() {
-  txn_index_ = FlatIndex<uint64_t>(h_.size());
-  for (uint32_t i = 0; i < h_.size(); ++i) {
+void Checker::scan_txns(size_t piece, Part& p) {
+  // Outcomes, timestamps and ids alone.
+  const auto [lo, hi] = range_of(h_.size(), piece);
+  for (uint32_t i = static_cast<uint32_t>(lo); i < hi; ++i) {
     const TxnRecord& t = txn(i);
-    (t.committed() ? r_.stats.committed : r_.stats.aborted)++;
-    if (t.id == kInitialTxn) {
-      add(Anomaly::kInconsistent,
+    (t.committed() ? p.stats.committed : p.stats.aborted)++;
+    if (t.access_count > kScanAccesses) p.big.push_back(i);
+    if (t.id == kInitialTxn)
+      add(p, Anomaly::kInconsistent,
           [&] { return finding(Anomaly::kInconsistent, {}, "a transaction has id 0, the initial data's"); });
-      continue;
-    }
-    const auto [first, inserted] = txn_index_.insert(t.id, i);
-    if (!inserted)
-      add(Anomaly::kInconsistent, [&, first = first] {
-        return finding(Anomaly::kInconsistent, {t.id},
-                       "two attempts have id " + d_.txn(t.id) + " (attempts " + std::to_string(first) + " and " +
-                           std::to_string(i) + "); the first is used");
-      });
-  }
-}
-
-void Checker::scan_timestamps() {
-  bool all = r_.stats.committed > 0;
-  for (uint32_t i = 0; i < h_.size(); ++i) {
-    const TxnRecord& t = txn(i);
     if (!t.committed()) continue;
     if (t.start_ts == 0 || t.commit_ts == 0) {
-      all = false;
+      p.all_timestamps = false;
       continue;
     }
     if (t.commit_ts < t.start_ts)
-      add(Anomaly::kInconsistent, [&] {
+      add(p, Anomaly::kInconsistent, [&] {
         return finding(Anomaly::kInconsistent, {t.id},
                        d_.txn(t.id) + " committed at timestamp " + std::to_string(t.commit_ts) +
                            ", before its start timestamp " + std::to_string(t.start_ts));
       });
   }
-  r_.stats.timestamps = all;
-  si_timestamps_ = all && o_.isolation == Isolation::kSnapshot;
+}
+
+void Checker::order_txns() {
+  // An aborted attempt has no edge: it keeps the place of the attempt before
+  // it, so that a worker's attempts stay one sorted run.
+  const uint32_t n = static_cast<uint32_t>(h_.size());
+  uint64_t last = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const TxnRecord& t = txn(i);
+    if (t.committed()) last = ord_of(t);
+    ord_[i] = last;
+  }
+  // Each worker's attempts are in outcome order, so the history is a few
+  // sorted runs: merged, the passes visit the attempts in about the order
+  // they ran, and the versions an attempt names were mostly written by
+  // attempts visited shortly before, still in cache.
+  std::vector<uint32_t> runs;  // starts
+  for (uint32_t i = 0; i < n; ++i)
+    if (i == 0 || ord_[i] < ord_[i - 1]) runs.push_back(i);
+  runs.push_back(n);
+  order_.clear();
+  order_.reserve(n);
+  if (runs.size() - 1 > 64) {
+    for (uint32_t i = 0; i < n; ++i) order_.push_back(i);
+    std::sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) { return Pos{ord_[a], a} < Pos{ord_[b], b}; });
+    return;
+  }
+  // A k-way merge: a heap of the runs' heads.
+  using Head = std::pair<Pos, uint32_t>;  // (place, run)
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  std::vector<uint32_t> at(runs.begin(), runs.end() - 1);
+  for (uint32_t r = 0; r < at.size(); ++r)
+    if (at[r] < runs[r + 1]) heads.push({Pos{ord_[at[r]], at[r]}, r});
+  while (!heads.empty()) {
+    const uint32_t r = heads.top().second;
+    heads.pop();
+    order_.push_back(at[r]++);
+    if (at[r] < runs[r + 1]) heads.push({Pos{ord_[at[r]], at[r]}, r});
+  }
+}
+
+void Checker::index_big_txns(const std::vector<Part>& parts) {
+  // Rare (the engine records at most 64 accesses per attempt): serial.
+  for (const Part& p : parts)
+    for (uint32_t i : p.big) {
+      const uint64_t first = h_.first_access(i);
+      std::span<const AccessRecord> acc = h_.accesses(i);
+      for (uint32_t j = 0; j < acc.size(); ++j) {
+        const AccessRecord& b = acc[j];
+        if (!b.writes()) continue;
+        big_writes_.insert({b.key, b.table, i, b.write_seq}, static_cast<uint32_t>(first + j));
+        // The last write of the key: the highest sequence.
+        const auto [slot, inserted] = big_writes_.insert({b.key, b.table, i, kNone}, b.write_seq);
+        if (!inserted && slot < b.write_seq) big_writes_.assign({b.key, b.table, i, kNone}, b.write_seq);
+      }
+    }
+}
+
+uint32_t Checker::find_install(uint32_t w, const AccessRecord& a, uint16_t seq, int& final_seq) const {
+  const TxnRecord& t = txn(w);
+  final_seq = -1;
+  if (t.access_count > kScanAccesses) {
+    const uint32_t last = big_writes_.find({a.key, a.table, w, kNone});
+    if (last == kNone) return kNone;
+    final_seq = static_cast<int>(last);
+    return big_writes_.find({a.key, a.table, w, seq});
+  }
+  const uint64_t first = h_.first_access(w);
+  const AccessRecord* acc = h_.all_accesses().data() + first;
+  uint32_t install = kNone;
+  for (uint32_t j = 0; j < t.access_count; ++j) {
+    const AccessRecord& b = acc[j];
+    if (b.key != a.key || b.table != a.table || !b.writes()) continue;
+    final_seq = std::max(final_seq, int{b.write_seq});
+    if (b.write_seq == seq && install == kNone) install = static_cast<uint32_t>(first + j);
+  }
+  return install;
+}
+
+void Checker::link_same_keys(Part& p, uint32_t i) {
+  // prev[j], next[j]: the attempt's previous and next access of the same
+  // key as its access j (kNone if none), so that an attempt naming one
+  // version twice counts once.
+  std::span<const AccessRecord> acc = h_.accesses(i);
+  const uint32_t m = static_cast<uint32_t>(acc.size());
+  p.prev.assign(m, kNone);
+  p.next.assign(m, kNone);
+  if (m <= kScanAccesses) {
+    for (uint32_t j = 0; j < m; ++j)
+      for (uint32_t k = j + 1; k < m; ++k)
+        if (acc[j].key == acc[k].key && acc[j].table == acc[k].table) {
+          if (p.next[j] == kNone) p.next[j] = k;
+          p.prev[k] = j;
+        }
+    return;
+  }
+  p.sort_scratch.clear();
+  for (uint32_t j = 0; j < m; ++j) p.sort_scratch.push_back({{acc[j].key, acc[j].table}, j});
+  std::sort(p.sort_scratch.begin(), p.sort_scratch.end(), [](const auto& x, const auto& y) {
+    if (x.first.table != y.first.table) return x.first.table < y.first.table;
+    if (x.first.key != y.first.key) return x.first.key < y.first.key;
+    return x.second < y.second;
+  });
+  for (size_t k = 1; k < p.sort_scratch.size(); ++k)
+    if (p.sort_scratch[k].first == p.sort_scratch[k - 1].first) {
+      p.prev[p.sort_scratch[k].second] = p.sort_scratch[k - 1].second;
+      p.next[p.sort_scratch[k - 1].second] = p.sort_scratch[k].second;
+    }
+}
+
+void Checker::find_forks(size_t piece, Part& p) {
+  // Each write stored itself as its version's replacer, without a locked
+  // instruction (which would stall the loads in flight): a write that does
+  // not find itself there shares its version with another (a fork), whose
+  // replacers are then found exactly by fix_forks().
+  const auto [lo, hi] = range_of(h_.size(), piece);
+  for (size_t pos = lo; pos < hi; ++pos) {
+    if (pos + kAhead < hi) {
+      const uint32_t k = order_[pos + kAhead];
+      const uint64_t first = h_.first_access(k);
+      for (uint64_t ai = first; ai < first + txn(k).access_count; ++ai)
+        if (rep_of_[ai] != kNone) __builtin_prefetch(&replacers_[rep_of_[ai]]);
+    }
+    const uint32_t i = order_[pos];
+    const uint64_t first = h_.first_access(i);
+    for (uint64_t ai = first; ai < first + txn(i).access_count; ++ai) {
+      const uint32_t x = rep_of_[ai];
+      if (x != kNone &&
+          static_cast<uint32_t>(std::atomic_ref<uint64_t>(replacers_[x]).load(std::memory_order_relaxed)) != i)
+        p.forked.push_back(x);
+    }
+  }
+}
+
+void Checker::fix_forks(std::vector<Part>& parts) {
+  // Every replacer of each forked version; the two lowest become its
+  // replacers, whatever the threads' order.
+  FlatIndex<uint64_t> wanted;
+  for (Part& p : parts) {
+    for (uint32_t x : p.forked) wanted.insert(x, 0);
+    std::vector<uint32_t>().swap(p.forked);
+  }
+  if (wanted.size() == 0) return;
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> found(kPieces);
+  for_pieces([&](size_t piece) {
+    const auto [lo, hi] = range_of(h_.size(), piece);
+    for (uint32_t i = static_cast<uint32_t>(lo); i < hi; ++i) {
+      const uint64_t first = h_.first_access(i);
+      for (uint64_t ai = first; ai < first + txn(i).access_count; ++ai)
+        if (const uint32_t x = rep_of_[ai]; x != kNone && wanted.find(x) != kNone) found[piece].push_back({x, i});
+    }
+  });
+  for (auto& f : found) fork_replacers_.insert(fork_replacers_.end(), f.begin(), f.end());
+  std::sort(fork_replacers_.begin(), fork_replacers_.end());
+  fork_replacers_.erase(std::unique(fork_replacers_.begin(), fork_replacers_.end()), fork_replacers_.end());
+  for (size_t k = 0; k < fork_replacers_.size();) {
+    const uint32_t x = fork_replacers_[k].first;
+    const uint64_t second = k + 1 < fork_replacers_.size() && fork_replacers_[k + 1].first == x
+                                ? fork_replacers_[k + 1].second
+                                : kNone;
+    replacers_[x] = second << 32 | fork_replacers_[k].second;
+    while (k < fork_replacers_.size() && fork_replacers_[k].first == x) ++k;
+  }
 }
 
 void Checker::unknown_version(Part& p, uint32_t actor, const AccessRecord& a, Version v, bool read) {
@@ -214,43 +504,165 @@ void Checker::unknown_version(Part& p, uint32_t actor, const AccessRecord& a, Ve
   });
 }
 
-void Checker::build_events(size_t piece, Part& p) {
-  // This piece's attempts; their events go to the key shards, by hash.
-  const size_t n = h_.size();
-  const uint32_t lo = static_cast<uint32_t>(n * piece / kPieces), hi = static_cast<uint32_t>(n * (piece + 1) / kPieces);
-  std::vector<Event> raw;
-  std::vector<uint8_t> shard;
-  const uint64_t acc_lo = lo < n ? h_.first_access(lo) : h_.access_count();
-  const uint64_t acc_hi = hi < n ? h_.first_access(hi) : h_.access_count();
-  raw.reserve((acc_hi - acc_lo) * 2);
-  shard.reserve((acc_hi - acc_lo) * 2);
-  for (uint32_t i = lo; i < hi; ++i) {
+uint32_t Checker::resolve(Part& p, uint32_t actor, const AccessRecord& a, Version v, bool read, bool distinct,
+                          uint32_t& writer) {
+  // The install of version v (not the initial one) of a's key, if it is a
+  // committed final version; else kNone, with what is wrong reported (once
+  // per attempt and version when `distinct`).
+  const uint32_t w = index_of(v.txn);
+  writer = w;
+  int final_seq;
+  const uint32_t x = w == kNone ? kNone : find_install(w, a, v.seq, final_seq);
+  if (x == kNone) {
+    unknown_version(p, actor, a, v, read);
+    return kNone;
+  }
+  if (!distinct) return x;
+  const TxnRecord& wt = txn(w);
+  if (!wt.committed()) {
+    if (read)
+      add(p, Anomaly::kG1a, [&] {
+        return finding(Anomaly::kG1a, {id(actor), v.txn},
+                       "G1a (aborted read): " + d_.txn(id(actor)) + " read " + d_.key_of(a) + " v=" + d_.version(v) +
+                           ", written by " + d_.txn(v.txn) + ", which aborted ('" +
+                           h_.names.abort_reason(wt.abort_reason) + "')");
+      });
+    else
+      add(p, Anomaly::kInconsistent, [&] {
+        return finding(Anomaly::kInconsistent, {id(actor), v.txn},
+                       d_.txn(id(actor)) + " replaced " + d_.key_of(a) + " v=" + d_.version(v) + ", written by " +
+                           d_.txn(v.txn) + ", which aborted");
+      });
+    return kNone;
+  }
+  if (int{v.seq} < final_seq) {
+    if (actor == w) return kNone;
+    const Version last{v.txn, static_cast<uint16_t>(final_seq)};
+    if (read)
+      add(p, Anomaly::kG1b, [&] {
+        return finding(Anomaly::kG1b, {id(actor), v.txn},
+                       "G1b (intermediate read): " + d_.txn(id(actor)) + " read " + d_.key_of(a) + " v=" +
+                           d_.version(v) + ", which its writer " + d_.txn(v.txn) +
+                           " overwrote itself before committing v=" + d_.version(last));
+      });
+    else
+      add(p, Anomaly::kInconsistent, [&] {
+        return finding(Anomaly::kInconsistent, {id(actor), v.txn},
+                       d_.txn(id(actor)) + " replaced " + d_.key_of(a) + " v=" + d_.version(v) +
+                           ", an intermediate version (" + d_.txn(v.txn) + " committed v=" + d_.version(last) + ")");
+      });
+    return kNone;
+  }
+  return x;
+}
+
+void Checker::prefetch_writers(uint32_t i, int stage) const {
+  // Stage 0: the index slots of the writers of the versions attempt i names;
+  // 1: their records; 2: their accesses and replacers.
+  const TxnRecord& t = txn(i);
+  if (!t.committed()) return;
+  const AccessRecord* acc = h_.all_accesses().data() + h_.first_access(i);
+  const uint32_t m = std::min(t.access_count, kScanAccesses);
+  for (uint32_t j = 0; j < m; ++j) {
+    const AccessRecord& a = acc[j];
+    for (int which = 0; which < 2; ++which) {
+      const TxnId v = which == 0 ? (a.reads() ? a.read_txn : kInitialTxn) : (a.writes() ? a.replaced_txn : kInitialTxn);
+      if (v == kInitialTxn) continue;
+      if (stage == 0) {
+        index_.prefetch(v);
+        continue;
+      }
+      const uint32_t w = index_.find(v);
+      if (w == kNone) continue;
+      if (stage == 1) {
+        // A record may straddle two cache lines.
+        __builtin_prefetch(&txn(w));
+        __builtin_prefetch(reinterpret_cast<const char*>(&txn(w)) + sizeof(TxnRecord) - 1);
+        __builtin_prefetch(&h_.first_accesses()[w]);
+        continue;
+      }
+      const uint64_t f = h_.first_access(w);
+      const uint32_t n = std::min(txn(w).access_count, 4u);
+      const char* wa = reinterpret_cast<const char*>(h_.all_accesses().data() + f);
+      for (uint32_t off = 0; off < n * sizeof(AccessRecord); off += 64) __builtin_prefetch(wa + off);
+      __builtin_prefetch(wa + n * sizeof(AccessRecord) - 1);
+      __builtin_prefetch(&replacers_[f]);
+    }
+  }
+}
+
+void Checker::resolve_txns(size_t piece, Part& p) {
+  // This piece's attempts: each access checked alone, each version it names
+  // found at its writer (ww and wr edges, replacers registered), and the
+  // initial versions it names sent to their key's shard.
+  const auto [lo, hi] = range_of(h_.size(), piece);
+  for (size_t pos = lo; pos < hi; ++pos) {
+    if (pos + 3 * kAhead < hi) prefetch_writers(order_[pos + 3 * kAhead], 0);
+    if (pos + 2 * kAhead < hi) prefetch_writers(order_[pos + 2 * kAhead], 1);
+    if (pos + kAhead < hi) prefetch_writers(order_[pos + kAhead], 2);
+    const uint32_t i = order_[pos];
     const TxnRecord& t = txn(i);
-    if (t.id == kInitialTxn || txn_index_.find(t.id) != i) continue;  // reported in index_txns
+    if (t.id == kInitialTxn) continue;  // reported in scan_txns
+    if (const uint32_t first = index_.find(t.id); first != i) {
+      add(p, Anomaly::kInconsistent, [&] {
+        return finding(Anomaly::kInconsistent, {t.id},
+                       "two attempts have id " + d_.txn(t.id) + " (attempts " + std::to_string(first) + " and " +
+                           std::to_string(i) + "); the first is used");
+      });
+      continue;
+    }
     const bool committed = t.committed();
+    const uint64_t t_ord = ord_[i];
     const uint32_t first = static_cast<uint32_t>(h_.first_access(i));
     std::span<const AccessRecord> acc = h_.accesses(i);
+    const bool alone = acc.size() <= 1;
+    if (!alone) link_same_keys(p, i);
+    auto prev = [&](uint32_t j) { return alone ? kNone : p.prev[j]; };
     for (uint32_t j = 0; j < acc.size(); ++j) {
       const AccessRecord& a = acc[j];
       const uint32_t ai = first + j;
-      const uint8_t sh = static_cast<uint8_t>(shard_of(a));
       if (committed) {
         p.stats.accesses++;
         p.stats.reads += a.reads();
         p.stats.writes += a.writes();
       }
       if (committed && a.reads()) {
-        const uint32_t w = index_of(a.read_txn);
-        if (w == kNone) {
-          unknown_version(p, i, a, a.read_version(), true);
+        const Version v = a.read_version();
+        bool distinct = true;
+        for (uint32_t k = prev(j); k != kNone && distinct; k = p.prev[k])
+          distinct = !(acc[k].reads() && acc[k].read_version() == v);
+        if (v.txn == kInitialTxn) {
+          if (v.seq != 0) {
+            unknown_version(p, i, a, v, true);
+          } else {
+            p.events.push_back({a.key, a.table, i, ai, kRead});
+            p.event_shard.push_back(static_cast<uint8_t>(shard_of(a)));
+          }
         } else {
-          raw.push_back({0, w, i, ai, a.read_seq, kRead});
-          shard.push_back(sh);
+          uint32_t w;
+          const uint32_t x = resolve(p, i, a, v, true, distinct, w);
+          if (x != kNone && distinct && w != i) {
+            emit(p, w, i, EdgeKind::kWR, ai, ord_of(txn(w)), t_ord);
+            read_of_[ai] = x;
+          }
         }
       }
       if (!a.writes()) continue;
-      raw.push_back({0, i, i, ai, a.write_seq, kInstall});
-      shard.push_back(sh);
+      // The version this write installs: installed once only.
+      bool first_install = true;
+      for (uint32_t k = prev(j); k != kNone && first_install; k = p.prev[k])
+        first_install = !(acc[k].writes() && acc[k].write_seq == a.write_seq);
+      if (first_install && !alone) {
+        size_t installs = 1;
+        for (uint32_t k = p.next[j]; k != kNone; k = p.next[k]) installs += acc[k].writes() && acc[k].write_seq == a.write_seq;
+        if (installs > 1)
+          add(p, Anomaly::kInconsistent, [&] {
+            const Version v{t.id, a.write_seq};
+            return finding(Anomaly::kInconsistent, {v.txn},
+                           d_.txn(v.txn) + " installed " + d_.key_of(a) + " v=" + d_.version(v) + " " +
+                               std::to_string(installs) + " times");
+          });
+      }
       if (!committed) continue;
       const Version replaced = a.replaced_version();
       // A transaction's writes of one key chain from its first (seq 0),
@@ -275,26 +687,104 @@ void Checker::build_events(size_t piece, Part& p) {
                                                           : d_.txn(replaced.txn) + "'s write") +
                              " without seeing it");
         });
-      const uint32_t w = index_of(replaced.txn);
-      if (w == kNone) {
-        unknown_version(p, i, a, replaced, false);
-      } else {
-        raw.push_back({0, w, i, ai, replaced.seq, kReplace});
-        shard.push_back(sh);
+      bool distinct = true;
+      for (uint32_t k = prev(j); k != kNone && distinct; k = p.prev[k])
+        distinct = !(acc[k].writes() && acc[k].replaced_version() == replaced);
+      if (replaced.txn == kInitialTxn) {
+        if (replaced.seq != 0) {
+          unknown_version(p, i, a, replaced, false);
+        } else {
+          p.events.push_back({a.key, a.table, i, ai, kReplace});
+          p.event_shard.push_back(static_cast<uint8_t>(shard_of(a)));
+        }
+        continue;
+      }
+      uint32_t w;
+      const uint32_t x = resolve(p, i, a, replaced, false, distinct, w);
+      if (x != kNone && distinct) {
+        emit(p, w, i, EdgeKind::kWW, ai, ord_of(txn(w)), t_ord);
+        rep_of_[ai] = x;
+        std::atomic_ref<uint64_t>(replacers_[x]).store(uint64_t{kNone} << 32 | i, std::memory_order_relaxed);
       }
     }
   }
+  bucket_events(p);
+}
+
+void Checker::anti_dependencies(size_t piece, Part& p) {
+  // Once every replacer is known: each read's anti-dependency on the first
+  // attempt (other than the reader) that replaced what it read, and each
+  // forked version -- several attempts replaced it -- reported once, at its
+  // install. A forked version's readers get an edge to its first replacer
+  // only, so that the graph stays linear in the history's size however
+  // broken it is (a lock that never locks forks every hot version, and
+  // readers x replacers edges ran tests out of memory). The fork itself is
+  // reported, so the history is not certified either way.
+  const auto [lo, hi] = range_of(h_.size(), piece);
+  auto ahead = [&](uint32_t i, int stage) {
+    const uint64_t first = h_.first_access(i);
+    for (uint64_t ai = first; ai < first + txn(i).access_count; ++ai)
+      if (const uint32_t x = read_of_[ai]; x != kNone) {
+        if (stage == 0) {
+          __builtin_prefetch(&replacers_[x]);
+        } else {
+          const uint64_t rep = std::atomic_ref<uint64_t>(replacers_[x]).load(std::memory_order_relaxed);
+          if (static_cast<uint32_t>(rep) != kNone) __builtin_prefetch(&ord_[static_cast<uint32_t>(rep)]);
+        }
+      }
+  };
+  for (size_t pos = lo; pos < hi; ++pos) {
+    if (pos + 2 * kAhead < hi) ahead(order_[pos + 2 * kAhead], 0);
+    if (pos + kAhead < hi) ahead(order_[pos + kAhead], 1);
+    const uint32_t i = order_[pos];
+    const TxnRecord& t = txn(i);
+    const uint64_t first = h_.first_access(i);
+    for (uint64_t ai = first; ai < first + t.access_count; ++ai) {
+      if (const uint32_t x = read_of_[ai]; x != kNone) {
+        const uint64_t rep = std::atomic_ref<uint64_t>(replacers_[x]).load(std::memory_order_relaxed);
+        const uint32_t q = static_cast<uint32_t>(rep) != i ? static_cast<uint32_t>(rep) : static_cast<uint32_t>(rep >> 32);
+        if (q != kNone) emit(p, i, q, EdgeKind::kRW, static_cast<uint32_t>(ai), ord_[i], ord_[q]);
+      }
+      if (replacers_[ai] >> 32 != kNone && p.counts[static_cast<size_t>(Anomaly::kVersionFork)]++ < o_.max_findings)
+        p.forks.push_back({static_cast<uint32_t>(ai), i});
+    }
+  }
+}
+
+void Checker::describe_forks(std::vector<Part>& parts) {
+  // The findings of the forks kept: every attempt that replaced each.
+  for (Part& p : parts)
+    for (const auto& [x, writer] : p.forks) {
+      std::vector<TxnId> ids;
+      std::string who;
+      for (auto it = std::lower_bound(fork_replacers_.begin(), fork_replacers_.end(), std::pair{x, 0u});
+           it != fork_replacers_.end() && it->first == x; ++it) {
+        ids.push_back(id(it->second));
+        who += (who.empty() ? "" : " and ") + d_.txn(id(it->second));
+      }
+      const AccessRecord& a = access(x);
+      const Version v{id(writer), a.write_seq};
+      p.findings.push_back(finding(Anomaly::kVersionFork, std::move(ids),
+                                   "version fork (lost update): the versions of " + d_.key_of(a) +
+                                       " do not form one chain: " + who + " all replaced v=" + d_.version(v)));
+    }
+}
+
+void Checker::bucket_events(Part& p) {
   // Grouped by shard (a counting sort), each shard's in attempt order.
+  std::vector<Event> raw = std::move(p.events);
   p.shard_begin.assign(kPieces + 1, 0);
-  for (uint8_t sh : shard) ++p.shard_begin[sh + 1];
+  for (uint8_t sh : p.event_shard) ++p.shard_begin[sh + 1];
   for (size_t k = 0; k < kPieces; ++k) p.shard_begin[k + 1] += p.shard_begin[k];
   p.events.resize(raw.size());
   std::vector<uint64_t> next(p.shard_begin.begin(), p.shard_begin.end() - 1);
-  for (size_t e = 0; e < raw.size(); ++e) p.events[next[shard[e]]++] = raw[e];
+  for (size_t e = 0; e < raw.size(); ++e) p.events[next[p.event_shard[e]]++] = raw[e];
+  std::vector<uint8_t>().swap(p.event_shard);
 }
 
 void Checker::process_shard(size_t sh, Part& p) {
-  // The shard's events from every attempt range, in range order.
+  // The shard's events (initial versions) from every attempt range, in
+  // range order.
   const std::vector<Part>& ranges = *events_by_range_;
   size_t total = 0;
   for (const Part& r : ranges) total += r.shard_begin[sh + 1] - r.shard_begin[sh];
@@ -304,69 +794,100 @@ void Checker::process_shard(size_t sh, Part& p) {
     events.insert(events.end(), r.events.begin() + static_cast<ptrdiff_t>(r.shard_begin[sh]),
                   r.events.begin() + static_cast<ptrdiff_t>(r.shard_begin[sh + 1]));
   // Dense key ids of the shard, then a counting sort by key and each key's
-  // events by (version, type, actor): linear but for the per-key sorts,
-  // which are short except on hot keys.
-  FlatIndex<TableKey> keys(total / 4);
-  for (Event& e : events) {
-    const AccessRecord& a = access(e.access);
-    e.key = keys.insert({a.key, a.table}, static_cast<uint32_t>(keys.size())).first;
-  }
+  // events by (type, actor): linear but for the per-key sorts, which are
+  // short (a key's initial version has one reader or replacer per attempt
+  // that saw the key first).
+  FlatIndex<TableKey> keys(total / 2);
+  std::vector<uint32_t> kid(events.size());
+  for (size_t e = 0; e < events.size(); ++e)
+    kid[e] = keys.insert({events[e].key, events[e].table}, static_cast<uint32_t>(keys.size())).first;
   const size_t nkeys = keys.size();
   p.stats.keys = nkeys;
   std::vector<uint64_t> key_begin(nkeys + 1, 0);
-  for (const Event& e : events) ++key_begin[e.key + 1];
+  for (uint32_t k : kid) ++key_begin[k + 1];
   for (size_t k = 0; k < nkeys; ++k) key_begin[k + 1] += key_begin[k];
   std::vector<Event> sorted(events.size());
   {
     std::vector<uint64_t> next(key_begin.begin(), key_begin.end() - 1);
-    for (const Event& e : events) sorted[next[e.key]++] = e;
+    for (size_t e = 0; e < events.size(); ++e) sorted[next[kid[e]]++] = events[e];
   }
   std::vector<Event>().swap(events);
-  auto by_version = [](const Event& a, const Event& b) {
-    if (a.vtxn != b.vtxn) return a.vtxn < b.vtxn;
-    if (a.vseq != b.vseq) return a.vseq < b.vseq;
+  auto by_type = [](const Event& a, const Event& b) {
     if (a.type != b.type) return a.type < b.type;
-    return a.actor < b.actor;
+    if (a.actor != b.actor) return a.actor < b.actor;
+    return a.access < b.access;
   };
-  for (size_t k = 0; k < nkeys; ++k)
-    std::sort(sorted.begin() + static_cast<ptrdiff_t>(key_begin[k]),
-              sorted.begin() + static_cast<ptrdiff_t>(key_begin[k + 1]), by_version);
-
-  // About one ww or wr edge per access, and an rw edge per overwritten read.
-  p.edges.reserve(sorted.size() * 3 / 4);
   for (size_t k = 0; k < nkeys; ++k) {
-    const size_t ke = key_begin[k + 1];
-    for (size_t rb = key_begin[k]; rb < ke;) {
-      // One writer's versions of this key: the last one it installed is
-      // final, the others are intermediate.
-      size_t re = rb;
-      int final_seq = -1;
-      for (; re < ke && sorted[re].vtxn == sorted[rb].vtxn; ++re)
-        if (sorted[re].type == kInstall) final_seq = std::max(final_seq, int{sorted[re].vseq});
-      for (size_t gb = rb; gb < re;) {
-        size_t ge = gb;
-        while (ge < re && sorted[ge].vseq == sorted[gb].vseq) ++ge;
-        process_group(p, sorted, gb, ge, final_seq);
-        gb = ge;
-      }
-      rb = re;
-    }
+    if (key_begin[k + 1] - key_begin[k] > 1)
+      std::sort(sorted.begin() + static_cast<ptrdiff_t>(key_begin[k]),
+                sorted.begin() + static_cast<ptrdiff_t>(key_begin[k + 1]), by_type);
+    process_group(p, sorted, key_begin[k], key_begin[k + 1], 0);
   }
+}
+
+void Checker::segment_edges(std::vector<Part>& parts) {
+  // The edges that can lie on a cycle: those inside one segment. The
+  // attempt passes only counted theirs; they are found again here for the
+  // attempts in segments, from what the passes kept per access.
+  if (segments_.empty()) {
+    for (Part& p : parts) std::vector<Edge>().swap(p.edges);
+    return;
+  }
+  huge_assign(segment_, h_.size(), kNone);
+  for_pieces([&](size_t piece) {
+    const auto [lo, hi] = range_of(h_.size(), piece);
+    for (size_t pos = lo; pos < hi; ++pos) {
+      const uint32_t i = order_[pos];
+      const Pos x{ord_[i], i};
+      auto it = std::upper_bound(segments_.begin(), segments_.end(), x,
+                                 [](const Pos& v, const Interval& sg) { return v < sg.lo; });
+      if (it != segments_.begin() && x <= (it - 1)->hi) segment_[i] = static_cast<uint32_t>(it - 1 - segments_.begin());
+    }
+  });
+  for_pieces([&](size_t piece) {
+    Part& p = parts[piece];
+    const auto [lo, hi] = range_of(h_.size(), piece);
+    auto keep = [&](uint32_t src, uint32_t dst, EdgeKind k, uint64_t ai) {
+      if (segment_[src] == segment_[dst]) p.edges.push_back(Edge::make(src, dst, k, static_cast<uint32_t>(ai)));
+    };
+    for (size_t pos = lo; pos < hi; ++pos) {
+      const uint32_t i = order_[pos];
+      if (segment_[i] == kNone) continue;
+      const uint64_t first = h_.first_access(i);
+      for (uint64_t ai = first; ai < first + txn(i).access_count; ++ai) {
+        const AccessRecord& a = access(static_cast<uint32_t>(ai));
+        if (rep_of_[ai] != kNone) keep(index_.find(a.replaced_txn), i, EdgeKind::kWW, ai);
+        if (const uint32_t x = read_of_[ai]; x != kNone) {
+          keep(index_.find(a.read_txn), i, EdgeKind::kWR, ai);
+          const uint64_t rep = replacers_[x];
+          const uint32_t q = static_cast<uint32_t>(rep) != i ? static_cast<uint32_t>(rep) : static_cast<uint32_t>(rep >> 32);
+          if (q != kNone) keep(i, q, EdgeKind::kRW, ai);
+        }
+      }
+    }
+  });
+  for (size_t k = kPieces; k < parts.size(); ++k)  // the shards' edges
+    std::erase_if(parts[k].edges, [&](const Edge& e) {
+      return segment_[e.src] == kNone || segment_[e.src] != segment_[e.dst];
+    });
+  // The graph's nodes, numbered in index order (so a cycle still starts
+  // at the attempt loaded first).
+  for (uint32_t i = 0; i < h_.size(); ++i)
+    if (segment_[i] != kNone) node_of_.push_back(i);
+  std::vector<uint32_t>().swap(segment_);
 }
 
 void Checker::merge(std::vector<Part>& parts) {
   size_t edges = 0;
   for (const Part& p : parts) edges += p.edges.size();
   edges_.reserve(edges);
+  for (Part& p : parts) edges_.insert(edges_.end(), p.edges.begin(), p.edges.end());
   for (Part& p : parts) {
     for (size_t k = 0; k < kAnomalyKinds; ++k) r_.counts[k] += p.counts[k];
     r_.findings.insert(r_.findings.end(), std::make_move_iterator(p.findings.begin()),
                        std::make_move_iterator(p.findings.end()));
-    edges_.insert(edges_.end(), p.edges.begin(), p.edges.end());
     std::vector<Edge>().swap(p.edges);
     CheckStats& s = r_.stats;
-    s.committed += p.stats.committed;
-    s.aborted += p.stats.aborted;
     s.accesses += p.stats.accesses;
     s.reads += p.stats.reads;
     s.writes += p.stats.writes;
@@ -376,76 +897,50 @@ void Checker::merge(std::vector<Part>& parts) {
   }
 }
 
-void Checker::process_group(Part& p, const std::vector<Event>& ev, size_t gb, size_t ge, int final_seq) {
-  const Event& g = ev[gb];
-  const bool initial = g.vtxn == kInitialIdx;
-  const Version v{initial ? kInitialTxn : id(g.vtxn), g.vseq};
-  size_t rep = gb;
-  while (rep < ge && ev[rep].type == kInstall) ++rep;
-  size_t rd = rep;
-  while (rd < ge && ev[rd].type == kReplace) ++rd;
-  const size_t installs = rep - gb;
-
-  if ((initial && v.seq != 0) || (!initial && installs == 0)) {
-    for (size_t i = rep; i < ge; ++i)
-      unknown_version(p, ev[i].actor, access(ev[i].access), v, ev[i].type == kRead);
-    return;
+void Checker::find_segments(std::vector<Part>& parts) {
+  // Every cycle has an edge against the order (a backward edge), and lies
+  // inside the span its backward edges cover: between the lowest and the
+  // highest of its places, every gap is crossed backwards by one of them.
+  // So the spans of the backward edges, merged where they overlap, are
+  // segments that hold every cycle; edges between segments, or outside
+  // them, are on none. With an order close to the serialization order
+  // (commit timestamps or TSCs) the segments are few and small, and an
+  // acyclic history has none to search.
+  std::vector<Interval> all;
+  size_t n = 0;
+  for (const Part& p : parts) n += p.backward.size();
+  all.reserve(n);
+  for (Part& p : parts) {
+    all.insert(all.end(), p.backward.begin(), p.backward.end());
+    std::vector<Interval>().swap(p.backward);
   }
-  // Distinct replacing and reading attempts (a group is sorted by actor);
-  // the writer reading its own version is no dependency.
+  std::sort(all.begin(), all.end(), [](const Interval& a, const Interval& b) { return a.lo < b.lo; });
+  for (const Interval& iv : all) {
+    if (!segments_.empty() && iv.lo <= segments_.back().hi)
+      segments_.back().hi = std::max(segments_.back().hi, iv.hi);
+    else
+      segments_.push_back(iv);
+  }
+}
+
+void Checker::process_group(Part& p, const std::vector<Event>& ev, size_t gb, size_t ge, int /*final_seq*/) {
+  // The initial version of one key: its replacers, then its readers, each
+  // by attempt.
+  const Event& g = ev[gb];
+  const Version v = kInitialVersion;
+  size_t rd = gb;
+  while (rd < ge && ev[rd].type == kReplace) ++rd;
+  // Distinct replacing and reading attempts.
   std::vector<const Event*>& replacers = p.replacers;
   std::vector<const Event*>& readers = p.readers;
   replacers.clear();
   readers.clear();
-  for (size_t i = rep; i < rd; ++i)
+  for (size_t i = gb; i < rd; ++i)
     if (replacers.empty() || replacers.back()->actor != ev[i].actor) replacers.push_back(&ev[i]);
   for (size_t i = rd; i < ge; ++i)
-    if ((readers.empty() || readers.back()->actor != ev[i].actor) && ev[i].actor != g.vtxn)
-      readers.push_back(&ev[i]);
+    if (readers.empty() || readers.back()->actor != ev[i].actor) readers.push_back(&ev[i]);
 
   const AccessRecord& key_access = access(g.access);
-  if (installs > 1)
-    add(p, Anomaly::kInconsistent, [&] {
-      return finding(Anomaly::kInconsistent, {v.txn},
-                     d_.txn(v.txn) + " installed " + d_.key_of(key_access) + " v=" + d_.version(v) + " " +
-                         std::to_string(installs) + " times");
-    });
-  if (!initial && !txn(g.vtxn).committed()) {
-    const uint16_t reason = txn(g.vtxn).abort_reason;
-    for (const Event* e : readers)
-      add(p, Anomaly::kG1a, [&] {
-        return finding(Anomaly::kG1a, {id(e->actor), v.txn},
-                       "G1a (aborted read): " + d_.txn(id(e->actor)) + " read " + d_.key_of(key_access) +
-                           " v=" + d_.version(v) + ", written by " + d_.txn(v.txn) + ", which aborted ('" +
-                           h_.names.abort_reason(reason) + "')");
-      });
-    for (const Event* e : replacers)
-      add(p, Anomaly::kInconsistent, [&] {
-        return finding(Anomaly::kInconsistent, {id(e->actor), v.txn},
-                       d_.txn(id(e->actor)) + " replaced " + d_.key_of(key_access) + " v=" + d_.version(v) +
-                           ", written by " + d_.txn(v.txn) + ", which aborted");
-      });
-    return;
-  }
-  if (!initial && int{v.seq} < final_seq) {
-    const Version last{v.txn, static_cast<uint16_t>(final_seq)};
-    for (const Event* e : readers)
-      add(p, Anomaly::kG1b, [&] {
-        return finding(Anomaly::kG1b, {id(e->actor), v.txn},
-                       "G1b (intermediate read): " + d_.txn(id(e->actor)) + " read " + d_.key_of(key_access) +
-                           " v=" + d_.version(v) + ", which its writer " + d_.txn(v.txn) +
-                           " overwrote itself before committing v=" + d_.version(last));
-      });
-    for (const Event* e : replacers)
-      if (e->actor != g.vtxn)
-        add(p, Anomaly::kInconsistent, [&] {
-          return finding(Anomaly::kInconsistent, {id(e->actor), v.txn},
-                         d_.txn(id(e->actor)) + " replaced " + d_.key_of(key_access) + " v=" + d_.version(v) +
-                             ", an intermediate version (" + d_.txn(v.txn) + " committed v=" + d_.version(last) + ")");
-        });
-    return;
-  }
-
   if (replacers.size() > 1)
     add(p, Anomaly::kVersionFork, [&] {
       std::vector<TxnId> ids;
@@ -458,27 +953,21 @@ void Checker::process_group(Part& p, const std::vector<Event>& ev, size_t gb, si
                      "version fork (lost update): the versions of " + d_.key_of(key_access) +
                          " do not form one chain: " + who + " all replaced v=" + d_.version(v));
     });
-  for (const Event* q : replacers)
-    if (!initial) emit(p, g.vtxn, q->actor, EdgeKind::kWW, q->access);
-  // A reader's anti-dependency goes to the version's replacer. A forked
-  // version has several; its readers get an edge to the first one (not the
-  // reader itself) only, so that the graph stays linear in the history's
-  // size however broken it is (a lock that never locks forks every hot
-  // version, and readers x replacers edges ran tests out of memory). The
-  // fork itself is reported, so the history is not certified either way.
-  for (const Event* r : readers) {
-    if (!initial) emit(p, g.vtxn, r->actor, EdgeKind::kWR, r->access);
+  // A reader's anti-dependency goes to the first replacer that is not the
+  // reader itself (see anti_dependencies()).
+  for (const Event* r : readers)
     for (const Event* q : replacers)
       if (q->actor != r->actor) {
-        emit(p, r->actor, q->actor, EdgeKind::kRW, r->access);
+        emit(p, r->actor, q->actor, EdgeKind::kRW, r->access, ord_[r->actor], ord_[q->actor]);
         break;
       }
-  }
 }
 
-void Checker::emit(Part& p, uint32_t src, uint32_t dst, EdgeKind k, uint32_t access_index) {
-  p.edges.push_back(Edge::make(src, dst, k, access_index));
+void Checker::emit(Part& p, uint32_t src, uint32_t dst, EdgeKind k, uint32_t access_index, uint64_t src_ord,
+                   uint64_t dst_ord) {
+  if (p.keep_edges) p.edges.push_back(Edge::make(src, dst, k, access_index));
   ++p.stats.edges[static_cast<size_t>(k)];
+  if (Pos{dst_ord, dst} < Pos{src_ord, src}) p.backward.push_back({{dst_ord, dst}, {src_ord, src}});
   if (!si_timestamps_) return;
   // A snapshot taken at start_ts holds exactly the commits at or before it.
   // So a dependency (ww, wr) needs its source committed by the target's
@@ -511,7 +1000,13 @@ void Checker::note_components(const Components& c) {
 }
 
 void Checker::find_cycles() {
-  const DependencyGraph g(static_cast<uint32_t>(h_.size()), std::move(edges_));
+  if (edges_.empty()) return;  // no segments: no cycle
+  // The graph of the attempts in segments, numbered 0.. in index order.
+  for (Edge& e : edges_) {
+    e.src = static_cast<uint32_t>(std::lower_bound(node_of_.begin(), node_of_.end(), e.src) - node_of_.begin());
+    e.dst = static_cast<uint32_t>(std::lower_bound(node_of_.begin(), node_of_.end(), e.dst) - node_of_.begin());
+  }
+  const DependencyGraph g(static_cast<uint32_t>(node_of_.size()), std::move(edges_));
   CycleSearch search(g);
   if (o_.isolation == Isolation::kSerializable) {
     // Coarse to fine: most histories are acyclic and stop after one pass.
@@ -556,7 +1051,7 @@ void Checker::report_cycles(Anomaly a, const DependencyGraph& g, const Component
       continue;
     }
     const std::optional<Cycle> cyc = search.shortest(c, i, seed, path, budget, nullptr);
-    if (cyc) add(a, [&] { return d_.cycle(a, *cyc, members.size()); });
+    if (cyc) add(a, [&] { return d_.cycle(a, attempts(*cyc), members.size()); });
   }
 }
 
@@ -572,10 +1067,10 @@ void Checker::search_gsib(const DependencyGraph& g, CycleSearch& search) {
     const std::optional<Cycle> cyc = search.shortest(full, i, kind_bit(EdgeKind::kRW), kDepKinds, budget, &exhausted);
     const size_t size = full.members_of(i).size();
     if (cyc) {
-      add(Anomaly::kGSIb, [&] { return d_.cycle(Anomaly::kGSIb, *cyc, size); });
+      add(Anomaly::kGSIb, [&] { return d_.cycle(Anomaly::kGSIb, attempts(*cyc), size); });
     } else if (exhausted) {
       add(Anomaly::kInconclusive, [&] {
-        return finding(Anomaly::kInconclusive, {id(full.members_of(i)[0])},
+        return finding(Anomaly::kInconclusive, {id(node_of_[full.members_of(i)[0]])},
                        "a strongly connected component of " + std::to_string(size) +
                            " transactions is too large to search for cycles with one anti-dependency within the "
                            "search budget; record start and commit timestamps to check snapshot isolation exactly");

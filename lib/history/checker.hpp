@@ -3,8 +3,10 @@
 // show it is not, each in a form a person can follow.
 //
 // It rebuilds, for every key, the chain of versions from the versions each
-// committed write replaced, then the direct serialization graph (ww, wr and
-// rw edges, dependency_graph.hpp), and checks (Adya's phenomena):
+// committed write replaced (each found straight at its writer's install),
+// then the direct serialization graph (ww, wr and rw edges,
+// dependency_graph.hpp) -- searching for cycles only inside the segments
+// that edges against commit order span -- and checks (Adya's phenomena):
 //   G0        a cycle of ww edges (write cycle)
 //   G1a       a committed read of a version an aborted attempt wrote
 //   G1b       a committed read of a version its writer later overwrote itself
@@ -102,8 +104,8 @@ struct CheckOptions {
   // components can take, at the price of a cycle that may not be the
   // shortest (the report says so).
   uint64_t search_budget = 50'000'000;
-  // Threads for the parallel phases (reading the accesses, building each
-  // key's versions and edges); 0: every core. The report does not depend on
+  // Threads for the parallel phases (reading the accesses, resolving the
+  // versions they name, anti-dependencies, edges in segments); 0: every core. The report does not depend on
   // it.
   unsigned threads = 0;
 };
@@ -111,7 +113,7 @@ struct CheckOptions {
 struct CheckStats {
   uint64_t committed = 0, aborted = 0;
   uint64_t accesses = 0, reads = 0, writes = 0;  // of committed attempts; a read-modify-write counts in both
-  uint64_t keys = 0;
+  uint64_t keys = 0;  // keys whose initial version a committed access read or replaced
   std::array<uint64_t, 3> edges{};  // by EdgeKind
   uint64_t cyclic_components = 0;   // of the widest graph searched
   uint64_t largest_component = 0;

@@ -17,7 +17,7 @@ std::string id_text(TxnId id) {
 
 std::string Describer::txn(TxnId id) const {
   const uint32_t i = index_.find(id);
-  if (i == FlatIndex<uint64_t>::kNone) return "T(" + id_text(id) + ", not in the history)";
+  if (i == TxnIndex::kNone) return "T(" + id_text(id) + ", not in the history)";
   return "T(" + id_text(id) + " '" + h_.names.type(h_.txn(i).type) + "')";
 }
 

@@ -17,14 +17,14 @@
 
 #include "history/checker.hpp"
 #include "history/dependency_graph.hpp"
-#include "history/flat_index.hpp"
 #include "history/history.hpp"
+#include "history/txn_index.hpp"
 
 namespace rdtx::history {
 
 class Describer {
  public:
-  Describer(const History& h, const FlatIndex<uint64_t>& txn_index) : h_(h), index_(txn_index) {}
+  Describer(const History& h, const TxnIndex& txn_index) : h_(h), index_(txn_index) {}
 
   std::string txn(TxnId id) const;
   std::string version(Version v) const;
@@ -43,7 +43,7 @@ class Describer {
   TxnId id_at(uint32_t idx) const { return h_.txn(idx).id; }
 
   const History& h_;
-  const FlatIndex<uint64_t>& index_;
+  const TxnIndex& index_;
 };
 
 // "write skew", "lost update", "G-single" or "" for a G2-item cycle.

@@ -5,6 +5,7 @@
 // Thread-safety: none; one owner.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -46,6 +47,13 @@ class FlatIndex {
     slots_[i] = {k, v};
     ++size_;
     return {v, true};
+  }
+
+  // Sets the value of k, which must be present.
+  void assign(const K& k, uint32_t v) {
+    size_t i = hash_of(k) & mask_;
+    while (!(slots_[i].key == k)) i = (i + 1) & mask_;
+    slots_[i].value = v;
   }
 
   uint32_t find(const K& k) const {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sys/mman.h>
 #include <utility>
 
 namespace rdtx::history {
@@ -83,6 +84,13 @@ std::span<AccessRecord> History::add_uninitialized(const TxnRecord& t) {
   txns_.push_back(t);
   acc_.resize(acc_.size() + t.access_count);
   return {acc_.data() + first_.back(), t.access_count};
+}
+
+void advise_huge_pages(const void* p, size_t bytes) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
 }
 
 void History::reserve(size_t txns, size_t accesses) {

@@ -20,6 +20,13 @@
 
 namespace rdtx::history {
 
+// Asks the kernel to back [p, p + bytes) with transparent huge pages
+// (madvise), where it allows them: for the checker's per-access arrays,
+// read at random. A hint: nothing fails without it. (Not used for the
+// History's own arrays: faulting them in as huge pages made loading slower
+// by more than it saved.)
+void advise_huge_pages(const void* p, size_t bytes);
+
 // One worker's part of the history (one file).
 struct Source {
   std::string path;  // empty when not loaded from a file
@@ -68,6 +75,7 @@ class History {
   // The index in all_accesses() of attempt i's first access.
   uint64_t first_access(size_t i) const { return first_[i]; }
   std::span<const AccessRecord> all_accesses() const { return acc_; }
+  std::span<const uint64_t> first_accesses() const { return first_; }
 
   // For tests that plant an anomaly in a generated history.
   TxnRecord& mutable_txn(size_t i) { return txns_[i]; }

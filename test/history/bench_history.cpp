@@ -1,11 +1,13 @@
 // Performance of recording and checking (suite perf): prints what it
 // measures, asserts only correctness, never a time.
 //   RDTX_HISTORY_BENCH_TXNS  transactions in the checked history (default 2000000)
+//   RDTX_HISTORY_BENCH_DIR   also keep the history files there (for rdtx-check)
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -105,6 +107,11 @@ TEST(HistoryPerf, CheckRate) {
   ASSERT_EQ(loaded->size(), h.size());
   std::printf("load %zu files: %.2f s, %.2f M transactions/s\n", loaded->sources.size(), load_s,
               static_cast<double>(h.size()) / load_s / 1e6);
+  if (const char* keep = std::getenv("RDTX_HISTORY_BENCH_DIR"); keep && *keep) {
+    std::filesystem::create_directories(keep);
+    write_files(h, o, keep);
+    std::printf("files kept in %s\n", keep);
+  }
 }
 
 TEST(HistoryPerf, RecorderCost) {
