@@ -69,6 +69,27 @@ def read(tmp, node):
         return f.read()
 
 
+def signal_when_running(tmp, procs, node, sig, watch=None):
+    """Sends `sig` to `node` about a second into the run (seen in node `watch`'s log)."""
+    deadline = time.time() + 30
+    while time.time() < deadline and "smallbank on" not in read(tmp, node if watch is None else watch):
+        time.sleep(0.1)
+    time.sleep(1.0)
+    procs[node][0].send_signal(sig)
+
+
+def wait_all(procs, timeout=15):
+    """Every process's exit status (None: killed after `timeout` s)."""
+    rcs = []
+    for p, _ in procs:
+        try:
+            rcs.append(p.wait(timeout=timeout))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rcs.append(None)
+    return rcs
+
+
 def cluster_args(n, h, extra=()):
     return ["--set", "cluster.mode=process", "--set", f"cluster.nodes={n}", "--set", f"cluster.hosts={h}",
             "--set", "cluster.connect_timeout_s=20"] + list(extra)
@@ -127,19 +148,9 @@ def run_killed(tmp):
     before = shm_segments()
     h = hosts(3)
     procs = [start(n, cluster_args(3, h, ["--duration", "30", "--warmup", "0.1"]), tmp) for n in range(3)]
-    deadline = time.time() + 30
-    while time.time() < deadline and "smallbank on" not in read(tmp, 0):
-        time.sleep(0.1)
-    time.sleep(1.0)
-    procs[2][0].send_signal(signal.SIGKILL)
+    signal_when_running(tmp, procs, 2, signal.SIGKILL, watch=0)
     t = time.time()
-    rcs = []
-    for p, _ in procs[:2]:
-        try:
-            rcs.append(p.wait(timeout=15))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            rcs.append(None)
+    rcs = wait_all(procs[:2])
     took = time.time() - t
     for n in range(2):
         out = read(tmp, n)
@@ -157,19 +168,9 @@ def run_sigterm(tmp):
     ports = free_ports(3)
     h = ",".join(f"127.0.0.1:{p}" for p in ports)
     procs = [start(n, cluster_args(3, h, ["--duration", "30", "--warmup", "0.1"]), tmp) for n in range(3)]
-    deadline = time.time() + 30
-    while time.time() < deadline and "smallbank on" not in read(tmp, 0):
-        time.sleep(0.1)
-    time.sleep(1.0)
-    procs[0][0].send_signal(signal.SIGTERM)
+    signal_when_running(tmp, procs, 0, signal.SIGTERM)
     t = time.time()
-    rcs = []
-    for p, _ in procs:
-        try:
-            rcs.append(p.wait(timeout=15))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            rcs.append(None)
+    rcs = wait_all(procs)
     took = time.time() - t
     want = f"node 0 (127.0.0.1:{ports[0]}) stopped by SIGTERM"
     for n in range(3):
@@ -191,18 +192,8 @@ def run_sigint(tmp):
     jsons = [os.path.join(tmp, f"node{n}.json") for n in range(3)]
     procs = [start(n, cluster_args(3, h, ["--duration", "30", "--warmup", "0.1", "--json", jsons[n]]), tmp)
              for n in range(3)]
-    deadline = time.time() + 30
-    while time.time() < deadline and "smallbank on" not in read(tmp, 1):
-        time.sleep(0.1)
-    time.sleep(1.0)
-    procs[1][0].send_signal(signal.SIGINT)
-    rcs = []
-    for p, _ in procs:
-        try:
-            rcs.append(p.wait(timeout=15))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            rcs.append(None)
+    signal_when_running(tmp, procs, 1, signal.SIGINT)
+    rcs = wait_all(procs)
     want = f"node 1 (127.0.0.1:{ports[1]}) stopped by SIGINT"
     for n in range(3):
         out = read(tmp, n)
