@@ -72,6 +72,7 @@ struct Endpoint::Impl {
   std::vector<InFlight> inflight;  // ring of send_buffers entries
   size_t inflight_head = 0, inflight_size = 0;
   uint64_t post_seq = 0;
+  uint32_t unsignaled = 0;  // posts since the last signaled one
 
   // Per peer: its address handle, the datagram being built for it, the full
   // ones waiting for a credit, and the credits both ways.
@@ -121,7 +122,7 @@ struct Endpoint::Impl {
   // due to go back alone (0: now; UINT64_MAX: none owed).
   std::vector<uint32_t> owing;
   uint64_t credits_due_tsc = UINT64_MAX;
-  uint32_t owed_peers = 0;  // peers with owed > 0: at 0, `owing` is emptied
+  uint32_t owed_peers = 0;  // peers with owed > 0
   // Per send buffer: its length and next in a peer's waiting list.
   std::vector<uint32_t> buf_len, buf_next;
   // One flush's work requests.
@@ -210,12 +211,10 @@ struct Endpoint::Impl {
     }
   }
 
-  // A peer's owed credits all went back with a datagram.
+  // A peer's owed credits all went back with a datagram. It stays in
+  // `owing` (once, owing_listed) until return_credits() walks the list.
   void paid() {
-    if (--owed_peers > 0) return;
-    for (uint32_t d : owing) peers[d].owing_listed = false;
-    owing.clear();
-    credits_due_tsc = UINT64_MAX;
+    if (--owed_peers == 0) credits_due_tsc = UINT64_MAX;
   }
 
   std::byte* send_buf(uint32_t i) const { return send_base + static_cast<size_t>(i) * mr_stride; }

@@ -131,7 +131,10 @@ bool Endpoint::append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint
   wr.lkey = m.mr.lkey;
   wr.wr_id = ++m.post_seq;
   if (wr.length <= m.max_inline) wr.flags |= rdma::kInline;
-  if (m.post_seq % m.cfg.signal_every == 0) wr.flags |= rdma::kSignaled;
+  if (++m.unsignaled == m.cfg.signal_every) {  // every signal_every-th post
+    m.unsignaled = 0;
+    wr.flags |= rdma::kSignaled;
+  }
   if (n > 0) m.wrs[n - 1].next = &wr;
   m.wr_buf[n] = buf;
   return n + 1;
@@ -140,7 +143,6 @@ bool Endpoint::append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint
 void Endpoint::flush(uint64_t now) {
   Impl& m = *impl_;
   const bool credits_due = m.owed_peers > 0 && now >= m.credits_due_tsc;
-  if (m.active.empty() && !credits_due) return;
   if (m.active.empty() && !credits_due) return;
   size_t n = 0, keep = 0;
   for (size_t i = 0; i < m.active.size(); ++i) {
@@ -196,7 +198,12 @@ size_t Endpoint::return_credits(size_t n, uint64_t now) {
       std::memcpy(m.send_buf(b), &dh, sizeof dh);
       m.buf_len[b] = sizeof dh;
       n = stage(n, dest, b, false);
-      if (m.owed_peers == 0) return n;  // the last one: paid() emptied the list
+      if (m.owed_peers == 0) {  // the last one: what is left of the list owes nothing
+        for (size_t j = i; j < m.owing.size(); ++j) m.peers[m.owing[j]].owing_listed = false;
+        m.owing.resize(keep);
+        m.credits_due_tsc = UINT64_MAX;
+        return n;
+      }
     }
     if (p.owed > 0) {
       m.owing[keep++] = dest;
