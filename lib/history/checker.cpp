@@ -46,6 +46,26 @@ constexpr uint32_t kScanAccesses = 64;
 // versions an attempt names are at random places in the history, and a
 // cache miss at a time would leave the core waiting on memory.
 constexpr uint32_t kAhead = 8;
+// resolve_txns() finds the writer of each version an attempt names once, 2 *
+// kAhead attempts ahead, and keeps it in a ring of this many attempts.
+constexpr size_t kRing = 32;
+static_assert(kRing > 2 * kAhead);
+// A writer not looked up yet.
+constexpr uint32_t kUnknownIdx = UINT32_MAX - 2;
+
+// What the resolve pass needs of a writer, in one 16-byte slot (one cache
+// line) instead of its 48-byte record (which may straddle two) and the index
+// of its first access: the chain of dependent cache misses per version named
+// is id -> index slot -> Meta -> the writer's accesses.
+struct Meta {
+  uint64_t ord;    // its place in the order (Pos::ord)
+  uint32_t first;  // index of its first access (History::kMaxAccesses < 2^31)
+  uint32_t count;  // its access count, with kCommittedBit if committed
+  static constexpr uint32_t kCommittedBit = uint32_t{1} << 31;
+  bool committed() const { return (count & kCommittedBit) != 0; }
+  uint32_t accesses() const { return count & ~kCommittedBit; }
+};
+static_assert(sizeof(Meta) == 16);
 
 
 // A reference to the initial version of a key (carried along, so that the
@@ -101,6 +121,11 @@ struct Part {
   std::vector<std::pair<uint32_t, uint32_t>> forks;  // (install, writer) of the forks whose findings are kept
   std::vector<uint32_t> prev, next;  // per access of the attempt: the same key's previous and next
   std::vector<std::pair<TableKey, uint32_t>> sort_scratch;
+  // resolve_txns(): the writers of the versions the attempt at place pos
+  // names (2 per access, read then replaced) at ring[pos % kRing], found once
+  // ahead of it; ring_pos says which place a ring entry holds.
+  std::vector<uint32_t> ring;
+  std::array<size_t, kRing> ring_pos{};
 };
 
 class Checker {
@@ -115,9 +140,9 @@ class Checker {
   void index_big_txns(const std::vector<Part>& parts);
   void link_same_keys(Part& p, uint32_t i);
   void resolve_txns(size_t piece, Part& p);
-  void prefetch_writers(uint32_t i, int stage) const;
+  void prefetch_writers(Part& p, size_t pos, int stage) const;
   uint32_t resolve(Part& p, uint32_t actor, const AccessRecord& a, Version v, bool read, bool distinct,
-                   uint32_t& writer);
+                   uint32_t& writer, uint32_t known);
   uint32_t find_install(uint32_t w, const AccessRecord& a, uint16_t seq, int& final_seq) const;
   void find_forks(size_t piece, Part& p);
   void fix_forks(std::vector<Part>& parts);
@@ -176,6 +201,7 @@ class Checker {
   TxnIndex index_;
   FlatIndex<WriteKey> big_writes_;  // writes of attempts with more than kScanAccesses accesses
   std::vector<uint64_t> ord_;       // per attempt: its place in the order (Pos::ord)
+  std::vector<Meta> meta_;          // per attempt: what resolving a version needs of its writer
   std::vector<uint32_t> order_;     // the attempts in that order: how the passes visit them
   std::vector<uint32_t> read_of_;   // per access: the install of the version it read, when it yields an rw edge
   std::vector<uint32_t> rep_of_;    // per access: the install of the version it replaced, when it yields a ww edge
@@ -243,6 +269,15 @@ CheckReport Checker::run() {
     si_timestamps_ = all && o_.isolation == Isolation::kSnapshot;
     order_by_commit_ts_ = all;
     order_txns();
+    huge_assign(meta_, n, Meta{});
+    for_pieces([&](size_t piece) {
+      const auto [lo, hi] = range_of(n, piece);
+      for (size_t i = lo; i < hi; ++i) {
+        const TxnRecord& t = txn(static_cast<uint32_t>(i));
+        meta_[i] = Meta{ord_[i], static_cast<uint32_t>(h_.first_access(i)),
+                        t.access_count | (t.committed() ? Meta::kCommittedBit : 0)};
+      }
+    });
     lap("scan");
     index_.build(h_);
     lap("index");
@@ -252,6 +287,7 @@ CheckReport Checker::run() {
     huge_assign(replacers_, h_.access_count(), ~uint64_t{0});
     lap("alloc");
     for_pieces([&](size_t i) { resolve_txns(i, ranges[i]); });
+    std::vector<Meta>().swap(meta_);
     lap("resolve");
     for_pieces([&](size_t i) { find_forks(i, ranges[i]); });
     fix_forks(ranges);
@@ -371,18 +407,19 @@ void Checker::index_big_txns(const std::vector<Part>& parts) {
 }
 
 uint32_t Checker::find_install(uint32_t w, const AccessRecord& a, uint16_t seq, int& final_seq) const {
-  const TxnRecord& t = txn(w);
+  const Meta& t = meta_[w];
   final_seq = -1;
-  if (t.access_count > kScanAccesses) {
+  if (t.accesses() > kScanAccesses) {
     const uint32_t last = big_writes_.find({a.key, a.table, w, kNone});
     if (last == kNone) return kNone;
     final_seq = static_cast<int>(last);
     return big_writes_.find({a.key, a.table, w, seq});
   }
-  const uint64_t first = h_.first_access(w);
+  const uint64_t first = t.first;
   const AccessRecord* acc = h_.all_accesses().data() + first;
   uint32_t install = kNone;
-  for (uint32_t j = 0; j < t.access_count; ++j) {
+  const uint32_t count = t.accesses();
+  for (uint32_t j = 0; j < count; ++j) {
     const AccessRecord& b = acc[j];
     if (b.key != a.key || b.table != a.table || !b.writes()) continue;
     final_seq = std::max(final_seq, int{b.write_seq});
@@ -505,11 +542,12 @@ void Checker::unknown_version(Part& p, uint32_t actor, const AccessRecord& a, Ve
 }
 
 uint32_t Checker::resolve(Part& p, uint32_t actor, const AccessRecord& a, Version v, bool read, bool distinct,
-                          uint32_t& writer) {
+                          uint32_t& writer, uint32_t known) {
   // The install of version v (not the initial one) of a's key, if it is a
   // committed final version; else kNone, with what is wrong reported (once
-  // per attempt and version when `distinct`).
-  const uint32_t w = index_of(v.txn);
+  // per attempt and version when `distinct`). `known`: v's writer if looked
+  // up already, else kUnknownIdx.
+  const uint32_t w = known != kUnknownIdx ? known : index_of(v.txn);
   writer = w;
   int final_seq;
   const uint32_t x = w == kNone ? kNone : find_install(w, a, v.seq, final_seq);
@@ -518,8 +556,8 @@ uint32_t Checker::resolve(Part& p, uint32_t actor, const AccessRecord& a, Versio
     return kNone;
   }
   if (!distinct) return x;
-  const TxnRecord& wt = txn(w);
-  if (!wt.committed()) {
+  if (!meta_[w].committed()) {
+    const TxnRecord& wt = txn(w);
     if (read)
       add(p, Anomaly::kG1a, [&] {
         return finding(Anomaly::kG1a, {id(actor), v.txn},
@@ -556,13 +594,18 @@ uint32_t Checker::resolve(Part& p, uint32_t actor, const AccessRecord& a, Versio
   return x;
 }
 
-void Checker::prefetch_writers(uint32_t i, int stage) const {
-  // Stage 0: the index slots of the writers of the versions attempt i names;
-  // 1: their records; 2: their accesses and replacers.
+void Checker::prefetch_writers(Part& p, size_t pos, int stage) const {
+  // Stage 0: the index slots of the writers of the versions the attempt at
+  // place pos names; 1: the writers found (kept in the ring) and their Meta;
+  // 2: their accesses and replacers.
+  const uint32_t i = order_[pos];
   const TxnRecord& t = txn(i);
   if (!t.committed()) return;
   const AccessRecord* acc = h_.all_accesses().data() + h_.first_access(i);
   const uint32_t m = std::min(t.access_count, kScanAccesses);
+  uint32_t* ring = p.ring.data() + (pos % kRing) * 2 * kScanAccesses;
+  if (stage == 1) p.ring_pos[pos % kRing] = pos;
+  if (stage == 2 && p.ring_pos[pos % kRing] != pos) return;  // at a piece's start: not looked up
   for (uint32_t j = 0; j < m; ++j) {
     const AccessRecord& a = acc[j];
     for (int which = 0; which < 2; ++which) {
@@ -572,17 +615,17 @@ void Checker::prefetch_writers(uint32_t i, int stage) const {
         index_.prefetch(v);
         continue;
       }
-      const uint32_t w = index_.find(v);
-      if (w == kNone) continue;
+      uint32_t& w = ring[2 * j + which];
       if (stage == 1) {
-        // A record may straddle two cache lines.
-        __builtin_prefetch(&txn(w));
-        __builtin_prefetch(reinterpret_cast<const char*>(&txn(w)) + sizeof(TxnRecord) - 1);
-        __builtin_prefetch(&h_.first_accesses()[w]);
+        w = index_.find(v);
+        if (w != kNone) __builtin_prefetch(&meta_[w]);
         continue;
       }
-      const uint64_t f = h_.first_access(w);
-      const uint32_t n = std::min(txn(w).access_count, 4u);
+      if (w == kNone) continue;
+      const Meta& mw = meta_[w];
+      const uint64_t f = mw.first;
+      const uint32_t n = std::min(mw.accesses(), 4u);
+      if (n == 0) continue;
       const char* wa = reinterpret_cast<const char*>(h_.all_accesses().data() + f);
       for (uint32_t off = 0; off < n * sizeof(AccessRecord); off += 64) __builtin_prefetch(wa + off);
       __builtin_prefetch(wa + n * sizeof(AccessRecord) - 1);
@@ -596,10 +639,12 @@ void Checker::resolve_txns(size_t piece, Part& p) {
   // found at its writer (ww and wr edges, replacers registered), and the
   // initial versions it names sent to their key's shard.
   const auto [lo, hi] = range_of(h_.size(), piece);
+  p.ring.assign(kRing * 2 * kScanAccesses, kUnknownIdx);
+  p.ring_pos.fill(SIZE_MAX);
   for (size_t pos = lo; pos < hi; ++pos) {
-    if (pos + 3 * kAhead < hi) prefetch_writers(order_[pos + 3 * kAhead], 0);
-    if (pos + 2 * kAhead < hi) prefetch_writers(order_[pos + 2 * kAhead], 1);
-    if (pos + kAhead < hi) prefetch_writers(order_[pos + kAhead], 2);
+    if (pos + 3 * kAhead < hi) prefetch_writers(p, pos + 3 * kAhead, 0);
+    if (pos + 2 * kAhead < hi) prefetch_writers(p, pos + 2 * kAhead, 1);
+    if (pos + kAhead < hi) prefetch_writers(p, pos + kAhead, 2);
     const uint32_t i = order_[pos];
     const TxnRecord& t = txn(i);
     if (t.id == kInitialTxn) continue;  // reported in scan_txns
@@ -618,6 +663,12 @@ void Checker::resolve_txns(size_t piece, Part& p) {
     const bool alone = acc.size() <= 1;
     if (!alone) link_same_keys(p, i);
     auto prev = [&](uint32_t j) { return alone ? kNone : p.prev[j]; };
+    // The writers found ahead (prefetch_writers), if they were.
+    const uint32_t* ring =
+        p.ring_pos[pos % kRing] == pos ? p.ring.data() + (pos % kRing) * 2 * kScanAccesses : nullptr;
+    auto known = [&](uint32_t j, int which) {
+      return ring != nullptr && j < kScanAccesses ? ring[2 * j + which] : kUnknownIdx;
+    };
     for (uint32_t j = 0; j < acc.size(); ++j) {
       const AccessRecord& a = acc[j];
       const uint32_t ai = first + j;
@@ -640,9 +691,9 @@ void Checker::resolve_txns(size_t piece, Part& p) {
           }
         } else {
           uint32_t w;
-          const uint32_t x = resolve(p, i, a, v, true, distinct, w);
+          const uint32_t x = resolve(p, i, a, v, true, distinct, w, known(j, 0));
           if (x != kNone && distinct && w != i) {
-            emit(p, w, i, EdgeKind::kWR, ai, ord_of(txn(w)), t_ord);
+            emit(p, w, i, EdgeKind::kWR, ai, meta_[w].ord, t_ord);
             read_of_[ai] = x;
           }
         }
@@ -700,9 +751,9 @@ void Checker::resolve_txns(size_t piece, Part& p) {
         continue;
       }
       uint32_t w;
-      const uint32_t x = resolve(p, i, a, replaced, false, distinct, w);
+      const uint32_t x = resolve(p, i, a, replaced, false, distinct, w, known(j, 1));
       if (x != kNone && distinct) {
-        emit(p, w, i, EdgeKind::kWW, ai, ord_of(txn(w)), t_ord);
+        emit(p, w, i, EdgeKind::kWW, ai, meta_[w].ord, t_ord);
         rep_of_[ai] = x;
         std::atomic_ref<uint64_t>(replacers_[x]).store(uint64_t{kNone} << 32 | i, std::memory_order_relaxed);
       }
