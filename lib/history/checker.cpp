@@ -200,16 +200,16 @@ class Checker {
   CheckReport r_;
   TxnIndex index_;
   FlatIndex<WriteKey> big_writes_;  // writes of attempts with more than kScanAccesses accesses
-  std::vector<uint64_t> ord_;       // per attempt: its place in the order (Pos::ord)
-  std::vector<Meta> meta_;          // per attempt: what resolving a version needs of its writer
+  LoadVector<uint64_t> ord_;       // per attempt: its place in the order (Pos::ord)
+  LoadVector<Meta> meta_;          // per attempt: what resolving a version needs of its writer
   std::vector<uint32_t> order_;     // the attempts in that order: how the passes visit them
-  std::vector<uint32_t> read_of_;   // per access: the install of the version it read, when it yields an rw edge
-  std::vector<uint32_t> rep_of_;    // per access: the install of the version it replaced, when it yields a ww edge
-  std::vector<uint64_t> replacers_;  // per install: the two lowest distinct replacing attempts (low word first)
+  LoadVector<uint32_t> read_of_;   // per access: the install of the version it read, when it yields an rw edge
+  LoadVector<uint32_t> rep_of_;    // per access: the install of the version it replaced, when it yields a ww edge
+  LoadVector<uint64_t> replacers_;  // per install: the two lowest distinct replacing attempts (low word first)
   std::vector<std::pair<uint32_t, uint32_t>> fork_replacers_;  // (install, attempt) of every forked version, sorted
   std::vector<Edge> edges_;
   std::vector<Interval> segments_;  // disjoint, sorted: every cycle lies inside one
-  std::vector<uint32_t> segment_;   // per attempt: the segment it is in, or kNone
+  LoadVector<uint32_t> segment_;   // per attempt: the segment it is in, or kNone
   std::vector<uint32_t> node_of_;   // the graph's nodes: the attempts in segments, by index
   std::map<std::pair<uint16_t, uint16_t>, const Source*> sources_;
   bool si_timestamps_ = false;
@@ -218,16 +218,6 @@ class Checker {
   Describer d_;
 };
 
-// v = n copies of x, in transparent huge pages where the kernel allows:
-// these arrays are read at random.
-template <typename T>
-void huge_assign(std::vector<T>& v, size_t n, T x) {
-  std::vector<T>().swap(v);
-  v.reserve(n);
-  advise_huge_pages(v.data(), n * sizeof(T));
-  v.assign(n, x);
-}
-
 template <typename F>
 void for_pieces(F&& f) {
   tbb::parallel_for(tbb::blocked_range<size_t>(0, kPieces, 1),
@@ -235,6 +225,18 @@ void for_pieces(F&& f) {
                       for (size_t i = r.begin(); i < r.end(); ++i) f(i);
                     },
                     tbb::simple_partitioner());
+}
+
+// v = n copies of x, in transparent huge pages where the kernel allows:
+// these arrays are read at random. Filled in pieces on the arena's threads
+// (their pages are faulted in, and zeroed by the kernel, in parallel).
+template <typename T>
+void huge_assign(LoadVector<T>& v, size_t n, T x) {
+  LoadVector<T>().swap(v);
+  v.reserve(n);
+  advise_huge_pages(v.data(), n * sizeof(T));
+  v.resize(n);
+  for_pieces([&](size_t piece) { std::fill(v.data() + n * piece / kPieces, v.data() + n * (piece + 1) / kPieces, x); });
 }
 
 CheckReport Checker::run() {
@@ -287,7 +289,7 @@ CheckReport Checker::run() {
     huge_assign(replacers_, h_.access_count(), ~uint64_t{0});
     lap("alloc");
     for_pieces([&](size_t i) { resolve_txns(i, ranges[i]); });
-    std::vector<Meta>().swap(meta_);
+    LoadVector<Meta>().swap(meta_);
     lap("resolve");
     for_pieces([&](size_t i) { find_forks(i, ranges[i]); });
     fix_forks(ranges);
@@ -305,9 +307,9 @@ CheckReport Checker::run() {
     lap("segments");
     if (trace) std::fprintf(stderr, "  %zu segments\n", segments_.size());
     segment_edges(ranges);
-    std::vector<uint32_t>().swap(read_of_);
-    std::vector<uint32_t>().swap(rep_of_);
-    std::vector<uint64_t>().swap(replacers_);
+    LoadVector<uint32_t>().swap(read_of_);
+    LoadVector<uint32_t>().swap(rep_of_);
+    LoadVector<uint64_t>().swap(replacers_);
     merge(ranges);
     lap("merge");
     if (trace) std::fprintf(stderr, "  %zu edges kept\n", edges_.size());
@@ -648,7 +650,7 @@ void Checker::resolve_txns(size_t piece, Part& p) {
     const uint32_t i = order_[pos];
     const TxnRecord& t = txn(i);
     if (t.id == kInitialTxn) continue;  // reported in scan_txns
-    if (const uint32_t first = index_.find(t.id); first != i) {
+    if (const uint32_t first = index_.has_duplicates() ? index_.find(t.id) : i; first != i) {
       add(p, Anomaly::kInconsistent, [&] {
         return finding(Anomaly::kInconsistent, {t.id},
                        "two attempts have id " + d_.txn(t.id) + " (attempts " + std::to_string(first) + " and " +
@@ -925,7 +927,7 @@ void Checker::segment_edges(std::vector<Part>& parts) {
   // at the attempt loaded first).
   for (uint32_t i = 0; i < h_.size(); ++i)
     if (segment_[i] != kNone) node_of_.push_back(i);
-  std::vector<uint32_t>().swap(segment_);
+  LoadVector<uint32_t>().swap(segment_);
 }
 
 void Checker::merge(std::vector<Part>& parts) {

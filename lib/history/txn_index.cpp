@@ -100,13 +100,15 @@ void TxnIndex::build(const History& h) {
     coordinators_ = FlatIndex<uint64_t>();
     coord_.clear();
     hash_ = FlatIndex<uint64_t>(n);
+    duplicates_ = false;
     for (uint32_t i = 0; i < n; ++i)
-      if (h.txn(i).id != kInitialTxn) hash_.insert(h.txn(i).id, i);
+      if (h.txn(i).id != kInitialTxn && !hash_.insert(h.txn(i).id, i).second) duplicates_ = true;
     return;
   }
   slots_.reserve(total);
   advise_huge_pages(slots_.data(), total * sizeof(uint32_t));
   slots_.assign(total, kNone);
+  std::atomic<bool> duplicates{false};
   tbb::parallel_for(tbb::blocked_range<size_t>(0, kPieces, 1), [&](const tbb::blocked_range<size_t>& r) {
     for (size_t piece = r.begin(); piece < r.end(); ++piece)
       for (size_t i = n * piece / kPieces; i < n * (piece + 1) / kPieces; ++i) {
@@ -118,8 +120,10 @@ void TxnIndex::build(const History& h) {
         uint32_t cur = slot.load(std::memory_order_relaxed);
         while (i < cur && !slot.compare_exchange_weak(cur, static_cast<uint32_t>(i), std::memory_order_relaxed)) {
         }
+        if (cur != kNone && cur != i) duplicates.store(true, std::memory_order_relaxed);
       }
   });
+  duplicates_ = duplicates.load();
 }
 
 }  // namespace rdtx::history

@@ -35,6 +35,9 @@ class TxnIndex {
     if (off < co.span) __builtin_prefetch(&slots_[co.base + off]);
   }
 
+  // Whether two attempts have one id (then find() gives the first).
+  bool has_duplicates() const { return duplicates_; }
+
   uint32_t find(TxnId id) const {
     if (!dense_) return hash_.find(id);
     const uint32_t c = coordinator(id);
@@ -61,6 +64,7 @@ class TxnIndex {
   }
 
   bool dense_ = false;
+  bool duplicates_ = false;
   uint64_t coord_lo_ = 0;
   std::vector<uint32_t> coord_direct_;
   FlatIndex<uint64_t> coordinators_;  // id >> 32 -> index into coord_
