@@ -761,6 +761,7 @@ void Checker::resolve_txns(size_t piece, Part& p) {
       }
     }
   }
+  std::vector<uint32_t>().swap(p.ring);
   bucket_events(p);
 }
 
