@@ -372,23 +372,61 @@ void Checker::order_txns() {
   runs.push_back(n);
   order_.clear();
   order_.reserve(n);
+  if (n == 0) return;
   if (runs.size() - 1 > 64) {
     for (uint32_t i = 0; i < n; ++i) order_.push_back(i);
     std::sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) { return Pos{ord_[a], a} < Pos{ord_[b], b}; });
     return;
   }
-  // A k-way merge: a heap of the runs' heads.
-  using Head = std::pair<Pos, uint32_t>;  // (place, run)
-  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
-  std::vector<uint32_t> at(runs.begin(), runs.end() - 1);
-  for (uint32_t r = 0; r < at.size(); ++r)
-    if (at[r] < runs[r + 1]) heads.push({Pos{ord_[at[r]], at[r]}, r});
-  while (!heads.empty()) {
-    const uint32_t r = heads.top().second;
-    heads.pop();
-    order_.push_back(at[r]++);
-    if (at[r] < runs[r + 1]) heads.push({Pos{ord_[at[r]], at[r]}, r});
+  // A k-way merge (a heap of the runs' heads) in kPieces pieces: piece k
+  // merges, from every run, the attempts placed from the k-th splitter (an
+  // evenly spaced attempt of the longest run) up to the next. The order is
+  // the sorted order of the places, so it does not depend on the split.
+  const size_t nruns = runs.size() - 1;
+  size_t longest = 0;
+  for (size_t r = 1; r < nruns; ++r)
+    if (runs[r + 1] - runs[r] > runs[longest + 1] - runs[longest]) longest = r;
+  // cut[k * nruns + r]: where piece k starts in run r.
+  std::vector<uint32_t> cut((kPieces + 1) * nruns);
+  for (size_t k = 0; k <= kPieces; ++k) {
+    const uint64_t len = runs[longest + 1] - runs[longest];
+    const bool end = k == kPieces;
+    const uint32_t at = end ? 0 : static_cast<uint32_t>(runs[longest] + len * k / kPieces);
+    const Pos split = end ? Pos{} : Pos{ord_[at], at};
+    for (size_t r = 0; r < nruns; ++r) {
+      if (k == 0 || end) {
+        cut[k * nruns + r] = k == 0 ? runs[r] : runs[r + 1];
+        continue;
+      }
+      uint32_t lo = runs[r], hi = runs[r + 1];
+      while (lo < hi) {
+        const uint32_t mid = lo + (hi - lo) / 2;
+        if (Pos{ord_[mid], mid} < split)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      cut[k * nruns + r] = lo;
+    }
   }
+  order_.resize(n);
+  for_pieces([&](size_t k) {
+    uint64_t out = 0;
+    for (size_t r = 0; r < nruns; ++r) out += cut[k * nruns + r] - runs[r];
+    using Head = std::pair<Pos, uint32_t>;  // (place, run)
+    std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+    std::vector<uint32_t> at(cut.begin() + static_cast<ptrdiff_t>(k * nruns),
+                             cut.begin() + static_cast<ptrdiff_t>((k + 1) * nruns));
+    const uint32_t* stop = cut.data() + (k + 1) * nruns;
+    for (uint32_t r = 0; r < nruns; ++r)
+      if (at[r] < stop[r]) heads.push({Pos{ord_[at[r]], at[r]}, r});
+    while (!heads.empty()) {
+      const uint32_t r = heads.top().second;
+      heads.pop();
+      order_[out++] = at[r]++;
+      if (at[r] < stop[r]) heads.push({Pos{ord_[at[r]], at[r]}, r});
+    }
+  });
 }
 
 void Checker::index_big_txns(const std::vector<Part>& parts) {
