@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
   const Params p = parse_args(argc, argv);
 
   const auto t0 = std::chrono::steady_clock::now();
-  auto loaded = load_history(p.paths);
+  auto loaded = load_history(p.paths, p.threads);
   if (!loaded.ok()) fail(loaded.error().message);
   const History& h = *loaded;
   if (auto complete = h.check_complete(); !complete.ok()) fail(complete.error().message);

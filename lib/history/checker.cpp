@@ -46,6 +46,26 @@ constexpr uint32_t kScanAccesses = 64;
 // versions an attempt names are at random places in the history, and a
 // cache miss at a time would leave the core waiting on memory.
 constexpr uint32_t kAhead = 8;
+// resolve_txns() finds the writer of each version an attempt names once, 2 *
+// kAhead attempts ahead, and keeps it in a ring of this many attempts.
+constexpr size_t kRing = 32;
+static_assert(kRing > 2 * kAhead);
+// A writer not looked up yet.
+constexpr uint32_t kUnknownIdx = UINT32_MAX - 2;
+
+// What the resolve pass needs of a writer, in one 16-byte slot (one cache
+// line) instead of its 48-byte record (which may straddle two) and the index
+// of its first access: the chain of dependent cache misses per version named
+// is id -> index slot -> Meta -> the writer's accesses.
+struct Meta {
+  uint64_t ord;    // its place in the order (Pos::ord)
+  uint32_t first;  // index of its first access (History::kMaxAccesses < 2^31)
+  uint32_t count;  // its access count, with kCommittedBit if committed
+  static constexpr uint32_t kCommittedBit = uint32_t{1} << 31;
+  bool committed() const { return (count & kCommittedBit) != 0; }
+  uint32_t accesses() const { return count & ~kCommittedBit; }
+};
+static_assert(sizeof(Meta) == 16);
 
 
 // A reference to the initial version of a key (carried along, so that the
@@ -101,6 +121,11 @@ struct Part {
   std::vector<std::pair<uint32_t, uint32_t>> forks;  // (install, writer) of the forks whose findings are kept
   std::vector<uint32_t> prev, next;  // per access of the attempt: the same key's previous and next
   std::vector<std::pair<TableKey, uint32_t>> sort_scratch;
+  // resolve_txns(): the writers of the versions the attempt at place pos
+  // names (2 per access, read then replaced) at ring[pos % kRing], found once
+  // ahead of it; ring_pos says which place a ring entry holds.
+  std::vector<uint32_t> ring;
+  std::array<size_t, kRing> ring_pos{};
 };
 
 class Checker {
@@ -115,9 +140,9 @@ class Checker {
   void index_big_txns(const std::vector<Part>& parts);
   void link_same_keys(Part& p, uint32_t i);
   void resolve_txns(size_t piece, Part& p);
-  void prefetch_writers(uint32_t i, int stage) const;
+  void prefetch_writers(Part& p, size_t pos, int stage) const;
   uint32_t resolve(Part& p, uint32_t actor, const AccessRecord& a, Version v, bool read, bool distinct,
-                   uint32_t& writer);
+                   uint32_t& writer, uint32_t known);
   uint32_t find_install(uint32_t w, const AccessRecord& a, uint16_t seq, int& final_seq) const;
   void find_forks(size_t piece, Part& p);
   void fix_forks(std::vector<Part>& parts);
@@ -175,15 +200,16 @@ class Checker {
   CheckReport r_;
   TxnIndex index_;
   FlatIndex<WriteKey> big_writes_;  // writes of attempts with more than kScanAccesses accesses
-  std::vector<uint64_t> ord_;       // per attempt: its place in the order (Pos::ord)
+  LoadVector<uint64_t> ord_;       // per attempt: its place in the order (Pos::ord)
+  LoadVector<Meta> meta_;          // per attempt: what resolving a version needs of its writer
   std::vector<uint32_t> order_;     // the attempts in that order: how the passes visit them
-  std::vector<uint32_t> read_of_;   // per access: the install of the version it read, when it yields an rw edge
-  std::vector<uint32_t> rep_of_;    // per access: the install of the version it replaced, when it yields a ww edge
-  std::vector<uint64_t> replacers_;  // per install: the two lowest distinct replacing attempts (low word first)
+  LoadVector<uint32_t> read_of_;   // per access: the install of the version it read, when it yields an rw edge
+  LoadVector<uint32_t> rep_of_;    // per access: the install of the version it replaced, when it yields a ww edge
+  LoadVector<uint64_t> replacers_;  // per install: the two lowest distinct replacing attempts (low word first)
   std::vector<std::pair<uint32_t, uint32_t>> fork_replacers_;  // (install, attempt) of every forked version, sorted
   std::vector<Edge> edges_;
   std::vector<Interval> segments_;  // disjoint, sorted: every cycle lies inside one
-  std::vector<uint32_t> segment_;   // per attempt: the segment it is in, or kNone
+  LoadVector<uint32_t> segment_;   // per attempt: the segment it is in, or kNone
   std::vector<uint32_t> node_of_;   // the graph's nodes: the attempts in segments, by index
   std::map<std::pair<uint16_t, uint16_t>, const Source*> sources_;
   bool si_timestamps_ = false;
@@ -192,16 +218,6 @@ class Checker {
   Describer d_;
 };
 
-// v = n copies of x, in transparent huge pages where the kernel allows:
-// these arrays are read at random.
-template <typename T>
-void huge_assign(std::vector<T>& v, size_t n, T x) {
-  std::vector<T>().swap(v);
-  v.reserve(n);
-  advise_huge_pages(v.data(), n * sizeof(T));
-  v.assign(n, x);
-}
-
 template <typename F>
 void for_pieces(F&& f) {
   tbb::parallel_for(tbb::blocked_range<size_t>(0, kPieces, 1),
@@ -209,6 +225,18 @@ void for_pieces(F&& f) {
                       for (size_t i = r.begin(); i < r.end(); ++i) f(i);
                     },
                     tbb::simple_partitioner());
+}
+
+// v = n copies of x, in transparent huge pages where the kernel allows:
+// these arrays are read at random. Filled in pieces on the arena's threads
+// (their pages are faulted in, and zeroed by the kernel, in parallel).
+template <typename T>
+void huge_assign(LoadVector<T>& v, size_t n, T x) {
+  LoadVector<T>().swap(v);
+  v.reserve(n);
+  advise_huge_pages(v.data(), n * sizeof(T));
+  v.resize(n);
+  for_pieces([&](size_t piece) { std::fill(v.data() + n * piece / kPieces, v.data() + n * (piece + 1) / kPieces, x); });
 }
 
 CheckReport Checker::run() {
@@ -243,6 +271,15 @@ CheckReport Checker::run() {
     si_timestamps_ = all && o_.isolation == Isolation::kSnapshot;
     order_by_commit_ts_ = all;
     order_txns();
+    huge_assign(meta_, n, Meta{});
+    for_pieces([&](size_t piece) {
+      const auto [lo, hi] = range_of(n, piece);
+      for (size_t i = lo; i < hi; ++i) {
+        const TxnRecord& t = txn(static_cast<uint32_t>(i));
+        meta_[i] = Meta{ord_[i], static_cast<uint32_t>(h_.first_access(i)),
+                        t.access_count | (t.committed() ? Meta::kCommittedBit : 0)};
+      }
+    });
     lap("scan");
     index_.build(h_);
     lap("index");
@@ -252,6 +289,7 @@ CheckReport Checker::run() {
     huge_assign(replacers_, h_.access_count(), ~uint64_t{0});
     lap("alloc");
     for_pieces([&](size_t i) { resolve_txns(i, ranges[i]); });
+    LoadVector<Meta>().swap(meta_);
     lap("resolve");
     for_pieces([&](size_t i) { find_forks(i, ranges[i]); });
     fix_forks(ranges);
@@ -269,9 +307,9 @@ CheckReport Checker::run() {
     lap("segments");
     if (trace) std::fprintf(stderr, "  %zu segments\n", segments_.size());
     segment_edges(ranges);
-    std::vector<uint32_t>().swap(read_of_);
-    std::vector<uint32_t>().swap(rep_of_);
-    std::vector<uint64_t>().swap(replacers_);
+    LoadVector<uint32_t>().swap(read_of_);
+    LoadVector<uint32_t>().swap(rep_of_);
+    LoadVector<uint64_t>().swap(replacers_);
     merge(ranges);
     lap("merge");
     if (trace) std::fprintf(stderr, "  %zu edges kept\n", edges_.size());
@@ -334,23 +372,61 @@ void Checker::order_txns() {
   runs.push_back(n);
   order_.clear();
   order_.reserve(n);
+  if (n == 0) return;
   if (runs.size() - 1 > 64) {
     for (uint32_t i = 0; i < n; ++i) order_.push_back(i);
     std::sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) { return Pos{ord_[a], a} < Pos{ord_[b], b}; });
     return;
   }
-  // A k-way merge: a heap of the runs' heads.
-  using Head = std::pair<Pos, uint32_t>;  // (place, run)
-  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
-  std::vector<uint32_t> at(runs.begin(), runs.end() - 1);
-  for (uint32_t r = 0; r < at.size(); ++r)
-    if (at[r] < runs[r + 1]) heads.push({Pos{ord_[at[r]], at[r]}, r});
-  while (!heads.empty()) {
-    const uint32_t r = heads.top().second;
-    heads.pop();
-    order_.push_back(at[r]++);
-    if (at[r] < runs[r + 1]) heads.push({Pos{ord_[at[r]], at[r]}, r});
+  // A k-way merge (a heap of the runs' heads) in kPieces pieces: piece k
+  // merges, from every run, the attempts placed from the k-th splitter (an
+  // evenly spaced attempt of the longest run) up to the next. The order is
+  // the sorted order of the places, so it does not depend on the split.
+  const size_t nruns = runs.size() - 1;
+  size_t longest = 0;
+  for (size_t r = 1; r < nruns; ++r)
+    if (runs[r + 1] - runs[r] > runs[longest + 1] - runs[longest]) longest = r;
+  // cut[k * nruns + r]: where piece k starts in run r.
+  std::vector<uint32_t> cut((kPieces + 1) * nruns);
+  for (size_t k = 0; k <= kPieces; ++k) {
+    const uint64_t len = runs[longest + 1] - runs[longest];
+    const bool end = k == kPieces;
+    const uint32_t at = end ? 0 : static_cast<uint32_t>(runs[longest] + len * k / kPieces);
+    const Pos split = end ? Pos{} : Pos{ord_[at], at};
+    for (size_t r = 0; r < nruns; ++r) {
+      if (k == 0 || end) {
+        cut[k * nruns + r] = k == 0 ? runs[r] : runs[r + 1];
+        continue;
+      }
+      uint32_t lo = runs[r], hi = runs[r + 1];
+      while (lo < hi) {
+        const uint32_t mid = lo + (hi - lo) / 2;
+        if (Pos{ord_[mid], mid} < split)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      cut[k * nruns + r] = lo;
+    }
   }
+  order_.resize(n);
+  for_pieces([&](size_t k) {
+    uint64_t out = 0;
+    for (size_t r = 0; r < nruns; ++r) out += cut[k * nruns + r] - runs[r];
+    using Head = std::pair<Pos, uint32_t>;  // (place, run)
+    std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+    std::vector<uint32_t> at(cut.begin() + static_cast<ptrdiff_t>(k * nruns),
+                             cut.begin() + static_cast<ptrdiff_t>((k + 1) * nruns));
+    const uint32_t* stop = cut.data() + (k + 1) * nruns;
+    for (uint32_t r = 0; r < nruns; ++r)
+      if (at[r] < stop[r]) heads.push({Pos{ord_[at[r]], at[r]}, r});
+    while (!heads.empty()) {
+      const uint32_t r = heads.top().second;
+      heads.pop();
+      order_[out++] = at[r]++;
+      if (at[r] < stop[r]) heads.push({Pos{ord_[at[r]], at[r]}, r});
+    }
+  });
 }
 
 void Checker::index_big_txns(const std::vector<Part>& parts) {
@@ -371,18 +447,19 @@ void Checker::index_big_txns(const std::vector<Part>& parts) {
 }
 
 uint32_t Checker::find_install(uint32_t w, const AccessRecord& a, uint16_t seq, int& final_seq) const {
-  const TxnRecord& t = txn(w);
+  const Meta& t = meta_[w];
   final_seq = -1;
-  if (t.access_count > kScanAccesses) {
+  if (t.accesses() > kScanAccesses) {
     const uint32_t last = big_writes_.find({a.key, a.table, w, kNone});
     if (last == kNone) return kNone;
     final_seq = static_cast<int>(last);
     return big_writes_.find({a.key, a.table, w, seq});
   }
-  const uint64_t first = h_.first_access(w);
+  const uint64_t first = t.first;
   const AccessRecord* acc = h_.all_accesses().data() + first;
   uint32_t install = kNone;
-  for (uint32_t j = 0; j < t.access_count; ++j) {
+  const uint32_t count = t.accesses();
+  for (uint32_t j = 0; j < count; ++j) {
     const AccessRecord& b = acc[j];
     if (b.key != a.key || b.table != a.table || !b.writes()) continue;
     final_seq = std::max(final_seq, int{b.write_seq});
@@ -505,11 +582,12 @@ void Checker::unknown_version(Part& p, uint32_t actor, const AccessRecord& a, Ve
 }
 
 uint32_t Checker::resolve(Part& p, uint32_t actor, const AccessRecord& a, Version v, bool read, bool distinct,
-                          uint32_t& writer) {
+                          uint32_t& writer, uint32_t known) {
   // The install of version v (not the initial one) of a's key, if it is a
   // committed final version; else kNone, with what is wrong reported (once
-  // per attempt and version when `distinct`).
-  const uint32_t w = index_of(v.txn);
+  // per attempt and version when `distinct`). `known`: v's writer if looked
+  // up already, else kUnknownIdx.
+  const uint32_t w = known != kUnknownIdx ? known : index_of(v.txn);
   writer = w;
   int final_seq;
   const uint32_t x = w == kNone ? kNone : find_install(w, a, v.seq, final_seq);
@@ -518,8 +596,8 @@ uint32_t Checker::resolve(Part& p, uint32_t actor, const AccessRecord& a, Versio
     return kNone;
   }
   if (!distinct) return x;
-  const TxnRecord& wt = txn(w);
-  if (!wt.committed()) {
+  if (!meta_[w].committed()) {
+    const TxnRecord& wt = txn(w);
     if (read)
       add(p, Anomaly::kG1a, [&] {
         return finding(Anomaly::kG1a, {id(actor), v.txn},
@@ -556,13 +634,18 @@ uint32_t Checker::resolve(Part& p, uint32_t actor, const AccessRecord& a, Versio
   return x;
 }
 
-void Checker::prefetch_writers(uint32_t i, int stage) const {
-  // Stage 0: the index slots of the writers of the versions attempt i names;
-  // 1: their records; 2: their accesses and replacers.
+void Checker::prefetch_writers(Part& p, size_t pos, int stage) const {
+  // Stage 0: the index slots of the writers of the versions the attempt at
+  // place pos names; 1: the writers found (kept in the ring) and their Meta;
+  // 2: their accesses and replacers.
+  const uint32_t i = order_[pos];
   const TxnRecord& t = txn(i);
   if (!t.committed()) return;
   const AccessRecord* acc = h_.all_accesses().data() + h_.first_access(i);
   const uint32_t m = std::min(t.access_count, kScanAccesses);
+  uint32_t* ring = p.ring.data() + (pos % kRing) * 2 * kScanAccesses;
+  if (stage == 1) p.ring_pos[pos % kRing] = pos;
+  if (stage == 2 && p.ring_pos[pos % kRing] != pos) return;  // at a piece's start: not looked up
   for (uint32_t j = 0; j < m; ++j) {
     const AccessRecord& a = acc[j];
     for (int which = 0; which < 2; ++which) {
@@ -572,17 +655,17 @@ void Checker::prefetch_writers(uint32_t i, int stage) const {
         index_.prefetch(v);
         continue;
       }
-      const uint32_t w = index_.find(v);
-      if (w == kNone) continue;
+      uint32_t& w = ring[2 * j + which];
       if (stage == 1) {
-        // A record may straddle two cache lines.
-        __builtin_prefetch(&txn(w));
-        __builtin_prefetch(reinterpret_cast<const char*>(&txn(w)) + sizeof(TxnRecord) - 1);
-        __builtin_prefetch(&h_.first_accesses()[w]);
+        w = index_.find(v);
+        if (w != kNone) __builtin_prefetch(&meta_[w]);
         continue;
       }
-      const uint64_t f = h_.first_access(w);
-      const uint32_t n = std::min(txn(w).access_count, 4u);
+      if (w == kNone) continue;
+      const Meta& mw = meta_[w];
+      const uint64_t f = mw.first;
+      const uint32_t n = std::min(mw.accesses(), 4u);
+      if (n == 0) continue;
       const char* wa = reinterpret_cast<const char*>(h_.all_accesses().data() + f);
       for (uint32_t off = 0; off < n * sizeof(AccessRecord); off += 64) __builtin_prefetch(wa + off);
       __builtin_prefetch(wa + n * sizeof(AccessRecord) - 1);
@@ -596,14 +679,16 @@ void Checker::resolve_txns(size_t piece, Part& p) {
   // found at its writer (ww and wr edges, replacers registered), and the
   // initial versions it names sent to their key's shard.
   const auto [lo, hi] = range_of(h_.size(), piece);
+  p.ring.assign(kRing * 2 * kScanAccesses, kUnknownIdx);
+  p.ring_pos.fill(SIZE_MAX);
   for (size_t pos = lo; pos < hi; ++pos) {
-    if (pos + 3 * kAhead < hi) prefetch_writers(order_[pos + 3 * kAhead], 0);
-    if (pos + 2 * kAhead < hi) prefetch_writers(order_[pos + 2 * kAhead], 1);
-    if (pos + kAhead < hi) prefetch_writers(order_[pos + kAhead], 2);
+    if (pos + 3 * kAhead < hi) prefetch_writers(p, pos + 3 * kAhead, 0);
+    if (pos + 2 * kAhead < hi) prefetch_writers(p, pos + 2 * kAhead, 1);
+    if (pos + kAhead < hi) prefetch_writers(p, pos + kAhead, 2);
     const uint32_t i = order_[pos];
     const TxnRecord& t = txn(i);
     if (t.id == kInitialTxn) continue;  // reported in scan_txns
-    if (const uint32_t first = index_.find(t.id); first != i) {
+    if (const uint32_t first = index_.has_duplicates() ? index_.find(t.id) : i; first != i) {
       add(p, Anomaly::kInconsistent, [&] {
         return finding(Anomaly::kInconsistent, {t.id},
                        "two attempts have id " + d_.txn(t.id) + " (attempts " + std::to_string(first) + " and " +
@@ -618,6 +703,12 @@ void Checker::resolve_txns(size_t piece, Part& p) {
     const bool alone = acc.size() <= 1;
     if (!alone) link_same_keys(p, i);
     auto prev = [&](uint32_t j) { return alone ? kNone : p.prev[j]; };
+    // The writers found ahead (prefetch_writers), if they were.
+    const uint32_t* ring =
+        p.ring_pos[pos % kRing] == pos ? p.ring.data() + (pos % kRing) * 2 * kScanAccesses : nullptr;
+    auto known = [&](uint32_t j, int which) {
+      return ring != nullptr && j < kScanAccesses ? ring[2 * j + which] : kUnknownIdx;
+    };
     for (uint32_t j = 0; j < acc.size(); ++j) {
       const AccessRecord& a = acc[j];
       const uint32_t ai = first + j;
@@ -640,9 +731,9 @@ void Checker::resolve_txns(size_t piece, Part& p) {
           }
         } else {
           uint32_t w;
-          const uint32_t x = resolve(p, i, a, v, true, distinct, w);
+          const uint32_t x = resolve(p, i, a, v, true, distinct, w, known(j, 0));
           if (x != kNone && distinct && w != i) {
-            emit(p, w, i, EdgeKind::kWR, ai, ord_of(txn(w)), t_ord);
+            emit(p, w, i, EdgeKind::kWR, ai, meta_[w].ord, t_ord);
             read_of_[ai] = x;
           }
         }
@@ -700,14 +791,15 @@ void Checker::resolve_txns(size_t piece, Part& p) {
         continue;
       }
       uint32_t w;
-      const uint32_t x = resolve(p, i, a, replaced, false, distinct, w);
+      const uint32_t x = resolve(p, i, a, replaced, false, distinct, w, known(j, 1));
       if (x != kNone && distinct) {
-        emit(p, w, i, EdgeKind::kWW, ai, ord_of(txn(w)), t_ord);
+        emit(p, w, i, EdgeKind::kWW, ai, meta_[w].ord, t_ord);
         rep_of_[ai] = x;
         std::atomic_ref<uint64_t>(replacers_[x]).store(uint64_t{kNone} << 32 | i, std::memory_order_relaxed);
       }
     }
   }
+  std::vector<uint32_t>().swap(p.ring);
   bucket_events(p);
 }
 
@@ -874,7 +966,7 @@ void Checker::segment_edges(std::vector<Part>& parts) {
   // at the attempt loaded first).
   for (uint32_t i = 0; i < h_.size(); ++i)
     if (segment_[i] != kNone) node_of_.push_back(i);
-  std::vector<uint32_t>().swap(segment_);
+  LoadVector<uint32_t>().swap(segment_);
 }
 
 void Checker::merge(std::vector<Part>& parts) {

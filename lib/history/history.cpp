@@ -82,7 +82,7 @@ void History::add(const TxnRecord& t, std::span<const AccessRecord> accesses) {
 std::span<AccessRecord> History::add_uninitialized(const TxnRecord& t) {
   first_.push_back(acc_.size());
   txns_.push_back(t);
-  acc_.resize(acc_.size() + t.access_count);
+  acc_.resize(acc_.size() + t.access_count, AccessRecord{});
   return {acc_.data() + first_.back(), t.access_count};
 }
 
@@ -91,6 +91,12 @@ void advise_huge_pages(const void* p, size_t bytes) {
   const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
   const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+}
+
+void History::append_uninitialized(size_t txns, size_t accesses) {
+  txns_.resize(txns_.size() + txns);
+  first_.resize(first_.size() + txns);
+  acc_.resize(acc_.size() + accesses);
 }
 
 void History::reserve(size_t txns, size_t accesses) {

@@ -10,8 +10,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/result.hpp"
@@ -26,6 +28,29 @@ namespace rdtx::history {
 // History's own arrays: faulting them in as huge pages made loading slower
 // by more than it saved.)
 void advise_huge_pages(const void* p, size_t bytes);
+
+// An allocator whose construct() leaves trivial values uninitialised: the
+// History's arrays are sized once and then filled, in parallel, by the reader;
+// zeroing them first would be one more pass over hundreds of MB, and would
+// fault every page in on one thread.
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <typename T>
+using LoadVector = std::vector<T, DefaultInitAllocator<T>>;
 
 // One worker's part of the history (one file).
 struct Source {
@@ -67,6 +92,15 @@ class History {
   // fill (a reader reads them from a file straight into place).
   std::span<AccessRecord> add_uninitialized(const TxnRecord& t);
   void reserve(size_t txns, size_t accesses);
+  // Appends `txns` attempts and `accesses` accesses, uninitialised, for a
+  // reader that fills them in place (several files at once, each its own
+  // range): attempt i's record is txn_data()[i], the index of its first
+  // access first_data()[i], its accesses access_data()[first_data()[i]...].
+  // Every appended value must be written before the History is used.
+  void append_uninitialized(size_t txns, size_t accesses);
+  TxnRecord* txn_data() { return txns_.data(); }
+  uint64_t* first_data() { return first_.data(); }
+  AccessRecord* access_data() { return acc_.data(); }
 
   size_t size() const { return txns_.size(); }
   size_t access_count() const { return acc_.size(); }
@@ -82,9 +116,9 @@ class History {
   std::span<AccessRecord> mutable_accesses(size_t i) { return {acc_.data() + first_[i], txns_[i].access_count}; }
 
  private:
-  std::vector<TxnRecord> txns_;
-  std::vector<uint64_t> first_;
-  std::vector<AccessRecord> acc_;
+  LoadVector<TxnRecord> txns_;
+  LoadVector<uint64_t> first_;
+  LoadVector<AccessRecord> acc_;
 };
 
 }  // namespace rdtx::history

@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <memory>
 #include <system_error>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include "history/checksum.hpp"
 
@@ -115,6 +118,26 @@ Result<OpenFile> open_file(const std::string& path) {
   return of;
 }
 
+// Whether the i-th transaction record of `of` is valid: the checks of
+// check_txn() without building its messages, which cost more than the rest
+// of loading when done for every attempt.
+bool txn_valid(const OpenFile& of, const TxnRecord& t, uint64_t accesses_left) {
+  const bool committed = t.outcome == static_cast<uint8_t>(Outcome::kCommitted);
+  const bool aborted = t.outcome == static_cast<uint8_t>(Outcome::kAborted);
+  uint64_t reserved = 0;
+  std::memcpy(&reserved, t.reserved, sizeof t.reserved);
+  return t.id != kInitialTxn && txn_node(t.id) == of.h.node && txn_worker(t.id) == of.h.worker &&
+         (committed || aborted) && (committed || (of.h.flags & kFileAbortsRecorded)) &&
+         (committed ? t.abort_reason == 0 : t.abort_reason < of.names.abort_reasons.size()) &&
+         t.type < of.names.types.size() && reserved == 0 && t.access_count <= accesses_left;
+}
+
+bool access_valid(const OpenFile& of, const AccessRecord& a) {
+  return a.op >= static_cast<uint8_t>(Op::kRead) && a.op <= static_cast<uint8_t>(Op::kDelete) &&
+         (a.flags & ~kAccessKnownFlags) == 0 && (a.op != static_cast<uint8_t>(Op::kRead) || a.reads()) &&
+         a.reserved == 0 && a.table < of.names.tables.size();
+}
+
 // Validates the i-th transaction record of `of`.
 Result<void> check_txn(const OpenFile& of, uint64_t i, const TxnRecord& t, uint64_t accesses_left) {
   std::string what = "transaction " + std::to_string(i);
@@ -159,11 +182,17 @@ Result<void> check_access(const OpenFile& of, uint64_t i, const TxnRecord& t, ui
   return {};
 }
 
-Result<void> read_log(const OpenFile& of, History& h) {
+// Reads the log of `of` into the History's arrays from attempt `txn_base`
+// and access `acc_base` (its range, made room for by the caller): files are
+// read in parallel, each into its own range.
+Result<void> read_log(const OpenFile& of, History& h, uint64_t txn_base, uint64_t acc_base) {
   File f(std::fopen(of.path.c_str(), "rb"));
   if (!f) return make_error(errno, "%s: %s", of.path.c_str(), std::strerror(errno));
   if (std::fseek(f.get(), static_cast<long>(sizeof(FileHeader) + of.h.names_bytes), SEEK_SET) != 0)
     return make_error(EIO, "%s: cannot seek to the log: %s", of.path.c_str(), std::strerror(errno));
+  TxnRecord* const txns = h.txn_data() + txn_base;
+  uint64_t* const firsts = h.first_data() + txn_base;
+  AccessRecord* const accs = h.access_data() + acc_base;
   // One pass: every piece goes into the checksum as it is read, and is
   // parsed until a record is found invalid; the rest is then only
   // checksummed, so that damage is reported as a checksum mismatch rather
@@ -191,16 +220,24 @@ Result<void> read_log(const OpenFile& of, History& h) {
                                        " transactions");
         break;
       }
-      if (auto r = check_txn(of, i, t, accesses_left); !r.ok()) {
-        invalid = r.error();
+      // The messages are built only for an invalid record.
+      if (!txn_valid(of, t, accesses_left)) {
+        invalid = check_txn(of, i, t, accesses_left);
+        if (invalid.ok()) invalid = corrupt(of.path, "transaction " + std::to_string(i) + " is invalid");
         break;
       }
       const size_t bytes = sizeof t + size_t{t.access_count} * sizeof(AccessRecord);
       if (have - pos < bytes) break;
-      std::span<AccessRecord> acc = h.add_uninitialized(t);
-      if (!acc.empty()) std::memcpy(acc.data(), piece.data() + pos + sizeof t, acc.size_bytes());
-      for (uint32_t j = 0; j < acc.size() && invalid.ok(); ++j)
-        if (auto r = check_access(of, i, t, j, acc[j]); !r.ok()) invalid = r.error();
+      const uint64_t first = of.h.access_count - accesses_left;
+      txns[i] = t;
+      firsts[i] = acc_base + first;
+      AccessRecord* acc = accs + first;
+      if (t.access_count != 0) std::memcpy(acc, piece.data() + pos + sizeof t, t.access_count * sizeof(AccessRecord));
+      for (uint32_t j = 0; j < t.access_count && invalid.ok(); ++j)
+        if (!access_valid(of, acc[j])) {
+          invalid = check_access(of, i, t, j, acc[j]);
+          if (invalid.ok()) invalid = corrupt(of.path, "transaction " + std::to_string(i) + " has an invalid access");
+        }
       accesses_left -= t.access_count;
       pos += bytes;
       ++i;
@@ -248,7 +285,7 @@ Result<std::vector<std::string>> expand_history_paths(const std::vector<std::str
   return out;
 }
 
-Result<History> load_history(const std::vector<std::string>& paths) {
+Result<History> load_history(const std::vector<std::string>& paths, unsigned threads) {
   auto files = expand_history_paths(paths);
   if (!files.ok()) return files.error();
   History h;
@@ -278,8 +315,28 @@ Result<History> load_history(const std::vector<std::string>& paths) {
                         static_cast<unsigned long long>(History::kMaxAccesses));
     open.push_back(std::move(*of));
   }
-  h.reserve(txns, accesses);
-  for (const OpenFile& of : open) RDTX_TRY(read_log(of, h));
+  // Each file into its own range of the arrays, on its own thread; the
+  // first error in file order is reported, whatever the threads' order.
+  h.append_uninitialized(txns, accesses);
+  std::vector<uint64_t> txn_base(open.size() + 1, 0), acc_base(open.size() + 1, 0);
+  for (size_t k = 0; k < open.size(); ++k) {
+    txn_base[k + 1] = txn_base[k] + open[k].h.txn_count;
+    acc_base[k + 1] = acc_base[k] + open[k].h.access_count;
+  }
+  std::vector<Result<void>> results(open.size());
+  auto read_all = [&] {
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, open.size(), 1), [&](const tbb::blocked_range<size_t>& r) {
+      for (size_t k = r.begin(); k < r.end(); ++k) results[k] = read_log(open[k], h, txn_base[k], acc_base[k]);
+    });
+  };
+  if (threads == 0) {
+    read_all();
+  } else {
+    tbb::task_arena arena(static_cast<int>(threads));
+    arena.execute(read_all);
+  }
+  for (Result<void>& r : results)
+    if (!r.ok()) return r.error();
   return h;
 }
 

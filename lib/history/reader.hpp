@@ -20,8 +20,11 @@ namespace rdtx::history {
 // with no history file), EIO (read error), EBADMSG (corrupt file), EINVAL
 // (files that do not belong together), EFBIG (past History's limits); the
 // message starts with the file's path. Completeness is left to
-// History::check_complete() so a caller may report it its own way.
-Result<History> load_history(const std::vector<std::string>& paths);
+// History::check_complete() so a caller may report it its own way. The files
+// are read and validated in parallel, each on its own thread, on `threads`
+// threads (0: every core); the result and the error reported do not depend
+// on it.
+Result<History> load_history(const std::vector<std::string>& paths, unsigned threads = 0);
 
 // The file paths load_history would read for `paths`, in that order.
 Result<std::vector<std::string>> expand_history_paths(const std::vector<std::string>& paths);

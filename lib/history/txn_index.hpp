@@ -28,16 +28,19 @@ class TxnIndex {
   // Brings find(id)'s memory towards the cache.
   void prefetch(TxnId id) const {
     if (!dense_) return;
-    const uint32_t c = coordinators_.find(id >> 32);
+    const uint32_t c = coordinator(id);
     if (c == kNone) return;
     const Coordinator& co = coord_[c];
     const uint64_t off = static_cast<uint32_t>(id) - uint64_t{co.min_seq};
     if (off < co.span) __builtin_prefetch(&slots_[co.base + off]);
   }
 
+  // Whether two attempts have one id (then find() gives the first).
+  bool has_duplicates() const { return duplicates_; }
+
   uint32_t find(TxnId id) const {
     if (!dense_) return hash_.find(id);
-    const uint32_t c = coordinators_.find(id >> 32);
+    const uint32_t c = coordinator(id);
     if (c == kNone) return kNone;
     const Coordinator& co = coord_[c];
     const uint64_t off = static_cast<uint32_t>(id) - uint64_t{co.min_seq};
@@ -51,7 +54,19 @@ class TxnIndex {
     uint64_t span = 0;  // max_seq - min_seq + 1
   };
 
+  // The coordinator of id: a direct table over the span of the coordinator
+  // keys (id >> 32) seen, when it is small (a lookup per version named; the
+  // keys of a cluster's coordinators are a few runs), else the hash.
+  uint32_t coordinator(TxnId id) const {
+    const uint64_t k = (id >> 32) - coord_lo_;
+    if (!coord_direct_.empty()) return k < coord_direct_.size() ? coord_direct_[k] : kNone;
+    return coordinators_.find(id >> 32);
+  }
+
   bool dense_ = false;
+  bool duplicates_ = false;
+  uint64_t coord_lo_ = 0;
+  std::vector<uint32_t> coord_direct_;
   FlatIndex<uint64_t> coordinators_;  // id >> 32 -> index into coord_
   std::vector<Coordinator> coord_;
   std::vector<uint32_t> slots_;
