@@ -144,10 +144,18 @@ def shm_segments():
     return set(glob.glob("/dev/shm/rdtx.rdtx-run-*"))
 
 
+def start_long_cluster(tmp, per_node=lambda n: []):
+    """Three node processes running a 30 s SmallBank run; their ports and processes."""
+    ports = free_ports(3)
+    h = ",".join(f"127.0.0.1:{p}" for p in ports)
+    procs = [start(n, cluster_args(3, h, ["--duration", "30", "--warmup", "0.1"] + per_node(n)), tmp)
+             for n in range(3)]
+    return ports, procs
+
+
 def run_killed(tmp):
     before = shm_segments()
-    h = hosts(3)
-    procs = [start(n, cluster_args(3, h, ["--duration", "30", "--warmup", "0.1"]), tmp) for n in range(3)]
+    _, procs = start_long_cluster(tmp)
     signal_when_running(tmp, procs, 2, signal.SIGKILL, watch=0)
     t = time.time()
     rcs = wait_all(procs[:2])
@@ -165,9 +173,7 @@ def run_killed(tmp):
 
 def run_sigterm(tmp):
     before = shm_segments()
-    ports = free_ports(3)
-    h = ",".join(f"127.0.0.1:{p}" for p in ports)
-    procs = [start(n, cluster_args(3, h, ["--duration", "30", "--warmup", "0.1"]), tmp) for n in range(3)]
+    ports, procs = start_long_cluster(tmp)
     signal_when_running(tmp, procs, 0, signal.SIGTERM)
     t = time.time()
     rcs = wait_all(procs)
@@ -187,11 +193,8 @@ def run_sigterm(tmp):
 
 def run_sigint(tmp):
     before = shm_segments()
-    ports = free_ports(3)
-    h = ",".join(f"127.0.0.1:{p}" for p in ports)
     jsons = [os.path.join(tmp, f"node{n}.json") for n in range(3)]
-    procs = [start(n, cluster_args(3, h, ["--duration", "30", "--warmup", "0.1", "--json", jsons[n]]), tmp)
-             for n in range(3)]
+    ports, procs = start_long_cluster(tmp, lambda n: ["--json", jsons[n]])
     signal_when_running(tmp, procs, 1, signal.SIGINT)
     rcs = wait_all(procs)
     want = f"node 1 (127.0.0.1:{ports[1]}) stopped by SIGINT"

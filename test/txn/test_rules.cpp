@@ -52,14 +52,19 @@ std::unique_ptr<Stepper> make(StepConfig cfg) {
 
 // ---------------------------------------------------------------- OCC
 
-class OccRule : public testing::TestWithParam<Primitive> {
+// A stepped cluster running protocol `Name` with the test's primitive.
+template <const char* Name>
+class ProtocolRule : public testing::TestWithParam<Primitive> {
  protected:
   void SetUp() override {
-    fx = make({"occ", GetParam()});
+    fx = make({Name, GetParam()});
     ASSERT_NE(fx, nullptr);
   }
   std::unique_ptr<Stepper> fx;
 };
+
+constexpr char kOcc[] = "occ";
+using OccRule = ProtocolRule<kOcc>;
 
 // T1 reads x; T2 writes x and commits; T1 commits: validation fails.
 TEST_P(OccRule, ReadWhoseVersionChangedFailsValidation) {
@@ -201,14 +206,8 @@ INSTANTIATE_TEST_SUITE_P(Rules, WaitDieRule, kPrimitives, prim_name);
 
 // ---------------------------------------------------------------- NOWAIT
 
-class NoWaitRule : public testing::TestWithParam<Primitive> {
- protected:
-  void SetUp() override {
-    fx = make({"nowait", GetParam()});
-    ASSERT_NE(fx, nullptr);
-  }
-  std::unique_ptr<Stepper> fx;
-};
+constexpr char kNoWait[] = "nowait";
+using NoWaitRule = ProtocolRule<kNoWait>;
 
 // T1 holds x; T2 locks y (an earlier fetch round), then asks for x: T2
 // aborts and y is unlocked.
