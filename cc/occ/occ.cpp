@@ -28,6 +28,7 @@
 #include "cc/occ/occ.hpp"
 #include "store/tuple.hpp"
 #include "txn/engine.hpp"
+#include "txn/stages/copy_check.hpp"
 #include "txn/stages/toolkit.hpp"
 
 namespace rdtx::cc::occ {
@@ -62,19 +63,10 @@ void set_word(std::byte* p, uint32_t off, uint64_t v) { std::memcpy(p + off, &v,
 
 // Checksum of a tuple copy's version, history word (if any) and record.
 uint64_t checksum(const std::byte* tuple, uint32_t meta_bytes, uint32_t tuple_bytes) {
-  uint64_t h = word(tuple, kSeqOff) * 0x9e3779b97f4a7c15ull;
-  auto mix = [&h](uint64_t w) {
-    h ^= w;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 32;
-  };
-  for (uint32_t off = kMetaBytes; off < meta_bytes; off += 8) mix(word(tuple, off));  // history word
-  for (uint32_t off = meta_bytes + 16; off < tuple_bytes; off += 8) mix(word(tuple, off));
-  return h;
+  uint64_t h = checksum_start(word(tuple, kSeqOff));
+  h = checksum_words(h, tuple, kMetaBytes, meta_bytes);  // history word
+  return checksum_words(h, tuple, meta_bytes + 16, tuple_bytes);
 }
-
-struct Occ;
-
 
 struct Occ final : public Protocol {
   Occ(WorkerEngine& e, bool validating) : o(e.options()), validating(validating) {}

@@ -37,9 +37,6 @@ const AbortReason kWaitDieAbort = protocol_reason(0);
 
 enum class Policy { kNoWait, kWaitDie };
 
-class TwoPl;
-
-
 class TwoPl final : public Protocol {
  public:
   TwoPl(WorkerEngine& e, Policy policy) : o(e.options()), policy(policy) {}
