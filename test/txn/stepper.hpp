@@ -383,7 +383,7 @@ class Stepper {
     auto c = cluster::Cluster::create_embedded(run::sized_cluster(rc));
     if (!c.ok()) return c.error();
     cluster_ = std::move(*c);
-    auto db = txn::Database::create(*cluster_, wl_->tables(cfg_.nodes), def_.meta_bytes, false);
+    auto db = txn::Database::create(*cluster_, wl_->tables(cfg_.nodes), txn::tuple_shape(def_), false);
     if (!db.ok()) return db.error();
     db_ = std::move(*db);
     for (uint32_t n = 0; n < cfg_.nodes; ++n) RDTX_TRY(wl_->load(*db_, n));
