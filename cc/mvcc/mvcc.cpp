@@ -136,12 +136,13 @@ struct Choice {
   uint64_t wts = 0;
   uint64_t seen = 0;  // kLockedOlder: the holder; kNone: the largest timestamp
 };
-Choice choose_version(const std::byte* p, const store::TupleLayout& l, uint64_t tts) {
+// `honour_locks` is false only in the broken variant.
+Choice choose_version(const std::byte* p, const store::TupleLayout& l, uint64_t tts, bool honour_locks = true) {
   Choice c;
   // A holder older than us will install a version below tts, which this
   // read would have to see: it cannot be served now.
   const uint64_t lock = word(p, kLockOff);
-  if (lock != 0 && lock < tts) {
+  if (honour_locks && lock != 0 && lock < tts) {
     c.kind = Choice::kLockedOlder;
     c.seen = lock;
     return c;
@@ -214,7 +215,8 @@ struct Mvcc final : public Protocol {
 
   WorkerEngine& e;
   const Options& o;
-  // false only in the broken variant: reads neither raise rts nor re-check.
+  // false only in the broken variant: reads neither look at the lock, nor
+  // raise rts, nor re-check.
   const bool correct;
   rpc::HandlerId read_handler = 0;
   std::vector<uint64_t> owner_copy;  // mvcc.read's copy of a tuple (owner side)
@@ -262,7 +264,7 @@ Verdict check_copy(Coordinator& c, Txn& t, Access& a) {
     }
     return Verdict::kAccept;
   }
-  const Choice ch = choose_version(a.copy, l, tts);
+  const Choice ch = choose_version(a.copy, l, tts, p.correct);
   switch (ch.kind) {
     case Choice::kTorn: return Verdict::kRetry;  // a commit was landing: read again
     case Choice::kLockedOlder: t.fail(kReadLocked); return Verdict::kAbort;  // b3
@@ -564,7 +566,7 @@ void serve_read(Mvcc& p, const ItemHeader& h, int rc, store::Table* tab, const s
   auto at = [&ref](uint32_t off) { return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(ref.tuple + off)); };
   for (int round = 0; round < kRecheckRounds; ++round) {
     store::load_words(p.owner_copy.data(), reinterpret_cast<const uint64_t*>(ref.tuple), tab->tuple_bytes() / 8);
-    const Choice ch = choose_version(copy, l, tts);
+    const Choice ch = choose_version(copy, l, tts, p.correct);
     if (ch.kind == Choice::kTorn) continue;
     if (ch.kind == Choice::kLockedOlder) {
       out.add({kReadIsLocked, 0, 0, 0, ch.seen});
@@ -650,7 +652,7 @@ const ProtocolDef kDef = {
 
 const ProtocolDef kNoReadTimestampForTests = {
     "mvcc-broken-norts",
-    "BROKEN, tests only: MVCC whose reads neither raise rts nor re-check the versions",
+    "BROKEN, tests only: MVCC whose reads ignore locks, do not raise rts and do not re-check",
     kDef.meta_bytes,
     kDef.access_state_bytes,
     kDef.isolation,

@@ -7,8 +7,9 @@
 
 namespace rdtx::cc::mvcc {
 extern const txn::ProtocolDef kDef;
-// Tests only (broken = true): MVCC whose reads neither raise rts nor re-check
-// the versions after reading (no b4/b5/b7, no second traversal in a2). Not
+// Tests only (broken = true): MVCC whose reads take the newest version below
+// tts and nothing more: no look at the lock, no rts update, no re-check
+// (no b4/b5/b7, no second traversal in a2). Not
 // serializable: a writer older than a reader installs a version the reader
 // should have seen. The tests show the history checker catches it.
 extern const txn::ProtocolDef kNoReadTimestampForTests;

@@ -128,8 +128,8 @@ TEST_P(BrokenTest, CheckerCatchesUnvalidatedOcc) {
 INSTANTIATE_TEST_SUITE_P(Broken, BrokenTest, testing::ValuesIn([] {
                            std::vector<Combo> v;
                            for (Combo c : primitive_combos())
-                             if (c.protocol == "occ") {
-                               c.protocol = "occ-unvalidated";
+                             if (c.protocol == "occ" || c.protocol == "mvcc") {
+                               c.protocol = c.protocol == "occ" ? "occ-unvalidated" : "mvcc-broken-norts";
                                v.push_back(c);
                              }
                            return v;
