@@ -62,6 +62,7 @@ constexpr uint32_t kMetaBytes = 80;
 constexpr uint32_t kVersions = 4;
 constexpr uint64_t kEmpty = UINT64_MAX;  // a slot without a version: never below any tts
 constexpr int kRecheckRounds = 4;         // b7 CAS lost / a2 traversals that saw a change
+constexpr int kLockedReadWaits = 16;      // fetch passes a read waits for an older writer's lock
 constexpr uint64_t kNever = UINT64_MAX;
 
 // The protocol's abort reasons, in the order of kDef.abort_reasons.
@@ -85,8 +86,9 @@ enum ReadStatus : int32_t {
 struct AccessState {
   uint64_t wts;   // reads: the wts of the version chosen
   uint64_t rts;   // one-sided reads: rts as last seen (the b7 CAS compares with it)
-  uint32_t slot;  // reads: the version slot chosen
-  uint32_t rpc;   // fetched through the owner (RPC) rather than one-sided
+  uint32_t slot;    // reads: the version slot chosen
+  uint8_t rpc;      // fetched through the owner (RPC) rather than one-sided
+  uint8_t settled;  // reads: final, the version is in the record's place
 };
 
 uint64_t word(const std::byte* p, uint32_t off) {
@@ -281,8 +283,9 @@ Verdict check_copy(Coordinator& c, Txn& t, Access& a) {
 // workload sees (Txn::record), and its writer the version the history shows.
 void settle_read(Coordinator& c, Txn& t, Access& a) {
   const auto& l = c.db().layout(a.table);
-  const AccessState& st = t.state<AccessState>(index_of(t, a));
+  AccessState& st = t.state<AccessState>(index_of(t, a));
   std::memmove(a.copy + l.record_offset(), a.copy + version_off(l, st.slot), record_words_bytes(l));
+  st.settled = 1;
   if (c.db().recording()) a.writer = word(a.copy, writer_off(1 + st.slot));
 }
 
@@ -393,9 +396,11 @@ Task<bool> lock_writes(Mvcc& p, Coordinator& c, Txn& t, Primitive prim, const It
 // one that locked before it is seen here; the lock is read before the wts so
 // that a lock seen free means an earlier commit's wts are in the READ that
 // follows. A lost CAS (another reader raised rts) is retried while tts is
-// still larger.
+// still larger. A read that meets an older writer's lock is left unfetched
+// (fetch() waits and reads it again); the others are settled.
 Task<bool> finish_reads(Mvcc& p, Coordinator& c, Txn& t, ItemList pending) {
   const uint64_t tts = t.timestamp();
+  bool blocked = false;
   for (int round = 0; round < kRecheckRounds && !pending.empty(); ++round) {
     OneSidedBatch& batch = c.onesided();
     bool cas[Txn::kMaxAccesses];
@@ -440,6 +445,7 @@ Task<bool> finish_reads(Mvcc& p, Coordinator& c, Txn& t, ItemList pending) {
     ItemList again;
     for (uint32_t k = 0; k < pending.n; ++k) {
       const uint32_t i = pending.idx[k];
+      Access& a = t.access(i);
       AccessState& st = t.state<AccessState>(i);
       const std::byte* x = c.extra(i);
       bool raise_again = false;
@@ -457,11 +463,15 @@ Task<bool> finish_reads(Mvcc& p, Coordinator& c, Txn& t, ItemList pending) {
       const uint64_t lock = word(x, 8);
       p.e.observe_timestamp(lock);
       switch (recheck(lock, now, st.slot, st.wts, tts)) {  // b5
-        case Recheck::kLocked: t.fail(kReadLocked); co_return false;
+        case Recheck::kLocked:
+          a.fetched = false;  // read it again once the older writer is done
+          blocked = true;
+          continue;
         case Recheck::kChanged: t.fail(kReadChanged); co_return false;
         case Recheck::kOk: break;
       }
       if (raise_again) again.idx[again.n++] = i;
+      else settle_read(c, t, a);
     }
     pending = again;
   }
@@ -469,19 +479,23 @@ Task<bool> finish_reads(Mvcc& p, Coordinator& c, Txn& t, ItemList pending) {
     t.fail(kUnsettledRead);
     co_return false;
   }
+  if (blocked) {
+    t.fail(kReadLocked);
+    co_return false;
+  }
   co_return true;
 }
 
-// The fetch stage: RPC accesses first (reads a1-a2, then write locks
-// a1-a3), then the one-sided ones (b1 for all, b4-b5 for writes, b7-b4-b5
-// for reads).
-Task<bool> fetch(Mvcc& p, Coordinator& c, Txn& t, uint32_t from) {
+// One pass of the fetch stage over what is not fetched yet: RPC accesses
+// first (reads a1-a2, then write locks a1-a3), then the one-sided ones (b1
+// for all, b4-b5 for writes, b7-b4-b5 for reads).
+Task<bool> fetch_pass(Mvcc& p, Coordinator& c, Txn& t, uint32_t from) {
   const Primitive prim = p.o.stage(Stage::kFetch);
   if (prim == Primitive::kHybrid) locate_from_cache(c, t, from);
   ItemList rpc_reads, rpc_writes;
   for (uint32_t i = from; i < t.size(); ++i) {
     const Access& a = t.access(i);
-    if (a.fetched) continue;
+    if (a.fetched || a.locked) continue;
     // Hybrid: a location-cache hit is served one-sided, a miss by the owner.
     const bool by_rpc = prim == Primitive::kRpc || (prim == Primitive::kHybrid && !a.located);
     if (!by_rpc) continue;
@@ -494,29 +508,40 @@ Task<bool> fetch(Mvcc& p, Coordinator& c, Txn& t, uint32_t from) {
   if (!locked) co_return false;
   if (prim == Primitive::kRpc) co_return true;
 
-  // One-sided: what is not fetched yet. b1 READ, b2 check_copy.
-  ItemList ones;
-  for (uint32_t i = from; i < t.size(); ++i)
-    if (!t.access(i).fetched) ones.idx[ones.n++] = i;
-  if (ones.empty()) co_return true;
+  // One-sided: b1 READ and b2 (check_copy) for what is not fetched yet.
   const bool copied = co_await read_tuples(c, t, Primitive::kOneSided, from, check_copy, kUnsettledRead);
   if (!copied) co_return false;
   ItemList writes, reads;
-  for (uint32_t k = 0; k < ones.n; ++k) {
-    const uint32_t i = ones.idx[k];
-    if (t.access(i).mode == AccessMode::kWrite) writes.idx[writes.n++] = i;
-    else reads.idx[reads.n++] = i;
+  for (uint32_t i = from; i < t.size(); ++i) {
+    const Access& a = t.access(i);
+    const AccessState& st = t.state<AccessState>(i);
+    if (a.mode == AccessMode::kWrite && !a.locked) writes.idx[writes.n++] = i;
+    if (a.mode == AccessMode::kRead && !st.rpc && !st.settled) reads.idx[reads.n++] = i;
   }
   // b4 CAS + READ, b5.
   const bool granted = co_await lock_writes(p, c, t, Primitive::kOneSided, writes);
   if (!granted) co_return false;
-  if (p.correct) {
-    const bool settled = co_await finish_reads(p, c, t, reads);
-    if (!settled) co_return false;
+  if (!p.correct) {
+    for (uint32_t k = 0; k < reads.n; ++k) settle_read(c, t, t.access(reads.idx[k]));
+    co_return true;
   }
-  // (RPC reads arrived settled: the owner put the version in the record's place.)
-  for (uint32_t k = 0; k < reads.n; ++k) settle_read(c, t, t.access(reads.idx[k]));
-  co_return true;
+  co_return co_await finish_reads(p, c, t, reads);
+}
+
+// The fetch stage. A read that meets the lock of an older writer (which may
+// be about to install the version this read must see) waits for it: the
+// pass is repeated for what is left after a yield, up to kLockedReadWaits
+// times, then the attempt aborts (read_locked). Such waits always go from a
+// younger transaction to an older one, so they cannot form a cycle; writes
+// never wait (a held lock aborts them, as RCC's b4/a2).
+Task<bool> fetch(Mvcc& p, Coordinator& c, Txn& t, uint32_t from) {
+  for (int wait = 0;; ++wait) {
+    const bool done = co_await fetch_pass(p, c, t, from);
+    if (done) co_return true;
+    if (t.abort_reason() != kReadLocked || wait >= kLockedReadWaits) co_return false;
+    t.fail(AbortReason::kNone);
+    co_await runtime::yield();
+  }
 }
 
 // a5/b6: each written version goes into the oldest slot (with its wts,
