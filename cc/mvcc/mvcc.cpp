@@ -224,7 +224,9 @@ struct Mvcc final : public Protocol {
   std::vector<uint64_t> owner_copy;  // mvcc.read's copy of a tuple (owner side)
 };
 
-Mvcc& protocol_of(Coordinator& c) { return static_cast<Mvcc&>(c.engine().protocol()); }
+// read_tuples' verdict is a plain function: it learns which variant runs
+// from the definition (the engine's protocol may be wrapped, as in tests).
+bool correct_variant(Coordinator& c) { return !c.engine().protocol_def().broken; }
 uint32_t index_of(Txn& t, const Access& a) { return static_cast<uint32_t>(&a - &t.access(0)); }
 
 // The toolkit's lock check (RPC a2 before the CAS, a3 after it): tts above
@@ -249,11 +251,10 @@ bool lock_check(const std::byte* tuple, uint64_t tts, uint64_t* seen) {
 
 // b2 on a one-sided copy (read_tuples' verdict).
 Verdict check_copy(Coordinator& c, Txn& t, Access& a) {
-  Mvcc& p = protocol_of(c);
   const uint64_t tts = t.timestamp();
   const auto& l = c.db().layout(a.table);
   AccessState& st = t.state<AccessState>(index_of(t, a));
-  p.e.observe_timestamp(max_timestamp(a.copy));  // RCC's clock adjustment
+  c.engine().observe_timestamp(max_timestamp(a.copy));  // RCC's clock adjustment
   if (a.mode == AccessMode::kWrite) {
     // b2, b3: a locked tuple or a too-late write aborts before any CAS.
     if (word(a.copy, kLockOff) != 0) {
@@ -266,7 +267,7 @@ Verdict check_copy(Coordinator& c, Txn& t, Access& a) {
     }
     return Verdict::kAccept;
   }
-  const Choice ch = choose_version(a.copy, l, tts, p.correct);
+  const Choice ch = choose_version(a.copy, l, tts, correct_variant(c));
   switch (ch.kind) {
     case Choice::kTorn: return Verdict::kRetry;  // a commit was landing: read again
     case Choice::kLockedOlder: t.fail(kReadLocked); return Verdict::kAbort;  // b3
