@@ -3,11 +3,14 @@
 // a fresh timestamp tts (begin). Two stages:
 //
 //   fetch   reads: one-sided b1 READ the tuple (read_tuples), b2 pick the
-//           version locally, b7 CAS rts up to tts, b4 READ the lock and wts
-//           again, b5 re-check; RPC a1 request with tts, a2 the owner picks,
+//           version locally (b3 abort when none fits), b7 CAS rts up to tts,
+//           b4 READ the lock and wts again, b5 re-check (RCC lists b4, b5,
+//           b7; the rts update must come first, in the same doorbell: see
+//           finish_reads); RPC a1 request with tts, a2 the owner picks,
 //           copies, raises rts and traverses lock and wts again
 //           (mvcc.read, below). Hybrid: one-sided on a location-cache hit,
-//           RPC on a miss.
+//           RPC on a miss. A read that meets an older writer's lock waits
+//           for it (bounded: fetch).
 //           writes: one-sided b1 READ (read_tuples), b2 check tts > rts and
 //           tts > every wts, b3 abort on failure, b4 CAS lock + READ the
 //           tuple (lock_read), b5 the same check on what was read under the
@@ -338,7 +341,8 @@ Task<bool> read_rpc(Mvcc& p, Coordinator& c, Txn& t, const ItemList& items) {
       case -ENOENT: why = AbortReason::kNotFound; break;
       default: why = AbortReason::kNetwork; break;
     }
-    if (verdict == AbortReason::kNone) verdict = why;
+    // A reason that ends the attempt wins over read_locked (which waits).
+    if (verdict == AbortReason::kNone || (verdict == kReadLocked && why != AbortReason::kNone)) verdict = why;
   });
   if (!wellformed) verdict = AbortReason::kNetwork;
   if (verdict != AbortReason::kNone) {
