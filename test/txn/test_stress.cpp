@@ -118,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(Stress, StressTest, testing::ValuesIn(combos()),
 // of its stages, with the cycle or lost update printed.
 class BrokenTest : public testing::TestWithParam<Combo> {};
 
-TEST_P(BrokenTest, CheckerCatchesUnvalidatedOcc) {
+TEST_P(BrokenTest, CheckerCatchesBrokenProtocol) {
   auto out = run_contended(GetParam(), seed(), seconds());
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_FALSE(out->check.certified) << "seed " << seed() << "; rerun: " << rerun_command(current_test_name());
