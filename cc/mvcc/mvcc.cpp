@@ -39,10 +39,11 @@
 // slot being replaced torn (its checksum fails, the copy is read again), or
 // its old or its new version whole. See doc/txn.md "MVCC" for why each check
 // is there and what happens where the paper is silent.
+#include "cc/mvcc/mvcc.hpp"
+
 #include <algorithm>
 #include <cstring>
 
-#include "cc/mvcc/mvcc.hpp"
 #include "store/tuple.hpp"
 #include "txn/engine.hpp"
 #include "txn/item_batch.hpp"
@@ -64,8 +65,8 @@ constexpr uint32_t kSumOff = 48;
 constexpr uint32_t kMetaBytes = 80;
 constexpr uint32_t kVersions = 4;
 constexpr uint64_t kEmpty = UINT64_MAX;  // a slot without a version: never below any tts
-constexpr int kRecheckRounds = 4;         // b7 CAS lost / a2 traversals that saw a change
-constexpr int kLockedReadWaits = 16;      // fetch passes a read waits for an older writer's lock
+constexpr int kRecheckRounds = 4;        // b7 CAS lost / a2 traversals that saw a change
+constexpr int kLockedReadWaits = 16;     // fetch passes a read waits for an older writer's lock
 constexpr uint64_t kNever = UINT64_MAX;
 
 // The protocol's abort reasons, in the order of kDef.abort_reasons.
@@ -87,8 +88,8 @@ enum ReadStatus : int32_t {
 
 // Per access.
 struct AccessState {
-  uint64_t wts;   // reads: the wts of the version chosen
-  uint64_t rts;   // one-sided reads: rts as last seen (the b7 CAS compares with it)
+  uint64_t wts;     // reads: the wts of the version chosen
+  uint64_t rts;     // one-sided reads: rts as last seen (the b7 CAS compares with it)
   uint32_t slot;    // reads: the version slot chosen
   uint8_t rpc;      // fetched through the owner (RPC) rather than one-sided
   uint8_t settled;  // reads: final, the version is in the record's place
@@ -272,10 +273,16 @@ Verdict check_copy(Coordinator& c, Txn& t, Access& a) {
   }
   const Choice ch = choose_version(a.copy, l, tts, correct_variant(c));
   switch (ch.kind) {
-    case Choice::kTorn: return Verdict::kRetry;  // a commit was landing: read again
-    case Choice::kLockedOlder: t.fail(kReadLocked); return Verdict::kAbort;  // b3
-    case Choice::kNone: t.fail(kVersionOverflow); return Verdict::kAbort;    // b3
-    case Choice::kOk: break;
+    case Choice::kTorn:
+      return Verdict::kRetry;  // a commit was landing: read again
+    case Choice::kLockedOlder:
+      t.fail(kReadLocked);
+      return Verdict::kAbort;  // b3
+    case Choice::kNone:
+      t.fail(kVersionOverflow);
+      return Verdict::kAbort;  // b3
+    case Choice::kOk:
+      break;
   }
   st.slot = ch.slot;
   st.wts = ch.wts;
@@ -335,11 +342,23 @@ Task<bool> read_rpc(Mvcc& p, Coordinator& c, Txn& t, const ItemList& items) {
         if (c.db().recording()) a.writer = word(a.copy, writer_off(1 + static_cast<uint32_t>(r.arg)));
         a.fetched = true;
         break;
-      case kReadIsLocked: why = kReadLocked; p.e.observe_timestamp(r.arg); break;
-      case kReadOverflow: why = kVersionOverflow; p.e.observe_timestamp(r.arg); break;
-      case kReadUnsettled: why = kUnsettledRead; break;
-      case -ENOENT: why = AbortReason::kNotFound; break;
-      default: why = AbortReason::kNetwork; break;
+      case kReadIsLocked:
+        why = kReadLocked;
+        p.e.observe_timestamp(r.arg);
+        break;
+      case kReadOverflow:
+        why = kVersionOverflow;
+        p.e.observe_timestamp(r.arg);
+        break;
+      case kReadUnsettled:
+        why = kUnsettledRead;
+        break;
+      case -ENOENT:
+        why = AbortReason::kNotFound;
+        break;
+      default:
+        why = AbortReason::kNetwork;
+        break;
     }
     // A reason that ends the attempt wins over read_locked (which waits).
     if (verdict == AbortReason::kNone || (verdict == kReadLocked && why != AbortReason::kNone)) verdict = why;
@@ -382,8 +401,12 @@ Task<bool> lock_writes(Mvcc& p, Coordinator& c, Txn& t, Primitive prim, const It
         p.e.observe_timestamp(holders[k]);
         why = kTooLate;
         break;
-      case LockResult::kStale: why = AbortReason::kNotFound; break;
-      default: why = AbortReason::kNetwork; break;
+      case LockResult::kStale:
+        why = AbortReason::kNotFound;
+        break;
+      default:
+        why = AbortReason::kNetwork;
+        break;
     }
     if (verdict == AbortReason::kNone) verdict = why;
   }
@@ -472,11 +495,16 @@ Task<bool> finish_reads(Mvcc& p, Coordinator& c, Txn& t, ItemList pending) {
           a.fetched = false;  // read it again once the older writer is done
           blocked = true;
           continue;
-        case Recheck::kChanged: t.fail(kReadChanged); co_return false;
-        case Recheck::kOk: break;
+        case Recheck::kChanged:
+          t.fail(kReadChanged);
+          co_return false;
+        case Recheck::kOk:
+          break;
       }
-      if (raise_again) again.idx[again.n++] = i;
-      else settle_read(c, t, a);
+      if (raise_again)
+        again.idx[again.n++] = i;
+      else
+        settle_read(c, t, a);
     }
     pending = again;
   }
@@ -638,8 +666,9 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool correct) {
   Mvcc* self = p.get();
   const store::Store& st = e.db().store(e.node());
   auto id = e.register_handler("mvcc.read", [self, &st](rpc::Request& r) {
-    serve_items(r, st, [self](const ItemHeader& h, std::span<const std::byte>, int rc, store::Table* tab,
-                               const store::TupleRef& ref, ItemWriter& out) { serve_read(*self, h, rc, tab, ref, out); });
+    serve_items(r, st,
+                [self](const ItemHeader& h, std::span<const std::byte>, int rc, store::Table* tab,
+                       const store::TupleRef& ref, ItemWriter& out) { serve_read(*self, h, rc, tab, ref, out); });
   });
   if (!id.ok()) return id.error();
   p->read_handler = *id;

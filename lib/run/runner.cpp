@@ -72,7 +72,8 @@ cluster::ClusterConfig sized_cluster(const RunConfig& rc) {
   cluster::ClusterConfig cc = rc.cluster;
   uint32_t max_tuple = 0;
   for (const auto& t : rc.workload->tables(cc.nodes)) {
-    const store::TupleLayout l = txn::tuple_layout(txn::tuple_shape(*rc.protocol), rc.options.record_history, t.record_bytes);
+    const store::TupleLayout l =
+        txn::tuple_layout(txn::tuple_shape(*rc.protocol), rc.options.record_history, t.record_bytes);
     max_tuple = std::max(max_tuple, l.tuple_bytes());
   }
   uint32_t slot = (std::max<uint32_t>(max_tuple + 8, store::kBucketBytes) + 63) & ~63u;

@@ -25,7 +25,8 @@ Result<std::unique_ptr<Table>> Table::create(rdma::Device& dev, uint32_t node_id
   if (spec.meta_bytes % 8 != 0) return fail("meta_bytes must be a multiple of 8");
   if (spec.capacity == 0 || spec.capacity >= UINT32_MAX) return fail("capacity must be in [1, 2^32-1)");
   if (spec.record_slots == 0 || spec.record_slots > 64) return fail("record_slots must be in [1, 64]");
-  if (uint64_t{spec.meta_bytes} + sizeof(TupleHeader) + uint64_t{spec.record_slots} * (uint64_t{spec.record_bytes} + 7) >
+  if (uint64_t{spec.meta_bytes} + sizeof(TupleHeader) +
+          uint64_t{spec.record_slots} * (uint64_t{spec.record_bytes} + 7) >
       kMaxTupleBytes)
     return fail("tuple larger than 1 MiB");
   TupleLayout layout{spec.meta_bytes, spec.record_bytes, spec.record_slots};
@@ -150,7 +151,8 @@ void Table::write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> r
     store_word(rec + i, x, std::memory_order_relaxed);
   }
   // The other slots of a reused tuple start empty too.
-  for (uint32_t i = rec_words; i < rec_words * layout_.record_slots; ++i) store_word(rec + i, 0, std::memory_order_relaxed);
+  for (uint32_t i = rec_words; i < rec_words * layout_.record_slots; ++i)
+    store_word(rec + i, 0, std::memory_order_relaxed);
   if (init_tuple_ != nullptr) init_tuple_(t, layout_);
 }
 

@@ -90,9 +90,11 @@ Result<void> Database::exchange_descriptors(const cluster::AllGather& all_gather
                           v.error().message.c_str());
       const store::TupleLayout& l = layouts_[d.table_id];
       if (d.meta_bytes != l.meta_bytes || d.record_bytes != l.record_bytes || d.record_slots != l.record_slots)
-        return make_error(EPROTO, "node %u has table '%s' with %u+%ux%u bytes per tuple, this node %u+%ux%u "
-                          "(different protocol or history.record?)", from, defs_[d.table_id].name.c_str(),
-                          d.meta_bytes, d.record_slots, d.record_bytes, l.meta_bytes, l.record_slots, l.record_bytes);
+        return make_error(EPROTO,
+                          "node %u has table '%s' with %u+%ux%u bytes per tuple, this node %u+%ux%u "
+                          "(different protocol or history.record?)",
+                          from, defs_[d.table_id].name.c_str(), d.meta_bytes, d.record_slots, d.record_bytes,
+                          l.meta_bytes, l.record_slots, l.record_bytes);
       if (!stores_[d.node_id]) descs_[d.table_id][d.node_id * wpn + d.context] = d;
     }
   }

@@ -287,7 +287,8 @@ runtime::Task<void> Coordinator::run() {
 }
 
 void Coordinator::renew_timestamp(Txn& t) {
-  t.ts_ = last_ts_ = next_timestamp(env::tsc(), e_.epoch(), last_ts_, e_.node(), e_.ctx().index, index_, e_.clock_floor());
+  t.ts_ = last_ts_ =
+      next_timestamp(env::tsc(), e_.epoch(), last_ts_, e_.node(), e_.ctx().index, index_, e_.clock_floor());
 }
 
 runtime::Task<void> Coordinator::settle_pending_commit() {
