@@ -535,10 +535,12 @@ Task<bool> fetch_pass(Mvcc& p, Coordinator& c, Txn& t, uint32_t from) {
     ItemList& list = a.mode == AccessMode::kWrite ? rpc_writes : rpc_reads;
     list.idx[list.n++] = i;
   }
-  const bool read = co_await read_rpc(p, c, t, rpc_reads);
-  if (!read) co_return false;
+  // Locks first: a write fails when a younger transaction read the tuple
+  // before its lock (tts <= rts), so the sooner after begin the better.
   const bool locked = co_await lock_writes(p, c, t, Primitive::kRpc, rpc_writes);
   if (!locked) co_return false;
+  const bool read = co_await read_rpc(p, c, t, rpc_reads);
+  if (!read) co_return false;
   if (prim == Primitive::kRpc) co_return true;
 
   // One-sided: b1 READ and b2 (check_copy) for what is not fetched yet.
