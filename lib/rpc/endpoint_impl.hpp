@@ -29,6 +29,11 @@ inline const env::LogType& rpc_log() {
 }
 
 inline constexpr int kBurst = 32;
+// Receive buffers are reposted in batches of this many (one post_recv call
+// for all, as eRPC's RECV slack): the receive ring holds this many beyond
+// what the credits need, so the credits owed for buffers not yet reposted
+// are safe to return at once.
+inline constexpr int kRepostBatch = 16;
 inline constexpr uint32_t kNoBuffer = UINT32_MAX;
 
 enum class CallState : uint8_t { kFree, kWaiting, kPassive };
@@ -59,7 +64,8 @@ struct Endpoint::Impl {
   // value-initialised on every poll.
   std::array<rdma::Completion, kBurst> wc{};
   std::byte* recv_base = nullptr;
-  std::array<rdma::RecvRequest, kBurst> repost{};
+  std::array<rdma::RecvRequest, kRepostBatch> repost{};
+  int unposted = 0;  // consumed buffers in `repost`, not posted yet
 
   // Send side: datagram buffers, free stack, and those in flight in post
   // order (released when a later signaled SEND completes).
@@ -196,7 +202,8 @@ struct Endpoint::Impl {
   // owed credits due to go back alone.
   bool flush_due(uint64_t now) const { return !active.empty() || (owed_peers != 0 && now >= credits_due_tsc); }
 
-  // We received (and reposted the buffer of) one more datagram from `src`.
+  // We received one more datagram from `src` (its buffer is reposted, or
+  // among the kRepostBatch the ring holds beyond the credits).
   void owe(uint32_t src, uint64_t now) {
     Peer& p = peers[src];
     if (p.owed++ == 0) {
