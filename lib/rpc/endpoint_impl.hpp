@@ -200,7 +200,8 @@ struct Endpoint::Impl {
 
   // Whether flush() has anything to do: a datagram open or waiting, or
   // owed credits due to go back alone.
-  bool flush_due(uint64_t now) const { return !active.empty() || (owed_peers != 0 && now >= credits_due_tsc); }
+  // (credits_due_tsc is UINT64_MAX while nothing is owed.)
+  bool flush_due(uint64_t now) const { return !active.empty() || now >= credits_due_tsc; }
 
   // We received one more datagram from `src` (its buffer is reposted, or
   // among the kRepostBatch the ring holds beyond the credits).

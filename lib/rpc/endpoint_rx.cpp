@@ -129,41 +129,10 @@ inline void Endpoint::handle_request(uint32_t src, const MsgHeader& mh, std::spa
          mh.kind == Kind::kRequest);
 }
 
-int Endpoint::receive(uint64_t now) {
-  Impl& m = *impl_;
-  rdma::Completion* wc = m.wc.data();
-  int n = m.cq->poll(wc, kBurst);
-  if (n <= 0) return 0;
-  for (int i = 0; i < n; ++i) {
-    if (wc[i].opcode != rdma::Opcode::kRecv) {
-      on_send_completion(wc[i]);
-      continue;
-    }
-    if (wc[i].wr_id >= m.cfg.recv_buffers) continue;  // not ours: never repost it
-    const int k = m.unposted++;
-    rdma::RecvRequest& rr = m.repost[k];
-    rr = {wc[i].wr_id, nullptr, m.recv_buf(wc[i].wr_id), mtu_, m.mr.lkey};
-    if (k > 0) m.repost[k - 1].next = &rr;
-    if (wc[i].status == rdma::Status::kSuccess) accept_datagram(m.recv_buf(wc[i].wr_id), wc[i].byte_len, now);
-    // After the datagram's handlers ran: its buffer may be refilled now.
-    if (m.unposted == kRepostBatch) repost();
-  }
-  return n;
-}
-
-// Posts the consumed receive buffers again, with one call.
-void Endpoint::repost() {
-  Impl& m = *impl_;
-  rdma::RecvRequest* bad = nullptr;
-  if (qp_->post_recv(m.repost.data(), &bad) != 0)
-    RDTX_LOG(rpc_log(), Error, "endpoint %u: cannot repost receive buffers", id_);
-  m.unposted = 0;
-}
-
 // One received datagram: validated whole, then (unless a copy of one
 // already received) its credits taken, a credit owed for it, its messages
 // dispatched.
-inline void Endpoint::accept_datagram(const std::byte* d, uint32_t byte_len, uint64_t now) {
+[[gnu::always_inline]] inline void Endpoint::accept_datagram(const std::byte* d, uint32_t byte_len, uint64_t now) {
   Impl& m = *impl_;
   const uint32_t len = std::min(byte_len, mtu_);
   if (auto bad = validate(d, len, m.peers.size(), [&m](uint32_t src) { return m.peers[src].ah != nullptr; })) {
@@ -189,6 +158,37 @@ inline void Endpoint::accept_datagram(const std::byte* d, uint32_t byte_len, uin
   // not reposted yet.
   m.owe(dh.src, now);
   dispatch(d);
+}
+
+// Posts the consumed receive buffers again, with one call.
+void Endpoint::repost() {
+  Impl& m = *impl_;
+  rdma::RecvRequest* bad = nullptr;
+  if (qp_->post_recv(m.repost.data(), &bad) != 0)
+    RDTX_LOG(rpc_log(), Error, "endpoint %u: cannot repost receive buffers", id_);
+  m.unposted = 0;
+}
+
+int Endpoint::receive(uint64_t now) {
+  Impl& m = *impl_;
+  rdma::Completion* wc = m.wc.data();
+  int n = m.cq->poll(wc, kBurst);
+  if (n <= 0) return 0;
+  for (int i = 0; i < n; ++i) {
+    if (wc[i].opcode != rdma::Opcode::kRecv) {
+      on_send_completion(wc[i]);
+      continue;
+    }
+    if (wc[i].wr_id >= m.cfg.recv_buffers) continue;  // not ours: never repost it
+    const int k = m.unposted++;
+    rdma::RecvRequest& rr = m.repost[k];
+    rr = {wc[i].wr_id, nullptr, m.recv_buf(wc[i].wr_id), mtu_, m.mr.lkey};
+    if (k > 0) m.repost[k - 1].next = &rr;
+    if (wc[i].status == rdma::Status::kSuccess) accept_datagram(m.recv_buf(wc[i].wr_id), wc[i].byte_len, now);
+    // After the datagram's handlers ran: its buffer may be refilled now.
+    if (m.unposted == kRepostBatch) repost();
+  }
+  return n;
 }
 
 inline void Endpoint::take_credits(uint32_t src, uint32_t returned, uint64_t now) {

@@ -140,10 +140,9 @@ bool Endpoint::append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint
   return n + 1;
 }
 
+// Called when flush_due(now).
 void Endpoint::flush(uint64_t now) {
   Impl& m = *impl_;
-  const bool credits_due = m.owed_peers > 0 && now >= m.credits_due_tsc;
-  if (m.active.empty() && !credits_due) return;
   size_t n = 0, keep = 0;
   for (size_t i = 0; i < m.active.size(); ++i) {
     const uint32_t dest = m.active[i];
@@ -165,7 +164,8 @@ void Endpoint::flush(uint64_t now) {
     }
   }
   m.active.resize(keep);
-  if (credits_due) n = return_credits(n, now);
+  // Owed credits the datagrams above did not carry back, if due.
+  if (now >= m.credits_due_tsc) n = return_credits(n, now);
   if (n > 0) post(n);
   if (m.post_failed) {
     // Rare: what a failed post gave back must be found by the next flush.
@@ -177,7 +177,7 @@ void Endpoint::flush(uint64_t now) {
         m.owing.push_back(d);
       }
     }
-    m.credits_due_tsc = 0;
+    m.credits_due_tsc = m.owed_peers > 0 ? 0 : UINT64_MAX;
   }
 }
 
