@@ -186,7 +186,7 @@ uint64_t Endpoint::start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* w
   c.reply = reply;
   c.wg = wg;
   c.deadline = env::tsc() + m.timeout_tsc;
-  m.link_call(idx);
+  if (idx >= m.calls_high) m.calls_high = idx + 1;
   if (reply) {
     reply->status = CallStatus::kPending;
     reply->len = 0;

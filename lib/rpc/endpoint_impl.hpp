@@ -145,14 +145,15 @@ struct Endpoint::Impl {
     Reply* reply = nullptr;
     runtime::WaitGroup* wg = nullptr;
     uint64_t deadline = 0;
-    uint32_t prev = kNoCall, next = kNoCall;  // in the live list
   };
-  static constexpr uint32_t kNoCall = UINT32_MAX;
   std::vector<Call> calls;
+  // Free call slots, a stack: the lowest slots are reused first, so the
+  // calls in flight stay among the first few slots.
   std::vector<uint32_t> free_calls;
-  // Calls in flight, oldest first. Every call gets the same timeout, so
-  // this is also deadline order: the timeout scan looks at the head only.
-  uint32_t live_head = kNoCall, live_tail = kNoCall;
+  // Slots [calls_high, calls.size()) are free: the timeout scan looks at
+  // the slots below only. Starting a call costs one compare; ending one
+  // nothing (no list of calls in flight to keep).
+  uint32_t calls_high = 0;
   uint64_t timeout_tsc = 0, passive_delay_tsc = 0, scan_interval_tsc = 0, next_scan_tsc = 0;
 
   std::array<Handler, kMaxHandlers> handlers;
@@ -240,20 +241,8 @@ struct Endpoint::Impl {
   }
 
   // Ends a call: bumps the generation so a late reply is recognised as stale.
-  void link_call(uint32_t idx) {
-    Call& c = calls[idx];
-    c.prev = live_tail;
-    c.next = kNoCall;
-    if (live_tail != kNoCall) calls[live_tail].next = idx;
-    else live_head = idx;
-    live_tail = idx;
-  }
   void release_call(uint32_t idx) {
     Call& c = calls[idx];
-    if (c.prev != kNoCall) calls[c.prev].next = c.next;
-    else live_head = c.next;
-    if (c.next != kNoCall) calls[c.next].prev = c.prev;
-    else live_tail = c.prev;
     c.state = CallState::kFree;
     c.reply = nullptr;
     c.wg = nullptr;
