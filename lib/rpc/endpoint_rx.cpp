@@ -180,11 +180,12 @@ int Endpoint::receive(uint64_t now) {
       continue;
     }
     if (wc[i].wr_id >= m.cfg.recv_buffers) continue;  // not ours: never repost it
+    std::byte* buf = m.recv_buf(wc[i].wr_id);
     const int k = m.unposted++;
     rdma::RecvRequest& rr = m.repost[k];
-    rr = {wc[i].wr_id, nullptr, m.recv_buf(wc[i].wr_id), mtu_, m.mr.lkey};
+    rr = {wc[i].wr_id, nullptr, buf, mtu_, m.mr.lkey};
     if (k > 0) m.repost[k - 1].next = &rr;
-    if (wc[i].status == rdma::Status::kSuccess) accept_datagram(m.recv_buf(wc[i].wr_id), wc[i].byte_len, now);
+    if (wc[i].status == rdma::Status::kSuccess) accept_datagram(buf, wc[i].byte_len, now);
     // After the datagram's handlers ran: its buffer may be refilled now.
     if (m.unposted == kRepostBatch) repost();
   }

@@ -147,11 +147,15 @@ void Endpoint::flush(uint64_t now) {
   for (size_t i = 0; i < m.active.size(); ++i) {
     const uint32_t dest = m.active[i];
     Impl::Peer& p = m.peers[dest];
-    while (p.wait_head != kNoBuffer && p.credits > 0) n = stage(n, dest, m.dequeue(p), true);
+    if (p.wait_head != kNoBuffer) [[unlikely]]
+      while (p.wait_head != kNoBuffer && p.credits > 0) n = stage(n, dest, m.dequeue(p), true);
     if (p.buf != kNoBuffer && (p.urgent || (p.since_tsc != 0 && aged(p.since_tsc, now, m.passive_delay_tsc)))) {
-      if (p.wait_head == kNoBuffer && p.credits > 0) {
+      if (p.wait_head == kNoBuffer && p.credits > 0) [[likely]] {
         n = stage(n, dest, m.close_open(p), true);
-      } else if (!p.stalled) {
+        p.listed = false;  // nothing left for it
+        continue;
+      }
+      if (!p.stalled) {
         p.stalled = true;  // it keeps taking messages until a credit comes
         p.stalled_tsc = now;
         ++stats_.credit_stalls;
