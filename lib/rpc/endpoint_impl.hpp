@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "env/log.hpp"
+#include "env/tsc.hpp"
 #include "rpc/endpoint.hpp"
 
 namespace rdtx::rpc {
@@ -250,5 +251,47 @@ struct Endpoint::Impl {
     free_calls.push_back(idx);
   }
 };
+
+// Appends a message to the datagram being built for `dest` (inlined at its
+// few call sites: on the path of every call and reply).
+[[gnu::always_inline]] inline bool Endpoint::append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint64_t cookie,
+                                                      std::span<const std::byte> payload, bool urgent) {
+  Impl& m = *impl_;
+  if (dest >= m.peers.size() || !m.peers[dest].ah) return false;
+  if (payload.size() > max_payload()) return false;
+  const uint32_t need = sizeof(MsgHeader) + pad8(static_cast<uint32_t>(payload.size()));
+  Impl::Peer& p = m.peers[dest];
+  if (p.buf != kNoBuffer && (p.len + need > mtu_ || p.count == UINT8_MAX)) {
+    // Full: it waits for the next flush, and a credit.
+    m.enqueue(p, m.close_open(p));
+  }
+  if (p.buf == kNoBuffer) {
+    // The last free buffer is kept for credit returns: two endpoints whose
+    // buffers all wait for the other's credits can still return them.
+    if (m.free_bufs.size() <= 1) {
+      ++stats_.send_failures;
+      return false;
+    }
+    p.buf = m.free_bufs.back();
+    m.free_bufs.pop_back();
+    p.len = sizeof(DatagramHeader);
+    p.count = 0;
+    p.urgent = false;
+    p.since_tsc = 0;
+    m.list(dest);
+  }
+  std::byte* base = m.send_buf(p.buf);
+  MsgHeader mh{kind, h, st, 0, static_cast<uint32_t>(payload.size()), cookie};
+  std::memcpy(base + p.len, &mh, sizeof mh);
+  if (!payload.empty()) std::memcpy(base + p.len + sizeof mh, payload.data(), payload.size());
+  p.len += need;
+  ++p.count;
+  if (urgent) {
+    p.urgent = true;
+  } else if (p.since_tsc == 0) {
+    p.since_tsc = env::tsc();
+  }
+  return true;
+}
 
 }  // namespace rdtx::rpc
