@@ -164,7 +164,7 @@ struct Endpoint::Impl {
   uint64_t last_malformed_log = 0;
   uint64_t malformed_since_log = 0;
 
-  void list(uint32_t dest) {
+  [[gnu::always_inline]] void list(uint32_t dest) {
     if (!peers[dest].listed) {
       peers[dest].listed = true;
       active.push_back(dest);

@@ -80,7 +80,7 @@ void Endpoint::count_malformed(Malformed why) {
   }
 }
 
-inline void Endpoint::complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
+[[gnu::always_inline]] inline void Endpoint::complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
   Impl& m = *impl_;
   ++stats_.replies_received;
   Impl::Call* cp = m.match_reply(mh.cookie, src);
@@ -106,7 +106,7 @@ inline void Endpoint::complete_call(uint32_t src, const MsgHeader& mh, std::span
   m.release_call(cookie_slot(mh.cookie));
 }
 
-inline void Endpoint::handle_request(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
+[[gnu::always_inline]] inline void Endpoint::handle_request(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
   Impl& m = *impl_;
   ++stats_.requests_handled;
   const Handler& h = m.handlers[mh.handler];

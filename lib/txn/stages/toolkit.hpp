@@ -93,12 +93,25 @@ class Toolkit {
 
   // Fences: true if a lock request of attempt `id` must be refused because
   // the attempt (or a later one of its coordinator) was cancelled here.
-  bool fenced(uint64_t id) const;
-  void fence(uint64_t id);
+  // (Inline: checked for every item of every lock and unlock request.)
+  bool fenced(uint64_t id) const {
+    const uint32_t c = coordinator_of(id);
+    return c < fence_.size() && static_cast<uint32_t>(id) < fence_[c];
+  }
+  void fence(uint64_t id) {
+    const uint32_t c = coordinator_of(id);
+    if (c < fence_.size() && static_cast<uint32_t>(id) + 1 > fence_[c]) fence_[c] = static_cast<uint32_t>(id) + 1;
+  }
   // Lock requests seen per coordinator: a release of an attempt older than
   // the newest that asked for locks is a stale copy (superseded).
-  void asked(uint64_t id);
-  bool superseded(uint64_t id) const;
+  void asked(uint64_t id) {
+    const uint32_t c = coordinator_of(id);
+    if (c < asked_.size() && static_cast<uint32_t>(id) > asked_[c]) asked_[c] = static_cast<uint32_t>(id);
+  }
+  bool superseded(uint64_t id) const {
+    const uint32_t c = coordinator_of(id);
+    return c < asked_.size() && static_cast<uint32_t>(id) < asked_[c];
+  }
 
   // Owner side of lock_read from item `first`: see owner_rpc.cpp. Returns
   // the index of an item that must wait, or -1 when every item is answered.
@@ -108,6 +121,12 @@ class Toolkit {
 
  private:
   explicit Toolkit(WorkerEngine& e);
+  // The coordinator an attempt id belongs to (types.hpp's id layout), as
+  // an index into fence_ and asked_.
+  uint32_t coordinator_of(uint64_t id) const {
+    const uint32_t node = static_cast<uint32_t>(id >> 48), worker = (id >> 38) & 0x3ff, co = (id >> 32) & 0x3f;
+    return (node * workers_per_node_ + worker) * kMaxCoroutines + co;
+  }
   Result<void> register_handlers();
   WorkerEngine& e_;
   Handlers h_;
