@@ -80,13 +80,6 @@ void ItemBatch::start() {
   inflight_wait_ = inflight_->send();
 }
 
-runtime::Task<bool> ItemBatch::finish() {
-  if (!inflight_) co_return true;
-  bool ok = co_await inflight_wait_;
-  inflight_.reset();
-  co_return ok;
-}
-
 runtime::Task<bool> ItemBatch::retry_failed() {
   rpc::Batch b(*c_.engine().ctx().rpc);
   bool ok = true;

@@ -66,8 +66,10 @@ class ItemBatch {
   // and its buffers stay untouched meanwhile).
   void start();
   bool in_flight() const { return inflight_.has_value(); }
-  // Awaits the calls start() sent. False: a call failed.
-  runtime::Task<bool> finish();
+  // The calls start() sent: co_await finish() (false: a call failed), then
+  // end_flight(). (An awaitable, not a task: no coroutine frame.)
+  runtime::WaitGroup::Ref finish() const { return inflight_wait_; }
+  void end_flight() { inflight_.reset(); }
   // Sends again the calls that failed (no reply, or not OK) and waits.
   runtime::Task<bool> retry_failed();
   bool call_failed(uint32_t k) const { return calls_[k].reply.status != rpc::CallStatus::kOk; }

@@ -177,10 +177,15 @@ struct WriteBackSpec {
 // Yields true (the transaction committed whatever the messages' fate).
 runtime::Task<bool> write_back_unlock(Coordinator& c, Txn& t, Primitive p, WriteBackSpec spec, uint64_t value);
 
-// Checks the owners' answers to a write-back/release batch (`sent_ok`: every
-// call answered) and re-sends unanswered calls until all are answered.
+// Settling a write-back/release batch: judge_unlocks() checks the owners'
+// answers of the calls not judged yet (bit k of `judged`: call k was) and
+// returns the calls judged; `first`: these are the first copies (a re-sent
+// copy may find the lock already freed by an earlier one). Unless every
+// call was answered, retry_unlocks() then re-sends the unanswered calls
+// until all are answered.
 class ItemBatch;
-runtime::Task<void> settle_unlocks(Coordinator& c, ItemBatch& batch, bool sent_ok);
+uint32_t judge_unlocks(Coordinator& c, ItemBatch& batch, uint32_t judged, bool first);
+runtime::Task<void> retry_unlocks(Coordinator& c, ItemBatch& batch, uint32_t judged);
 
 // Unlocks every access the attempt holds (RPC: owner-checked, retried).
 // Yields true (a release module's result: nothing more to do).
