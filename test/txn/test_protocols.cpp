@@ -102,3 +102,19 @@ TEST(BrokenProtocol, UnvalidatedOccIsCaught) {
     EXPECT_TRUE(cycle_shown) << out->check_text;
   }
 }
+
+// SUNDIAL that never renews a lease (a read whose rts is below the commit
+// timestamp is accepted, and so is a copy of a loaded tuple never proven)
+// is caught the same way, on every workload: a read ordered after a version
+// that replaced it closes a cycle.
+TEST(BrokenProtocol, UnrenewedSundialIsCaught) {
+  for (const std::string& w : workload_names()) {
+    SCOPED_TRACE(w);
+    auto out = run_contended(Combo{w, "sundial-unrenewed"}, 1, 0.25);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    EXPECT_FALSE(out->check.certified) << out->check_text;
+    bool cycle_shown = false;
+    for (const auto& f : out->check.findings) cycle_shown |= !f.cycle.empty();
+    EXPECT_TRUE(cycle_shown) << out->check_text;
+  }
+}
