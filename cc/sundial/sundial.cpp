@@ -4,18 +4,22 @@
 // tts is chosen late, from the leases seen, and a read whose lease does not
 // reach tts is renewed before the commit.
 //
-//   fetch     writes: lock_read, WAITDIE (RCC a1-a2 / b1): the lock word
+// RCC numbers the steps of its Figure 9 (write) and Figure 10 (read)
+// separately; below, "write a2" is step a2 of the write figure (RPC), "read
+// b3" step b3 of the read figure (one-sided).
+//
+//   fetch     writes: lock_read, WAITDIE (write a1-a2 / b1): the lock word
 //             takes the transaction's priority (Txn::timestamp()); an older
 //             requester waits (one-sided: CAS+READ again after a yield; RPC:
 //             the owner parks it in the toolkit's LockWaitList), a younger
 //             one dies. The copy read under the lock gives the tuple's rts
-//             (RCC a4 / b3: tts >= rts + 1).
-//             reads: read_tuples (RCC a1-a2 / b1-b2), lock-free, one-sided,
+//             (write a4 / b3: tts >= rts + 1).
+//             reads: read_tuples (read a1-a2 / b1-b2), lock-free, one-sided,
 //             RPC, or hybrid (READ on a location-cache hit, RPC on a miss);
 //             the copy gives [wts, rts] (tts >= wts).
 //   validate  tts = max(max over reads of wts, max over writes of rts + 1).
 //             Every read whose lease does not cover tts (rts < tts) is
-//             renewed (RCC a4 / b3): the owner (RPC) or the coordinator
+//             renewed (read a4 / b3): the owner (RPC) or the coordinator
 //             (one-sided) takes the tuple's lock word for the extension
 //             (CAS 0 -> our priority), checks that wts (and the store's
 //             incarnation) did not change, sets rts = max(rts, tts) and a
@@ -23,7 +27,7 @@
 //             locked by another transaction or a new wts fails: the attempt
 //             aborts (lease_renewal).
 //   commit    write_back_unlock of the write set with wts = rts = tts
-//             (RCC a5-a6 / b4): body (rts, checksum, history word, header,
+//             (write a5-a6 / b4): body (rts, checksum, history word, header,
 //             record), then wts, then the unlock, in order per owner.
 //   release   release_locks.
 //
@@ -144,8 +148,8 @@ class Sundial final : public Protocol {
 
 uint32_t index_of(const Txn& t, const Access& a) { return static_cast<uint32_t>(&a - &t.access(0)); }
 
-// The commit timestamp the accesses allow: at least every read version's
-// wts, above every written tuple's rts (RCC 4.5; Sundial's commit_ts).
+// The commit timestamp the accesses allow (read a3 / b2: tts = max(tts,
+// wts); write a4 / b3: tts >= rts + 1): Sundial's commit_ts.
 uint64_t commit_ts(Txn& t) {
   uint64_t tts = 0;
   for (uint32_t i = 0; i < t.size(); ++i) {
@@ -155,9 +159,10 @@ uint64_t commit_ts(Txn& t) {
   return tts;
 }
 
-// A lock-free copy (RCC a2 / b2): usable if it is one version's (checksum),
-// whatever the lock word says (a reader does not wait for a writer: the
-// lease orders it before the writer's version).
+// A lock-free copy (read a2 / b2): usable if it is one version's (checksum;
+// over RPC this is read a2's re-check, the owner's copy not being taken
+// under the lock), whatever the lock word says: a reader does not wait for
+// a writer, its lease orders it before the writer's version.
 Verdict accept_read(Coordinator& c, Txn& t, Access& a) {
   const auto& l = c.db().layout(a.table);
   const uint64_t wts = word(a.copy, kWtsOff), sum = word(a.copy, kSumOff);
@@ -173,8 +178,8 @@ Verdict accept_read(Coordinator& c, Txn& t, Access& a) {
   return Verdict::kAccept;
 }
 
-// Locks the write accesses `w` under WAITDIE and reads them whole (RCC a1-a2,
-// b1): older waits, younger dies.
+// Locks the write accesses `w` under WAITDIE and reads them whole (write
+// a1-a2 / b1): older waits, younger dies.
 Task<bool> lock_writes(Sundial& p, Coordinator& c, Txn& t, const ItemList& w) {
   const Primitive prim = p.o.stage(Stage::kFetch);
   const uint64_t mine = t.timestamp();
@@ -196,7 +201,7 @@ Task<bool> lock_writes(Sundial& p, Coordinator& c, Txn& t, const ItemList& w) {
       Access& a = t.access(i);
       switch (res[k]) {
         case LockResult::kGranted: {
-          // Under the lock: wts and rts are final until we unlock (RCC a4/b3).
+          // Under the lock: wts and rts are final until we unlock (write a4 / b3).
           t.state<AccessState>(i) = {word(a.copy, kWtsOff), word(a.copy, kRtsOff), 0};
           if (rec) a.writer = a.replaced = word(a.copy, c.db().history_word_offset());
           a.fetched = true;
@@ -241,7 +246,7 @@ Task<bool> fetch(Sundial& p, Coordinator& c, Txn& t, uint32_t from) {
   co_return true;
 }
 
-// RCC b3, one-sided: CAS the lock word + READ [wts .. header] in one
+// Read b3, one-sided: CAS the lock word + READ [wts .. header] in one
 // doorbell per node; for each tuple still at the version read, WRITE the new
 // rts and checksum, then WRITE 0 to the lock word (not awaited with passive
 // ACK: a writer can only lock after the unlock, which lands after the rts).
@@ -296,7 +301,7 @@ Task<bool> renew_onesided(Sundial&, Coordinator& c, Txn& t, const ItemList& r, u
   co_return ok;
 }
 
-// RCC a4, RPC: the owner renews (sundial.renew, below). It leaves no lock
+// Read a4, RPC: the owner renews (sundial.renew, below). It leaves no lock
 // behind, so a lost, late or duplicated request needs no fence: applying it
 // again only extends a lease, which is always safe under the lock.
 Task<bool> renew_rpc(Sundial& p, Coordinator& c, Txn& t, const ItemList& r, uint64_t tts) {
@@ -333,7 +338,7 @@ Task<bool> renew_rpc(Sundial& p, Coordinator& c, Txn& t, const ItemList& r, uint
   co_return true;
 }
 
-// Validate = lease renewal (RCC a3-a4 / b3): every read whose lease does not
+// Validate = lease renewal (read a3-a4 / b3): every read whose lease does not
 // reach tts, and every unproven copy of a loaded tuple.
 Task<bool> validate(Sundial& p, Coordinator& c, Txn& t, uint32_t) {
   if (!p.renewing) co_return true;
@@ -348,7 +353,7 @@ Task<bool> validate(Sundial& p, Coordinator& c, Txn& t, uint32_t) {
   co_return co_await renew_onesided(p, c, t, r, tts);
 }
 
-// RCC a5-a6 / b4: each written tuple gets wts = rts = tts, a checksum, the
+// Write a5-a6 / b4: each written tuple gets wts = rts = tts, a checksum, the
 // record; the body, then wts, then the unlock.
 Task<bool> commit(Sundial& p, Coordinator& c, Txn& t, uint32_t) {
   const uint64_t tts = commit_ts(t);
@@ -373,7 +378,7 @@ std::atomic_ref<uint64_t> word_at(std::byte* tuple, uint32_t off) {
   return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(tuple + off));
 }
 
-// The owner side of RCC a4: per item (arg0 = tts, arg1 = the wts read; data
+// The owner side of read a4: per item (arg0 = tts, arg1 = the wts read; data
 // = the requester's lock value, the incarnation read), take the lock word
 // for the extension (CAS: atomic with a writer's lock, RPC or one-sided on a
 // coherent device), check the version, extend rts, write the checksum,
