@@ -23,8 +23,10 @@
 //             (one-sided) takes the tuple's lock word for the extension
 //             (CAS 0 -> our priority), checks that wts (and the store's
 //             incarnation) did not change, sets rts = max(rts, tts) and a
-//             new checksum, then unlocks. A renewal that finds the tuple
-//             locked by another transaction or a new wts fails: the attempt
+//             new checksum, then unlocks. A renewal that finds a new wts
+//             fails, and so does one that finds the tuple locked by
+//             another transaction, unless its current rts already reaches
+//             tts (Sundial's rule; covered_while_locked): the attempt
 //             aborts (lease_renewal).
 //   commit    write_back_unlock of the write set with wts = rts = tts
 //             (write a5-a6 / b4): body (rts, checksum, history word, header,
@@ -128,14 +130,38 @@ uint64_t word(const std::byte* p, uint32_t off) {
 }
 void set_word(std::byte* p, uint32_t off, uint64_t v) { std::memcpy(p + off, &v, 8); }
 
-// Checksum of a tuple's wts, rts, history word (if any) and record; never 0
-// (0 marks a loaded tuple).
-uint64_t checksum(const std::byte* tuple, const store::TupleLayout& l) {
-  uint64_t h = checksum_start(word(tuple, kWtsOff));
-  h = checksum_words(h, tuple, kRtsOff, kRtsOff + 8);
-  h = checksum_words(h, tuple, kMetaBytes, l.meta_bytes);  // history word
-  h = checksum_words(h, tuple, l.record_offset(), l.tuple_bytes());
+uint64_t mix(uint64_t h, uint64_t w) { return checksum_words(h, reinterpret_cast<const std::byte*>(&w), 0, 8); }
+
+// Checksum of a tuple's wts, rts, history word (if any) and record, each
+// word given by load(offset); never 0 (0 marks a loaded tuple).
+template <typename Load>
+uint64_t checksum_of(const store::TupleLayout& l, Load load) {
+  uint64_t h = mix(checksum_start(load(kWtsOff)), load(kRtsOff));
+  for (uint32_t off = kMetaBytes; off < l.meta_bytes; off += 8) h = mix(h, load(off));  // history word
+  for (uint32_t off = l.record_offset(); off < l.tuple_bytes(); off += 8) h = mix(h, load(off));
   return h != 0 ? h : 1;
+}
+uint64_t checksum(const std::byte* tuple, const store::TupleLayout& l) {
+  return checksum_of(l, [tuple](uint32_t off) { return word(tuple, off); });
+}
+
+// Sundial's renewal rule for a tuple locked by another transaction: the
+// renewal still succeeds, with nothing to extend, if the tuple's current
+// version is the one read and its lease already reaches tts (the holder
+// read that rts under its lock and commits above it). (wts, rts) must be
+// one state the tuple had, not words torn by the holder's write-back: the
+// checksum read with them must match them and the version's history word
+// and record (body(offset): from the reader's copy, or the tuple itself on
+// its owner). `now`: the tuple's wts, rts, checksum as read (each once).
+struct MetaNow {
+  uint64_t wts, rts, sum;
+};
+template <typename Load>
+bool covered_while_locked(const store::TupleLayout& l, const MetaNow& now, Load body, uint64_t wts, uint64_t tts) {
+  if (now.wts != wts || now.rts < tts) return false;
+  return now.sum == checksum_of(l, [&](uint32_t off) {
+           return off == kWtsOff ? now.wts : off == kRtsOff ? now.rts : body(off);
+         });
 }
 
 class Sundial final : public Protocol {
@@ -230,7 +256,10 @@ Task<bool> lock_writes(Sundial& p, Coordinator& c, Txn& t, const ItemList& w) {
   co_return false;
 }
 
-// Fetch: writes locked first (WAITDIE), then the reads lock-free.
+// Fetch: the reads lock-free, then the writes locked (WAITDIE). Reads go
+// first so that write locks are held one round trip less (fewer younger
+// transactions die on them); the reads' leases are then one round trip
+// older, which renewal covers.
 Task<bool> fetch(Sundial& p, Coordinator& c, Txn& t, uint32_t from) {
   ItemList w;
   bool reads = false;
@@ -239,10 +268,16 @@ Task<bool> fetch(Sundial& p, Coordinator& c, Txn& t, uint32_t from) {
     if (t.access(i).mode == AccessMode::kWrite) w.idx[w.n++] = i;
     else reads = true;
   }
+  if (reads) {
+    // read_tuples takes every access of the round not yet fetched: the
+    // writes are marked fetched while it runs, so that it leaves them to
+    // lock_read (their locations are still found, to be reused).
+    for (uint32_t k = 0; k < w.n; ++k) t.access(w.idx[k]).fetched = true;
+    const bool read = co_await read_tuples(c, t, p.o.stage(Stage::kFetch), from, accept_read, kUnsettledRead);
+    for (uint32_t k = 0; k < w.n; ++k) t.access(w.idx[k]).fetched = false;
+    if (!read) co_return false;
+  }
   if (!w.empty() && !co_await lock_writes(p, c, t, w)) co_return false;
-  // Every write of the round is fetched now: read_tuples takes the reads.
-  if (reads && !co_await read_tuples(c, t, p.o.stage(Stage::kFetch), from, accept_read, kUnsettledRead))
-    co_return false;
   co_return true;
 }
 
@@ -263,13 +298,23 @@ Task<bool> renew_onesided(Sundial&, Coordinator& c, Txn& t, const ItemList& r, u
   for (uint32_t k = 0; k < r.n; ++k) {
     const uint32_t i = r.idx[k];
     Access& a = t.access(i);
-    if (res[k] != LockResult::kGranted) {
-      ok = false;  // locked by another transaction
-      continue;
-    }
     const std::byte* x = c.extra(i);
     const auto& l = c.db().layout(a.table);
     AccessState& s = t.state<AccessState>(i);
+    if (res[k] != LockResult::kGranted) {
+      // Locked by another transaction; the READ behind the failed CAS still
+      // shows the tuple's words (any of them possibly being written).
+      const MetaNow now{word(x, kWtsOff), word(x, kRtsOff), word(x, kSumOff)};
+      const std::byte* copy = a.copy;
+      if (res[k] == LockResult::kConflict && word(x, l.state_offset()) == a.state &&
+          covered_while_locked(l, now, [copy](uint32_t off) { return word(copy, off); }, s.wts, tts)) {
+        s.rts = word(x, kRtsOff);
+        s.must_renew = 0;
+      } else {
+        ok = false;
+      }
+      continue;
+    }
     if (word(x, kWtsOff) != s.wts || word(x, l.state_offset()) != a.state) {
       ok = false;  // a new version since the read
     } else {
@@ -401,12 +446,24 @@ void serve_renew(WorkerEngine& e, rpc::Request& r) {
                   out.add({-EINVAL, 0, 0, 0, 0});
                   return;
                 }
+                const auto& l = db.layout(h.table);
                 uint64_t holder = 0;
                 if (!word_at(ref.tuple, kLockOff).compare_exchange_strong(holder, value, std::memory_order_acquire)) {
+                  // Its holder may be writing it back (one-sided, from
+                  // another thread): words loaded one by one, checked by
+                  // the checksum.
+                  auto live = [&ref](uint32_t off) {
+                    return store::load_word(reinterpret_cast<const uint64_t*>(ref.tuple + off),
+                                            std::memory_order_acquire);
+                  };
+                  const MetaNow now{live(kWtsOff), live(kRtsOff), live(kSumOff)};
+                  if (live(l.state_offset()) == state && covered_while_locked(l, now, live, h.arg1, h.arg0)) {
+                    out.add({kRenewed, 0, 0, 0, now.rts});
+                    return;
+                  }
                   out.add({kLocked, 0, 0, 0, holder});
                   return;
                 }
-                const auto& l = db.layout(h.table);
                 int32_t status = kChanged;
                 uint64_t rts = word_at(ref.tuple, kRtsOff).load(std::memory_order_relaxed);
                 if (word_at(ref.tuple, kWtsOff).load(std::memory_order_relaxed) == h.arg1 &&
