@@ -8,7 +8,8 @@
 // separately; below, "write a2" is step a2 of the write figure (RPC), "read
 // b3" step b3 of the read figure (one-sided).
 //
-//   fetch     writes: lock_read, WAITDIE (write a1-a2 / b1): the lock word
+//   fetch     reads first, then writes (see fetch() for why), each round:
+//             writes: lock_read, WAITDIE (write a1-a2 / b1): the lock word
 //             takes the transaction's priority (Txn::timestamp()); an older
 //             requester waits (one-sided: CAS+READ again after a yield; RPC:
 //             the owner parks it in the toolkit's LockWaitList), a younger
