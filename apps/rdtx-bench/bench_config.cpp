@@ -71,7 +71,7 @@ void add_cluster_schema(config::Schema& s) {
 void add_rpc_schema(config::Schema& s) {
   s.add_int("rpc.credits", rpc::EndpointConfig{}.credits, 1, rpc::kMaxCredits,
             "session credits: RPC datagrams a worker may have outstanding to one peer worker; each endpoint posts "
-            "2 x credits x (cluster.nodes x cluster.workers_per_node) receive buffers");
+            "2 x credits x (cluster.nodes x cluster.workers_per_node) + 16 receive buffers");
 }
 
 void add_run_schema(config::Schema& s) {

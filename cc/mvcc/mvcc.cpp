@@ -397,7 +397,7 @@ Task<bool> lock_writes(Mvcc& p, Coordinator& c, Txn& t, Primitive prim, const It
         p.e.observe_timestamp(holders[k]);
         why = kLockConflict;
         break;
-      case LockResult::kRefused:  // a2/a3: tts not above rts and every wts
+      case LockResult::kDie:  // refused by the owner's lock check (a2/a3): tts not above rts and every wts
         p.e.observe_timestamp(holders[k]);
         why = kTooLate;
         break;

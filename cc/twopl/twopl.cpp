@@ -96,7 +96,6 @@ Task<bool> fetch(TwoPl& p, Coordinator& c, Txn& t, uint32_t from) {
           break;
         case LockResult::kWait: waiting = true; break;
         case LockResult::kFailed:
-        case LockResult::kRefused:  // no lock check is set: never
           if (verdict == AbortReason::kNone) verdict = AbortReason::kNotFound;
           break;
       }

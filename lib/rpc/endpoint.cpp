@@ -42,7 +42,7 @@ uint64_t EndpointStats::malformed_total() const {
 }
 
 uint64_t Endpoint::recv_buffers_needed(const EndpointConfig& cfg, uint32_t max_peers) {
-  return 2ull * cfg.credits * max_peers;
+  return 2ull * cfg.credits * max_peers + kRepostBatch;
 }
 
 Result<void> Endpoint::check_config(const rdma::DeviceCaps& caps, const EndpointConfig& cfg, uint32_t max_peers) {
@@ -60,7 +60,7 @@ Result<void> Endpoint::check_config(const rdma::DeviceCaps& caps, const Endpoint
     return make_error(EINVAL,
                       "rpc: %llu receive buffers per endpoint (%s) exceed %s (%llu)",
                       static_cast<unsigned long long>(recv),
-                      recv == need ? "2 x credits x endpoints" : "recv_buffers",
+                      recv == need ? "2 x credits x endpoints + 16" : "recv_buffers",
                       limit == caps.max_recv_wr ? "the device's receive queue" : "the cap kMaxRecvBuffers",
                       static_cast<unsigned long long>(limit));
   if (2ull * cfg.send_buffers > caps.max_send_wr)
@@ -186,7 +186,7 @@ uint64_t Endpoint::start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* w
   c.reply = reply;
   c.wg = wg;
   c.deadline = env::tsc() + m.timeout_tsc;
-  m.link_call(idx);
+  if (idx >= m.calls_high) m.calls_high = idx + 1;
   if (reply) {
     reply->status = CallStatus::kPending;
     reply->len = 0;

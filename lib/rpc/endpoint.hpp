@@ -203,6 +203,8 @@ class Endpoint {
   // the valid datagrams, reposts the receive buffers. Returns completions.
   int receive(uint64_t now);
   void count_malformed(Malformed why);
+  void accept_datagram(const std::byte* d, uint32_t byte_len, uint64_t now);
+  void repost();
   void dispatch(const std::byte* datagram);  // a validated datagram's messages
   void complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload);
   void handle_request(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "env/log.hpp"
+#include "env/tsc.hpp"
 #include "rpc/endpoint.hpp"
 
 namespace rdtx::rpc {
@@ -29,6 +30,11 @@ inline const env::LogType& rpc_log() {
 }
 
 inline constexpr int kBurst = 32;
+// Receive buffers are reposted in batches of this many (one post_recv call
+// for all, as eRPC's RECV slack): the receive ring holds this many beyond
+// what the credits need, so the credits owed for buffers not yet reposted
+// are safe to return at once.
+inline constexpr int kRepostBatch = 16;
 inline constexpr uint32_t kNoBuffer = UINT32_MAX;
 
 enum class CallState : uint8_t { kFree, kWaiting, kPassive };
@@ -59,7 +65,8 @@ struct Endpoint::Impl {
   // value-initialised on every poll.
   std::array<rdma::Completion, kBurst> wc{};
   std::byte* recv_base = nullptr;
-  std::array<rdma::RecvRequest, kBurst> repost{};
+  std::array<rdma::RecvRequest, kRepostBatch> repost{};
+  int unposted = 0;  // consumed buffers in `repost`, not posted yet
 
   // Send side: datagram buffers, free stack, and those in flight in post
   // order (released when a later signaled SEND completes).
@@ -139,14 +146,15 @@ struct Endpoint::Impl {
     Reply* reply = nullptr;
     runtime::WaitGroup* wg = nullptr;
     uint64_t deadline = 0;
-    uint32_t prev = kNoCall, next = kNoCall;  // in the live list
   };
-  static constexpr uint32_t kNoCall = UINT32_MAX;
   std::vector<Call> calls;
+  // Free call slots, a stack: the lowest slots are reused first, so the
+  // calls in flight stay among the first few slots.
   std::vector<uint32_t> free_calls;
-  // Calls in flight, oldest first. Every call gets the same timeout, so
-  // this is also deadline order: the timeout scan looks at the head only.
-  uint32_t live_head = kNoCall, live_tail = kNoCall;
+  // Slots [calls_high, calls.size()) are free: the timeout scan looks at
+  // the slots below only. Starting a call costs one compare; ending one
+  // nothing (no list of calls in flight to keep).
+  uint32_t calls_high = 0;
   uint64_t timeout_tsc = 0, passive_delay_tsc = 0, scan_interval_tsc = 0, next_scan_tsc = 0;
 
   std::array<Handler, kMaxHandlers> handlers;
@@ -156,7 +164,7 @@ struct Endpoint::Impl {
   uint64_t last_malformed_log = 0;
   uint64_t malformed_since_log = 0;
 
-  void list(uint32_t dest) {
+  [[gnu::always_inline]] void list(uint32_t dest) {
     if (!peers[dest].listed) {
       peers[dest].listed = true;
       active.push_back(dest);
@@ -194,9 +202,11 @@ struct Endpoint::Impl {
 
   // Whether flush() has anything to do: a datagram open or waiting, or
   // owed credits due to go back alone.
-  bool flush_due(uint64_t now) const { return !active.empty() || (owed_peers != 0 && now >= credits_due_tsc); }
+  // (credits_due_tsc is UINT64_MAX while nothing is owed.)
+  bool flush_due(uint64_t now) const { return !active.empty() || now >= credits_due_tsc; }
 
-  // We received (and reposted the buffer of) one more datagram from `src`.
+  // We received one more datagram from `src` (its buffer is reposted, or
+  // among the kRepostBatch the ring holds beyond the credits).
   void owe(uint32_t src, uint64_t now) {
     Peer& p = peers[src];
     if (p.owed++ == 0) {
@@ -232,20 +242,8 @@ struct Endpoint::Impl {
   }
 
   // Ends a call: bumps the generation so a late reply is recognised as stale.
-  void link_call(uint32_t idx) {
-    Call& c = calls[idx];
-    c.prev = live_tail;
-    c.next = kNoCall;
-    if (live_tail != kNoCall) calls[live_tail].next = idx;
-    else live_head = idx;
-    live_tail = idx;
-  }
   void release_call(uint32_t idx) {
     Call& c = calls[idx];
-    if (c.prev != kNoCall) calls[c.prev].next = c.next;
-    else live_head = c.next;
-    if (c.next != kNoCall) calls[c.next].prev = c.prev;
-    else live_tail = c.prev;
     c.state = CallState::kFree;
     c.reply = nullptr;
     c.wg = nullptr;
@@ -253,5 +251,47 @@ struct Endpoint::Impl {
     free_calls.push_back(idx);
   }
 };
+
+// Appends a message to the datagram being built for `dest` (inlined at its
+// few call sites: on the path of every call and reply).
+[[gnu::always_inline]] inline bool Endpoint::append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint64_t cookie,
+                                                      std::span<const std::byte> payload, bool urgent) {
+  Impl& m = *impl_;
+  if (dest >= m.peers.size() || !m.peers[dest].ah) return false;
+  if (payload.size() > max_payload()) return false;
+  const uint32_t need = sizeof(MsgHeader) + pad8(static_cast<uint32_t>(payload.size()));
+  Impl::Peer& p = m.peers[dest];
+  if (p.buf != kNoBuffer && (p.len + need > mtu_ || p.count == UINT8_MAX)) {
+    // Full: it waits for the next flush, and a credit.
+    m.enqueue(p, m.close_open(p));
+  }
+  if (p.buf == kNoBuffer) {
+    // The last free buffer is kept for credit returns: two endpoints whose
+    // buffers all wait for the other's credits can still return them.
+    if (m.free_bufs.size() <= 1) {
+      ++stats_.send_failures;
+      return false;
+    }
+    p.buf = m.free_bufs.back();
+    m.free_bufs.pop_back();
+    p.len = sizeof(DatagramHeader);
+    p.count = 0;
+    p.urgent = false;
+    p.since_tsc = 0;
+    m.list(dest);
+  }
+  std::byte* base = m.send_buf(p.buf);
+  MsgHeader mh{kind, h, st, 0, static_cast<uint32_t>(payload.size()), cookie};
+  std::memcpy(base + p.len, &mh, sizeof mh);
+  if (!payload.empty()) std::memcpy(base + p.len + sizeof mh, payload.data(), payload.size());
+  p.len += need;
+  ++p.count;
+  if (urgent) {
+    p.urgent = true;
+  } else if (p.since_tsc == 0) {
+    p.since_tsc = env::tsc();
+  }
+  return true;
+}
 
 }  // namespace rdtx::rpc

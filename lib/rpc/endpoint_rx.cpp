@@ -80,7 +80,7 @@ void Endpoint::count_malformed(Malformed why) {
   }
 }
 
-inline void Endpoint::complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
+[[gnu::always_inline]] inline void Endpoint::complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
   Impl& m = *impl_;
   ++stats_.replies_received;
   Impl::Call* cp = m.match_reply(mh.cookie, src);
@@ -106,7 +106,7 @@ inline void Endpoint::complete_call(uint32_t src, const MsgHeader& mh, std::span
   m.release_call(cookie_slot(mh.cookie));
 }
 
-inline void Endpoint::handle_request(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
+[[gnu::always_inline]] inline void Endpoint::handle_request(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
   Impl& m = *impl_;
   ++stats_.requests_handled;
   const Handler& h = m.handlers[mh.handler];
@@ -129,56 +129,66 @@ inline void Endpoint::handle_request(uint32_t src, const MsgHeader& mh, std::spa
          mh.kind == Kind::kRequest);
 }
 
+// One received datagram: validated whole, then (unless a copy of one
+// already received) its credits taken, a credit owed for it, its messages
+// dispatched.
+[[gnu::always_inline]] inline void Endpoint::accept_datagram(const std::byte* d, uint32_t byte_len, uint64_t now) {
+  Impl& m = *impl_;
+  const uint32_t len = std::min(byte_len, mtu_);
+  if (auto bad = validate(d, len, m.peers.size(), [&m](uint32_t src) { return m.peers[src].ah != nullptr; })) {
+    ++stats_.datagrams_received;
+    count_malformed(*bad);
+    return;
+  }
+  DatagramHeader dh;
+  std::memcpy(&dh, d, sizeof dh);
+  // A duplicate (the network delivered it twice) must not run its
+  // handlers again nor return its credits twice; it is not owed either.
+  if (!m.peers[dh.src].accept(dh.seq)) {
+    ++stats_.duplicates;
+    return;
+  }
+  if (dh.credits != 0) take_credits(dh.src, dh.credits, now);
+  if (dh.count == 0) {
+    ++stats_.credit_returns_received;
+    return;
+  }
+  ++stats_.datagrams_received;
+  // Owed at once: the ring's kRepostBatch spare buffers cover the ones
+  // not reposted yet.
+  m.owe(dh.src, now);
+  dispatch(d);
+}
+
+// Posts the consumed receive buffers again, with one call.
+void Endpoint::repost() {
+  Impl& m = *impl_;
+  rdma::RecvRequest* bad = nullptr;
+  if (qp_->post_recv(m.repost.data(), &bad) != 0)
+    RDTX_LOG(rpc_log(), Error, "endpoint %u: cannot repost receive buffers", id_);
+  m.unposted = 0;
+}
+
 int Endpoint::receive(uint64_t now) {
   Impl& m = *impl_;
   rdma::Completion* wc = m.wc.data();
   int n = m.cq->poll(wc, kBurst);
   if (n <= 0) return 0;
-  int nrepost = 0;
-  uint16_t from[kBurst];  // sources of the datagrams with messages: we owe each a credit
-  int nfrom = 0;
   for (int i = 0; i < n; ++i) {
     if (wc[i].opcode != rdma::Opcode::kRecv) {
       on_send_completion(wc[i]);
       continue;
     }
     if (wc[i].wr_id >= m.cfg.recv_buffers) continue;  // not ours: never repost it
-    rdma::RecvRequest& rr = m.repost[nrepost++];
-    rr = {wc[i].wr_id, nullptr, m.recv_buf(wc[i].wr_id), mtu_, m.mr.lkey};
-    if (nrepost > 1) m.repost[nrepost - 2].next = &rr;
-    if (wc[i].status != rdma::Status::kSuccess) continue;  // e.g. flushed: nothing arrived
-    const std::byte* d = m.recv_buf(wc[i].wr_id);
-    const uint32_t len = std::min(wc[i].byte_len, mtu_);
-    if (auto bad = validate(d, len, m.peers.size(), [&m](uint32_t src) { return m.peers[src].ah != nullptr; })) {
-      ++stats_.datagrams_received;
-      count_malformed(*bad);
-      continue;
-    }
-    DatagramHeader dh;
-    std::memcpy(&dh, d, sizeof dh);
-    // A duplicate (the network delivered it twice) must not run its
-    // handlers again nor return its credits twice; it is not owed either.
-    if (!m.peers[dh.src].accept(dh.seq)) {
-      ++stats_.duplicates;
-      continue;
-    }
-    if (dh.credits != 0) take_credits(dh.src, dh.credits, now);
-    if (dh.count == 0) {
-      ++stats_.credit_returns_received;
-      continue;
-    }
-    ++stats_.datagrams_received;
-    from[nfrom++] = dh.src;
-    dispatch(d);
+    std::byte* buf = m.recv_buf(wc[i].wr_id);
+    const int k = m.unposted++;
+    rdma::RecvRequest& rr = m.repost[k];
+    rr = {wc[i].wr_id, nullptr, buf, mtu_, m.mr.lkey};
+    if (k > 0) m.repost[k - 1].next = &rr;
+    if (wc[i].status == rdma::Status::kSuccess) accept_datagram(buf, wc[i].byte_len, now);
+    // After the datagram's handlers ran: its buffer may be refilled now.
+    if (m.unposted == kRepostBatch) repost();
   }
-  if (nrepost > 0) {
-    rdma::RecvRequest* bad = nullptr;
-    if (qp_->post_recv(m.repost.data(), &bad) != 0)
-      RDTX_LOG(rpc_log(), Error, "endpoint %u: cannot repost receive buffers", id_);
-  }
-  // Credits go back only now that the buffers are posted again: a sender
-  // that gets one may fill a buffer at once.
-  for (int i = 0; i < nfrom; ++i) m.owe(from[i], now);
   return n;
 }
 

@@ -1,8 +1,9 @@
 // Timeouts: a call or passive request not answered by its deadline ends
 // (a call with kTimeout). UD may drop datagrams; this is what turns a loss
-// into a failed call instead of a hang. The calls in flight are kept oldest
-// first, so a scan (a few times per timeout, not on every poll) looks only
-// at the calls that are due and the first one that is not.
+// into a failed call instead of a hang. A scan runs a few times per timeout
+// (not on every poll) over the call slots that may be in use: free slots
+// are reused lowest first, so those are the first few (Impl::calls_high),
+// and nothing is kept per call in flight.
 //
 // A lost datagram also loses the credit it took (and a lost credit return
 // the credits it carried): a live peer returns credits within
@@ -22,11 +23,19 @@ int Endpoint::expire_calls(uint64_t now) {
   Impl& m = *impl_;
   m.next_scan_tsc = now + m.scan_interval_tsc;
   recover_credits(now);
-  if (calls_in_flight_ + passive_outstanding_ == 0) return 0;
+  if (calls_in_flight_ + passive_outstanding_ == 0) {
+    m.calls_high = 0;
+    return 0;
+  }
   int expired = 0;
-  // Oldest first: the first call not yet due ends the scan.
-  for (uint32_t idx = m.live_head; idx != Impl::kNoCall && m.calls[idx].deadline <= now; idx = m.live_head) {
+  uint32_t high = 0;  // 1 + the highest slot still in flight
+  for (uint32_t idx = 0; idx < m.calls_high; ++idx) {
     Impl::Call& c = m.calls[idx];
+    if (c.state == CallState::kFree) continue;
+    if (c.deadline > now) {
+      high = idx + 1;
+      continue;
+    }
     if (c.state == CallState::kWaiting) {
       ++stats_.timeouts;
       --calls_in_flight_;
@@ -39,6 +48,7 @@ int Endpoint::expire_calls(uint64_t now) {
     m.release_call(idx);
     ++expired;
   }
+  m.calls_high = high;
   return expired;
 }
 

@@ -19,46 +19,6 @@
 
 namespace rdtx::rpc {
 
-bool Endpoint::append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint64_t cookie,
-                      std::span<const std::byte> payload, bool urgent) {
-  Impl& m = *impl_;
-  if (dest >= m.peers.size() || !m.peers[dest].ah) return false;
-  if (payload.size() > max_payload()) return false;
-  const uint32_t need = sizeof(MsgHeader) + pad8(static_cast<uint32_t>(payload.size()));
-  Impl::Peer& p = m.peers[dest];
-  if (p.buf != kNoBuffer && (p.len + need > mtu_ || p.count == UINT8_MAX)) {
-    // Full: it waits for the next flush, and a credit.
-    m.enqueue(p, m.close_open(p));
-  }
-  if (p.buf == kNoBuffer) {
-    // The last free buffer is kept for credit returns: two endpoints whose
-    // buffers all wait for the other's credits can still return them.
-    if (m.free_bufs.size() <= 1) {
-      ++stats_.send_failures;
-      return false;
-    }
-    p.buf = m.free_bufs.back();
-    m.free_bufs.pop_back();
-    p.len = sizeof(DatagramHeader);
-    p.count = 0;
-    p.urgent = false;
-    p.since_tsc = 0;
-    m.list(dest);
-  }
-  std::byte* base = m.send_buf(p.buf);
-  MsgHeader mh{kind, h, st, 0, static_cast<uint32_t>(payload.size()), cookie};
-  std::memcpy(base + p.len, &mh, sizeof mh);
-  if (!payload.empty()) std::memcpy(base + p.len + sizeof mh, payload.data(), payload.size());
-  p.len += need;
-  ++p.count;
-  if (urgent) {
-    p.urgent = true;
-  } else if (p.since_tsc == 0) {
-    p.since_tsc = env::tsc();
-  }
-  return true;
-}
-
 [[gnu::always_inline]] inline void Endpoint::post(size_t n) {
   Impl& m = *impl_;
   rdma::WorkRequest* bad = nullptr;
@@ -140,19 +100,22 @@ bool Endpoint::append(uint32_t dest, Kind kind, HandlerId h, WireStatus st, uint
   return n + 1;
 }
 
+// Called when flush_due(now).
 void Endpoint::flush(uint64_t now) {
   Impl& m = *impl_;
-  const bool credits_due = m.owed_peers > 0 && now >= m.credits_due_tsc;
-  if (m.active.empty() && !credits_due) return;
   size_t n = 0, keep = 0;
   for (size_t i = 0; i < m.active.size(); ++i) {
     const uint32_t dest = m.active[i];
     Impl::Peer& p = m.peers[dest];
-    while (p.wait_head != kNoBuffer && p.credits > 0) n = stage(n, dest, m.dequeue(p), true);
+    if (p.wait_head != kNoBuffer) [[unlikely]]
+      while (p.wait_head != kNoBuffer && p.credits > 0) n = stage(n, dest, m.dequeue(p), true);
     if (p.buf != kNoBuffer && (p.urgent || (p.since_tsc != 0 && aged(p.since_tsc, now, m.passive_delay_tsc)))) {
-      if (p.wait_head == kNoBuffer && p.credits > 0) {
+      if (p.wait_head == kNoBuffer && p.credits > 0) [[likely]] {
         n = stage(n, dest, m.close_open(p), true);
-      } else if (!p.stalled) {
+        p.listed = false;  // nothing left for it
+        continue;
+      }
+      if (!p.stalled) {
         p.stalled = true;  // it keeps taking messages until a credit comes
         p.stalled_tsc = now;
         ++stats_.credit_stalls;
@@ -165,7 +128,8 @@ void Endpoint::flush(uint64_t now) {
     }
   }
   m.active.resize(keep);
-  if (credits_due) n = return_credits(n, now);
+  // Owed credits the datagrams above did not carry back, if due.
+  if (now >= m.credits_due_tsc) n = return_credits(n, now);
   if (n > 0) post(n);
   if (m.post_failed) {
     // Rare: what a failed post gave back must be found by the next flush.
@@ -177,7 +141,7 @@ void Endpoint::flush(uint64_t now) {
         m.owing.push_back(d);
       }
     }
-    m.credits_due_tsc = 0;
+    m.credits_due_tsc = m.owed_peers > 0 ? 0 : UINT64_MAX;
   }
 }
 

@@ -80,13 +80,6 @@ void ItemBatch::start() {
   inflight_wait_ = inflight_->send();
 }
 
-runtime::Task<bool> ItemBatch::finish() {
-  if (!inflight_) co_return true;
-  bool ok = co_await inflight_wait_;
-  inflight_.reset();
-  co_return ok;
-}
-
 runtime::Task<bool> ItemBatch::retry_failed() {
   rpc::Batch b(*c_.engine().ctx().rpc);
   bool ok = true;
@@ -107,42 +100,6 @@ ItemReader::ItemReader(std::span<const std::byte> p) : p_(p) {
   if (p.size() < 8) return;
   std::memcpy(&count_, p.data(), 4);
   valid_ = count_ <= Txn::kMaxAccesses;
-}
-
-bool ItemReader::next(ItemHeader* h, std::span<const std::byte>* data) {
-  if (!valid_ || seen_ == count_) return false;
-  if (p_.size() < off_ + sizeof(ItemHeader)) {
-    valid_ = false;
-    return false;
-  }
-  std::memcpy(h, p_.data() + off_, sizeof *h);
-  off_ += sizeof *h;
-  if (h->len > p_.size() - off_) {
-    valid_ = false;
-    return false;
-  }
-  *data = p_.subspan(off_, h->len);
-  off_ += pad8(h->len) <= p_.size() - off_ ? pad8(h->len) : h->len;
-  ++seen_;
-  return true;
-}
-
-bool ItemWriter::add(const ItemReply& rep, std::span<const std::byte> data) {
-  std::byte* d = add_reserved(rep, static_cast<uint32_t>(data.size()));
-  if (d == nullptr) return false;
-  if (!data.empty()) std::memcpy(d, data.data(), data.size());
-  return true;
-}
-
-std::byte* ItemWriter::add_reserved(const ItemReply& rep, uint32_t n) {
-  if (buf_.size() < len_ + sizeof rep + pad8(n)) return nullptr;
-  ItemReply r = rep;
-  r.len = n;
-  std::memcpy(buf_.data() + len_, &r, sizeof r);
-  last_ = len_;
-  std::byte* d = buf_.data() + len_ + sizeof r;
-  len_ += sizeof r + pad8(n);
-  return d;
 }
 
 }  // namespace rdtx::txn

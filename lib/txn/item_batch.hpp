@@ -66,8 +66,10 @@ class ItemBatch {
   // and its buffers stay untouched meanwhile).
   void start();
   bool in_flight() const { return inflight_.has_value(); }
-  // Awaits the calls start() sent. False: a call failed.
-  runtime::Task<bool> finish();
+  // The calls start() sent: co_await finish() (false: a call failed), then
+  // end_flight(). (An awaitable, not a task: no coroutine frame.)
+  runtime::WaitGroup::Ref finish() const { return inflight_wait_; }
+  void end_flight() { inflight_.reset(); }
   // Sends again the calls that failed (no reply, or not OK) and waits.
   runtime::Task<bool> retry_failed();
   bool call_failed(uint32_t k) const { return calls_[k].reply.status != rpc::CallStatus::kOk; }
@@ -172,6 +174,44 @@ class ItemWriter {
   uint32_t len_ = 0;
   uint32_t last_ = UINT32_MAX;
 };
+
+// Per item of every request: inline.
+inline bool ItemReader::next(ItemHeader* h, std::span<const std::byte>* data) {
+  if (!valid_ || seen_ == count_) return false;
+  if (p_.size() < off_ + sizeof(ItemHeader)) {
+    valid_ = false;
+    return false;
+  }
+  std::memcpy(h, p_.data() + off_, sizeof *h);
+  off_ += sizeof *h;
+  if (h->len > p_.size() - off_) {
+    valid_ = false;
+    return false;
+  }
+  *data = p_.subspan(off_, h->len);
+  off_ += pad8(h->len) <= p_.size() - off_ ? pad8(h->len) : h->len;
+  ++seen_;
+  return true;
+}
+
+inline bool ItemWriter::add(const ItemReply& rep, std::span<const std::byte> data) {
+  std::byte* d = add_reserved(rep, static_cast<uint32_t>(data.size()));
+  if (d == nullptr) return false;
+  if (!data.empty()) std::memcpy(d, data.data(), data.size());
+  return true;
+}
+
+inline std::byte* ItemWriter::add_reserved(const ItemReply& rep, uint32_t n) {
+  if (buf_.size() < len_ + sizeof rep + pad8(n)) return nullptr;
+  ItemReply r = rep;
+  r.len = n;
+  std::memcpy(buf_.data() + len_, &r, sizeof r);
+  last_ = len_;
+  std::byte* d = buf_.data() + len_ + sizeof r;
+  len_ += sizeof r + pad8(n);
+  return d;
+}
+
 
 // The owner side of an item RPC: for each item of request `r`, looks its key
 // up in `st` and calls fn(header, data, status, table, ref, writer), where

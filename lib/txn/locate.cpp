@@ -6,12 +6,16 @@
 
 namespace rdtx::txn {
 
-runtime::Task<bool> locate_onesided(Coordinator& c, Txn& t, uint32_t from, uint32_t to) {
+namespace {
+
+// The accesses `items` (nullptr: [from, to)).
+runtime::Task<bool> locate(Coordinator& c, Txn& t, uint32_t from, uint32_t to, const uint32_t* items) {
   store::LocationCache* cache = c.engine().cache();
   uint64_t bucket[Txn::kMaxAccesses];
   uint32_t pending[Txn::kMaxAccesses];
   uint32_t npending = 0;
-  for (uint32_t i = from; i < to; ++i) {
+  for (uint32_t k = from; k < to; ++k) {
+    const uint32_t i = items != nullptr ? items[k] : k;
     Access& a = t.access(i);
     if (a.located) continue;
     store::CachedLocation loc;
@@ -75,6 +79,17 @@ runtime::Task<bool> locate_onesided(Coordinator& c, Txn& t, uint32_t from, uint3
     npending = still;
   }
   co_return true;
+}
+
+}  // namespace
+
+// Neither is a coroutine: the caller awaits locate()'s frame directly.
+runtime::Task<bool> locate_onesided(Coordinator& c, Txn& t, uint32_t from, uint32_t to) {
+  return locate(c, t, from, to, nullptr);
+}
+
+runtime::Task<bool> locate_onesided(Coordinator& c, Txn& t, std::span<const uint32_t> items) {
+  return locate(c, t, 0, static_cast<uint32_t>(items.size()), items.data());
 }
 
 bool check_fetched(Coordinator& c, Access& a) {

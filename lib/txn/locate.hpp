@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "runtime/task.hpp"
 #include "txn/txn.hpp"
@@ -23,6 +24,10 @@ class Coordinator;
 // False: aborted (reason set: kNotFound, or kNetwork for failed READs or a
 // corrupt index); nothing is held.
 runtime::Task<bool> locate_onesided(Coordinator& c, Txn& t, uint32_t from, uint32_t to);
+// The same for the accesses `items` only (e.g. a fetch that locks its writes
+// one-sided and leaves its reads to read_tuples' hybrid path). `items` must
+// stay valid until the task completes (await it at once).
+runtime::Task<bool> locate_onesided(Coordinator& c, Txn& t, std::span<const uint32_t> items);
 
 // True if a.copy holds the access's tuple; updates a.state and the cache.
 bool check_fetched(Coordinator& c, Access& a);

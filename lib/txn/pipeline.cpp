@@ -47,7 +47,10 @@ runtime::Task<void> Coordinator::settle_commit_batch() {
   release_in_flight_ = false;
   if (!commit_items_.in_flight()) co_return;
   const bool ok = co_await commit_items_.finish();
-  co_await settle_unlocks(*this, commit_items_, ok);
+  commit_items_.end_flight();
+  // Every owner answered (the common case): judged here, no retry task.
+  const uint32_t judged = judge_unlocks(*this, commit_items_, 0, true);
+  if (!ok) co_await retry_unlocks(*this, commit_items_, judged);
 }
 
 }  // namespace rdtx::txn

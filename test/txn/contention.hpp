@@ -28,7 +28,7 @@ using txn::Primitive;
 
 struct Combo {
   std::string workload;  // a registry name (txn::workloads())
-  std::string protocol;  // a registry name, or "occ-unvalidated" (broken, tests only)
+  std::string protocol;  // a registry name (broken variants: "occ-unvalidated", "sundial-unrenewed": tests only)
   Primitive fetch = Primitive::kOneSided, lock = Primitive::kOneSided, validate = Primitive::kOneSided,
             commit = Primitive::kOneSided;
   bool passive_ack = true;

@@ -125,3 +125,30 @@ TEST(BrokenProtocol, UnvalidatedOccIsCaught) {
     EXPECT_TRUE(cycle_shown) << out->check_text;
   }
 }
+
+// SUNDIAL that never renews a lease (a read whose rts is below the commit
+// timestamp is accepted, and so is a copy of a loaded tuple never proven)
+// is caught the same way, on every workload: a read ordered after a version
+// that replaced it closes a cycle. Its anomalies need a reader to be slow
+// enough for a writer to commit past its lease, rarer than OCC's without
+// validation: up to 8 runs (seeds) per workload, the first caught one
+// ends it (one is enough in an optimised build; sanitizer builds run ~10x
+// fewer transactions).
+TEST(BrokenProtocol, UnrenewedSundialIsCaught) {
+  for (const std::string& w : workload_names()) {
+    SCOPED_TRACE(w);
+    bool caught = false;
+    std::string text;
+    for (uint64_t seed = 1; seed <= 8 && !caught; ++seed) {
+      auto out = run_contended(Combo{w, "sundial-unrenewed"}, seed, 0.25);
+      ASSERT_TRUE(out.ok()) << out.error().message;
+      text = out->check_text;
+      if (out->check.certified) continue;
+      caught = true;
+      bool cycle_shown = false;
+      for (const auto& f : out->check.findings) cycle_shown |= !f.cycle.empty();
+      EXPECT_TRUE(cycle_shown) << "seed " << seed << ": " << text;
+    }
+    EXPECT_TRUE(caught) << "certified in 8 runs: " << text;
+  }
+}

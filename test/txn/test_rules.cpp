@@ -15,6 +15,12 @@
 //             the version below its timestamp, passes a younger writer's
 //             lock and not an older one's; a fifth version replaces the
 //             oldest, and a read below every version left overflows
+//   SUNDIAL   a reader whose lease covers its commit timestamp commits
+//             although a writer replaced the version since (ordered before
+//             it); an expired lease is renewed (rts raised to tts); renewal
+//             fails while another transaction holds the lock, or once the
+//             version changed; a loaded tuple's copy is renewed once, which
+//             gives it a checksum
 //   fences    a lock request whose caller gave up is never granted: parked
 //             on WAITDIE's waiting list when the call times out, or (any
 //             protocol, RPC) arriving after the cancel of its attempt
@@ -347,6 +353,139 @@ TEST_P(WaitDieRule, OlderWaitsYoungerDies) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Rules, WaitDieRule, kPrimitives, prim_name);
+
+// ---------------------------------------------------------------- SUNDIAL
+
+constexpr char kSundial[] = "sundial";
+using SundialRule = ProtocolRule<kSundial>;
+
+// SUNDIAL's metadata words (cc/sundial/sundial.cpp): lock, wts, rts, checksum.
+uint64_t meta_word(Stepper& fx, Key k, int w) {
+  uint64_t v;
+  std::memcpy(&v, fx.tuple(k) + 8 * w, 8);
+  return v;
+}
+uint64_t wts(Stepper& fx, Key k) { return meta_word(fx, k, 1); }
+uint64_t rts(Stepper& fx, Key k) { return meta_word(fx, k, 2); }
+uint64_t checksum_word(Stepper& fx, Key k) { return meta_word(fx, k, 3); }
+
+// x gets wts = rts = 1 (T0 writes it). T1 reads x (lease [1, 1]) and pauses;
+// T2 writes x and commits at rts + 1 = 2; T1 commits at 1 with no renewal,
+// ordered before T2: the read-write conflict costs neither an abort.
+TEST_P(SundialRule, ReaderWithinItsLeaseCommitsBeforeTheWriter) {
+  Script& t0 = fx->script({W(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, t0));
+  ASSERT_TRUE(fx->run_until_done(t0));
+  ASSERT_TRUE(t0.committed()) << fx->reason_key(t0);
+  ASSERT_EQ(wts(*fx, kX), 1u);
+  ASSERT_EQ(rts(*fx, kX), 1u);
+  Script& t1 = fx->script({R(kX), Fetch(), Pause("read"), Commit()});
+  Script& t2 = fx->script({W(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 1, t1));
+  ASSERT_TRUE(fx->run_until_paused(t1, "read"));
+  ASSERT_TRUE(fx->start(0, 2, t2));
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_TRUE(t2.committed()) << fx->reason_key(t2);
+  EXPECT_EQ(wts(*fx, kX), 2u) << "the writer's tts is above the lease";
+  fx->resume(t1);
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_TRUE(t1.committed()) << fx->reason_key(t1);
+  EXPECT_EQ(rts(*fx, kX), 2u) << "no renewal: T1's lease already covered its tts";
+  EXPECT_EQ(fx->counter(kX), kInitial + 2);
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+}
+
+// x: [1, 1], y: [2, 2]. T1 reads x and writes y: tts = rts(y) + 1 = 3 >
+// rts(x), so x's lease is renewed to 3 and y installed at 3.
+TEST_P(SundialRule, ExpiredLeaseIsRenewedToTheCommitTimestamp) {
+  Script& t0 = fx->script({W(kX), W(kY), Fetch(), Commit()});
+  Script& t0b = fx->script({W(kY), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, t0));
+  ASSERT_TRUE(fx->run_until_done(t0));
+  ASSERT_TRUE(fx->start(0, 1, t0b));
+  ASSERT_TRUE(fx->run_until_done(t0b));
+  ASSERT_TRUE(t0.committed() && t0b.committed());
+  ASSERT_EQ(rts(*fx, kX), 1u);
+  ASSERT_EQ(rts(*fx, kY), 2u);
+  Script& t1 = fx->script({R(kX), W(kY), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 2, t1));
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_TRUE(t1.committed()) << fx->reason_key(t1);
+  EXPECT_EQ(wts(*fx, kX), 1u) << "renewal keeps the version";
+  EXPECT_EQ(rts(*fx, kX), 3u) << "and extends its lease to tts";
+  EXPECT_EQ(wts(*fx, kY), 3u);
+  EXPECT_EQ(rts(*fx, kY), 3u);
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+  EXPECT_EQ(fx->lock_word(kY), 0u);
+}
+
+// T1 read x (a loaded tuple: it must be renewed) and holds y; T2 holds x's
+// lock. T1's renewal fails (never waits), T1 releases y; T2 commits.
+TEST_P(SundialRule, RenewalFailsWhileAnotherTransactionHoldsTheLock) {
+  Script& t1 = fx->script({R(kX), W(kY), Fetch(), Pause("fetched"), Commit()});
+  Script& t2 = fx->script({W(kX), Fetch(), Pause("holding"), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  ASSERT_TRUE(fx->run_until_paused(t1, "fetched"));
+  ASSERT_TRUE(fx->start(0, 1, t2));
+  ASSERT_TRUE(fx->run_until_paused(t2, "holding"));
+  ASSERT_EQ(fx->lock_word(kX), t2.timestamp());
+  fx->resume(t1);
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_FALSE(t1.committed());
+  EXPECT_EQ(fx->reason_key(t1), "lease_renewal");
+  EXPECT_EQ(t1.stage(), Stage::kValidate);
+  EXPECT_EQ(fx->lock_word(kX), t2.timestamp()) << "the renewal must leave the holder's lock alone";
+  EXPECT_EQ(fx->lock_word(kY), 0u) << "T1's write lock must be released";
+  EXPECT_EQ(fx->counter(kY), kInitial);
+  fx->resume(t2);
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_TRUE(t2.committed()) << fx->reason_key(t2);
+  EXPECT_EQ(fx->counter(kX), kInitial + 1);
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+}
+
+// T1 read x and holds y; T2 replaces x's version and commits. T1's lease
+// cannot be renewed (wts changed): T1 aborts and installs nothing.
+TEST_P(SundialRule, RenewalFailsOnceTheVersionChanged) {
+  Script& t1 = fx->script({R(kX), W(kY), Fetch(), Pause("fetched"), Commit()});
+  Script& t2 = fx->script({W(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  ASSERT_TRUE(fx->run_until_paused(t1, "fetched"));
+  ASSERT_TRUE(fx->start(0, 1, t2));
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_TRUE(t2.committed()) << fx->reason_key(t2);
+  fx->resume(t1);
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_FALSE(t1.committed());
+  EXPECT_EQ(fx->reason_key(t1), "lease_renewal");
+  EXPECT_EQ(t1.stage(), Stage::kValidate);
+  EXPECT_EQ(fx->counter(kY), kInitial);
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+  EXPECT_EQ(fx->lock_word(kY), 0u);
+}
+
+// A loaded tuple carries no checksum, so a lock-free copy of it is proven
+// by a renewal, even at tts 0; the renewal writes the checksum, and the
+// next reader needs none.
+TEST_P(SundialRule, LoadedTupleIsRenewedOnceAndGetsAChecksum) {
+  ASSERT_EQ(checksum_word(*fx, kX), 0u);
+  Script& t1 = fx->script({R(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_TRUE(t1.committed()) << fx->reason_key(t1);
+  EXPECT_NE(checksum_word(*fx, kX), 0u);
+  EXPECT_EQ(wts(*fx, kX), 0u);
+  EXPECT_EQ(rts(*fx, kX), 0u);
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+  const uint64_t sum = checksum_word(*fx, kX);
+  Script& t2 = fx->script({R(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 1, t2));
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_TRUE(t2.committed()) << fx->reason_key(t2);
+  EXPECT_EQ(checksum_word(*fx, kX), sum) << "a proven copy within its lease is not renewed again";
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, SundialRule, kPrimitives, prim_name);
 
 // ---------------------------------------------------------------- NOWAIT
 

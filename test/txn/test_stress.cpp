@@ -136,6 +136,27 @@ INSTANTIATE_TEST_SUITE_P(Broken, BrokenTest, testing::ValuesIn([] {
                          }()),
                          [](const testing::TestParamInfo<Combo>& i) { return name_of(i.param); });
 
+// The same for SUNDIAL without lease renewal.
+class BrokenSundialTest : public testing::TestWithParam<Combo> {};
+
+TEST_P(BrokenSundialTest, CheckerCatchesUnrenewedSundial) {
+  auto out = run_contended(GetParam(), seed(), seconds());
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_FALSE(out->check.certified) << "seed " << seed() << "; rerun: " << rerun_command(current_test_name());
+  if (!out->check.certified) std::printf("%s\n", out->check_text.substr(0, 1500).c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Broken, BrokenSundialTest, testing::ValuesIn([] {
+                           std::vector<Combo> v;
+                           for (Combo c : primitive_combos())
+                             if (c.protocol == "sundial") {
+                               c.protocol = "sundial-unrenewed";
+                               v.push_back(c);
+                             }
+                           return v;
+                         }()),
+                         [](const testing::TestParamInfo<Combo>& i) { return name_of(i.param); });
+
 // Printed once, so that a log always has the seed even when all pass.
 class SeedPrinter : public testing::Environment {
  public:

@@ -209,7 +209,7 @@ Status ShmQp::send(const WorkRequest& wr, uint64_t visible_tsc) {
   return Status::kSuccess;
 }
 
-void ShmQp::deliver(const ShmAh& ah, const uint8_t* src, uint32_t length, uint64_t visible_tsc) {
+[[gnu::always_inline]] inline void ShmQp::deliver(const ShmAh& ah, const uint8_t* src, uint32_t length, uint64_t visible_tsc) {
   const RemoteRecvQueue& rq = ah.recv_queue();
   uint64_t round;
   RecvSlot* slot = rq.claim(&round);

@@ -34,12 +34,6 @@ bool span_ok(uint32_t off, uint32_t len, uint32_t tuple_bytes) {
   return off % 8 == 0 && len % 8 == 0 && len <= tuple_bytes && off <= tuple_bytes - len;
 }
 
-// The coordinator an attempt id belongs to (types.hpp's id layout).
-uint32_t coordinator_of(uint64_t id, uint32_t workers_per_node) {
-  const uint32_t node = static_cast<uint32_t>(id >> 48), worker = (id >> 38) & 0x3ff, co = (id >> 32) & 0x3f;
-  return (node * workers_per_node + worker) * kMaxCoroutines + co;
-}
-
 }  // namespace
 
 Toolkit::Toolkit(WorkerEngine& e) : e_(e) {}
@@ -52,26 +46,6 @@ Result<std::unique_ptr<Toolkit>> Toolkit::create(WorkerEngine& e) {
   k->asked_.assign(k->fence_.size(), 0);
   RDTX_TRY(k->register_handlers());
   return k;
-}
-
-bool Toolkit::fenced(uint64_t id) const {
-  const uint32_t c = coordinator_of(id, workers_per_node_);
-  return c < fence_.size() && static_cast<uint32_t>(id) < fence_[c];
-}
-
-void Toolkit::asked(uint64_t id) {
-  const uint32_t c = coordinator_of(id, workers_per_node_);
-  if (c < asked_.size() && static_cast<uint32_t>(id) > asked_[c]) asked_[c] = static_cast<uint32_t>(id);
-}
-
-bool Toolkit::superseded(uint64_t id) const {
-  const uint32_t c = coordinator_of(id, workers_per_node_);
-  return c < asked_.size() && static_cast<uint32_t>(id) < asked_[c];
-}
-
-void Toolkit::fence(uint64_t id) {
-  const uint32_t c = coordinator_of(id, workers_per_node_);
-  if (c < fence_.size() && static_cast<uint32_t>(id) + 1 > fence_[c]) fence_[c] = static_cast<uint32_t>(id) + 1;
 }
 
 Result<void> Toolkit::enable_waiting(uint32_t capacity) {

@@ -57,18 +57,19 @@ enum class LockResult : uint8_t {
   kGranted,       // this attempt holds the lock (a.locked)
   kConflict,      // held by another transaction: holders[k] has its value
   kWait,          // held by a younger one and the protocol waits (one-sided)
-  kDie,           // held by an older one and the protocol dies (WAITDIE)
+  kDie,           // refused by the owner's rule: WAITDIE, held by an older one (the
+                  // requester dies); a lock check (set_lock_check), holders[k] is what it saw
   kNotAttempted,  // the owner stopped at an earlier item of the request
   kStale,         // the location was stale (one-sided): locate again
   kFailed,        // lookup or network failure
-  kRefused,       // RPC: the protocol's lock check refused (holders[k]: what it saw)
 };
 
 // A protocol's condition for granting a lock on the owner (RPC), checked
 // before the CAS and again after it (the lock taken, so that a concurrent
 // change between the check and the CAS is seen): true to grant. `seen` gets
 // what the refusal is about (MVCC: the largest timestamp in the tuple),
-// returned to the requester. Reads the tuple's words with atomics.
+// returned to the requester (LockResult::kDie, holders[k] = seen). Reads the
+// tuple's words with atomics.
 using LockCheck = bool (*)(const std::byte* tuple, uint64_t value, uint64_t* seen);
 
 // How an owner resolves a lock conflict (set by the protocol once).
@@ -103,12 +104,25 @@ class Toolkit {
 
   // Fences: true if a lock request of attempt `id` must be refused because
   // the attempt (or a later one of its coordinator) was cancelled here.
-  bool fenced(uint64_t id) const;
-  void fence(uint64_t id);
+  // (Inline: checked for every item of every lock and unlock request.)
+  bool fenced(uint64_t id) const {
+    const uint32_t c = coordinator_of(id);
+    return c < fence_.size() && static_cast<uint32_t>(id) < fence_[c];
+  }
+  void fence(uint64_t id) {
+    const uint32_t c = coordinator_of(id);
+    if (c < fence_.size() && static_cast<uint32_t>(id) + 1 > fence_[c]) fence_[c] = static_cast<uint32_t>(id) + 1;
+  }
   // Lock requests seen per coordinator: a release of an attempt older than
   // the newest that asked for locks is a stale copy (superseded).
-  void asked(uint64_t id);
-  bool superseded(uint64_t id) const;
+  void asked(uint64_t id) {
+    const uint32_t c = coordinator_of(id);
+    if (c < asked_.size() && static_cast<uint32_t>(id) > asked_[c]) asked_[c] = static_cast<uint32_t>(id);
+  }
+  bool superseded(uint64_t id) const {
+    const uint32_t c = coordinator_of(id);
+    return c < asked_.size() && static_cast<uint32_t>(id) < asked_[c];
+  }
 
   // Owner side of lock_read from item `first`: see owner_rpc.cpp. Returns
   // the index of an item that must wait, or -1 when every item is answered.
@@ -118,6 +132,12 @@ class Toolkit {
 
  private:
   explicit Toolkit(WorkerEngine& e);
+  // The coordinator an attempt id belongs to (types.hpp's id layout), as
+  // an index into fence_ and asked_.
+  uint32_t coordinator_of(uint64_t id) const {
+    const uint32_t node = static_cast<uint32_t>(id >> 48), worker = (id >> 38) & 0x3ff, co = (id >> 32) & 0x3f;
+    return (node * workers_per_node_ + worker) * kMaxCoroutines + co;
+  }
   Result<void> register_handlers();
   WorkerEngine& e_;
   Handlers h_;
@@ -169,10 +189,15 @@ struct WriteBackSpec {
 // Yields true (the transaction committed whatever the messages' fate).
 runtime::Task<bool> write_back_unlock(Coordinator& c, Txn& t, Primitive p, WriteBackSpec spec, uint64_t value);
 
-// Checks the owners' answers to a write-back/release batch (`sent_ok`: every
-// call answered) and re-sends unanswered calls until all are answered.
+// Settling a write-back/release batch: judge_unlocks() checks the owners'
+// answers of the calls not judged yet (bit k of `judged`: call k was) and
+// returns the calls judged; `first`: these are the first copies (a re-sent
+// copy may find the lock already freed by an earlier one). Unless every
+// call was answered, retry_unlocks() then re-sends the unanswered calls
+// until all are answered.
 class ItemBatch;
-runtime::Task<void> settle_unlocks(Coordinator& c, ItemBatch& batch, bool sent_ok);
+uint32_t judge_unlocks(Coordinator& c, ItemBatch& batch, uint32_t judged, bool first);
+runtime::Task<void> retry_unlocks(Coordinator& c, ItemBatch& batch, uint32_t judged);
 
 // Unlocks every access the attempt holds (RPC: owner-checked, retried).
 // Yields true (a release module's result: nothing more to do).

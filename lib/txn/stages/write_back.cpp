@@ -35,24 +35,25 @@ void add_unlock_items(Coordinator& c, Txn& t, ItemBatch& batch, WriteBackSpec sp
 
 }  // namespace
 
-// Checks the owners' answers to a write-back or release batch and re-sends
-// what got no answer until every owner answered. A re-sent message whose
-// owner no longer sees the lock held was applied by an earlier copy.
-Task<void> settle_unlocks(Coordinator& c, ItemBatch& batch, bool sent_ok) {
+uint32_t judge_unlocks(Coordinator& c, ItemBatch& batch, uint32_t judged, bool first) {
   WorkerStats& st = c.engine().stats();
-  uint32_t judged = 0;  // calls whose answers were counted (bit per call)
-  for (int tries = 1, late = 0;; ++tries) {
-    for (uint32_t k = 0; k < batch.calls(); ++k) {
-      if ((judged >> k & 1) || batch.call_failed(k)) continue;
-      judged |= 1u << k;
-      const bool first = tries == 1;
-      const bool wellformed = batch.for_each_reply_of(k, [&](uint32_t, const ItemReply& r, std::span<const std::byte>) {
-        if (r.status == owner::kOk || (!first && r.status == owner::kNotHeld)) return;
-        ++st.commit_errors;  // the owner refused: the lock was not this attempt's
-      });
-      if (!wellformed) ++st.commit_errors;
-    }
-    if (sent_ok) co_return;
+  for (uint32_t k = 0; k < batch.calls(); ++k) {
+    if ((judged >> k & 1) || batch.call_failed(k)) continue;
+    judged |= 1u << k;
+    const bool wellformed = batch.for_each_reply_of(k, [&](uint32_t, const ItemReply& r, std::span<const std::byte>) {
+      if (r.status == owner::kOk || (!first && r.status == owner::kNotHeld)) return;
+      ++st.commit_errors;  // the owner refused: the lock was not this attempt's
+    });
+    if (!wellformed) ++st.commit_errors;
+  }
+  return judged;
+}
+
+// Re-sends what got no answer until every owner answered. A re-sent message
+// whose owner no longer sees the lock held was applied by an earlier copy.
+Task<void> retry_unlocks(Coordinator& c, ItemBatch& batch, uint32_t judged) {
+  WorkerStats& st = c.engine().stats();
+  for (int late = 0;;) {
     late += runtime::Worker::current()->stopping();
     if (late > kTriesWhenStopping) {
       batch.for_each_failed_item([&](uint32_t) { ++st.commit_errors; });
@@ -60,7 +61,9 @@ Task<void> settle_unlocks(Coordinator& c, ItemBatch& batch, bool sent_ok) {
     }
     ++st.commit_retries;
     c.lock_value_lingers();
-    sent_ok = co_await batch.retry_failed();
+    const bool sent_ok = co_await batch.retry_failed();
+    judged = judge_unlocks(c, batch, judged, false);
+    if (sent_ok) co_return;
   }
 }
 
@@ -78,13 +81,15 @@ Task<bool> unlock_rpc(Coordinator& c, Txn& t, WriteBackSpec spec, uint64_t value
     co_return true;
   }
   const bool ok = co_await batch.call();
-  co_await settle_unlocks(c, batch, ok);
+  const uint32_t judged = judge_unlocks(c, batch, 0, true);
+  if (!ok) co_await retry_unlocks(c, batch, judged);
   co_return true;
 }
 
-Task<bool> write_back_unlock(Coordinator& c, Txn& t, Primitive p, WriteBackSpec spec, uint64_t value) {
+namespace {
+
+Task<bool> write_back_onesided(Coordinator& c, Txn& t, WriteBackSpec spec) {
   const Options& o = c.engine().options();
-  if (p == Primitive::kRpc) co_return co_await unlock_rpc(c, t, spec, value, true);
   OneSidedBatch& batch = c.onesided();
   for (uint32_t i = 0; i < t.size(); ++i) {
     Access& a = t.access(i);
@@ -121,11 +126,7 @@ Task<bool> write_back_unlock(Coordinator& c, Txn& t, Primitive p, WriteBackSpec 
   co_return true;
 }
 
-Task<bool> release_locks(Coordinator& c, Txn& t, Primitive p, uint64_t value) {
-  bool any = false;
-  for (uint32_t i = 0; i < t.size(); ++i) any |= t.access(i).locked;
-  if (!any) co_return true;
-  if (p == Primitive::kRpc) co_return co_await unlock_rpc(c, t, WriteBackSpec{}, value, false);
+Task<bool> release_onesided(Coordinator& c, Txn& t) {
   OneSidedBatch& batch = c.onesided();
   for (uint32_t i = 0; i < t.size(); ++i) {
     Access& a = t.access(i);
@@ -139,6 +140,25 @@ Task<bool> release_locks(Coordinator& c, Txn& t, Primitive p, uint64_t value) {
     ++c.engine().stats().commit_errors;
   }
   co_return true;
+}
+
+Task<bool> nothing_to_release() { co_return true; }
+
+}  // namespace
+
+// Plain functions returning the task of their primitive's form: no
+// coroutine frame of their own on the commit path.
+Task<bool> write_back_unlock(Coordinator& c, Txn& t, Primitive p, WriteBackSpec spec, uint64_t value) {
+  if (p == Primitive::kRpc) return unlock_rpc(c, t, spec, value, true);
+  return write_back_onesided(c, t, spec);
+}
+
+Task<bool> release_locks(Coordinator& c, Txn& t, Primitive p, uint64_t value) {
+  bool any = false;
+  for (uint32_t i = 0; i < t.size(); ++i) any |= t.access(i).locked;
+  if (!any) return nothing_to_release();
+  if (p == Primitive::kRpc) return unlock_rpc(c, t, WriteBackSpec{}, value, false);
+  return release_onesided(c, t);
 }
 
 }  // namespace rdtx::txn
