@@ -81,13 +81,13 @@ Footprint footprint(const run::RunConfig& run, const rdma::DeviceCaps& caps, uin
   const cluster::ClusterConfig cc = run::sized_cluster(run);
   fp.nodes = local_nodes;
   fp.workers = local_nodes * cc.workers_per_node;
-  const uint32_t meta = run.protocol->meta_bytes + (run.options.record_history ? 8u : 0u);
+  const txn::TupleShape shape = txn::tuple_shape(*run.protocol);
   uint64_t per_node = 0;
   for (const txn::TableDef& t : run.workload->tables(cc.nodes)) {
     const uint64_t cap = t.capacity_per_node;
     const uint64_t buckets = (cap + 3) / 4;  // store::TableSpec defaults
     const uint64_t overflow = buckets / 8 + 16;
-    per_node += cap * store::TupleLayout{meta, t.record_bytes}.tuple_bytes() +
+    per_node += cap * txn::tuple_layout(shape, run.options.record_history, t.record_bytes).tuple_bytes() +
                 (buckets + overflow) * store::kBucketBytes + cap * 4;  // + the free list
   }
   fp.tables = per_node * local_nodes;

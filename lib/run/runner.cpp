@@ -72,7 +72,8 @@ cluster::ClusterConfig sized_cluster(const RunConfig& rc) {
   cluster::ClusterConfig cc = rc.cluster;
   uint32_t max_tuple = 0;
   for (const auto& t : rc.workload->tables(cc.nodes)) {
-    store::TupleLayout l{rc.protocol->meta_bytes + (rc.options.record_history ? 8u : 0u), t.record_bytes};
+    const store::TupleLayout l =
+        txn::tuple_layout(txn::tuple_shape(*rc.protocol), rc.options.record_history, t.record_bytes);
     max_tuple = std::max(max_tuple, l.tuple_bytes());
   }
   uint32_t slot = (std::max<uint32_t>(max_tuple + 8, store::kBucketBytes) + 63) & ~63u;
@@ -134,7 +135,7 @@ Result<RunResult> run(const RunConfig& rc) {
                         txn::to_string(rc.options.stage(acquire)), txn::to_string(rc.options.stage(Stage::kCommit)));
   }
 
-  auto db = Database::create(c, tables, rc.protocol->meta_bytes, rc.options.record_history);
+  auto db = Database::create(c, tables, txn::tuple_shape(*rc.protocol), rc.options.record_history);
   if (!db.ok()) return db.error();
   if (boot != nullptr) RDTX_TRY((*db)->exchange_descriptors(all_gather));
   for (uint32_t n = 0; n < c.nodes(); ++n)

@@ -24,9 +24,12 @@ Result<std::unique_ptr<Table>> Table::create(rdma::Device& dev, uint32_t node_id
   };
   if (spec.meta_bytes % 8 != 0) return fail("meta_bytes must be a multiple of 8");
   if (spec.capacity == 0 || spec.capacity >= UINT32_MAX) return fail("capacity must be in [1, 2^32-1)");
-  if (uint64_t{spec.meta_bytes} + sizeof(TupleHeader) + uint64_t{spec.record_bytes} + 7 > kMaxTupleBytes)
+  if (spec.record_slots == 0 || spec.record_slots > 64) return fail("record_slots must be in [1, 64]");
+  if (uint64_t{spec.meta_bytes} + sizeof(TupleHeader) +
+          uint64_t{spec.record_slots} * (uint64_t{spec.record_bytes} + 7) >
+      kMaxTupleBytes)
     return fail("tuple larger than 1 MiB");
-  TupleLayout layout{spec.meta_bytes, spec.record_bytes};
+  TupleLayout layout{spec.meta_bytes, spec.record_bytes, spec.record_slots};
 
   IndexGeometry g;
   g.capacity = spec.capacity;
@@ -76,9 +79,10 @@ Table::Table(Key, uint32_t node_id, const TableSpec& spec, const IndexGeometry& 
              std::unique_ptr<rdma::DeviceMemory> mem, std::byte* base, std::vector<Registration> regs,
              std::vector<uint32_t> reg_of_context)
     : id_(spec.id),
+      init_tuple_(spec.init_tuple),
       name_(spec.name),
       node_id_(node_id),
-      layout_{spec.meta_bytes, spec.record_bytes},
+      layout_{spec.meta_bytes, spec.record_bytes, spec.record_slots},
       tuple_bytes_(layout_.tuple_bytes()),
       partitioner_(spec.partitioner),
       mem_(std::move(mem)),
@@ -146,6 +150,10 @@ void Table::write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> r
     if (off < record.size()) std::memcpy(&x, record.data() + off, std::min<size_t>(8, record.size() - off));
     store_word(rec + i, x, std::memory_order_relaxed);
   }
+  // The other slots of a reused tuple start empty too.
+  for (uint32_t i = rec_words; i < rec_words * layout_.record_slots; ++i)
+    store_word(rec + i, 0, std::memory_order_relaxed);
+  if (init_tuple_ != nullptr) init_tuple_(t, layout_);
 }
 
 int Table::insert(uint64_t key, std::span<const std::byte> record, TupleRef* ref) {
@@ -209,6 +217,7 @@ TableDescriptor Table::descriptor(uint32_t context) const {
   d.rkey = mr.rkey;
   d.meta_bytes = layout_.meta_bytes;
   d.record_bytes = layout_.record_bytes;
+  d.record_slots = layout_.record_slots;
   d.tuple_bytes = tuple_bytes_;
   d.index_addr = mr.remote_addr(0);
   d.buckets = g.buckets;

@@ -8,8 +8,8 @@
 // Region layout: [primary buckets][overflow buckets][tuple heap], each part
 // 64-byte aligned; the memory report (memory()) accounts for each part.
 //
-// Inserted tuples start with zeroed protocol metadata: a protocol that needs
-// other initial values writes them through tuple() after insert. Metadata is
+// Inserted tuples start with zeroed protocol metadata and zeroed extra record
+// slots: a protocol that needs other initial values gives TableSpec::init_tuple. Metadata is
 // per incarnation: a reused tuple starts from zero again, which is why a
 // protocol's validation should re-read its versions together with the state
 // word that follows them (one READ of [0, layout().record_offset())).
@@ -46,6 +46,12 @@ struct TableSpec {
   std::string name;
   uint32_t meta_bytes = 0;    // protocol metadata, a multiple of 8
   uint32_t record_bytes = 0;  // rounded up to 8 in the tuple
+  uint32_t record_slots = 1;  // record-sized slots per tuple (TupleLayout), >= 1
+  // Called by insert() on the new tuple, after the record and zeroed
+  // metadata are written and before the tuple is published (live): a
+  // protocol's initial metadata (MVCC: the loaded record's version and
+  // checksum). Must not touch the header. nullptr: zeroed metadata.
+  void (*init_tuple)(std::byte* tuple, const TupleLayout& layout) = nullptr;
   uint32_t capacity = 0;      // tuples this node can hold, in [1, 2^32-1)
   // Primary buckets; 0: ceil(capacity / 4), which keeps ~95% of keys in
   // their primary bucket (one READ) when the table is full.
@@ -164,6 +170,7 @@ class Table {
   void write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> record);
 
   uint32_t id_;
+  void (*init_tuple_)(std::byte*, const TupleLayout&) = nullptr;
   std::string name_;
   uint32_t node_id_;
   TupleLayout layout_;

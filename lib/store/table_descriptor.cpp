@@ -15,9 +15,11 @@ Result<void> validate(const TableDescriptor& d) {
     return make_error(EINVAL, "table %u of node %u: descriptor %s", d.table_id, d.node_id, what);
   };
   if (d.meta_bytes % 8 != 0) return fail("meta_bytes is not a multiple of 8");
+  if (d.record_slots == 0 || d.record_slots > 64) return fail("record_slots is not in [1, 64]");
   if (d.record_bytes > UINT32_MAX - 8 ||
-      uint64_t{d.meta_bytes} + sizeof(TupleHeader) + round_up8(d.record_bytes) != d.tuple_bytes)
-    return fail("tuple_bytes does not match meta_bytes + 16 + record_bytes rounded up to 8");
+      uint64_t{d.meta_bytes} + sizeof(TupleHeader) + uint64_t{d.record_slots} * round_up8(d.record_bytes) !=
+          d.tuple_bytes)
+    return fail("tuple_bytes does not match meta_bytes + 16 + record_slots x record_bytes rounded up to 8");
   if (d.buckets == 0) return fail("has no primary bucket");
   if (d.capacity == 0 || d.capacity >= UINT32_MAX) return fail("capacity is not in [1, 2^32-1)");
   if (d.overflow_buckets > UINT64_MAX / kBucketBytes - d.buckets) return fail("bucket count overflows");

@@ -26,14 +26,14 @@ struct TableDescriptor {
   uint32_t record_bytes = 0;
   uint32_t tuple_bytes = 0;
   uint32_t context = 0;  // the owner's device context (worker) the rkey belongs to
-  uint32_t reserved = 0;
+  uint32_t record_slots = 1;  // TupleLayout::record_slots
   uint64_t index_addr = 0;        // remote address of bucket 0; bucket i at index_addr + i * kBucketBytes
   uint64_t buckets = 0;           // primary buckets
   uint64_t overflow_buckets = 0;  // overflow area: buckets [buckets, buckets + overflow_buckets)
   uint64_t heap_addr = 0;         // remote address of tuple 0; tuple i at heap_addr + i * tuple_bytes
   uint64_t capacity = 0;          // tuples
 
-  TupleLayout layout() const { return {meta_bytes, record_bytes}; }
+  TupleLayout layout() const { return {meta_bytes, record_bytes, record_slots}; }
   IndexGeometry geometry() const { return {buckets, overflow_buckets, capacity}; }
   uint64_t bucket_addr(uint64_t bucket) const { return index_addr + bucket * kBucketBytes; }
   uint64_t tuple_addr(uint32_t index) const { return heap_addr + uint64_t{index} * tuple_bytes; }

@@ -5,6 +5,10 @@
 //                          chosen by the protocol: e.g. OCC lock word + seq)
 //   meta_bytes             TupleHeader: key, state
 //   meta_bytes + 16        record (record_bytes rounded up to 8)
+//   ... + k * that         record slot k, for k in [1, record_slots): room
+//                          a protocol keeps for more versions of the record
+//                          (MVCC); slot 0 is the record the loader writes and
+//                          workloads' checks read
 //
 // so that one READ of tuple_bytes fetches metadata, header and record
 // together (DESIGN.md), a protocol can CAS its lock word at offset 0, and a
@@ -47,12 +51,16 @@ inline constexpr uint32_t round_up8(uint32_t n) { return (n + 7u) & ~7u; }
 struct TupleLayout {
   uint32_t meta_bytes = 0;    // protocol metadata, multiple of 8
   uint32_t record_bytes = 0;  // as requested; stored rounded up to 8
+  uint32_t record_slots = 1;  // record-sized slots, the record being slot 0
 
   constexpr uint32_t header_offset() const { return meta_bytes; }
   constexpr uint32_t key_offset() const { return meta_bytes; }
   constexpr uint32_t state_offset() const { return meta_bytes + 8; }
   constexpr uint32_t record_offset() const { return meta_bytes + sizeof(TupleHeader); }
-  constexpr uint32_t tuple_bytes() const { return meta_bytes + sizeof(TupleHeader) + round_up8(record_bytes); }
+  constexpr uint32_t slot_offset(uint32_t k) const { return record_offset() + k * round_up8(record_bytes); }
+  constexpr uint32_t tuple_bytes() const {
+    return meta_bytes + sizeof(TupleHeader) + record_slots * round_up8(record_bytes);
+  }
 };
 
 // Reads the header of a tuple copied into a local buffer (e.g. by a READ).

@@ -6,14 +6,18 @@
 
 namespace rdtx::txn {
 
+store::TupleLayout tuple_layout(const TupleShape& shape, bool record_history, uint32_t record_bytes) {
+  const uint32_t slots = 1 + shape.extra_record_slots;
+  return store::TupleLayout{shape.meta_bytes + (record_history ? 8 * slots : 0), record_bytes, slots};
+}
+
 Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const std::vector<TableDef>& tables,
-                                                   uint32_t protocol_meta, bool record_history) {
+                                                   const TupleShape& shape, bool record_history) {
   std::unique_ptr<Database> db(new Database());
-  db->protocol_meta_ = protocol_meta;
+  db->protocol_meta_ = shape.meta_bytes;
   db->recording_ = record_history;
   db->workers_per_node_ = c.config().workers_per_node;
   const uint32_t wpn = db->workers_per_node_;
-  const uint32_t meta = protocol_meta + (record_history ? 8 : 0);
   TableId max_id = 0;
   for (const auto& t : tables) max_id = std::max(max_id, t.id);
   db->defs_.resize(max_id + 1);
@@ -35,12 +39,15 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
     store::TableSpec spec;
     spec.id = t.id;
     spec.name = t.name;
-    spec.meta_bytes = meta;
+    const store::TupleLayout layout = tuple_layout(shape, record_history, t.record_bytes);
+    spec.meta_bytes = layout.meta_bytes;
     spec.record_bytes = t.record_bytes;
+    spec.record_slots = layout.record_slots;
+    spec.init_tuple = shape.init_tuple;
     spec.capacity = t.capacity_per_node;
     spec.partitioner = t.partitioner;
     db->descs_[t.id].resize(size_t{c.nodes()} * wpn);
-    db->layouts_[t.id] = store::TupleLayout{meta, t.record_bytes};
+    db->layouts_[t.id] = layout;
     for (uint32_t n = 0; n < c.nodes(); ++n) {
       if (!db->stores_[n]) continue;
       auto tab = db->stores_[n]->create_table(spec);
@@ -82,10 +89,12 @@ Result<void> Database::exchange_descriptors(const cluster::AllGather& all_gather
         return make_error(EPROTO, "node %u sent a bad descriptor of table '%s': %s", from, defs_[d.table_id].name.c_str(),
                           v.error().message.c_str());
       const store::TupleLayout& l = layouts_[d.table_id];
-      if (d.meta_bytes != l.meta_bytes || d.record_bytes != l.record_bytes)
-        return make_error(EPROTO, "node %u has table '%s' with %u+%u bytes per tuple, this node %u+%u (different "
-                          "protocol or history.record?)", from, defs_[d.table_id].name.c_str(), d.meta_bytes,
-                          d.record_bytes, l.meta_bytes, l.record_bytes);
+      if (d.meta_bytes != l.meta_bytes || d.record_bytes != l.record_bytes || d.record_slots != l.record_slots)
+        return make_error(EPROTO,
+                          "node %u has table '%s' with %u+%ux%u bytes per tuple, this node %u+%ux%u "
+                          "(different protocol or history.record?)",
+                          from, defs_[d.table_id].name.c_str(), d.meta_bytes, d.record_slots, d.record_bytes,
+                          l.meta_bytes, l.record_slots, l.record_bytes);
       if (!stores_[d.node_id]) descs_[d.table_id][d.node_id * wpn + d.context] = d;
     }
   }

@@ -4,8 +4,10 @@
 // node, through the Store itself (RPC handlers).
 //
 // The tuple metadata is the protocol's (meta_bytes), plus, when histories
-// are recorded, one hidden word holding the id of the transaction that wrote
-// the current version (history_word_offset()).
+// are recorded, one hidden word per record slot holding the id of the
+// transaction that wrote the version in that slot (history_word_offset(k)).
+// A protocol may ask for more record slots than the store's one record
+// (TupleShape::extra_record_slots: MVCC's versions).
 // Thread-safety: built and loaded on one thread before the run; read-only
 // (apart from tuple contents) during it.
 #pragma once
@@ -24,6 +26,20 @@
 
 namespace rdtx::txn {
 
+// What a protocol asks of every tuple: its metadata, record slots beyond the
+// record itself, and how to initialise them when a tuple is inserted.
+struct TupleShape {
+  uint32_t meta_bytes = 0;          // protocol metadata, a multiple of 8
+  uint32_t extra_record_slots = 0;  // record-sized slots after the record
+  void (*init_tuple)(std::byte* tuple, const store::TupleLayout& layout) = nullptr;  // store::TableSpec::init_tuple
+};
+
+// The tuple layout of a table with `record_bytes` records for a protocol of
+// this shape (+ one history word per record slot when recording). Every
+// place that sizes tuples (the database, the scratch memory, the memory
+// check of rdtx-bench) goes through here.
+store::TupleLayout tuple_layout(const TupleShape& shape, bool record_history, uint32_t record_bytes);
+
 // A workload's table: the same on every node.
 struct TableDef {
   TableId id = 0;
@@ -35,10 +51,10 @@ struct TableDef {
 
 class Database {
  public:
-  // Creates every table on every node of `c` with `protocol_meta` bytes of
-  // protocol metadata (+8 when `record_history`).
+  // Creates every table on every node of `c` with tuples of `shape`
+  // (tuple_layout()).
   static Result<std::unique_ptr<Database>> create(cluster::Cluster& c, const std::vector<TableDef>& tables,
-                                                  uint32_t protocol_meta, bool record_history);
+                                                  const TupleShape& shape, bool record_history);
 
   // Multi-process: the descriptors of the other processes' partitions, in
   // exchange for this process's (every process calls it once after create()).
@@ -64,8 +80,9 @@ class Database {
   uint32_t tuple_bytes(TableId t) const { return layouts_[t].tuple_bytes(); }
   uint32_t max_tuple_bytes() const { return max_tuple_bytes_; }
   bool recording() const { return recording_; }
-  // Offset of the hidden writer-id word (recording only).
-  uint32_t history_word_offset() const { return protocol_meta_; }
+  // Offset of the hidden writer-id word of record slot `slot` (recording
+  // only): slot 0 is the record (every protocol's), slots 1.. the extra ones.
+  uint32_t history_word_offset(uint32_t slot = 0) const { return protocol_meta_ + 8 * slot; }
 
  private:
   Database() = default;

@@ -207,7 +207,7 @@ runtime::Task<void> Coordinator::run() {
     if (pending_commit_.remaining() > 0 || pending_commit_.failed()) co_await settle_pending_commit();
     wl.generate(rng_, node, in);
     const uint64_t start = env::tsc();
-    txn_.ts_ = last_ts_ = next_timestamp(start, e_.epoch(), last_ts_, node, worker, index_);
+    txn_.ts_ = last_ts_ = next_timestamp(start, e_.epoch(), last_ts_, node, worker, index_, e_.clock_floor());
     for (uint32_t attempt = 0;; ++attempt) {
       if (pending_commit_.remaining() > 0 || pending_commit_.failed()) co_await settle_pending_commit();
       // After an abort, a commit or release still in flight is settled
@@ -218,7 +218,7 @@ runtime::Task<void> Coordinator::run() {
       // takes with the same value (WAITDIE locks with the timestamp). A new
       // timestamp makes the copy find nothing to free.
       if (std::exchange(lock_value_lingers_, false) && attempt > 0)
-        txn_.ts_ = last_ts_ = next_timestamp(env::tsc(), e_.epoch(), last_ts_, node, worker, index_);
+        txn_.ts_ = last_ts_ = next_timestamp(env::tsc(), e_.epoch(), last_ts_, node, worker, index_, e_.clock_floor());
       txn_.reset(make_txn_id(node, worker, index_, ++seq_));
       e_.protocol().begin(*this, txn_);
       net_ = {};
@@ -284,6 +284,11 @@ runtime::Task<void> Coordinator::run() {
   }
   co_await settle_pending_commit();
   co_await settle_commit_batch();
+}
+
+void Coordinator::renew_timestamp(Txn& t) {
+  t.ts_ = last_ts_ =
+      next_timestamp(env::tsc(), e_.epoch(), last_ts_, e_.node(), e_.ctx().index, index_, e_.clock_floor());
 }
 
 runtime::Task<void> Coordinator::settle_pending_commit() {

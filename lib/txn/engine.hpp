@@ -87,6 +87,15 @@ class WorkerEngine {
   // Start of the timestamp clock, the same for every worker of a run.
   uint64_t epoch() const { return epoch_; }
   void set_epoch(uint64_t tsc) { epoch_ = tsc; }
+  // The worker's clock floor: timestamps it hands out from now on are larger
+  // than every timestamp observed (next_timestamp()'s floor). A protocol
+  // whose timestamps order transactions (MVCC) observes the timestamps it
+  // finds in tuples and failure replies, so that a node whose clock is
+  // behind catches up instead of aborting again and again.
+  void observe_timestamp(uint64_t ts) {
+    if (ts > clock_floor_) clock_floor_ = ts;
+  }
+  uint64_t clock_floor() const { return clock_floor_; }
   void set_workers_per_node(uint32_t n) { workers_per_node_ = n; }
 
   // Spawns the coordinators on the worker. Each runs transactions until the
@@ -128,6 +137,7 @@ class WorkerEngine {
   size_t scratch_per_co_ = 0;
   uint32_t workers_per_node_ = 1;
   uint64_t epoch_ = 0;
+  uint64_t clock_floor_ = 0;
   bool measuring_ = false;
 };
 
@@ -277,6 +287,9 @@ class Coordinator {
   // A message carrying this attempt's lock value was re-sent (its first copy
   // may still arrive): the next attempt takes a new timestamp.
   void lock_value_lingers() { lock_value_lingers_ = true; }
+  // Gives `t` a new timestamp (above the worker's clock floor): for a
+  // protocol that takes one per attempt (MVCC, from Protocol::begin).
+  void renew_timestamp(Txn& t);
 
   // The pipeline driver (pipeline.cpp): every attempt goes through these.
   // A fetch round of accesses [from, t.size()); false: aborted, released.

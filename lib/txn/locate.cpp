@@ -118,4 +118,18 @@ void remember_location(Coordinator& c, Access& a, uint64_t tuple_index, uint64_t
   if (store::LocationCache* cache = c.engine().cache()) cache->insert(d, a.key, tuple_index, state);
 }
 
+void locate_from_cache(Coordinator& c, Txn& t, uint32_t from) {
+  store::LocationCache* cache = c.engine().cache();
+  if (cache == nullptr) return;
+  for (uint32_t i = from; i < t.size(); ++i) {
+    Access& a = t.access(i);
+    store::CachedLocation loc;
+    if (!a.located && !a.fetched && cache->find(a.table, a.key, &loc) && loc.node == a.node) {
+      a.tuple_addr = loc.remote_addr;
+      a.expect_state = loc.state;
+      a.located = true;
+    }
+  }
+}
+
 }  // namespace rdtx::txn

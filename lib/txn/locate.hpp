@@ -32,6 +32,11 @@ runtime::Task<bool> locate_onesided(Coordinator& c, Txn& t, std::span<const uint
 // True if a.copy holds the access's tuple; updates a.state and the cache.
 bool check_fetched(Coordinator& c, Access& a);
 
+// Hybrid fetch: accesses [from, t.size()) neither located nor fetched whose
+// location the cache holds are located from it (no network); the others are
+// left for RPC.
+void locate_from_cache(Coordinator& c, Txn& t, uint32_t from);
+
 // Fills the cache from an RPC reply (hybrid fetch).
 void remember_location(Coordinator& c, Access& a, uint64_t tuple_index, uint64_t state);
 

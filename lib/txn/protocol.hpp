@@ -22,6 +22,7 @@
 #include "base/result.hpp"
 #include "history/checker.hpp"
 #include "runtime/task.hpp"
+#include "txn/database.hpp"
 #include "txn/types.hpp"
 
 namespace rdtx::txn {
@@ -124,7 +125,17 @@ struct ProtocolDef {
   // A deliberately broken variant: registered for the tests that prove
   // the checks catch it, never listed for users.
   bool broken = false;
+  // Record-sized slots per tuple beyond the record (MVCC's versions), and
+  // the metadata a newly inserted tuple starts with (nullptr: zeroes); see
+  // TupleShape.
+  uint32_t extra_record_slots = 0;
+  void (*init_tuple)(std::byte* tuple, const store::TupleLayout& layout) = nullptr;
 };
+
+// The tuples a protocol's tables are made of.
+inline TupleShape tuple_shape(const ProtocolDef& def) {
+  return TupleShape{def.meta_bytes, def.extra_record_slots, def.init_tuple};
+}
 
 // Engine reasons then the protocol's, indexed by AbortReason.
 std::vector<AbortReasonName> abort_reason_names(const ProtocolDef& def);

@@ -29,11 +29,16 @@ inline constexpr uint32_t kMaxNodesTs = 64;
 // different coordinators distinct, so two are never equal for any cluster
 // within the limits (64 nodes, 256 workers per node, 64 coroutines), which
 // the configuration enforces.
+// `floor`: a timestamp seen elsewhere (0: none); the result's clock part is
+// above floor's, so the result is larger than floor. This is how a node's
+// clock catches up with the others' (RCC 4.4's clock adjustment: MVCC
+// raises its worker's floor to every rts, wts or lock holder it meets).
 inline uint64_t next_timestamp(uint64_t now_tsc, uint64_t epoch, uint64_t last, uint32_t node, uint32_t worker,
-                               uint32_t coroutine) {
+                               uint32_t coroutine, uint64_t floor = 0) {
   uint64_t clock = (now_tsc - epoch) >> 6;
   uint64_t last_clock = last >> 20;
   if (last != 0 && clock <= last_clock) clock = last_clock + 1;
+  if (floor != 0 && clock <= floor >> 20) clock = (floor >> 20) + 1;
   return (clock << 20) | (uint64_t{node & 0x3f} << 14) | (uint64_t{worker & 0xff} << 6) | (coroutine & 0x3f);
 }
 

@@ -101,6 +101,9 @@ class Script {
   Stage stage() const { return stage_; }
   uint64_t id() const { return id_; }
   uint64_t timestamp() const { return ts_; }
+  // The counter each read access saw (in declaration order), taken when
+  // the script reaches its commit: which version a read was served.
+  const std::vector<uint64_t>& reads_seen() const { return reads_seen_; }
 
  private:
   friend class ScriptedWorkload;
@@ -119,6 +122,7 @@ class Script {
   bool started_ = false, done_ = false, committed_ = false;
   AbortReason reason_ = AbortReason::kNone;
   uint64_t id_ = 0, ts_ = 0;
+  std::vector<uint64_t> reads_seen_;
 };
 
 // The workload every coordinator runs: the script the test assigned to it.
@@ -183,12 +187,12 @@ inline runtime::Task<bool> ScriptedWorkload::execute(txn::Txn& t, const txn::Txn
   sc.id_ = t.id();
   sc.ts_ = t.timestamp();
   bool ok = true;
-  std::vector<int> writes;
+  std::vector<int> writes, reads;
   for (const Op& op : sc.ops_) {
     if (!ok) break;
     switch (op.kind) {
       case Op::kRead:
-        t.read(kTable, op.key);
+        reads.push_back(t.read(kTable, op.key));
         break;
       case Op::kWrite:
         writes.push_back(t.write(kTable, op.key));
@@ -200,6 +204,11 @@ inline runtime::Task<bool> ScriptedWorkload::execute(txn::Txn& t, const txn::Txn
         co_await sc.pause(op.label);
         break;
       case Op::kCommit:
+        for (int i : reads) {
+          uint64_t v;
+          std::memcpy(&v, t.record(i).data(), 8);
+          sc.reads_seen_.push_back(v);
+        }
         for (int i : writes) {
           uint64_t v;
           std::memcpy(&v, t.record(i).data(), 8);
@@ -383,7 +392,7 @@ class Stepper {
     auto c = cluster::Cluster::create_embedded(run::sized_cluster(rc));
     if (!c.ok()) return c.error();
     cluster_ = std::move(*c);
-    auto db = txn::Database::create(*cluster_, wl_->tables(cfg_.nodes), def_.meta_bytes, false);
+    auto db = txn::Database::create(*cluster_, wl_->tables(cfg_.nodes), txn::tuple_shape(def_), false);
     if (!db.ok()) return db.error();
     db_ = std::move(*db);
     for (uint32_t n = 0; n < cfg_.nodes; ++n) RDTX_TRY(wl_->load(*db_, n));

@@ -54,7 +54,7 @@ TEST(TxnOptions, LoggingIsRejectedUntilItExists) {
 }
 
 TEST(TxnOptions, UnknownProtocolListsTheKnownOnes) {
-  std::string e = error_of("[txn]\nprotocol = \"mvcc\"\n");
+  std::string e = error_of("[txn]\nprotocol = \"no-such-protocol\"\n");
   EXPECT_NE(e.find("nowait"), std::string::npos) << e;
   EXPECT_NE(e.find("occ"), std::string::npos) << e;
 }

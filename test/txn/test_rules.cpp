@@ -11,6 +11,10 @@
 //   WAITDIE   the older waits for the younger (and gets the lock when it
 //             commits); the younger dies
 //   NOWAIT    a conflict aborts, and every lock the attempt took is released
+//   MVCC      a write below a read timestamp is too late; a read is served
+//             the version below its timestamp, passes a younger writer's
+//             lock and not an older one's; a fifth version replaces the
+//             oldest, and a read below every version left overflows
 //   SUNDIAL   a reader whose lease covers its commit timestamp commits
 //             although a writer replaced the version since (ordered before
 //             it); an expired lease is renewed (rts raised to tts); renewal
@@ -155,6 +159,146 @@ TEST_P(OccRule, LockHeldAtLockStageAbortsTheWriter) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Rules, OccRule, kPrimitives, prim_name);
+
+// ---------------------------------------------------------------- MVCC
+
+// Coordinators 0, 1, 2 of node 0 took their timestamps in that order; a
+// coordinator that finished a script takes a new one, the youngest.
+constexpr char kMvcc[] = "mvcc";
+using MvccRule = ProtocolRule<kMvcc>;
+
+// A young transaction reads x (rts = its tts); an older one then writes x:
+// its version would come before a read that did not see it. Too late.
+TEST_P(MvccRule, WriteBelowAReadTimestampIsTooLate) {
+  ASSERT_LT(fx->idle_ts(0, 0), fx->idle_ts(0, 1));
+  Script& young = fx->script({R(kX), Fetch(), Commit()});
+  Script& old = fx->script({W(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 1, young));
+  ASSERT_TRUE(fx->run_until_done(young));
+  EXPECT_TRUE(young.committed()) << fx->reason_key(young);
+  ASSERT_TRUE(fx->start(0, 0, old));
+  ASSERT_TRUE(fx->run_until_done(old));
+  EXPECT_FALSE(old.committed());
+  EXPECT_EQ(fx->reason_key(old), "write_too_late");
+  EXPECT_EQ(fx->counter(kX), kInitial);
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+}
+
+// A young transaction writes x; an older one reads x afterwards and is
+// served the version below its timestamp (no abort); a newer one sees the
+// young one's version.
+TEST_P(MvccRule, ReadIsServedTheVersionBelowItsTimestamp) {
+  ASSERT_LT(fx->idle_ts(0, 0), fx->idle_ts(0, 1));
+  Script& young = fx->script({W(kX), Fetch(), Commit()});
+  Script& old = fx->script({R(kX), Fetch(), Commit()});
+  Script& newer = fx->script({R(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 1, young));
+  ASSERT_TRUE(fx->run_until_done(young));
+  EXPECT_TRUE(young.committed()) << fx->reason_key(young);
+  EXPECT_EQ(fx->counter(kX), kInitial + 1);
+  ASSERT_TRUE(fx->start(0, 0, old));
+  ASSERT_TRUE(fx->run_until_done(old));
+  EXPECT_TRUE(old.committed()) << fx->reason_key(old);
+  ASSERT_EQ(old.reads_seen().size(), 1u);
+  EXPECT_EQ(old.reads_seen()[0], kInitial) << "the older read must see the version before the younger write";
+  ASSERT_TRUE(fx->start(0, 1, newer));
+  ASSERT_TRUE(fx->run_until_done(newer));
+  EXPECT_TRUE(newer.committed()) << fx->reason_key(newer);
+  ASSERT_EQ(newer.reads_seen().size(), 1u);
+  EXPECT_EQ(newer.reads_seen()[0], kInitial + 1);
+}
+
+// A write on a tuple another writer holds aborts; the holder commits.
+TEST_P(MvccRule, WriteOnALockedTupleAborts) {
+  Script& t1 = fx->script({W(kX), Fetch(), Pause("holding"), Commit()});
+  Script& t2 = fx->script({W(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  ASSERT_TRUE(fx->run_until_paused(t1, "holding"));
+  EXPECT_EQ(fx->lock_word(kX), t1.timestamp());
+  ASSERT_TRUE(fx->start(0, 1, t2));
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_FALSE(t2.committed());
+  EXPECT_EQ(fx->reason_key(t2), "lock_conflict");
+  fx->resume(t1);
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_TRUE(t1.committed()) << fx->reason_key(t1);
+  EXPECT_EQ(fx->counter(kX), kInitial + 1);
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+}
+
+// A reader older than the lock holder reads through the lock (the holder's
+// version will come after it); the holder still commits.
+TEST_P(MvccRule, OlderReadPassesAYoungerWritersLock) {
+  ASSERT_LT(fx->idle_ts(0, 0), fx->idle_ts(0, 1));
+  Script& young = fx->script({W(kX), Fetch(), Pause("holding"), Commit()});
+  Script& old = fx->script({R(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 1, young));
+  ASSERT_TRUE(fx->run_until_paused(young, "holding"));
+  ASSERT_TRUE(fx->start(0, 0, old));
+  ASSERT_TRUE(fx->run_until_done(old));
+  EXPECT_TRUE(old.committed()) << fx->reason_key(old);
+  ASSERT_EQ(old.reads_seen().size(), 1u);
+  EXPECT_EQ(old.reads_seen()[0], kInitial);
+  fx->resume(young);
+  ASSERT_TRUE(fx->run_until_done(young));
+  EXPECT_TRUE(young.committed()) << fx->reason_key(young);
+  EXPECT_EQ(fx->counter(kX), kInitial + 1);
+}
+
+// A reader younger than the lock holder may need the holder's version: it
+// waits (bounded) and, the holder staying, aborts; it never reads around it.
+TEST_P(MvccRule, YoungerReadDoesNotPassAnOlderWritersLock) {
+  ASSERT_LT(fx->idle_ts(0, 0), fx->idle_ts(0, 1));
+  Script& old = fx->script({W(kX), Fetch(), Pause("holding"), Commit()});
+  Script& young = fx->script({R(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, old));
+  ASSERT_TRUE(fx->run_until_paused(old, "holding"));
+  ASSERT_TRUE(fx->start(0, 1, young));
+  ASSERT_TRUE(fx->run_until_done(young));
+  EXPECT_FALSE(young.committed());
+  EXPECT_EQ(fx->reason_key(young), "read_locked");
+  fx->resume(old);
+  ASSERT_TRUE(fx->run_until_done(old));
+  EXPECT_TRUE(old.committed()) << fx->reason_key(old);
+  EXPECT_EQ(fx->counter(kX), kInitial + 1);
+}
+
+// Four versions fit: after three writes an old reader still finds the loaded
+// version; a fourth write replaces it (the oldest slot), and an old reader
+// then finds no version below its timestamp.
+TEST_P(MvccRule, ReadBelowEveryVersionInTheSlotsOverflows) {
+  ASSERT_LT(fx->idle_ts(0, 0), fx->idle_ts(0, 2));
+  ASSERT_LT(fx->idle_ts(0, 1), fx->idle_ts(0, 2));
+  // Coordinator 2 writes; a first script (a read of y) makes its timestamp
+  // younger than those of coordinators 0 and 1, the old readers.
+  Script& warm = fx->script({R(kY), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 2, warm));
+  ASSERT_TRUE(fx->run_until_done(warm));
+  for (int k = 0; k < 3; ++k) {
+    Script& w = fx->script({W(kX), Fetch(), Commit()});
+    ASSERT_TRUE(fx->start(0, 2, w));
+    ASSERT_TRUE(fx->run_until_done(w));
+    ASSERT_TRUE(w.committed()) << fx->reason_key(w);
+  }
+  Script& r1 = fx->script({R(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, r1));
+  ASSERT_TRUE(fx->run_until_done(r1));
+  EXPECT_TRUE(r1.committed()) << fx->reason_key(r1);
+  ASSERT_EQ(r1.reads_seen().size(), 1u);
+  EXPECT_EQ(r1.reads_seen()[0], kInitial);
+  Script& w4 = fx->script({W(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 2, w4));
+  ASSERT_TRUE(fx->run_until_done(w4));
+  ASSERT_TRUE(w4.committed()) << fx->reason_key(w4);
+  EXPECT_EQ(fx->counter(kX), kInitial + 4);
+  Script& r2 = fx->script({R(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 1, r2));
+  ASSERT_TRUE(fx->run_until_done(r2));
+  EXPECT_FALSE(r2.committed());
+  EXPECT_EQ(fx->reason_key(r2), "version_overflow");
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, MvccRule, kPrimitives, prim_name);
 
 // ---------------------------------------------------------------- WAITDIE
 

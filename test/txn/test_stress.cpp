@@ -118,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(Stress, StressTest, testing::ValuesIn(combos()),
 // of its stages, with the cycle or lost update printed.
 class BrokenTest : public testing::TestWithParam<Combo> {};
 
-TEST_P(BrokenTest, CheckerCatchesUnvalidatedOcc) {
+TEST_P(BrokenTest, CheckerCatchesBrokenProtocol) {
   auto out = run_contended(GetParam(), seed(), seconds());
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_FALSE(out->check.certified) << "seed " << seed() << "; rerun: " << rerun_command(current_test_name());
@@ -128,8 +128,8 @@ TEST_P(BrokenTest, CheckerCatchesUnvalidatedOcc) {
 INSTANTIATE_TEST_SUITE_P(Broken, BrokenTest, testing::ValuesIn([] {
                            std::vector<Combo> v;
                            for (Combo c : primitive_combos())
-                             if (c.protocol == "occ") {
-                               c.protocol = "occ-unvalidated";
+                             if (c.protocol == "occ" || c.protocol == "mvcc") {
+                               c.protocol = c.protocol == "occ" ? "occ-unvalidated" : "mvcc-broken-norts";
                                v.push_back(c);
                              }
                            return v;

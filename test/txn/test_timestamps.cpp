@@ -26,6 +26,22 @@ TEST(Timestamps, UniqueAcrossCoordinatorsAndMonotonicPerCoordinator) {
   EXPECT_EQ(seen.size(), 4u * 3 * 5 * 100);
 }
 
+// The clock floor (RCC 4.4's clock adjustment): a coordinator whose clock is
+// behind hands out timestamps above the largest one it observed, from any
+// coordinator, and keeps increasing; a floor below its clock changes nothing.
+TEST(Timestamps, FloorLiftsABehindClockAboveWhatWasObserved) {
+  const uint64_t ahead = next_timestamp(/*now=*/50'000'000, 0, 0, 3, 1, 7);
+  uint64_t last = 0;
+  for (int i = 0; i < 10; ++i) {
+    const uint64_t ts = next_timestamp(/*now=*/1'000, 0, last, 0, 0, 0, /*floor=*/ahead);
+    EXPECT_GT(ts, ahead);
+    EXPECT_GT(ts, last);
+    last = ts;
+  }
+  const uint64_t behind = next_timestamp(/*now=*/1'000, 0, 0, 3, 1, 7);
+  EXPECT_EQ(next_timestamp(50'000'000, 0, 0, 0, 0, 0, behind), next_timestamp(50'000'000, 0, 0, 0, 0, 0));
+}
+
 TEST(Timestamps, LimitsOfTheLayoutDoNotCollide) {
   // The largest node, worker and coroutine ids the configuration admits.
   uint64_t a = next_timestamp(640, 0, 0, kMaxNodesTs - 1, kMaxWorkersPerNode - 1, kMaxCoroutines - 1);

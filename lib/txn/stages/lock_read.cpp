@@ -144,6 +144,10 @@ Task<bool> lock_read_rpc(Coordinator& c, Txn& t, std::span<const uint32_t> items
         holders[k] = r.arg;
         break;
       case owner::kDie: results[k] = LockResult::kDie; break;
+      case owner::kRefused:  // the protocol's lock check: the requester dies too
+        results[k] = LockResult::kDie;
+        holders[k] = r.arg;
+        break;
       case owner::kNotAttempted: results[k] = LockResult::kNotAttempted; break;
       default: break;  // kFailed (lookup error, fenced)
     }

@@ -101,11 +101,27 @@ int Toolkit::serve_lock_read(std::span<const std::byte> payload, uint32_t first,
       stopped = true;
       continue;
     }
-    uint64_t holder = 0;
+    uint64_t holder = 0, seen = 0;
+    // The protocol's condition, before the CAS (nothing to undo when it
+    // fails) and again once the lock is taken: what changed in between is
+    // seen, and a lock that fails it is given back at once.
+    if (check_ != nullptr && !check_(ref.tuple, h.arg0, &seen)) {
+      put({owner::kRefused, 0, 0, 0, seen}, nullptr, 0);
+      stopped = true;
+      continue;
+    }
     // Waiters come before a newcomer that finds the lock free (no barging),
     // so an old transaction is not starved by a stream of younger ones.
     const bool queued = wait_ && wait_->older_waiter(ref.tuple, h.arg0);
-    if (!queued && word_at(ref.tuple, 0).compare_exchange_strong(holder, h.arg0, std::memory_order_acquire)) {
+    // seq_cst: with a check, the CAS must be ordered before the check's
+    // loads (a reader's rts update and this lock cannot both go unseen).
+    if (!queued && word_at(ref.tuple, 0).compare_exchange_strong(holder, h.arg0, std::memory_order_seq_cst)) {
+      if (check_ != nullptr && !check_(ref.tuple, h.arg0, &seen)) {
+        word_at(ref.tuple, 0).store(0, std::memory_order_release);
+        put({owner::kRefused, 0, 0, 0, seen}, nullptr, 0);
+        stopped = true;
+        continue;
+      }
       put({owner::kOk, 0, ref.index, ref.state, 0}, ref.tuple + off, n);
       continue;
     }

@@ -14,6 +14,7 @@ enum Status : int32_t {
   kNotAttempted = 3,  // an earlier item of the request stopped it
   kNotHeld = 4,       // commit/release: the lock word does not hold the value
   kFenced = 5,        // the attempt was cancelled here: nothing done
+  kRefused = 6,       // the protocol's lock check refused: ItemReply::arg is what it saw
 };
 
 // A span request word: offset in the low 32 bits, length in the high.

@@ -62,21 +62,6 @@ Task<bool> read_rpc(Coordinator& c, Txn& t, uint32_t from, bool only_unlocated, 
   co_return ok;
 }
 
-// Hybrid: a location-cache hit is READ one-sided; a miss goes to the owner.
-void locate_from_cache(Coordinator& c, Txn& t, uint32_t from) {
-  store::LocationCache* cache = c.engine().cache();
-  if (cache == nullptr) return;
-  for (uint32_t i = from; i < t.size(); ++i) {
-    Access& a = t.access(i);
-    store::CachedLocation loc;
-    if (!a.located && !a.fetched && cache->find(a.table, a.key, &loc) && loc.node == a.node) {
-      a.tuple_addr = loc.remote_addr;
-      a.expect_state = loc.state;
-      a.located = true;
-    }
-  }
-}
-
 }  // namespace
 
 Task<bool> read_tuples(Coordinator& c, Txn& t, Primitive p, uint32_t from, AcceptFn accept,

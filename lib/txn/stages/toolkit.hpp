@@ -57,11 +57,20 @@ enum class LockResult : uint8_t {
   kGranted,       // this attempt holds the lock (a.locked)
   kConflict,      // held by another transaction: holders[k] has its value
   kWait,          // held by a younger one and the protocol waits (one-sided)
-  kDie,           // held by an older one and the protocol dies (WAITDIE)
+  kDie,           // refused by the owner's rule: WAITDIE, held by an older one (the
+                  // requester dies); a lock check (set_lock_check), holders[k] is what it saw
   kNotAttempted,  // the owner stopped at an earlier item of the request
   kStale,         // the location was stale (one-sided): locate again
   kFailed,        // lookup or network failure
 };
+
+// A protocol's condition for granting a lock on the owner (RPC), checked
+// before the CAS and again after it (the lock taken, so that a concurrent
+// change between the check and the CAS is seen): true to grant. `seen` gets
+// what the refusal is about (MVCC: the largest timestamp in the tuple),
+// returned to the requester (LockResult::kDie, holders[k] = seen). Reads the
+// tuple's words with atomics.
+using LockCheck = bool (*)(const std::byte* tuple, uint64_t value, uint64_t* seen);
 
 // How an owner resolves a lock conflict (set by the protocol once).
 enum class ConflictRule : uint8_t { kAbort, kWaitDie };
@@ -85,6 +94,8 @@ class Toolkit {
   };
   const Handlers& handlers() const { return h_; }
   void set_conflict_rule(ConflictRule r) { rule_ = r; }
+  // MVCC's timestamp rule (RCC 4.4 a2/a3): see LockCheck.
+  void set_lock_check(LockCheck f) { check_ = f; }
   ConflictRule conflict_rule() const { return rule_; }
   // WAITDIE over RPC: requests that must wait park here (a service polled
   // by the worker); created by the protocol that needs it.
@@ -131,6 +142,7 @@ class Toolkit {
   WorkerEngine& e_;
   Handlers h_;
   ConflictRule rule_ = ConflictRule::kAbort;
+  LockCheck check_ = nullptr;
   LockWaitList* wait_ = nullptr;  // a service of the engine (it owns it)
   std::vector<uint32_t> fence_;  // per coordinator of the cluster: highest finished sequence + 1
   std::vector<uint32_t> asked_;  // per coordinator: highest sequence that asked for a lock
