@@ -6,6 +6,7 @@
 #include <rte_lcore.h>
 #include <rte_log.h>
 
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -142,6 +143,24 @@ unsigned lcore_cpu_count() {
   }
   return static_cast<unsigned>(cpus.size());
 }
+
+void* ControlThread::trampoline(void* self) {
+  static_cast<ControlThread*>(self)->fn_();
+  return nullptr;
+}
+
+Result<std::unique_ptr<ControlThread>> ControlThread::start(const std::string& name, std::function<void()> fn) {
+  std::unique_ptr<ControlThread> t(new ControlThread(std::move(fn)));
+  pthread_t id;
+  const int rc = eal_initialized() ? rte_ctrl_thread_create(&id, name.c_str(), nullptr, trampoline, t.get())
+                                   : pthread_create(&id, nullptr, trampoline, t.get());
+  if (rc != 0) return make_error(rc < 0 ? -rc : rc, "cannot start thread '%s': %s", name.c_str(), std::strerror(rc < 0 ? -rc : rc));
+  static_assert(sizeof(pthread_t) <= sizeof t->thread_);
+  t->thread_ = static_cast<unsigned long>(id);
+  return t;
+}
+
+ControlThread::~ControlThread() { pthread_join(static_cast<pthread_t>(thread_), nullptr); }
 
 Result<void> launch(unsigned lcore, std::function<int()> fn) {
   auto heap = std::make_unique<std::function<int()>>(std::move(fn));

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,25 @@ constexpr unsigned kNoLcore = UINT32_MAX;
 unsigned available_cores();
 // Number of distinct CPUs the enabled lcores are pinned to.
 unsigned lcore_cpu_count();
+
+// A thread for blocking work that must stay off the worker lcores (file
+// writes): DPDK's control thread (rte_ctrl_thread_create), named, on the
+// CPUs no lcore is pinned to (the main lcore's if every CPU is an lcore's);
+// a plain thread before eal_init(). The destructor joins it: fn must return
+// once the owner asks it to (its own protocol).
+class ControlThread {
+ public:
+  static Result<std::unique_ptr<ControlThread>> start(const std::string& name, std::function<void()> fn);
+  ~ControlThread();
+  ControlThread(const ControlThread&) = delete;
+  ControlThread& operator=(const ControlThread&) = delete;
+
+ private:
+  explicit ControlThread(std::function<void()> fn) : fn_(std::move(fn)) {}
+  static void* trampoline(void* self);
+  std::function<void()> fn_;
+  unsigned long thread_ = 0;  // pthread_t
+};
 
 // Runs fn on a worker lcore; fails if that lcore is busy or not a worker.
 Result<void> launch(unsigned lcore, std::function<int()> fn);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cassert>
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "env/eal.hpp"
 #include "env/tsc.hpp"
 #include "history/checksum.hpp"
 
@@ -185,8 +187,89 @@ void Recorder::stream_failed(int err) {
   stream_error_ = "cannot write the history stream file " + spill_path_ + " (unlinked): " + std::strerror(err);
 }
 
+// The background writer: the owner hands a half over by storing its length
+// in `req` (after half, offset and crc); the thread writes it, extends crc,
+// sets err on failure, and stores 0 (release) when done. kStop ends it.
+struct Recorder::Writer {
+  static constexpr uint64_t kStop = UINT64_MAX;
+  std::atomic<uint64_t> req{0};
+  const std::byte* half = nullptr;
+  uint64_t offset = 0;
+  uint32_t crc = 0;
+  int err = 0;
+  int fd = -1;
+  std::unique_ptr<env::ControlThread> thread;  // last: joined first
+
+  void run() {
+    for (;;) {
+      const uint64_t n = req.load(std::memory_order_acquire);
+      if (n == kStop) return;
+      if (n == 0) {
+        req.wait(0, std::memory_order_acquire);
+        continue;
+      }
+      if (pwrite_all(fd, half, n, offset)) crc = crc32c_extend(crc, half, n);
+      else err = errno != 0 ? errno : EIO;
+      req.store(0, std::memory_order_release);
+      req.notify_all();
+    }
+  }
+  // Waits until the half handed over is written (or none is).
+  void wait_idle() {
+    for (uint64_t v; (v = req.load(std::memory_order_acquire)) != 0 && v != kStop;) req.wait(v, std::memory_order_acquire);
+  }
+  ~Writer() {
+    if (thread) {
+      wait_idle();
+      req.store(kStop, std::memory_order_release);
+      req.notify_all();
+    }
+  }
+};
+
+Recorder::~Recorder() = default;
+Recorder::Recorder(Recorder&&) noexcept = default;
+Recorder& Recorder::operator=(Recorder&&) noexcept = default;
+
+Result<void> Recorder::stream_in_background() {
+  if (writer_ || !buf_) return {};
+  auto w = std::make_unique<Writer>();
+  w->fd = fd_.get();
+  Writer* raw = w.get();
+  auto t = env::ControlThread::start("rdtx-hist-w" + std::to_string(options_.worker), [raw] { raw->run(); });
+  if (!t.ok()) return make_error(t.error().code, "history: %s", t.error().message.c_str());
+  w->thread = std::move(*t);
+  writer_ = std::move(w);
+  return {};
+}
+
+void Recorder::collect_written() {
+  const int h = active_ ^ 1;
+  if (writer_->err != 0) {
+    stream_failed(writer_->err);
+    writer_->err = 0;
+    return;
+  }
+  body_crc_ = writer_->crc;
+  streamed_ += pending_;
+  pending_ = 0;
+  half_txns_[h] = half_accesses_[h] = 0;
+}
+
+void Recorder::end_streaming() {
+  if (!writer_) return;
+  writer_->wait_idle();
+  if (pending_ != 0) collect_written();
+  writer_.reset();  // stops and joins the thread
+}
+
 bool Recorder::flush_pending() {
   if (pending_ == 0 || !buf_) return false;  // nothing waiting, or moved from
+  if (writer_) {
+    if (writer_->req.load(std::memory_order_acquire) != 0) return false;  // still writing
+    collect_written();
+    return true;
+  }
   const int h = active_ ^ 1;
   if (!pwrite_all(fd_.get(), half(h), pending_, sizeof(FileHeader) + names_bytes_ + streamed_)) {
     stream_failed(errno);
@@ -210,12 +293,22 @@ void Recorder::append(const TxnTrace& trace, Outcome outcome, uint16_t reason, u
   if (truncated_ || trace.overflowed() || bytes > half_bytes_) return drop();
   if (half_bytes_ - used_ < bytes) {
     // Hand the full half over; if the previous one is still waiting (no
-    // poller got to it), write that now.
-    if (pending_ != 0) flush_pending();
+    // poller got to it), write that now, or wait for the writer.
+    if (pending_ != 0) {
+      if (writer_) writer_->wait_idle();
+      flush_pending();
+    }
     if (truncated_) return drop();
     pending_ = used_;
     active_ ^= 1;
     used_ = 0;
+    if (writer_) {
+      writer_->half = half(active_ ^ 1);
+      writer_->offset = sizeof(FileHeader) + names_bytes_ + streamed_;
+      writer_->crc = body_crc_;
+      writer_->req.store(pending_, std::memory_order_release);
+      writer_->req.notify_one();
+    }
   }
   TxnRecord rec = trace.record();
   rec.access_count = static_cast<uint32_t>(acc.size());
@@ -257,6 +350,7 @@ FileHeader Recorder::header() const {
 }
 
 Result<void> Recorder::write_file(const std::string& path) const {
+  if (writer_) return make_error(EBUSY, "%s: the history is still streaming (end_streaming() first)", path.c_str());
   if (!stream_error_.empty()) return make_error(EIO, "%s: %s", path.c_str(), stream_error_.c_str());
   const FileHeader h = header();
   const std::string tmp = path + ".tmp";
@@ -284,6 +378,7 @@ Result<void> Recorder::write_file(const std::string& path) const {
 }
 
 Result<void> Recorder::append_to(History& h) const {
+  if (writer_) return make_error(EBUSY, "history: still streaming (end_streaming() first)");
   if (!stream_error_.empty()) return make_error(EIO, "%s", stream_error_.c_str());
   Source src;
   src.node = options_.node;

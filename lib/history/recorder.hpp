@@ -12,12 +12,16 @@
 //
 // Streaming (double buffering): the buffer (capacity_bytes) is two halves.
 // Records fill one half; when the next record does not fit, that half is
-// handed over to be written and the other half fills. The worker writes the
-// handed-over half with one pwrite, either between transactions (the engine
-// calls flush_pending() from a poller) or, if the other half fills before
-// that, in the commit() that finds both halves full. Either way the write is
-// done by the worker's own thread, once per half -- never per transaction --
-// and memory stays at capacity_bytes however long the run. The file is
+// handed over to be written and the other half fills. With
+// stream_in_background() (the engine's way) a control thread of the
+// recorder's own (env::ControlThread, off the worker lcores) writes it with
+// one pwrite and extends the checksum, and the worker's poller collects the
+// result (flush_pending(), no system call): the worker makes no system call
+// for the history but one futex wake per half handed over. Without it, the
+// worker writes the half itself from flush_pending(). If the other half
+// fills before the handed-over one is written, the commit() that finds both
+// halves full waits for (or does) that write. Memory stays at
+// capacity_bytes however long the run. The file is
 // created in spill_dir and unlinked at once (nothing is left behind if the
 // process dies); write_file() copies it, with its header, to the history
 // file at the end, and append_to() reads it back for an in-process check.
@@ -34,8 +38,10 @@
 // writer id it saw; a write records the writer id it replaced, read under the
 // lock or at commit, and installs its own id.
 //
-// Thread-safety: owned by its worker's thread. write_file() and append_to()
-// may be called from another thread once the worker has stopped.
+// Thread-safety: owned by its worker's thread (the background writer only
+// touches the half handed over, through Writer). end_streaming(), then
+// write_file() and append_to(), may be called from another thread once the
+// worker has stopped.
 #pragma once
 
 #include <cstddef>
@@ -84,6 +90,9 @@ class Recorder {
   // the buffer cannot be allocated; an errno and the path if the stream file
   // cannot be created.
   static Result<Recorder> create(RecorderOptions options);
+  ~Recorder();  // stops the background writer, if any
+  Recorder(Recorder&&) noexcept;
+  Recorder& operator=(Recorder&&) noexcept;
 
 
   // Records a committed attempt. commit_ts is the protocol's logical commit
@@ -94,10 +103,18 @@ class Recorder {
   void abort(const TxnTrace& trace, uint16_t reason) {
     if (options_.record_aborted) append(trace, Outcome::kAborted, reason, 0);
   }
-  // Writes the half buffer waiting to be written, if any (one pwrite).
-  // Meant for a poller of the worker, between transactions; returns whether
-  // there was one. Safe to call at any time from the owning thread.
+  // Hands the writing of full halves to a background control thread
+  // (see above). Fails if the thread cannot be started.
+  Result<void> stream_in_background();
+  // Without a background writer: writes the half buffer waiting to be
+  // written, if any (one pwrite). With one: takes its result if it is done
+  // (no waiting, no system call). Meant for a poller of the worker, between
+  // transactions; returns whether a half was settled. Safe to call at any
+  // time from the owning thread.
   bool flush_pending();
+  // Waits for the background writer's last half and stops it; needed before
+  // write_file(), append_to() or moving the recorder to another owner.
+  void end_streaming();
   bool write_pending() const { return pending_ != 0; }
 
   bool truncated() const { return truncated_; }
@@ -134,6 +151,9 @@ class Recorder {
     ++dropped_;
   }
   void stream_failed(int err);
+  // A half handed over to the background writer: its result taken.
+  void collect_written();
+  struct Writer;
   std::byte* half(int i) const { return buf_.get() + static_cast<size_t>(i) * half_bytes_; }
   FileHeader header() const;
 
@@ -170,6 +190,7 @@ class Recorder {
   uint64_t dropped_ = 0;
   bool truncated_ = false;
   std::string stream_error_;
+  std::unique_ptr<Writer> writer_;  // the background writer, if any (heap: survives a move)
 };
 
 }  // namespace rdtx::history

@@ -250,7 +250,10 @@ Result<RunResult> run(const RunConfig& rc) {
     res.rpc_timeouts += e->ctx().rpc->stats().timeouts;
     res.rpc_passive_timeouts += e->ctx().rpc->stats().passive_timeouts;
     res.rpc_passive_failures += e->ctx().rpc->stats().passive_failures;
-    if (history::Recorder* h = e->recorder()) res.histories.push_back(std::move(*h));
+    if (history::Recorder* h = e->recorder()) {
+      h->end_streaming();
+      res.histories.push_back(std::move(*h));
+    }
   }
   res.locks_left = txn::count_locked(**db, *rc.protocol);
   if (boot == nullptr) {

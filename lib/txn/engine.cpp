@@ -138,7 +138,9 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
     auto rec = history::Recorder::create(std::move(ro));
     if (!rec.ok()) return rec.error();
     recorder_.emplace(std::move(*rec));
-    // A full half of the history buffer is written between transactions.
+    // Full halves of the history buffer are written by a control thread, off
+    // the worker lcore; the poller takes each result between transactions.
+    RDTX_TRY(recorder_->stream_in_background());
     w_.worker->add_poller([this] { return recorder_->flush_pending() ? 1 : 0; });
   }
   for (uint32_t i = 0; i < opts_.coroutines; ++i) {

@@ -137,9 +137,16 @@ TEST(Recorder, RecordingAllocatesNothing) {
 
 TEST(Recorder, StreamsAHistoryLargerThanItsBuffer) {
   // A 4 KiB buffer (two 2 KiB halves) and about 1 MiB of history: it all
-  // streams to the file, half a buffer at a time, and certifies.
-  for (bool poll : {false, true}) {
+  // streams to the file, half a buffer at a time, and certifies: written
+  // by the recording thread (polled or not), or by the background writer
+  // (polled every other transaction, so that both halves often fill while
+  // the writer still writes one).
+  enum Mode { kInline, kPolled, kBackground };
+  for (Mode mode : {kInline, kPolled, kBackground}) {
+    SCOPED_TRACE(mode);
+    const bool poll = mode == kPolled;
     Recorder rec = make(options(0, 0, 4096));
+    if (mode == kBackground) ASSERT_TRUE(rec.stream_in_background().ok());
     const RecorderOptions& o = rec.options();
     TxnTrace t(8);
     std::vector<Version> cur(5);
@@ -152,6 +159,15 @@ TEST(Recorder, StreamsAHistoryLargerThanItsBuffer) {
       rec.commit(t);
       if (poll) rec.flush_pending();  // as the engine's poller does, between transactions
       if (poll) EXPECT_FALSE(rec.write_pending());
+      if (mode == kBackground && i % 2 == 0) rec.flush_pending();
+    }
+    if (mode == kBackground) {
+      TempDir early;
+      auto busy = rec.write_file(early.path() + "/h");
+      ASSERT_FALSE(busy.ok()) << "a file written while the writer may still write";
+      EXPECT_NE(busy.error().message.find("end_streaming"), std::string::npos) << busy.error().message;
+      rec.end_streaming();
+      EXPECT_FALSE(rec.write_pending());
     }
     EXPECT_FALSE(rec.truncated()) << rec.stream_error();
     EXPECT_EQ(rec.txn_count(), 10'000u);
