@@ -68,7 +68,7 @@ struct RecorderOptions {
   // bounds the recorder's memory and how much is written at once, not the
   // history's length. Half of it must hold the largest attempt (a 4-access
   // attempt takes 208 bytes, a 64-access one 2608).
-  size_t capacity_bytes = size_t{16} << 20;
+  size_t capacity_bytes = size_t{2} << 20;
   bool record_aborted = false;  // also record aborted attempts, with their reason
   NameTables names;             // every table, type and abort reason id used
   // Where the history streams during the run: an unnamed file in this

@@ -48,7 +48,7 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   schema.add_bool("history.record", false,
                   "record every committed attempt's reads and writes (adds a hidden writer id to each tuple)");
   schema.add_bool("history.record_aborted", false, "also record aborted attempts with their abort reason");
-  schema.add_int("history.capacity_mb", 16, 1, 1024,
+  schema.add_int("history.capacity_mb", 2, 1, 1024,
                  "history buffer per worker (MiB, two halves); the history streams through it to a file, so it "
                  "bounds memory, not the history");
   schema.add_check([](const config::Config& cfg) -> std::string {

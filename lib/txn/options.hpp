@@ -33,7 +33,7 @@ struct Options {
   uint32_t breakdown_sample = 16;
   bool record_history = false;
   bool record_aborted = false;
-  uint64_t history_capacity_bytes = uint64_t{16} << 20;  // per worker: the streaming buffer
+  uint64_t history_capacity_bytes = uint64_t{2} << 20;  // per worker: the streaming buffer
   uint32_t max_retries = 0;  // 0: retry an aborted transaction until it commits
   // Randomized exponential backoff before a retry: the first wait is
   // uniform in [0, backoff_ns), doubling per attempt up to 64x. Without it,
