@@ -95,13 +95,7 @@ struct AccessState {
   uint8_t settled;  // reads: final, the version is in the record's place
 };
 
-uint64_t word(const std::byte* p, uint32_t off) {
-  uint64_t v;
-  std::memcpy(&v, p + off, 8);
-  return v;
-}
-void set_word(std::byte* p, uint32_t off, uint64_t v) { std::memcpy(p + off, &v, 8); }
-uint64_t wts(const std::byte* p, uint32_t v) { return word(p, kWtsOff + 8 * v); }
+uint64_t wts(const std::byte* p, uint32_t v) { return copy_word(p, kWtsOff + 8 * v); }
 
 bool recording(const store::TupleLayout& l) { return l.meta_bytes > kMetaBytes; }
 // Writer-id word of record slot k (0: the record, 1 + v: version v).
@@ -120,7 +114,7 @@ uint64_t checksum(const std::byte* tuple, const store::TupleLayout& l, uint32_t 
 // The largest timestamp a copy shows (lock holder, rts, wts): the clock
 // adjustment's input.
 uint64_t max_timestamp(const std::byte* p) {
-  uint64_t m = std::max(word(p, kLockOff), word(p, kRtsOff));
+  uint64_t m = std::max(copy_word(p, kLockOff), copy_word(p, kRtsOff));
   for (uint32_t v = 0; v < kVersions; ++v)
     if (wts(p, v) != kEmpty) m = std::max(m, wts(p, v));
   return m;
@@ -129,7 +123,7 @@ uint64_t max_timestamp(const std::byte* p) {
 // b2 / a2 for writes: the new version (wts = tts) must come after every
 // version and after every read of the tuple.
 bool write_allowed(const std::byte* p, uint64_t tts) {
-  if (tts <= word(p, kRtsOff)) return false;
+  if (tts <= copy_word(p, kRtsOff)) return false;
   for (uint32_t v = 0; v < kVersions; ++v)
     if (wts(p, v) != kEmpty && tts <= wts(p, v)) return false;
   return true;
@@ -147,7 +141,7 @@ Choice choose_version(const std::byte* p, const store::TupleLayout& l, uint64_t 
   Choice c;
   // A holder older than us will install a version below tts, which this
   // read would have to see: it cannot be served now.
-  const uint64_t lock = word(p, kLockOff);
+  const uint64_t lock = copy_word(p, kLockOff);
   if (honour_locks && lock != 0 && lock < tts) {
     c.kind = Choice::kLockedOlder;
     c.seen = lock;
@@ -166,7 +160,7 @@ Choice choose_version(const std::byte* p, const store::TupleLayout& l, uint64_t 
   }
   c.slot = static_cast<uint32_t>(best);
   c.wts = wts(p, c.slot);
-  c.kind = word(p, kSumOff + 8 * c.slot) == checksum(p, l, c.slot) ? Choice::kOk : Choice::kTorn;
+  c.kind = copy_word(p, kSumOff + 8 * c.slot) == checksum(p, l, c.slot) ? Choice::kOk : Choice::kTorn;
   return c;
 }
 
@@ -261,7 +255,7 @@ Verdict check_copy(Coordinator& c, Txn& t, Access& a) {
   c.engine().observe_timestamp(max_timestamp(a.copy));  // RCC's clock adjustment
   if (a.mode == AccessMode::kWrite) {
     // b2, b3: a locked tuple or a too-late write aborts before any CAS.
-    if (word(a.copy, kLockOff) != 0) {
+    if (copy_word(a.copy, kLockOff) != 0) {
       t.fail(kLockConflict);
       return Verdict::kAbort;
     }
@@ -286,7 +280,7 @@ Verdict check_copy(Coordinator& c, Txn& t, Access& a) {
   }
   st.slot = ch.slot;
   st.wts = ch.wts;
-  st.rts = word(a.copy, kRtsOff);
+  st.rts = copy_word(a.copy, kRtsOff);
   return Verdict::kAccept;
 }
 
@@ -297,12 +291,12 @@ void settle_read(Coordinator& c, Txn& t, Access& a) {
   AccessState& st = t.state<AccessState>(index_of(t, a));
   std::memmove(a.copy + l.record_offset(), a.copy + version_off(l, st.slot), record_words_bytes(l));
   st.settled = 1;
-  if (c.db().recording()) a.writer = word(a.copy, writer_off(1 + st.slot));
+  if (c.db().recording()) a.writer = copy_word(a.copy, writer_off(1 + st.slot));
 }
 
 // A write's copy was read under the lock: its record is the newest version.
 void settle_write(Coordinator& c, Access& a) {
-  if (c.db().recording()) a.writer = a.replaced = word(a.copy, writer_off(1 + newest_slot(a.copy)));
+  if (c.db().recording()) a.writer = a.replaced = copy_word(a.copy, writer_off(1 + newest_slot(a.copy)));
   a.fetched = true;
 }
 
@@ -339,7 +333,7 @@ Task<bool> read_rpc(Mvcc& p, Coordinator& c, Txn& t, const ItemList& items) {
         remember_location(c, a, r.tuple_index, r.state);
         p.e.observe_timestamp(max_timestamp(a.copy));
         t.state<AccessState>(i).rpc = 1;
-        if (c.db().recording()) a.writer = word(a.copy, writer_off(1 + static_cast<uint32_t>(r.arg)));
+        if (c.db().recording()) a.writer = copy_word(a.copy, writer_off(1 + static_cast<uint32_t>(r.arg)));
         a.fetched = true;
         break;
       case kReadIsLocked:
@@ -440,7 +434,7 @@ Task<bool> finish_reads(Mvcc& p, Coordinator& c, Txn& t, ItemList pending) {
       std::byte* x = c.extra(i);
       cas[k] = tts > st.rts;
       if (cas[k]) {  // b7
-        set_word(x, 0, kNever);
+        set_copy_word(x, 0, kNever);
         rdma::WorkRequest* wr = batch.add(a.node);
         wr->opcode = rdma::Opcode::kCompareSwap;
         wr->local = x;
@@ -478,7 +472,7 @@ Task<bool> finish_reads(Mvcc& p, Coordinator& c, Txn& t, ItemList pending) {
       const std::byte* x = c.extra(i);
       bool raise_again = false;
       if (cas[k]) {
-        const uint64_t old = word(x, 0);
+        const uint64_t old = copy_word(x, 0);
         st.rts = old == st.rts ? tts : old;  // won: rts is tts; lost: what another reader left
         raise_again = st.rts < tts;
         p.e.observe_timestamp(st.rts);
@@ -488,7 +482,7 @@ Task<bool> finish_reads(Mvcc& p, Coordinator& c, Txn& t, ItemList pending) {
         now[v] = wts(x, v);
         if (now[v] != kEmpty) p.e.observe_timestamp(now[v]);
       }
-      const uint64_t lock = word(x, 8);
+      const uint64_t lock = copy_word(x, 8);
       p.e.observe_timestamp(lock);
       switch (recheck(lock, now, st.slot, st.wts, tts)) {  // b5
         case Recheck::kLocked:
@@ -592,12 +586,12 @@ Task<bool> commit(Mvcc& p, Coordinator& c, Txn& t, uint32_t) {
     const auto& l = c.db().layout(a.table);
     const uint32_t v = oldest_slot(a.copy);
     std::memcpy(a.copy + version_off(l, v), a.copy + l.record_offset(), record_words_bytes(l));
-    set_word(a.copy, kWtsOff + 8 * v, tts);
+    set_copy_word(a.copy, kWtsOff + 8 * v, tts);
     if (rec) {
-      set_word(a.copy, writer_off(0), t.id());
-      set_word(a.copy, writer_off(1 + v), t.id());
+      set_copy_word(a.copy, writer_off(0), t.id());
+      set_copy_word(a.copy, writer_off(1 + v), t.id());
     }
-    set_word(a.copy, kSumOff + 8 * v, checksum(a.copy, l, v));
+    set_copy_word(a.copy, kSumOff + 8 * v, checksum(a.copy, l, v));
   }
   return write_back_unlock(c, t, p.o.stage(Stage::kCommit), {kWtsOff, 0}, tts);
 }

@@ -54,16 +54,10 @@ struct AccessState {
   uint64_t version;
 };
 
-uint64_t word(const std::byte* p, uint32_t off) {
-  uint64_t v;
-  std::memcpy(&v, p + off, 8);
-  return v;
-}
-void set_word(std::byte* p, uint32_t off, uint64_t v) { std::memcpy(p + off, &v, 8); }
 
 // Checksum of a tuple copy's version, history word (if any) and record.
 uint64_t checksum(const std::byte* tuple, uint32_t meta_bytes, uint32_t tuple_bytes) {
-  uint64_t h = checksum_start(word(tuple, kSeqOff));
+  uint64_t h = checksum_start(copy_word(tuple, kSeqOff));
   h = checksum_words(h, tuple, kMetaBytes, meta_bytes);  // history word
   return checksum_words(h, tuple, meta_bytes + 16, tuple_bytes);
 }
@@ -78,14 +72,14 @@ struct Occ final : public Protocol {
 // A fetched copy is usable if no commit held it and it is not torn.
 Verdict accept_copy(Coordinator& c, Txn& t, Access& a) {
   const auto& l = c.db().layout(a.table);
-  if (word(a.copy, kLockOff) != 0) {
+  if (copy_word(a.copy, kLockOff) != 0) {
     t.fail(kLockedAtRead);
     return Verdict::kAbort;
   }
-  const uint64_t seq = word(a.copy, kSeqOff);
-  if (seq != 0 && word(a.copy, kSumOff) != checksum(a.copy, l.meta_bytes, l.tuple_bytes())) return Verdict::kRetry;
+  const uint64_t seq = copy_word(a.copy, kSeqOff);
+  if (seq != 0 && copy_word(a.copy, kSumOff) != checksum(a.copy, l.meta_bytes, l.tuple_bytes())) return Verdict::kRetry;
   t.state<AccessState>(static_cast<uint32_t>(&a - &t.access(0))).version = seq;
-  if (c.db().recording()) a.writer = a.replaced = word(a.copy, c.db().history_word_offset());
+  if (c.db().recording()) a.writer = a.replaced = copy_word(a.copy, c.db().history_word_offset());
   return Verdict::kAccept;
 }
 
@@ -130,8 +124,8 @@ Task<bool> lock(Occ& p, Coordinator& c, Txn& t, uint32_t) {
     }
     const std::byte* x = c.extra(i);
     const auto& l = c.db().layout(a.table);
-    if (rec) a.replaced = word(x, c.db().history_word_offset());
-    if (p.validating && (word(x, kSeqOff) != t.state<AccessState>(i).version || word(x, l.state_offset()) != a.state)) {
+    if (rec) a.replaced = copy_word(x, c.db().history_word_offset());
+    if (p.validating && (copy_word(x, kSeqOff) != t.state<AccessState>(i).version || copy_word(x, l.state_offset()) != a.state)) {
       if (t.abort_reason() == AbortReason::kNone) t.fail(kValidation);
       ok = false;
     }
@@ -162,8 +156,8 @@ Task<bool> validate(Occ& p, Coordinator& c, Txn& t, uint32_t) {
     const Access& a = t.access(i);
     const std::byte* x = c.extra(i);
     const auto& l = c.db().layout(a.table);
-    if (word(x, kLockOff) != 0 || word(x, kSeqOff) != t.state<AccessState>(i).version ||
-        word(x, l.state_offset()) != a.state) {
+    if (copy_word(x, kLockOff) != 0 || copy_word(x, kSeqOff) != t.state<AccessState>(i).version ||
+        copy_word(x, l.state_offset()) != a.state) {
       t.fail(kValidation);
       co_return false;
     }
@@ -178,10 +172,10 @@ Task<bool> commit(Occ& p, Coordinator& c, Txn& t, uint32_t) {
     Access& a = t.access(i);
     if (a.mode != AccessMode::kWrite) continue;
     const auto& l = c.db().layout(a.table);
-    set_word(a.copy, kLockOff, 0);
-    set_word(a.copy, kSeqOff, t.state<AccessState>(i).version + 1);
-    if (rec) set_word(a.copy, c.db().history_word_offset(), t.id());
-    set_word(a.copy, kSumOff, checksum(a.copy, l.meta_bytes, l.tuple_bytes()));
+    set_copy_word(a.copy, kLockOff, 0);
+    set_copy_word(a.copy, kSeqOff, t.state<AccessState>(i).version + 1);
+    if (rec) set_copy_word(a.copy, c.db().history_word_offset(), t.id());
+    set_copy_word(a.copy, kSumOff, checksum(a.copy, l.meta_bytes, l.tuple_bytes()));
   }
   // Validated: committed; a failed write-back is a commit error (a failed check).
   return write_back_unlock(c, t, p.o.stage(Stage::kCommit), {kSumOff, kSeqOff}, t.id());

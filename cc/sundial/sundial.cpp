@@ -124,12 +124,6 @@ struct AccessState {
   uint64_t must_renew;  // a loaded tuple's copy: unproven until renewed
 };
 
-uint64_t word(const std::byte* p, uint32_t off) {
-  uint64_t v;
-  std::memcpy(&v, p + off, 8);
-  return v;
-}
-void set_word(std::byte* p, uint32_t off, uint64_t v) { std::memcpy(p + off, &v, 8); }
 
 uint64_t mix(uint64_t h, uint64_t w) { return checksum_words(h, reinterpret_cast<const std::byte*>(&w), 0, 8); }
 
@@ -143,7 +137,7 @@ uint64_t checksum_of(const store::TupleLayout& l, Load load) {
   return h != 0 ? h : 1;
 }
 uint64_t checksum(const std::byte* tuple, const store::TupleLayout& l) {
-  return checksum_of(l, [tuple](uint32_t off) { return word(tuple, off); });
+  return checksum_of(l, [tuple](uint32_t off) { return copy_word(tuple, off); });
 }
 
 // Sundial's renewal rule for a tuple locked by another transaction: the
@@ -192,16 +186,16 @@ uint64_t commit_ts(Txn& t) {
 // a writer, its lease orders it before the writer's version.
 Verdict accept_read(Coordinator& c, Txn& t, Access& a) {
   const auto& l = c.db().layout(a.table);
-  const uint64_t wts = word(a.copy, kWtsOff), sum = word(a.copy, kSumOff);
+  const uint64_t wts = copy_word(a.copy, kWtsOff), sum = copy_word(a.copy, kSumOff);
   AccessState& s = t.state<AccessState>(index_of(t, a));
   if (sum == 0) {
     if (wts != 0) return Verdict::kRetry;  // a written version's words with a loaded checksum: torn
     s = {0, 0, 1};                         // loaded: proven by its renewal
   } else {
     if (sum != checksum(a.copy, l)) return Verdict::kRetry;
-    s = {wts, word(a.copy, kRtsOff), 0};
+    s = {wts, copy_word(a.copy, kRtsOff), 0};
   }
-  if (c.db().recording()) a.writer = word(a.copy, c.db().history_word_offset());
+  if (c.db().recording()) a.writer = copy_word(a.copy, c.db().history_word_offset());
   return Verdict::kAccept;
 }
 
@@ -229,8 +223,8 @@ Task<bool> lock_writes(Sundial& p, Coordinator& c, Txn& t, const ItemList& w) {
       switch (res[k]) {
         case LockResult::kGranted: {
           // Under the lock: wts and rts are final until we unlock (write a4 / b3).
-          t.state<AccessState>(i) = {word(a.copy, kWtsOff), word(a.copy, kRtsOff), 0};
-          if (rec) a.writer = a.replaced = word(a.copy, c.db().history_word_offset());
+          t.state<AccessState>(i) = {copy_word(a.copy, kWtsOff), copy_word(a.copy, kRtsOff), 0};
+          if (rec) a.writer = a.replaced = copy_word(a.copy, c.db().history_word_offset());
           a.fetched = true;
           break;
         }
@@ -305,27 +299,27 @@ Task<bool> renew_onesided(Sundial&, Coordinator& c, Txn& t, const ItemList& r, u
     if (res[k] != LockResult::kGranted) {
       // Locked by another transaction; the READ behind the failed CAS still
       // shows the tuple's words (any of them possibly being written).
-      const MetaNow now{word(x, kWtsOff), word(x, kRtsOff), word(x, kSumOff)};
+      const MetaNow now{copy_word(x, kWtsOff), copy_word(x, kRtsOff), copy_word(x, kSumOff)};
       const std::byte* copy = a.copy;
-      if (res[k] == LockResult::kConflict && word(x, l.state_offset()) == a.state &&
-          covered_while_locked(l, now, [copy](uint32_t off) { return word(copy, off); }, s.wts, tts)) {
-        s.rts = word(x, kRtsOff);
+      if (res[k] == LockResult::kConflict && copy_word(x, l.state_offset()) == a.state &&
+          covered_while_locked(l, now, [copy](uint32_t off) { return copy_word(copy, off); }, s.wts, tts)) {
+        s.rts = copy_word(x, kRtsOff);
         s.must_renew = 0;
       } else {
         ok = false;
       }
       continue;
     }
-    if (word(x, kWtsOff) != s.wts || word(x, l.state_offset()) != a.state) {
+    if (copy_word(x, kWtsOff) != s.wts || copy_word(x, l.state_offset()) != a.state) {
       ok = false;  // a new version since the read
     } else {
       // Same version: the copy's history word and record are the tuple's
       // (for a loaded tuple: wts still 0 means never written, see above).
-      s.rts = std::max(word(x, kRtsOff), tts);
+      s.rts = std::max(copy_word(x, kRtsOff), tts);
       s.must_renew = 0;
-      set_word(a.copy, kWtsOff, s.wts);
-      set_word(a.copy, kRtsOff, s.rts);
-      set_word(a.copy, kSumOff, checksum(a.copy, l));
+      set_copy_word(a.copy, kWtsOff, s.wts);
+      set_copy_word(a.copy, kRtsOff, s.rts);
+      set_copy_word(a.copy, kSumOff, checksum(a.copy, l));
       rdma::WorkRequest* wr = batch.add(a.node);
       wr->opcode = rdma::Opcode::kWrite;
       wr->local = a.copy + kRtsOff;  // rts, checksum
@@ -407,11 +401,11 @@ Task<bool> commit(Sundial& p, Coordinator& c, Txn& t, uint32_t) {
   for (uint32_t i = 0; i < t.size(); ++i) {
     Access& a = t.access(i);
     if (a.mode != AccessMode::kWrite) continue;
-    set_word(a.copy, kLockOff, 0);
-    set_word(a.copy, kWtsOff, tts);
-    set_word(a.copy, kRtsOff, tts);
-    if (rec) set_word(a.copy, c.db().history_word_offset(), t.id());
-    set_word(a.copy, kSumOff, checksum(a.copy, c.db().layout(a.table)));
+    set_copy_word(a.copy, kLockOff, 0);
+    set_copy_word(a.copy, kWtsOff, tts);
+    set_copy_word(a.copy, kRtsOff, tts);
+    if (rec) set_copy_word(a.copy, c.db().history_word_offset(), t.id());
+    set_copy_word(a.copy, kSumOff, checksum(a.copy, c.db().layout(a.table)));
   }
   return write_back_unlock(c, t, p.o.stage(Stage::kCommit), {kRtsOff, kWtsOff}, t.timestamp());
 }
