@@ -87,8 +87,11 @@ Footprint footprint(const run::RunConfig& run, const rdma::DeviceCaps& caps, uin
     const uint64_t cap = t.capacity_per_node;
     const uint64_t buckets = (cap + 3) / 4;  // store::TableSpec defaults
     const uint64_t overflow = buckets / 8 + 16;
-    per_node += cap * txn::tuple_layout(shape, run.options.record_history, t.record_bytes).tuple_bytes() +
-                (buckets + overflow) * store::kBucketBytes + cap * 4;  // + the free list
+    const uint64_t index = (buckets + overflow) * store::kBucketBytes + cap * 4;  // + the free list
+    per_node += cap * txn::tuple_layout(shape, run.options.record_history, t.record_bytes, cc.replicas).tuple_bytes() +
+                index;
+    // Backup copies (replication): replicas - 1 more partitions per node.
+    per_node += uint64_t{cc.replicas - 1} * (cap * txn::backup_layout(t.record_bytes).tuple_bytes() + index);
   }
   fp.tables = per_node * local_nodes;
   fp.scratch = uint64_t{cc.scratch_bytes} * fp.workers;

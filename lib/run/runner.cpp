@@ -16,6 +16,7 @@
 #include "run/result_wire.hpp"
 #include "run/telemetry.hpp"
 #include "runtime/shutdown.hpp"
+#include "txn/replication.hpp"
 
 namespace rdtx::run {
 
@@ -73,7 +74,7 @@ cluster::ClusterConfig sized_cluster(const RunConfig& rc) {
   uint32_t max_tuple = 0;
   for (const auto& t : rc.workload->tables(cc.nodes)) {
     const store::TupleLayout l =
-        txn::tuple_layout(txn::tuple_shape(*rc.protocol), rc.options.record_history, t.record_bytes);
+        txn::tuple_layout(txn::tuple_shape(*rc.protocol), rc.options.record_history, t.record_bytes, cc.replicas);
     max_tuple = std::max(max_tuple, l.tuple_bytes());
   }
   uint32_t slot = (std::max<uint32_t>(max_tuple + 8, store::kBucketBytes) + 63) & ~63u;
@@ -139,7 +140,8 @@ Result<RunResult> run(const RunConfig& rc) {
   if (!db.ok()) return db.error();
   if (boot != nullptr) RDTX_TRY((*db)->exchange_descriptors(all_gather));
   for (uint32_t n = 0; n < c.nodes(); ++n)
-    if (c.is_local(n)) RDTX_TRY(rc.workload->load(**db, n));
+    if (c.is_local(n)) RDTX_TRY(rc.workload->load((*db)->store(n), n));
+  for (const Database::BackupCopy& b : (*db)->backups()) RDTX_TRY(rc.workload->load(*b.store, b.partition));
 
   std::vector<std::unique_ptr<WorkerEngine>> engines;
   const uint64_t epoch = env::tsc();
@@ -256,8 +258,14 @@ Result<RunResult> run(const RunConfig& rc) {
     }
   }
   res.locks_left = txn::count_locked(**db, *rc.protocol);
+  // The log entries still in the backups' rings are applied before the
+  // replicas are compared.
+  for (auto& e : engines) e->settle_services();
+  res.replicas = cc.replicas;
+  res.placement = txn::placement_text(cc.nodes, cc.replicas);
   if (boot == nullptr) {
     res.invariants = rc.workload->check(**db, res.total.committed_delta);
+    res.replicas_equal = txn::compare_replicas(**db, txn::replica_digests(**db));
   } else {
     res.node = local;
     RDTX_TRY(exchange_results(*boot, c, **db, *rc.workload, res));

@@ -73,6 +73,10 @@ class WorkerEngine {
   // coordinators, polled by a named poller of this worker, drained when the
   // worker stops, stopped when the engine goes.
   void add_service(std::unique_ptr<Service> s);
+  // After the run, on the runner's thread: Service::settle() of each.
+  void settle_services() {
+    for (RunningService& r : services_) r.service->settle();
+  }
   Workload& workload() { return workload_; }
   store::LocationCache* cache() { return opts_.location_cache ? &cache_ : nullptr; }
   WorkerStats& stats() { return stats_; }

@@ -28,7 +28,8 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   schema.add_enum("txn.pipeline.fetch", "onesided", kPrimitives, "fetch stage primitive");
   schema.add_enum("txn.pipeline.lock", "onesided", kPrimitives, "lock stage primitive");
   schema.add_enum("txn.pipeline.validate", "onesided", kPrimitives, "validate stage primitive");
-  schema.add_enum("txn.pipeline.log", "off", kPrimitives, "log stage primitive (replication; only off for now)");
+  schema.add_enum("txn.pipeline.log", "off", kPrimitives,
+                  "log stage primitive: redo entries to the backups (cluster.replicas > 1), rpc or off");
   schema.add_enum("txn.pipeline.commit", "onesided", kPrimitives, "commit stage primitive");
   schema.add_bool("txn.options.doorbell_batching", true, "post a batch of verbs to one QP with one doorbell");
   schema.add_bool("txn.options.outstanding_requests", true, "send to all nodes at once and wait once");
@@ -75,12 +76,22 @@ std::string check_pipeline(const config::Config& cfg, const ProtocolDef& def) {
     const std::string& v = cfg.get_string(key);
     const std::string& origin = cfg.origin(key);
     const auto& allowed = def.allowed[s];
+    // The log stage is the engine's (replication.hpp), for every protocol
+    // that can take it; whether it must be on follows from cluster.replicas,
+    // which the application checks.
+    if (static_cast<Stage>(s) == Stage::kLog) {
+      if (v == "off") continue;
+      if (!def.replicable)
+        return std::string(key) + " = '" + v + "' (" + origin + "): protocol '" + def.name +
+               "' does not replicate through the log stage; only 'off' is accepted";
+      if (v == "onesided")
+        return std::string(key) + " = 'onesided' (" + origin +
+               "): one-sided logging (WRITEs into the backups' rings) is not implemented yet; use 'rpc'";
+      if (v != "rpc") return std::string(key) + " = '" + v + "' (" + origin + ") is not a log primitive (allowed: rpc, off)";
+      continue;
+    }
     if (allowed.empty()) {
       if (origin == "default") continue;
-      if (static_cast<Stage>(s) == Stage::kLog && v == "off") continue;
-      if (static_cast<Stage>(s) == Stage::kLog)
-        return std::string(key) + " = '" + v + "' (" + origin +
-               "): logging to backup replicas is not implemented yet; only 'off' is accepted";
       return std::string(key) + " = '" + v + "' (" + origin + ") does not apply to protocol '" + def.name +
              "' (its stages: " + stages + ")";
     }
