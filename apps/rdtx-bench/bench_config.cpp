@@ -43,7 +43,7 @@ void add_cluster_schema(config::Schema& s) {
     const bool logging = c.get_string("txn.pipeline.log") != "off";
     if (r > 1 && !logging)
       return "cluster.replicas = " + std::to_string(r) + " (" + c.origin("cluster.replicas") +
-             ") needs the log stage: set txn.pipeline.log = \"rpc\"";
+             ") needs the log stage: set txn.pipeline.log = \"onesided\" or \"rpc\"";
     if (r == 1 && logging)
       return "txn.pipeline.log = '" + c.get_string("txn.pipeline.log") + "' (" + c.origin("txn.pipeline.log") +
              ") needs backups: set cluster.replicas > 1";

@@ -65,6 +65,47 @@ Result<void> while_polling(cluster::Cluster& c, const std::function<Result<void>
   return r;
 }
 
+// Replication: every worker's log region (its appliers' rings), handed to
+// the workers of the same index on every node (one-sided logging WRITEs
+// into them). Multi-process: through the bootstrap.
+Result<void> exchange_log_regions(cluster::Cluster& c, std::vector<std::unique_ptr<WorkerEngine>>& engines,
+                                  cluster::Bootstrap* boot) {
+  const uint32_t nodes = c.nodes(), wpn = c.config().workers_per_node;
+  std::vector<txn::LogRegionDesc> mine;
+  for (auto& e : engines) mine.push_back(e->own_log_region());
+  std::vector<txn::LogRegionDesc> all = mine;
+  if (boot != nullptr) {
+    auto got = boot->all_gather(std::as_bytes(std::span(mine)), "log regions");
+    if (!got.ok()) return got.error();
+    all.clear();
+    for (uint32_t from = 0; from < got->size(); ++from) {
+      const auto& blob = (*got)[from];
+      if (blob.size() % sizeof(txn::LogRegionDesc) != 0)
+        return make_error(EPROTO, "node %u sent %zu bytes of log regions, not a whole number", from, blob.size());
+      for (size_t off = 0; off < blob.size(); off += sizeof(txn::LogRegionDesc)) {
+        txn::LogRegionDesc d;
+        std::memcpy(&d, blob.data() + off, sizeof d);
+        all.push_back(d);
+      }
+    }
+  }
+  std::vector<txn::LogRegionDesc> by(size_t{nodes} * wpn);
+  for (const txn::LogRegionDesc& d : all) {
+    if (d.node >= nodes || d.worker >= wpn || d.senders != nodes * wpn || d.addr == 0)
+      return make_error(EPROTO, "log region of node %u worker %u: no such worker, or %u rings for %u senders", d.node,
+                        d.worker, d.senders, nodes * wpn);
+    by[d.node * wpn + d.worker] = d;
+  }
+  for (uint32_t i = 0; i < by.size(); ++i)
+    if (by[i].addr == 0) return make_error(EPROTO, "no log region of node %u worker %u arrived", i / wpn, i % wpn);
+  for (auto& e : engines) {
+    std::vector<txn::LogRegionDesc> peers(nodes);
+    for (uint32_t n = 0; n < nodes; ++n) peers[n] = by[n * wpn + e->ctx().index];
+    e->set_peer_log_regions(std::move(peers));
+  }
+  return {};
+}
+
 }  // namespace
 
 cluster::ClusterConfig sized_cluster(const RunConfig& rc) {
@@ -156,6 +197,7 @@ Result<RunResult> run(const RunConfig& rc) {
   ho.node_workers = static_cast<uint16_t>(cc.workers_per_node);
   for (uint32_t id = 0; id < c.workers(); ++id)
     RDTX_TRY(engines[id]->start(rc.seed * 7919 + c.worker(id).id, ho));
+  if (cc.replicas > 1) RDTX_TRY(exchange_log_regions(c, engines, boot));
   // Multi-process: every node loaded and listening before anyone sends;
   // from then on a node that stops answering ends the run everywhere.
   if (boot != nullptr) {

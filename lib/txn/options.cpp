@@ -29,7 +29,7 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   schema.add_enum("txn.pipeline.lock", "onesided", kPrimitives, "lock stage primitive");
   schema.add_enum("txn.pipeline.validate", "onesided", kPrimitives, "validate stage primitive");
   schema.add_enum("txn.pipeline.log", "off", kPrimitives,
-                  "log stage primitive: redo entries to the backups (cluster.replicas > 1), rpc or off");
+                  "log stage primitive: redo entries to the backups (cluster.replicas > 1): onesided, rpc or off");
   schema.add_enum("txn.pipeline.commit", "onesided", kPrimitives, "commit stage primitive");
   schema.add_bool("txn.options.doorbell_batching", true, "post a batch of verbs to one QP with one doorbell");
   schema.add_bool("txn.options.outstanding_requests", true, "send to all nodes at once and wait once");
@@ -84,10 +84,8 @@ std::string check_pipeline(const config::Config& cfg, const ProtocolDef& def) {
       if (!def.replicable)
         return std::string(key) + " = '" + v + "' (" + origin + "): protocol '" + def.name +
                "' does not replicate through the log stage; only 'off' is accepted";
-      if (v == "onesided")
-        return std::string(key) + " = 'onesided' (" + origin +
-               "): one-sided logging (WRITEs into the backups' rings) is not implemented yet; use 'rpc'";
-      if (v != "rpc") return std::string(key) + " = '" + v + "' (" + origin + ") is not a log primitive (allowed: rpc, off)";
+      if (v != "rpc" && v != "onesided")
+        return std::string(key) + " = '" + v + "' (" + origin + ") is not a log primitive (allowed: onesided, rpc, off)";
       continue;
     }
     if (allowed.empty()) {

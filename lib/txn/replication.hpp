@@ -43,6 +43,16 @@ namespace rdtx::txn {
 
 class WorkerEngine;
 
+// Where a worker's log rings are, as the senders of every node reach them
+// (one-sided logging): its registered log region, exchanged by the runner.
+struct LogRegionDesc {
+  uint64_t addr = 0;
+  uint32_t rkey = 0;
+  uint32_t senders = 0;  // rings in it: one per (node, worker) of the cluster
+  uint32_t node = 0;
+  uint32_t worker = 0;
+};
+
 // Backup k (1 .. replicas - 1) of partition p.
 inline uint32_t backup_node(uint32_t partition, uint32_t k, uint32_t nodes) { return (partition + k) % nodes; }
 

@@ -52,6 +52,7 @@ std::vector<Combo> combos() {
       if (!d->allowed[s].empty() && prims[s] != base.fetch) uniform = false;
     if (d->replicable && uniform) {
       lossy.replicas = stall.replicas = 3;
+      lossy.log = stall.log = base.commit == Primitive::kRpc ? Primitive::kRpc : Primitive::kOneSided;
       v.push_back(lossy);
       v.push_back(stall);
     }

@@ -49,12 +49,16 @@ std::vector<Combo> combos() {
       if (!find_protocol(p)->replicable) continue;
       Combo repl{w, p};
       repl.replicas = 3;
+      repl.log = P::kOneSided;
+      v.push_back(repl);
+      repl.log = P::kRpc;
       v.push_back(repl);
       Combo repl_rpc{w, p, P::kRpc, P::kRpc, P::kRpc, P::kRpc};
       repl_rpc.replicas = 3;
       v.push_back(repl_rpc);
       Combo repl_spread = spread;
       repl_spread.replicas = 3;
+      repl_spread.log = P::kOneSided;
       v.push_back(repl_spread);
     }
   return v;
@@ -179,18 +183,21 @@ TEST(BrokenProtocol, UnrenewedSundialIsCaught) {
 
 // Replication is not vacuous: the log stage that leaves out one backup's
 // entry of every 20th logged transaction keeps running, and the comparison
-// of the replicas after the run catches it, naming the partition.
+// of the replicas after the run catches it, naming the partition; in both
+// forms of the log stage.
 TEST(BrokenProtocol, SkippedLogEntryIsCaught) {
-  for (const std::string& w : workload_names()) {
-    SCOPED_TRACE(w);
-    Combo cb{w, "occ"};
-    cb.replicas = 3;
-    cb.log_skip_every = 20;
-    auto out = run_contended(cb, 1, 0.25);
-    ASSERT_TRUE(out.ok()) << out.error().message;
-    EXPECT_GT(out->run.total.log_entries, 0u);
-    ASSERT_FALSE(out->run.replicas_equal.ok());
-    EXPECT_NE(out->run.replicas_equal.error().message.find("replicas differ: partition"), std::string::npos)
-        << out->run.replicas_equal.error().message;
-  }
+  for (const std::string& w : workload_names())
+    for (Primitive log : {Primitive::kOneSided, Primitive::kRpc}) {
+      SCOPED_TRACE(w + " log " + to_string(log));
+      Combo cb{w, "occ"};
+      cb.replicas = 3;
+      cb.log = log;
+      cb.log_skip_every = 20;
+      auto out = run_contended(cb, 1, 0.25);
+      ASSERT_TRUE(out.ok()) << out.error().message;
+      EXPECT_GT(out->run.total.log_entries, 0u);
+      ASSERT_FALSE(out->run.replicas_equal.ok());
+      EXPECT_NE(out->run.replicas_equal.error().message.find("replicas differ: partition"), std::string::npos)
+          << out->run.replicas_equal.error().message;
+    }
 }

@@ -59,6 +59,7 @@ std::vector<Combo> combos() {
     Combo repl = base;  // 3-way replication through the log stage
     if (txn::find_protocol(base.protocol)->replicable) {
       repl.replicas = 3;
+      repl.log = base.commit == Primitive::kRpc ? Primitive::kRpc : Primitive::kOneSided;
       v.push_back(repl);
     }
   }
