@@ -30,6 +30,13 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   schema.add_enum("txn.pipeline.validate", "onesided", kPrimitives, "validate stage primitive");
   schema.add_enum("txn.pipeline.log", "off", kPrimitives,
                   "log stage primitive: redo entries to the backups (cluster.replicas > 1): onesided, rpc or off");
+  schema.add_int("txn.log_ring_kb", 256, 16, 1 << 16,
+                 "replication: KiB of each log ring, one per sending worker on every worker (a power of two)");
+  schema.add_check([](const config::Config& cfg) -> std::string {
+    const int64_t n = cfg.get_int("txn.log_ring_kb");
+    if ((n & (n - 1)) == 0) return "";
+    return "txn.log_ring_kb = " + std::to_string(n) + " (" + cfg.origin("txn.log_ring_kb") + ") must be a power of two";
+  });
   schema.add_enum("txn.pipeline.commit", "onesided", kPrimitives, "commit stage primitive");
   schema.add_bool("txn.options.doorbell_batching", true, "post a batch of verbs to one QP with one doorbell");
   schema.add_bool("txn.options.outstanding_requests", true, "send to all nodes at once and wait once");
@@ -112,6 +119,7 @@ Options options_from(const config::Config& cfg) {
   o.coroutines = static_cast<uint32_t>(cfg.get_int("txn.coroutines"));
   o.max_retries = static_cast<uint32_t>(cfg.get_int("txn.max_retries"));
   o.backoff_ns = static_cast<uint32_t>(cfg.get_int("txn.backoff_ns"));
+  o.log_ring_bytes = static_cast<uint64_t>(cfg.get_int("txn.log_ring_kb")) << 10;
   for (int s = 0; s < static_cast<int>(Stage::kCount_); ++s) o.pipeline[s] = parse_primitive(cfg.get_string(kStageKeys[s]));
   o.doorbell_batching = cfg.get_bool("txn.options.doorbell_batching");
   o.outstanding_requests = cfg.get_bool("txn.options.outstanding_requests");

@@ -179,20 +179,21 @@ void seal_entry(std::byte* e, uint32_t bytes, uint32_t count, uint64_t pos) {
 
 // The receiving worker's log region, in registered memory that the senders
 // WRITE into (one-sided form) or its log.append handler writes (RPC form):
-// [head word per sender][rings: kLogRingBytes per sender]. The head words
-// are what the appliers publish for the senders to READ.
+// [head word per sender][rings: ring_bytes per sender]. The head words are
+// what the appliers publish for the senders to READ.
 struct RegionLayout {
   uint32_t senders;
+  uint64_t ring_bytes;
   uint64_t heads() const { return 0; }
   uint64_t rings() const { return (uint64_t{senders} * 8 + 63) & ~uint64_t{63}; }
-  uint64_t ring(uint32_t s) const { return rings() + uint64_t{s} * kLogRingBytes; }
+  uint64_t ring(uint32_t s) const { return rings() + uint64_t{s} * ring_bytes; }
   uint64_t bytes() const { return ring(senders); }
 };
 
 // The room an entry at `pos` takes: `bytes`, plus what is skipped first if
 // it would wrap.
-uint64_t skip_before(uint64_t pos, uint32_t bytes) {
-  const uint64_t to_end = kLogRingBytes - (pos & (kLogRingBytes - 1));
+uint64_t skip_before(uint64_t pos, uint32_t bytes, uint64_t cap) {
+  const uint64_t to_end = cap - (pos & (cap - 1));
   return to_end < bytes ? to_end : 0;
 }
 
@@ -200,7 +201,13 @@ uint64_t skip_before(uint64_t pos, uint32_t bytes) {
 class LogApplier final : public Service {
  public:
   LogApplier(WorkerEngine& e, uint32_t senders)
-      : Service("log-applier", kApplyPeriodNs), e_(e), db_(e.db()), layout_{senders}, head_(senders), rpc_tail_(senders) {}
+      : Service("log-applier", kApplyPeriodNs),
+        e_(e),
+        db_(e.db()),
+        cap_(e.options().log_ring_bytes),
+        layout_{senders, cap_},
+        head_(senders),
+        rpc_tail_(senders) {}
 
   Result<void> start() override {
     rdma::Device& dev = *e_.ctx().device;
@@ -213,9 +220,9 @@ class LogApplier final : public Service {
     auto mr = dev.reg_mr(mem_->data(), layout_.bytes(), rdma::kAccessAll);
     if (!mr.ok()) return make_error(mr.error().code, "log rings: %s", mr.error().message.c_str());
     mr_ = *mr;
-    copy_.resize(kLogRingBytes / 8);
+    copy_.resize(cap_ / 8);
     e_.set_own_log_region({reinterpret_cast<uint64_t>(mem_->data()), mr_.rkey, layout_.senders, e_.node(),
-                           e_.ctx().index});
+                           e_.ctx().index, cap_});
     return {};
   }
   void stop() override {
@@ -253,18 +260,18 @@ class LogApplier final : public Service {
       bytes += sizeof(LogRecord) + pad8(static_cast<uint32_t>(data.size()));
       ++n;
     }
-    if (status == kLogOk && (!in.valid() || n != in.count() || n == 0 || bytes > kLogRingBytes / 2))
+    if (status == kLogOk && (!in.valid() || n != in.count() || n == 0 || bytes > cap_ / 2))
       status = kLogRefused;
     if (status == kLogOk) {
       uint64_t pos = rpc_tail_[s];
-      const uint64_t skip = skip_before(pos, bytes);
-      if (pos + skip + bytes - head_[s] > kLogRingBytes) {
+      const uint64_t skip = skip_before(pos, bytes, cap_);
+      if (pos + skip + bytes - head_[s] > cap_) {
         status = kLogFull;
       } else {
         std::byte* ring = ring_of(s);
-        if (skip >= sizeof(EntryHead)) seal_entry(ring + (pos & (kLogRingBytes - 1)), static_cast<uint32_t>(skip), 0, pos);
+        if (skip >= sizeof(EntryHead)) seal_entry(ring + (pos & (cap_ - 1)), static_cast<uint32_t>(skip), 0, pos);
         pos += skip;
-        std::byte* p = ring + (pos & (kLogRingBytes - 1));
+        std::byte* p = ring + (pos & (cap_ - 1));
         uint32_t off = sizeof(EntryHead);
         ItemReader again(r.payload());
         while (again.next(&h, &data)) {
@@ -287,8 +294,8 @@ class LogApplier final : public Service {
   // The head of the entry at sender s's head, read word by word (a WRITE
   // may be landing in it). False: fewer than a head's bytes before the end.
   bool peek(uint32_t s, EntryHead* eh) {
-    const uint64_t off = head_[s] & (kLogRingBytes - 1);
-    if (kLogRingBytes - off < sizeof(EntryHead)) return false;
+    const uint64_t off = head_[s] & (cap_ - 1);
+    if (cap_ - off < sizeof(EntryHead)) return false;
     uint64_t w[3];
     store::load_words(w, reinterpret_cast<const uint64_t*>(ring_of(s) + off), 3);
     std::memcpy(eh, w, sizeof *eh);
@@ -300,14 +307,14 @@ class LogApplier final : public Service {
     for (uint32_t s = 0; s < layout_.senders; ++s) {
       const uint64_t before = head_[s];
       for (;;) {
-        const uint64_t off = head_[s] & (kLogRingBytes - 1);
+        const uint64_t off = head_[s] & (cap_ - 1);
         EntryHead eh;
         if (!peek(s, &eh)) {  // too close to the end for an entry: skipped
-          head_[s] += kLogRingBytes - off;
+          head_[s] += cap_ - off;
           continue;
         }
         if (eh.pos != head_[s] || eh.bytes < sizeof(EntryHead) || eh.bytes % 8 != 0 ||
-            eh.bytes > kLogRingBytes - off)
+            eh.bytes > cap_ - off)
           break;  // not (completely) here yet
         const uint32_t len = eh.count == 0 ? static_cast<uint32_t>(sizeof(EntryHead)) : eh.bytes;
         if (eh.count > 0 && eh.bytes < kEntryOverhead) break;
@@ -375,6 +382,7 @@ class LogApplier final : public Service {
 
   WorkerEngine& e_;
   Database& db_;
+  uint64_t cap_;  // bytes per ring, a power of two
   RegionLayout layout_;
   std::unique_ptr<rdma::DeviceMemory> mem_;
   rdma::MemoryRegion mr_;
@@ -388,7 +396,7 @@ class LogApplier final : public Service {
 // backup has it: the commit point.
 class LogStage final : public StageModule {
  public:
-  LogStage(WorkerEngine& e, rpc::HandlerId h) : e_(e), handler_(h) {}
+  LogStage(WorkerEngine& e, rpc::HandlerId h) : e_(e), handler_(h), cap_(e.options().log_ring_bytes) {}
 
   // One-sided: registered staging for the coroutines' entries.
   Result<void> init_onesided() {
@@ -397,11 +405,12 @@ class LogStage final : public StageModule {
       if (e_.db().has_table(t)) max_record = std::max(max_record, e_.db().def(t).record_bytes);
     per_co_ = uint64_t{Txn::kMaxAccesses} * (e_.db().replicas() - 1) * (sizeof(LogRecord) + pad8(max_record)) +
               uint64_t{e_.db().nodes()} * (kEntryOverhead + sizeof(EntryHead) + 8);
-    if (per_co_ > kLogRingBytes / 2)
+    if (per_co_ > cap_ / 2)
       return make_error(EINVAL,
                         "one-sided logging: an entry of up to %llu bytes (%u accesses of %u-byte records) does not "
                         "fit half a %u-byte log ring",
-                        static_cast<unsigned long long>(per_co_), Txn::kMaxAccesses, max_record, kLogRingBytes);
+                        static_cast<unsigned long long>(per_co_), Txn::kMaxAccesses, max_record,
+                        static_cast<unsigned>(cap_));
     rdma::Device& dev = *e_.ctx().device;
     auto mem = dev.alloc_memory(per_co_ * e_.options().coroutines);
     if (!mem.ok()) return make_error(mem.error().code, "log staging: %s", mem.error().message.c_str());
@@ -549,12 +558,12 @@ class LogStage final : public StageModule {
     for (int late = 0;;) {
       uint32_t full = UINT32_MAX;
       for (uint32_t b = 0; b < nodes && full == UINT32_MAX; ++b)
-        if (count[b] != 0 && tail_[b] + skip_before(tail_[b], bytes[b]) + bytes[b] - head_[b] > kLogRingBytes) full = b;
+        if (count[b] != 0 && tail_[b] + skip_before(tail_[b], bytes[b], cap_) + bytes[b] - head_[b] > cap_) full = b;
       if (full == UINT32_MAX) {
         for (uint32_t b = 0; b < nodes; ++b) {
           if (count[b] == 0) continue;
           pos[b] = tail_[b];
-          tail_[b] += skip_before(tail_[b], bytes[b]) + bytes[b];
+          tail_[b] += skip_before(tail_[b], bytes[b], cap_) + bytes[b];
         }
         break;
       }
@@ -575,18 +584,18 @@ class LogStage final : public StageModule {
       for (uint32_t b = 0; b < nodes; ++b) {
         if (count[b] == 0) continue;
         const LogRegionDesc& r = c.engine().peer_log_region(b);
-        const RegionLayout l{r.senders};
+        const RegionLayout l{r.senders, r.ring_bytes};
         const uint64_t ring = r.addr + l.ring(sender_id());
         uint64_t p = pos[b];
-        const uint64_t skipped = skip_before(p, bytes[b]);
+        const uint64_t skipped = skip_before(p, bytes[b], cap_);
         if (skipped >= sizeof(EntryHead)) {
           std::byte* m = stage + at[b] - sizeof(EntryHead);
           seal_entry(m, static_cast<uint32_t>(skipped), 0, p);
-          add_write(batch, b, m, sizeof(EntryHead), ring + (p & (kLogRingBytes - 1)), r.rkey);
+          add_write(batch, b, m, sizeof(EntryHead), ring + (p & (cap_ - 1)), r.rkey);
         }
         p += skipped;
         seal_entry(stage + at[b], bytes[b], count[b], p);
-        add_write(batch, b, stage + at[b], bytes[b], ring + (p & (kLogRingBytes - 1)), r.rkey);
+        add_write(batch, b, stage + at[b], bytes[b], ring + (p & (cap_ - 1)), r.rkey);
         if (c.engine().measuring()) {
           ++st.log_entries;
           st.log_bytes += bytes[b];
@@ -623,7 +632,7 @@ class LogStage final : public StageModule {
     wr->local = dst;
     wr->length = 8;
     wr->lkey = mr_.lkey;
-    wr->remote_addr = r.addr + RegionLayout{r.senders}.heads() + uint64_t{sender_id()} * 8;
+    wr->remote_addr = r.addr + RegionLayout{r.senders, r.ring_bytes}.heads() + uint64_t{sender_id()} * 8;
     wr->rkey = r.rkey;
     if (!co_await batch.execute()) co_return false;
     uint64_t h;
@@ -639,6 +648,7 @@ class LogStage final : public StageModule {
 
   WorkerEngine& e_;
   rpc::HandlerId handler_;
+  uint64_t cap_;  // bytes per ring (every worker's: the configuration is the cluster's)
   uint64_t logged_ = 0;
   bool onesided_ = false;
   std::unique_ptr<rdma::DeviceMemory> staging_;

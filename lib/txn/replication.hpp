@@ -9,8 +9,9 @@
 //               committed once every backup has it (DrTM+H's commit point),
 //               then the protocol's commit stage writes the primaries
 //   log ring    per (sending node, sending worker) on the receiving worker
-//               of the same index: entries [size | header | records | size];
-//               RPC form: the `log.append` handler copies the entry in
+//               of the same index (txn.log_ring_kb each), in registered
+//               memory: one-sided form: the sender WRITEs its entries in;
+//               RPC form: the `log.append` handler copies them in
 //   applier     a per-node service: applies the entries of its rings in
 //               place into the node's backup copies (lazily, every
 //               kApplyPeriodNs) and frees their space; a full ring refuses
@@ -51,6 +52,7 @@ struct LogRegionDesc {
   uint32_t senders = 0;  // rings in it: one per (node, worker) of the cluster
   uint32_t node = 0;
   uint32_t worker = 0;
+  uint64_t ring_bytes = 0;  // per ring (txn.log_ring_kb)
 };
 
 // Backup k (1 .. replicas - 1) of partition p.
@@ -83,8 +85,6 @@ Result<void> compare_replicas(const Database& db, const std::vector<ReplicaDiges
 // (nullptr with txn.pipeline.log = off).
 Result<std::unique_ptr<StageModule>> create_log_stage(WorkerEngine& e);
 
-// Ring capacity per sender, bytes (a power of two).
-inline constexpr uint32_t kLogRingBytes = 64 * 1024;
 // How long entries may wait in a ring before the applier applies them.
 inline constexpr uint64_t kApplyPeriodNs = 50'000;
 
