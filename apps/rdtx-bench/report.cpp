@@ -465,6 +465,9 @@ std::string report_json(const Report& rep) {
                                      {"stale", i64(r.cache.stale)},
                                      {"hit_rate", ratio(r.cache.hits, lookups)}}},
       {"lcores", std::move(lcores)},
+      {"replication", toml::table{{"replicas", i64(r.replicas)},
+                                  {"placement", r.placement},
+                                  {"log_bytes_per_commit", ratio(t.log_bytes, t.commits)}}},
       // The policy the loops ran, auto resolved ("n/a": single thread).
       {"idle_policy", r.loops.empty() ? "n/a" : runtime::to_string(r.idle)},
       {"checks", std::move(checks)},
