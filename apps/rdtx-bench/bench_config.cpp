@@ -32,6 +32,23 @@ void add_cluster_schema(config::Schema& s) {
   s.add_int("cluster.nodes", 2, 1, txn::kMaxNodes, "nodes (database partitions)");
   s.add_int("cluster.workers_per_node", 1, 1, txn::kMaxWorkersPerNode,
             "workers (threads with their own QPs and coroutines) per node");
+  s.add_int("cluster.replicas", 1, 1, txn::kMaxNodes,
+            "copies of each partition: 1 = the primary alone, 3 = the papers' 3-way replication (backups on the next "
+            "nodes; needs txn.pipeline.log)");
+  s.add_check([](const config::Config& c) -> std::string {
+    const int64_t r = c.get_int("cluster.replicas");
+    if (r > c.get_int("cluster.nodes"))
+      return "cluster.replicas = " + std::to_string(r) + " (" + c.origin("cluster.replicas") +
+             ") exceeds cluster.nodes = " + std::to_string(c.get_int("cluster.nodes"));
+    const bool logging = c.get_string("txn.pipeline.log") != "off";
+    if (r > 1 && !logging)
+      return "cluster.replicas = " + std::to_string(r) + " (" + c.origin("cluster.replicas") +
+             ") needs the log stage: set txn.pipeline.log = \"onesided\" or \"rpc\"";
+    if (r == 1 && logging)
+      return "txn.pipeline.log = '" + c.get_string("txn.pipeline.log") + "' (" + c.origin("txn.pipeline.log") +
+             ") needs backups: set cluster.replicas > 1";
+    return "";
+  });
   s.add_bool("cluster.context_per_worker", true,
              "each worker opens its own device context (verbs: ibv_context and protection domain; tables are "
              "registered in every worker's); false: the workers of a node share one");
@@ -202,6 +219,7 @@ Result<Plan> plan_from(const config::Config& cfg) {
   run::RunConfig& rc = p.run;
   rc.cluster.nodes = static_cast<uint32_t>(cfg.get_int("cluster.nodes"));
   rc.cluster.workers_per_node = static_cast<uint32_t>(cfg.get_int("cluster.workers_per_node"));
+  rc.cluster.replicas = static_cast<uint32_t>(cfg.get_int("cluster.replicas"));
   rc.cluster.qps_per_node = static_cast<uint32_t>(cfg.get_int("cluster.qps_per_node"));
   rc.cluster.context_per_worker = cfg.get_bool("cluster.context_per_worker");
   rc.cluster.devargs = cfg.get_string("cluster.devargs");

@@ -181,6 +181,11 @@ std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const H
   c.push_back(
       {"invariants", "invariants", 0, r.invariants.ok(), r.invariants.ok() ? "" : r.invariants.error().message});
   c.push_back({"locks_left", "locks left", r.locks_left, r.locks_left == 0, ""});
+  if (r.replicas > 1) {
+    c.push_back({"replicas", "replicas equal", 0, r.replicas_equal.ok(),
+                 r.replicas_equal.ok() ? "" : r.replicas_equal.error().message});
+    c.push_back({"log_errors", "log errors", r.total.log_errors, r.total.log_errors == 0, ""});
+  }
   c.push_back({"rpc_malformed", "RPC malformed", r.rpc_malformed, r.rpc_malformed == 0, ""});
   c.push_back({"rpc_timeouts", "RPC timeouts", r.rpc_timeouts, r.rpc_timeouts == 0, ""});
   // A passive request (a passive COMMIT, say) tells its caller nothing:
@@ -231,6 +236,13 @@ void print_report(std::FILE* out, const Report& rep) {
   std::fprintf(out, "committed     %14s txn/s  (%s in %.2f s)\n",
                grouped(static_cast<uint64_t>(per_s(t.commits, secs))).c_str(), grouped(t.commits).c_str(), secs);
   std::fprintf(out, "attempted     %14s txn/s\n", grouped(static_cast<uint64_t>(per_s(t.attempts, secs))).c_str());
+  if (r.replicas > 1) {
+    std::fprintf(out, "replicas      %14u copies: %s\n", r.replicas, r.placement.c_str());
+    const uint64_t logged = t.log_bytes;
+    std::fprintf(out, "log           %14s B per committed txn, %s entries, %s ring-full waits, %s records applied\n",
+                 grouped(t.commits ? logged / t.commits : 0).c_str(), grouped(t.log_entries).c_str(),
+                 grouped(t.log_full_waits).c_str(), grouped(t.log_applied).c_str());
+  }
   std::fprintf(out, "abort rate    %13.2f %%", r.abort_rate() * 100);
   std::string reasons;
   for (size_t k = 0; k < r.abort_reasons.size(); ++k)
@@ -325,7 +337,7 @@ void print_report(std::FILE* out, const Report& rep) {
   }
   std::fprintf(out, "checks\n");
   for (const Check& c : rep.checks) {
-    if (std::string(c.key) == "invariants" || std::string(c.key) == "history")
+    if (std::string(c.key) == "invariants" || std::string(c.key) == "history" || std::string(c.key) == "replicas")
       std::fprintf(out, "  %-20s %s%s%s\n", c.label, c.ok ? "OK" : "FAILED", c.message.empty() ? "" : ": ",
                    c.message.c_str());
     else
@@ -410,7 +422,7 @@ std::string report_json(const Report& rep) {
   toml::table checks{{"passed", rep.passed()}};
   for (const Check& c : rep.checks) {
     toml::table entry{{"ok", c.ok}};
-    if (std::string(c.key) == "invariants" || std::string(c.key) == "history")
+    if (std::string(c.key) == "invariants" || std::string(c.key) == "history" || std::string(c.key) == "replicas")
       entry.insert("message", c.message);
     else
       entry.insert("value", i64(c.value));
@@ -453,6 +465,9 @@ std::string report_json(const Report& rep) {
                                      {"stale", i64(r.cache.stale)},
                                      {"hit_rate", ratio(r.cache.hits, lookups)}}},
       {"lcores", std::move(lcores)},
+      {"replication", toml::table{{"replicas", i64(r.replicas)},
+                                  {"placement", r.placement},
+                                  {"log_bytes_per_commit", ratio(t.log_bytes, t.commits)}}},
       // The policy the loops ran, auto resolved ("n/a": single thread).
       {"idle_policy", r.loops.empty() ? "n/a" : runtime::to_string(r.idle)},
       {"checks", std::move(checks)},

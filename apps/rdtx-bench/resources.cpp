@@ -87,8 +87,11 @@ Footprint footprint(const run::RunConfig& run, const rdma::DeviceCaps& caps, uin
     const uint64_t cap = t.capacity_per_node;
     const uint64_t buckets = (cap + 3) / 4;  // store::TableSpec defaults
     const uint64_t overflow = buckets / 8 + 16;
-    per_node += cap * txn::tuple_layout(shape, run.options.record_history, t.record_bytes).tuple_bytes() +
-                (buckets + overflow) * store::kBucketBytes + cap * 4;  // + the free list
+    const uint64_t index = (buckets + overflow) * store::kBucketBytes + cap * 4;  // + the free list
+    per_node += cap * txn::tuple_layout(shape, run.options.record_history, t.record_bytes, cc.replicas).tuple_bytes() +
+                index;
+    // Backup copies (replication): replicas - 1 more partitions per node.
+    per_node += uint64_t{cc.replicas - 1} * (cap * txn::backup_layout(t.record_bytes).tuple_bytes() + index);
   }
   fp.tables = per_node * local_nodes;
   fp.scratch = uint64_t{cc.scratch_bytes} * fp.workers;
@@ -98,8 +101,22 @@ Footprint footprint(const run::RunConfig& run, const rdma::DeviceCaps& caps, uin
   fp.cqs = (fp.cq_depth + 2ull * cc.rpc.send_buffers + cc.rpc.recv_buffers) * sizeof(rdma::Completion) * fp.workers;
   if (run.options.location_cache) fp.caches = cache_bytes(run.options.location_cache_entries) * fp.workers;
   if (run.options.record_history) fp.history = run.options.history_capacity_bytes * fp.workers;
+  // Replication: each worker's rings, one per sending worker of the cluster
+  // (and, one-sided, each coroutine's staging: a bound of one entry per
+  // backup node; see replication.cpp).
+  if (cc.replicas > 1) {
+    const uint64_t senders = uint64_t{cc.nodes} * cc.workers_per_node;
+    fp.log = (senders * run.options.log_ring_bytes + senders * 8 + 64) * fp.workers;
+    if (run.options.stage(txn::Stage::kLog) == txn::Primitive::kOneSided) {
+      uint32_t max_record = 0;
+      for (const txn::TableDef& t : run.workload->tables(cc.nodes)) max_record = std::max(max_record, t.record_bytes);
+      fp.log += (uint64_t{txn::Txn::kMaxAccesses} * (cc.replicas - 1) * (32 + ((max_record + 7) & ~7u)) +
+                 uint64_t{cc.nodes} * 64) *
+                run.options.coroutines * fp.workers;
+    }
+  }
   // The shm driver keeps registered memory (alloc_memory) in /dev/shm files.
-  if (caps.driver == "shm") fp.shm_bytes = fp.tables + fp.scratch + fp.rpc;
+  if (caps.driver == "shm") fp.shm_bytes = fp.tables + fp.scratch + fp.rpc + fp.log;
   return fp;
 }
 
@@ -161,6 +178,7 @@ Result<void> check_resources(const config::Config& cfg, const run::RunConfig& ru
          human_bytes(fp.cqs);
     if (fp.caches) s += ", location caches " + human_bytes(fp.caches) + " (" + key("txn.options.location_cache_entries") + ")";
     if (fp.history) s += ", history buffers " + human_bytes(fp.history) + " (" + key("history.capacity_mb") + ")";
+    if (fp.log) s += ", log rings " + human_bytes(fp.log) + " (" + key("cluster.replicas") + ", " + key("txn.log_ring_kb") + ")";
     s += "; " + std::to_string(fp.workers) + " worker(s) (" + key("cluster.workers_per_node") + ")";
     return s;
   };

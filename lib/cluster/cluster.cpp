@@ -21,6 +21,9 @@ size_t wire_bytes(uint32_t qps) { return sizeof(rdma::QpAddress) * (1 + qps); }
 }  // namespace
 
 Result<void> Cluster::build_local(const ClusterConfig& cfg, uint32_t first, uint32_t count) {
+  if (cfg.replicas == 0 || cfg.replicas > cfg.nodes)
+    return make_error(EINVAL, "cluster: replicas (%u) must be between 1 and the number of nodes (%u)", cfg.replicas,
+                      cfg.nodes);
   if (cfg.nodes == 0 || cfg.workers_per_node == 0 || cfg.qps_per_node == 0)
     return make_error(EINVAL, "cluster: nodes (%u), workers_per_node (%u) and qps_per_node (%u) must be at least 1",
                       cfg.nodes, cfg.workers_per_node, cfg.qps_per_node);

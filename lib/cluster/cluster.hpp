@@ -43,6 +43,9 @@ namespace rdtx::cluster {
 struct ClusterConfig {
   uint32_t nodes = 2;
   uint32_t workers_per_node = 1;
+  // Copies of each partition (doc/replication.md): 1 = the primary alone;
+  // r > 1: r - 1 backups on the next nodes. At most `nodes`.
+  uint32_t replicas = 1;
   // RC QPs each worker keeps to each node (to worker i of that node, QP j
   // to QP j). More than one emulates a larger cluster's QP count, as RCC
   // and DrTM+H do to show the RNIC's QP-cache pressure; coordinators spread

@@ -1,5 +1,7 @@
 #include "run/result_wire.hpp"
 
+#include "txn/replication.hpp"
+
 #include <string>
 #include <vector>
 
@@ -46,18 +48,22 @@ Result<void> exchange_results(cluster::Bootstrap& boot, cluster::Cluster& c, txn
   std::string err = part.ok() ? "" : part.error().message;
   std::vector<char> err_bytes(err.begin(), err.end());
   cw.put_vector(err_bytes);
+  cw.put_vector(txn::replica_digests(db));
   auto checks = boot.all_gather(cw.view(), "checks");
   if (!checks.ok()) return checks.error();
   int64_t sum = 0, delta = 0;
   uint64_t locks = 0;
   std::string first_error;
+  std::vector<txn::ReplicaDigest> digests;
   for (uint32_t n = 0; n < checks->size(); ++n) {
     Reader r((*checks)[n]);
     int64_t s = 0, d = 0;
     uint64_t l = 0;
     std::vector<char> e;
-    if (!r.get(&s) || !r.get(&d) || !r.get(&l) || !r.get_vector(&e) || !r.done())
+    std::vector<txn::ReplicaDigest> dg;
+    if (!r.get(&s) || !r.get(&d) || !r.get(&l) || !r.get_vector(&e) || !r.get_vector(&dg) || !r.done())
       return make_error(EPROTO, "node %u sent malformed checks", n);
+    digests.insert(digests.end(), dg.begin(), dg.end());
     sum += s;
     delta += d;
     locks += l;
@@ -65,6 +71,7 @@ Result<void> exchange_results(cluster::Bootstrap& boot, cluster::Cluster& c, txn
       first_error = "node " + std::to_string(n) + ": " + std::string(e.begin(), e.end());
   }
   res.locks_left = locks;
+  res.replicas_equal = txn::compare_replicas(db, digests);
   res.invariants = first_error.empty() ? wl.check_total(sum, c.nodes(), delta)
                                        : Result<void>(make_error(EIO, "%s", first_error.c_str()));
   // Figures: node 0 gathers the others'.

@@ -16,6 +16,7 @@
 #include "run/result_wire.hpp"
 #include "run/telemetry.hpp"
 #include "runtime/shutdown.hpp"
+#include "txn/replication.hpp"
 
 namespace rdtx::run {
 
@@ -64,6 +65,51 @@ Result<void> while_polling(cluster::Cluster& c, const std::function<Result<void>
   return r;
 }
 
+// Replication: every worker's log region (its appliers' rings), handed to
+// the workers of the same index on every node (one-sided logging WRITEs
+// into them). Multi-process: through the bootstrap.
+Result<void> exchange_log_regions(cluster::Cluster& c, std::vector<std::unique_ptr<WorkerEngine>>& engines,
+                                  cluster::Bootstrap* boot) {
+  const uint32_t nodes = c.nodes(), wpn = c.config().workers_per_node;
+  std::vector<txn::LogRegionDesc> mine;
+  for (auto& e : engines) mine.push_back(e->own_log_region());
+  std::vector<txn::LogRegionDesc> all = mine;
+  if (boot != nullptr) {
+    auto got = boot->all_gather(std::as_bytes(std::span(mine)), "log regions");
+    if (!got.ok()) return got.error();
+    all.clear();
+    for (uint32_t from = 0; from < got->size(); ++from) {
+      const auto& blob = (*got)[from];
+      if (blob.size() % sizeof(txn::LogRegionDesc) != 0)
+        return make_error(EPROTO, "node %u sent %zu bytes of log regions, not a whole number", from, blob.size());
+      for (size_t off = 0; off < blob.size(); off += sizeof(txn::LogRegionDesc)) {
+        txn::LogRegionDesc d;
+        std::memcpy(&d, blob.data() + off, sizeof d);
+        all.push_back(d);
+      }
+    }
+  }
+  std::vector<txn::LogRegionDesc> by(size_t{nodes} * wpn);
+  for (const txn::LogRegionDesc& d : all) {
+    if (d.node >= nodes || d.worker >= wpn || d.senders != nodes * wpn || d.addr == 0 ||
+        d.ring_bytes != engines.front()->options().log_ring_bytes)
+      return make_error(EPROTO,
+                        "log region of node %u worker %u: no such worker, or %u rings of %llu bytes for %u senders of "
+                        "%llu (txn.log_ring_kb must be the same on every node)",
+                        d.node, d.worker, d.senders, static_cast<unsigned long long>(d.ring_bytes), nodes * wpn,
+                        static_cast<unsigned long long>(engines.front()->options().log_ring_bytes));
+    by[d.node * wpn + d.worker] = d;
+  }
+  for (uint32_t i = 0; i < by.size(); ++i)
+    if (by[i].addr == 0) return make_error(EPROTO, "no log region of node %u worker %u arrived", i / wpn, i % wpn);
+  for (auto& e : engines) {
+    std::vector<txn::LogRegionDesc> peers(nodes);
+    for (uint32_t n = 0; n < nodes; ++n) peers[n] = by[n * wpn + e->ctx().index];
+    e->set_peer_log_regions(std::move(peers));
+  }
+  return {};
+}
+
 }  // namespace
 
 cluster::ClusterConfig sized_cluster(const RunConfig& rc) {
@@ -73,7 +119,7 @@ cluster::ClusterConfig sized_cluster(const RunConfig& rc) {
   uint32_t max_tuple = 0;
   for (const auto& t : rc.workload->tables(cc.nodes)) {
     const store::TupleLayout l =
-        txn::tuple_layout(txn::tuple_shape(*rc.protocol), rc.options.record_history, t.record_bytes);
+        txn::tuple_layout(txn::tuple_shape(*rc.protocol), rc.options.record_history, t.record_bytes, cc.replicas);
     max_tuple = std::max(max_tuple, l.tuple_bytes());
   }
   uint32_t slot = (std::max<uint32_t>(max_tuple + 8, store::kBucketBytes) + 63) & ~63u;
@@ -139,7 +185,8 @@ Result<RunResult> run(const RunConfig& rc) {
   if (!db.ok()) return db.error();
   if (boot != nullptr) RDTX_TRY((*db)->exchange_descriptors(all_gather));
   for (uint32_t n = 0; n < c.nodes(); ++n)
-    if (c.is_local(n)) RDTX_TRY(rc.workload->load(**db, n));
+    if (c.is_local(n)) RDTX_TRY(rc.workload->load((*db)->store(n), n));
+  for (const Database::BackupCopy& b : (*db)->backups()) RDTX_TRY(rc.workload->load(*b.store, b.partition));
 
   std::vector<std::unique_ptr<WorkerEngine>> engines;
   const uint64_t epoch = env::tsc();
@@ -154,6 +201,7 @@ Result<RunResult> run(const RunConfig& rc) {
   ho.node_workers = static_cast<uint16_t>(cc.workers_per_node);
   for (uint32_t id = 0; id < c.workers(); ++id)
     RDTX_TRY(engines[id]->start(rc.seed * 7919 + c.worker(id).id, ho));
+  if (cc.replicas > 1) RDTX_TRY(exchange_log_regions(c, engines, boot));
   // Multi-process: every node loaded and listening before anyone sends;
   // from then on a node that stops answering ends the run everywhere.
   if (boot != nullptr) {
@@ -256,8 +304,14 @@ Result<RunResult> run(const RunConfig& rc) {
     }
   }
   res.locks_left = txn::count_locked(**db, *rc.protocol);
+  // The log entries still in the backups' rings are applied before the
+  // replicas are compared.
+  for (auto& e : engines) e->settle_services();
+  res.replicas = cc.replicas;
+  res.placement = txn::placement_text(cc.nodes, cc.replicas);
   if (boot == nullptr) {
     res.invariants = rc.workload->check(**db, res.total.committed_delta);
+    res.replicas_equal = txn::compare_replicas(**db, txn::replica_digests(**db));
   } else {
     res.node = local;
     RDTX_TRY(exchange_results(*boot, c, **db, *rc.workload, res));

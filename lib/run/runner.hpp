@@ -65,6 +65,11 @@ struct RunResult {
   runtime::IdlePolicy idle = runtime::IdlePolicy::kAuto;
   uint64_t locks_left = 0;     // tuples still locked after the run
   Result<void> invariants;     // the workload's check
+  // Replication: where each partition's copies are, and the proof that
+  // every backup equals its primary after the run (ok with replicas = 1).
+  uint32_t replicas = 1;
+  std::string placement;
+  Result<void> replicas_equal;
   store::LocationCacheStats cache;
   uint64_t rpc_malformed = 0, rpc_timeouts = 0;
   // The isolation level the protocol guarantees: what its history is checked at.

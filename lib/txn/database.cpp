@@ -6,9 +6,28 @@
 
 namespace rdtx::txn {
 
-store::TupleLayout tuple_layout(const TupleShape& shape, bool record_history, uint32_t record_bytes) {
+store::TupleLayout tuple_layout(const TupleShape& shape, bool record_history, uint32_t record_bytes,
+                                uint32_t replicas) {
   const uint32_t slots = 1 + shape.extra_record_slots;
-  return store::TupleLayout{shape.meta_bytes + (record_history ? 8 * slots : 0), record_bytes, slots};
+  return store::TupleLayout{shape.meta_bytes + (record_history ? 8 * slots : 0) + (replicas > 1 ? 8 : 0),
+                            record_bytes, slots};
+}
+
+store::TupleLayout backup_layout(uint32_t record_bytes) { return store::TupleLayout{16, record_bytes, 1}; }
+
+store::Store* Database::backup(uint32_t node, uint32_t partition) const {
+  if (node >= backups_.size()) return nullptr;
+  const uint32_t k = (node + nodes() - partition) % nodes();
+  if (k == 0 || k > backups_[node].size()) return nullptr;
+  return backups_[node][k - 1].get();
+}
+
+std::vector<Database::BackupCopy> Database::backups() const {
+  std::vector<BackupCopy> v;
+  for (uint32_t n = 0; n < backups_.size(); ++n)
+    for (uint32_t k = 1; k <= backups_[n].size(); ++k)
+      if (backups_[n][k - 1]) v.push_back({n, (n + nodes() - k) % nodes(), backups_[n][k - 1].get()});
+  return v;
 }
 
 Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const std::vector<TableDef>& tables,
@@ -17,6 +36,8 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
   db->protocol_meta_ = shape.meta_bytes;
   db->recording_ = record_history;
   db->workers_per_node_ = c.config().workers_per_node;
+  db->replicas_ = c.config().replicas;
+  db->replication_word_ = shape.meta_bytes + (record_history ? 8 * (1 + shape.extra_record_slots) : 0);
   const uint32_t wpn = db->workers_per_node_;
   TableId max_id = 0;
   for (const auto& t : tables) max_id = std::max(max_id, t.id);
@@ -28,6 +49,13 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
   db->stores_.resize(c.nodes());
   for (uint32_t n = 0; n < c.nodes(); ++n)
     if (c.is_local(n)) db->stores_[n] = std::make_unique<store::Store>(*c.node(n).device, n, c.contexts(n));
+  // Backup copies: plain tables (backup_layout), written only by the node's
+  // own log appliers, so registered with the node's device alone.
+  db->backups_.resize(c.nodes());
+  for (uint32_t n = 0; n < c.nodes(); ++n)
+    if (c.is_local(n))
+      for (uint32_t k = 1; k < db->replicas_; ++k)
+        db->backups_[n].push_back(std::make_unique<store::Store>(*c.node(n).device, n));
   for (const auto& t : tables) {
     if (!db->defs_[t.id].name.empty())
       return make_error(EEXIST, "table id %u is used by both '%s' and '%s'", t.id, db->defs_[t.id].name.c_str(),
@@ -39,7 +67,7 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
     store::TableSpec spec;
     spec.id = t.id;
     spec.name = t.name;
-    const store::TupleLayout layout = tuple_layout(shape, record_history, t.record_bytes);
+    const store::TupleLayout layout = tuple_layout(shape, record_history, t.record_bytes, db->replicas_);
     spec.meta_bytes = layout.meta_bytes;
     spec.record_bytes = t.record_bytes;
     spec.record_slots = layout.record_slots;
@@ -58,6 +86,17 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
         db->descs_[t.id][n * wpn + w] = d;
       }
       db->layouts_[t.id] = (*tab)->layout();
+      store::TableSpec bspec = spec;
+      const store::TupleLayout bl = backup_layout(t.record_bytes);
+      bspec.meta_bytes = bl.meta_bytes;
+      bspec.record_slots = bl.record_slots;
+      bspec.init_tuple = nullptr;
+      for (auto& b : db->backups_[n]) {
+        auto btab = b->create_table(bspec);
+        if (!btab.ok())
+          return make_error(btab.error().code, "backup copy of table '%s' on node %u: %s", t.name.c_str(), n,
+                            btab.error().message.c_str());
+      }
     }
     db->max_tuple_bytes_ = std::max(db->max_tuple_bytes_, db->layouts_[t.id].tuple_bytes());
   }

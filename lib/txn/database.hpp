@@ -35,10 +35,19 @@ struct TupleShape {
 };
 
 // The tuple layout of a table with `record_bytes` records for a protocol of
-// this shape (+ one history word per record slot when recording). Every
-// place that sizes tuples (the database, the scratch memory, the memory
+// this shape (+ one history word per record slot when recording, + the
+// replication sequence word when the partitions have backups, replicas > 1).
+// Every place that sizes tuples (the database, the scratch memory, the memory
 // check of rdtx-bench) goes through here.
-store::TupleLayout tuple_layout(const TupleShape& shape, bool record_history, uint32_t record_bytes);
+store::TupleLayout tuple_layout(const TupleShape& shape, bool record_history, uint32_t record_bytes,
+                                uint32_t replicas = 1);
+
+// A backup's copy of a partition holds the committed state only, no
+// protocol metadata: word 0 the replication sequence of the record's last
+// write, word 1 its writer id (recording; else 0), then the record.
+inline constexpr uint32_t kBackupSeqOffset = 0;
+inline constexpr uint32_t kBackupWriterOffset = 8;
+store::TupleLayout backup_layout(uint32_t record_bytes);
 
 // A workload's table: the same on every node.
 struct TableDef {
@@ -84,9 +93,32 @@ class Database {
   // only): slot 0 is the record (every protocol's), slots 1.. the extra ones.
   uint32_t history_word_offset(uint32_t slot = 0) const { return protocol_meta_ + 8 * slot; }
 
+  // Replication (doc/replication.md): copies of every partition, the
+  // primary's on its own node, backups on the next replicas - 1 nodes.
+  uint32_t replicas() const { return replicas_; }
+  // Offset in a primary tuple of the replication sequence word (replicas >
+  // 1 only): bumped by the log stage in the coordinator's copy of each
+  // written record, written to the primary by the protocol's write-back
+  // (which covers every hidden word), compared by the backups' appliers.
+  uint32_t replication_word_offset() const { return replication_word_; }
+  // Node `node`'s copy of partition `partition` as its backup (nullptr: not
+  // a backup of it, or not in this process).
+  store::Store* backup(uint32_t node, uint32_t partition) const;
+  // Every backup copy held in this process: (holder node, partition, store).
+  struct BackupCopy {
+    uint32_t node;
+    uint32_t partition;
+    store::Store* store;
+  };
+  std::vector<BackupCopy> backups() const;
+
  private:
   Database() = default;
   std::vector<std::unique_ptr<store::Store>> stores_;
+  // [node][k - 1]: node's copy of partition (node - k) mod nodes, k = 1..replicas-1.
+  std::vector<std::vector<std::unique_ptr<store::Store>>> backups_;
+  uint32_t replicas_ = 1;
+  uint32_t replication_word_ = 0;
   std::vector<TableDef> defs_;                            // by table id
   std::vector<store::TupleLayout> layouts_;               // by table id
   std::vector<std::vector<store::TableDescriptor>> descs_;  // [table][node * workers_per_node + worker]

@@ -1,4 +1,5 @@
 #include "txn/engine.hpp"
+#include "txn/replication.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -122,6 +123,16 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
     auto p = def_.create(*this);
     if (!p.ok()) return make_error(p.error().code, "protocol %s: %s", def_.name, p.error().message.c_str());
     protocol_ = std::move(*p);
+    // Replication: the engine's log stage and the backups' applier
+    // (replication.hpp), for every protocol that can take it.
+    if (db_.replicas() > 1) {
+      if (!def_.replicable)
+        return make_error(EINVAL, "protocol %s does not replicate through the log stage: cluster.replicas must be 1",
+                          def_.name);
+      auto log = create_log_stage(*this);
+      if (!log.ok()) return log.error();
+      if (*log) protocol_->set_stage(Stage::kLog, std::move(*log));
+    }
     RDTX_TRY(start_services());
   }
   if (opts_.record_history) {

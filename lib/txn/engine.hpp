@@ -34,6 +34,7 @@
 #include "txn/item_batch.hpp"
 #include "txn/options.hpp"
 #include "txn/protocol.hpp"
+#include "txn/replication.hpp"
 #include "txn/service.hpp"
 #include "txn/stages/toolkit.hpp"
 #include "txn/txn.hpp"
@@ -73,6 +74,17 @@ class WorkerEngine {
   // coordinators, polled by a named poller of this worker, drained when the
   // worker stops, stopped when the engine goes.
   void add_service(std::unique_ptr<Service> s);
+  // Replication: this worker's log region (set by its applier at start),
+  // and the regions of the workers of the same index on every node, which
+  // the runner hands out once every engine has started.
+  void set_own_log_region(const LogRegionDesc& d) { own_log_region_ = d; }
+  const LogRegionDesc& own_log_region() const { return own_log_region_; }
+  void set_peer_log_regions(std::vector<LogRegionDesc> by_node) { peer_log_regions_ = std::move(by_node); }
+  const LogRegionDesc& peer_log_region(uint32_t node) const { return peer_log_regions_[node]; }
+  // After the run, on the runner's thread: Service::settle() of each.
+  void settle_services() {
+    for (RunningService& r : services_) r.service->settle();
+  }
   Workload& workload() { return workload_; }
   store::LocationCache* cache() { return opts_.location_cache ? &cache_ : nullptr; }
   WorkerStats& stats() { return stats_; }
@@ -139,6 +151,8 @@ class WorkerEngine {
   uint64_t epoch_ = 0;
   uint64_t clock_floor_ = 0;
   bool measuring_ = false;
+  LogRegionDesc own_log_region_;
+  std::vector<LogRegionDesc> peer_log_regions_;
 };
 
 // Collects one-sided work requests per node for one doorbell per QP and one

@@ -17,12 +17,17 @@ void ItemBatch::reset(rpc::HandlerId handler) {
 
 bool ItemBatch::add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const std::byte> data, uint32_t reply_data,
                     const uint64_t* prefix) {
+  return add_to(c_.txn().access(i).node, i, arg0, arg1, data, reply_data, prefix);
+}
+
+bool ItemBatch::add_to(uint32_t node, uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const std::byte> data,
+                       uint32_t reply_data, const uint64_t* prefix) {
   const Access& a = c_.txn().access(i);
   const uint32_t data_len = static_cast<uint32_t>(data.size()) + (prefix ? 8 : 0);
   const uint32_t req_need = sizeof(ItemHeader) + pad8(data_len);
   const uint32_t rep_need = sizeof(ItemReply) + pad8(reply_data);
   if (req_need + 8 > max_payload_ || rep_need > max_payload_) return false;
-  int k = cur_[a.node];
+  int k = cur_[node];
   if (k < 0 || calls_[k].req_len + req_need > max_payload_ || calls_[k].reply_len + rep_need > max_payload_ ||
       calls_[k].nitems == Txn::kMaxAccesses) {
     if (ncalls_ == kMaxCalls) return false;
@@ -31,11 +36,11 @@ bool ItemBatch::add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const st
     cl.req_len = 8;
     cl.reply_len = 0;
     cl.nitems = 0;
-    cl.node = a.node;
-    cl.dest = a.node * c_.engine().workers_per_node() + c_.engine().ctx().index;
+    cl.node = node;
+    cl.dest = node * c_.engine().workers_per_node() + c_.engine().ctx().index;
     cl.req = c_.rpc_request_buffer(bank_ * kMaxCalls + static_cast<uint32_t>(k));
     cl.reply = {c_.rpc_reply_buffer(bank_ * kMaxCalls + static_cast<uint32_t>(k)), max_payload_};
-    cur_[a.node] = k;
+    cur_[node] = k;
   }
   Call& cl = calls_[k];
   ItemHeader h{a.table, data_len, a.key, arg0, arg1};

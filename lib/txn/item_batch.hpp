@@ -59,6 +59,12 @@ class ItemBatch {
   // if the batch is full (more than kMaxCalls calls).
   bool add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const std::byte> data, uint32_t reply_data,
            const uint64_t* prefix = nullptr);
+  // The same, to node `node` instead of the access's owner (the log stage
+  // writes to the owner's backups).
+  bool add_to(uint32_t node, uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const std::byte> data,
+              uint32_t reply_data, const uint64_t* prefix = nullptr);
+  // Makes retry_failed() send call k again (its answer asked for it).
+  void mark_for_retry(uint32_t k) { calls_[k].reply.status = rpc::CallStatus::kPending; }
   bool empty() const { return ncalls_ == 0; }
   // Sends all calls and waits for every reply. False: a call failed.
   runtime::Task<bool> call();

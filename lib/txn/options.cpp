@@ -28,7 +28,15 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   schema.add_enum("txn.pipeline.fetch", "onesided", kPrimitives, "fetch stage primitive");
   schema.add_enum("txn.pipeline.lock", "onesided", kPrimitives, "lock stage primitive");
   schema.add_enum("txn.pipeline.validate", "onesided", kPrimitives, "validate stage primitive");
-  schema.add_enum("txn.pipeline.log", "off", kPrimitives, "log stage primitive (replication; only off for now)");
+  schema.add_enum("txn.pipeline.log", "off", kPrimitives,
+                  "log stage primitive: redo entries to the backups (cluster.replicas > 1): onesided, rpc or off");
+  schema.add_int("txn.log_ring_kb", 256, 16, 1 << 16,
+                 "replication: KiB of each log ring, one per sending worker on every worker (a power of two)");
+  schema.add_check([](const config::Config& cfg) -> std::string {
+    const int64_t n = cfg.get_int("txn.log_ring_kb");
+    if ((n & (n - 1)) == 0) return "";
+    return "txn.log_ring_kb = " + std::to_string(n) + " (" + cfg.origin("txn.log_ring_kb") + ") must be a power of two";
+  });
   schema.add_enum("txn.pipeline.commit", "onesided", kPrimitives, "commit stage primitive");
   schema.add_bool("txn.options.doorbell_batching", true, "post a batch of verbs to one QP with one doorbell");
   schema.add_bool("txn.options.outstanding_requests", true, "send to all nodes at once and wait once");
@@ -75,12 +83,20 @@ std::string check_pipeline(const config::Config& cfg, const ProtocolDef& def) {
     const std::string& v = cfg.get_string(key);
     const std::string& origin = cfg.origin(key);
     const auto& allowed = def.allowed[s];
+    // The log stage is the engine's (replication.hpp), for every protocol
+    // that can take it; whether it must be on follows from cluster.replicas,
+    // which the application checks.
+    if (static_cast<Stage>(s) == Stage::kLog) {
+      if (v == "off") continue;
+      if (!def.replicable)
+        return std::string(key) + " = '" + v + "' (" + origin + "): protocol '" + def.name +
+               "' does not replicate through the log stage; only 'off' is accepted";
+      if (v != "rpc" && v != "onesided")
+        return std::string(key) + " = '" + v + "' (" + origin + ") is not a log primitive (allowed: onesided, rpc, off)";
+      continue;
+    }
     if (allowed.empty()) {
       if (origin == "default") continue;
-      if (static_cast<Stage>(s) == Stage::kLog && v == "off") continue;
-      if (static_cast<Stage>(s) == Stage::kLog)
-        return std::string(key) + " = '" + v + "' (" + origin +
-               "): logging to backup replicas is not implemented yet; only 'off' is accepted";
       return std::string(key) + " = '" + v + "' (" + origin + ") does not apply to protocol '" + def.name +
              "' (its stages: " + stages + ")";
     }
@@ -103,6 +119,7 @@ Options options_from(const config::Config& cfg) {
   o.coroutines = static_cast<uint32_t>(cfg.get_int("txn.coroutines"));
   o.max_retries = static_cast<uint32_t>(cfg.get_int("txn.max_retries"));
   o.backoff_ns = static_cast<uint32_t>(cfg.get_int("txn.backoff_ns"));
+  o.log_ring_bytes = static_cast<uint64_t>(cfg.get_int("txn.log_ring_kb")) << 10;
   for (int s = 0; s < static_cast<int>(Stage::kCount_); ++s) o.pipeline[s] = parse_primitive(cfg.get_string(kStageKeys[s]));
   o.doorbell_batching = cfg.get_bool("txn.options.doorbell_batching");
   o.outstanding_requests = cfg.get_bool("txn.options.outstanding_requests");

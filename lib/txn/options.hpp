@@ -40,6 +40,12 @@ struct Options {
   // NOWAIT under a hot spot livelocks (every retry meets the locks of the
   // others' retries).
   uint32_t backoff_ns = 2000;
+  // Tests only (no configuration key): the log stage leaves out the entry
+  // to the first backup of every n-th logged transaction: a broken variant
+  // the replica comparison after the run must catch. 0: never.
+  uint32_t log_skip_every = 0;
+  // Replication: bytes of each log ring (one per sender on every worker).
+  uint64_t log_ring_bytes = uint64_t{256} << 10;
 
   Primitive stage(Stage s) const { return pipeline[static_cast<int>(s)]; }
 };

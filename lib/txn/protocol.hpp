@@ -130,6 +130,12 @@ struct ProtocolDef {
   // TupleShape.
   uint32_t extra_record_slots = 0;
   void (*init_tuple)(std::byte* tuple, const store::TupleLayout& layout) = nullptr;
+  // The engine's log stage (replication.hpp) can run between the protocol's
+  // validate and commit stages: when it runs, every written access is
+  // locked and its copy is the current committed version with the
+  // workload's new record in slot 0, and the commit stage writes the copy's
+  // hidden words (the replication word among them) to the primary.
+  bool replicable = true;
 };
 
 // The tuples a protocol's tables are made of.

@@ -13,6 +13,7 @@
 //            returns true, and the worker's loop keeps running until then.
 //            Finish or refuse what is pending, so that no caller of another
 //            node waits for an answer that will not come
+//   settle() after the run, before its checks (runner's thread)
 //   stop()   when the engine goes, after its poller was unregistered
 //
 // Thread-safety: every call on the worker's thread.
@@ -39,6 +40,10 @@ class Service {
   virtual int poll() = 0;
   virtual bool drain() { return true; }
   virtual void stop() {}
+  // After the run, on the runner's thread, once the workers have stopped
+  // and no message can arrive any more: finish what is left (the log
+  // appliers apply the entries still in their rings) before the checks.
+  virtual void settle() {}
 
  private:
   std::string name_;

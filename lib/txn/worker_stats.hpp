@@ -38,6 +38,14 @@ struct WorkerStats {
   uint64_t commit_errors = 0;                     // commits/releases an owner refused or never answered
   uint64_t commit_retries = 0;                    // commit/release messages sent again (no answer in time)
   uint64_t cancel_failures = 0;                   // attempts that could not be cancelled at an owner
+  // Replication (replication.hpp): entries and bytes logged by committed
+  // transactions (measured window), waits for a full ring, entries a backup
+  // refused or that never got an answer, records the appliers installed.
+  uint64_t log_entries = 0;
+  uint64_t log_bytes = 0;
+  uint64_t log_full_waits = 0;
+  uint64_t log_errors = 0;
+  uint64_t log_applied = 0;
   // The breakdown (options.breakdown): time in each phase of the sampled
   // committed attempts (release: of the sampled aborted attempts), recorded
   // when the phase ran, with its sum for the mean per committed transaction
@@ -78,6 +86,11 @@ inline constexpr WorkerCounter kWorkerCounters[] = {
     {"commit_errors", "commit errors", &WorkerStats::commit_errors},
     {"commit_retries", "commit retries", &WorkerStats::commit_retries},
     {"cancel_failures", "cancels unanswered", &WorkerStats::cancel_failures},
+    {"log_entries", "log entries", &WorkerStats::log_entries},
+    {"log_bytes", "log bytes", &WorkerStats::log_bytes},
+    {"log_full_waits", "log ring full waits", &WorkerStats::log_full_waits},
+    {"log_errors", "log errors", &WorkerStats::log_errors},
+    {"log_applied", "log records applied", &WorkerStats::log_applied},
     {"committed_delta", "committed delta", nullptr, &WorkerStats::committed_delta},
     {"sampled_commits", "sampled commits", &WorkerStats::sampled_commits},
     {"sampled_aborts", "sampled aborts", &WorkerStats::sampled_aborts},

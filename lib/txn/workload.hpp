@@ -71,7 +71,10 @@ class Workload {
   virtual ~Workload() = default;
   virtual const char* name() const = 0;
   virtual std::vector<TableDef> tables(uint32_t nodes) const = 0;
-  virtual Result<void> load(Database& db, uint32_t node) const = 0;
+  // Loads partition `partition` (the one node `partition` is primary of)
+  // into `s`: the primary's store, or a backup's copy (replication), whose
+  // tables have the same ids and keys with another tuple layout.
+  virtual Result<void> load(store::Store& s, uint32_t partition) const = 0;
   virtual std::vector<std::string> type_names() const = 0;
   // The next transaction of a coordinator on `home_node`.
   virtual void generate(Rng& rng, uint32_t home_node, TxnInput& in) const = 0;

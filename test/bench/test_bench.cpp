@@ -55,6 +55,25 @@ TEST(Checks, PassiveTimeoutsAndFailuresFailTheRun) {
   EXPECT_FALSE(all_ok(checks));
 }
 
+// Replicas that differ, or a log entry that never got in, fail the run.
+TEST(Checks, UnequalReplicasAndLogErrorsFailTheRun) {
+  run::RunResult r = passing_run();
+  r.replicas = 3;
+  EXPECT_TRUE(all_ok(run_checks(r, false)));
+  r.replicas_equal = make_error(EIO, "replicas differ: partition 1 of table 'usertable' on backup node 2");
+  auto checks = run_checks(r, false);
+  const Check* c = find(checks, "replicas");
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(c->ok);
+  EXPECT_NE(c->message.find("partition 1"), std::string::npos);
+  r = passing_run();
+  r.replicas = 3;
+  r.total.log_errors = 2;
+  checks = run_checks(r, false);
+  ASSERT_NE(find(checks, "log_errors"), nullptr);
+  EXPECT_FALSE(find(checks, "log_errors")->ok);
+}
+
 // ---------------------------------------------------------------------------
 // Resources: configurations that cannot fit are refused before allocating.
 
@@ -149,6 +168,37 @@ TEST(Resources, HistoryBuffersCount) {
   auto r = check(l, h);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("history.capacity_mb = 1024"), std::string::npos) << r.error().message;
+}
+
+// Replication: backups and log rings count; the memory error names the keys.
+TEST(Resources, BackupsAndLogRingsCount) {
+  Loaded one = load({"cluster.nodes=3"});
+  Loaded three = load({"cluster.nodes=3", "cluster.replicas=3", "txn.pipeline.log=onesided", "txn.log_ring_kb=65536"});
+  const Footprint a = footprint(one.plan.run, one.caps, 3), b = footprint(three.plan.run, three.caps, 3);
+  EXPECT_GT(b.tables, 2 * a.tables);            // two backup copies per node (with no protocol metadata)
+  EXPECT_GE(b.log, uint64_t{3} * 3 * (64 << 20));  // 3 workers x 3 senders x 64 MiB rings
+  EXPECT_EQ(a.log, 0u);
+  HostLimits h = plenty();
+  h.memory = b.total() - 1;
+  EXPECT_TRUE(check(one, h).ok());
+  auto r = check(three, h);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("txn.log_ring_kb = 65536"), std::string::npos) << r.error().message;
+}
+
+// cluster.replicas and the log stage go together, and fit the cluster.
+TEST(Replicas, NeedTheLogStageAndEnoughNodes) {
+  static const config::Schema schema = make_schema();
+  auto error_of = [](std::vector<std::string> sets) {
+    auto c = config::Config::parse(schema, "", "test", sets);
+    return c.ok() ? std::string() : c.error().message;
+  };
+  EXPECT_NE(error_of({"cluster.nodes=3", "cluster.replicas=3"}).find("needs the log stage"), std::string::npos);
+  EXPECT_NE(error_of({"txn.pipeline.log=rpc"}).find("needs backups: set cluster.replicas > 1"), std::string::npos);
+  EXPECT_NE(error_of({"cluster.nodes=2", "cluster.replicas=3", "txn.pipeline.log=rpc"})
+                .find("cluster.replicas = 3 (--set) exceeds cluster.nodes = 2"),
+            std::string::npos);
+  EXPECT_EQ(error_of({"cluster.nodes=3", "cluster.replicas=3", "txn.pipeline.log=onesided"}), "");
 }
 
 // 64 nodes x 64 coroutines needed a CQ deeper than the device allows: the

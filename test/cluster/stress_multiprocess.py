@@ -6,7 +6,8 @@ with workload=<name>) runs as a 3-process cluster (one rdtx-bench per node,
 shm between processes, true parallelism unlike the single-thread stress
 test) in the workload's contended setting (the --list-workloads settings: a
 small hot set), with history recording and the checks; node 0's report must
-pass every check, history certified serializable included.
+pass every check, history certified serializable included (replicas equal,
+for the runs with 3-way replication).
 
   RDTX_STRESS_SECONDS  measured seconds per preset (default and minimum 1)
 Each process gets its own lcore (node % CPUs), as deployment.md advises.
@@ -58,6 +59,12 @@ MIXED = ["--set", "txn.protocol=occ", "--set", "txn.pipeline.fetch=onesided", "-
          "--set", "txn.pipeline.validate=onesided", "--set", "txn.pipeline.commit=onesided"]
 runs = [(w, p, "", x) for w, p, x in presets] + [(w, p, " @ random word order", x + ADVERSARIAL) for w, p, x in presets]
 runs += [(w, p, " @ lock rpc, commit one-sided", x + MIXED) for w, p, x in presets if os.path.basename(p) == "occ-onesided.toml"]
+# 3-way replication, the log stage in the preset's commit primitive, under
+# random word order: one-sided log entries landing in any byte order.
+def replicated(p):
+    log = "rpc" if os.path.basename(p).endswith("-rpc.toml") else "onesided"
+    return ["--set", "cluster.replicas=3", "--set", f"txn.pipeline.log={log}"]
+runs += [(w, p, " @ 3 replicas, random word order", x + replicated(p) + ADVERSARIAL) for w, p, x in presets]
 print(f"stress-multiprocess: seed {SEED} (RDTX_STRESS_SEED); workloads {', '.join(sorted(HOT))}", flush=True)
 for workload, preset, label, extra in runs:
     name = f"{workload}: {os.path.relpath(preset, CONF)}{label}"

@@ -38,6 +38,10 @@ struct Combo {
   uint32_t coroutines = 8;
   uint32_t qps_per_node = 1;  // RC QPs each worker keeps to each node
   uint32_t workers_per_node = 1;
+  // Replication: copies per partition (> 1: the log stage runs with `log`).
+  uint32_t replicas = 1;
+  Primitive log = Primitive::kRpc;
+  uint32_t log_skip_every = 0;  // the broken variant: an entry left out
   // Chaos: extra shm devargs (faults), the RPC timeout, and the warm-up
   // (measuring starts after it, e.g. after an injected stall).
   std::string faults;
@@ -60,6 +64,7 @@ inline std::string name_of(const Combo& c) {
   if (c.coroutines != 8) n += "_co" + std::to_string(c.coroutines);
   if (c.qps_per_node != 1) n += "_qps" + std::to_string(c.qps_per_node);
   if (c.workers_per_node != 1) n += "_w" + std::to_string(c.workers_per_node);
+  if (c.replicas != 1) n += "_r" + std::to_string(c.replicas) + "_log_" + txn::to_string(c.log);
   for (char& ch : n)
     if (ch == '-') ch = '_';
   return n;
@@ -155,6 +160,9 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   rc.cluster.nodes = kNodes;
   rc.cluster.workers_per_node = c.workers_per_node;
   rc.cluster.qps_per_node = c.qps_per_node;
+  rc.cluster.replicas = c.replicas;
+  rc.options.pipeline[static_cast<int>(txn::Stage::kLog)] = c.replicas > 1 ? c.log : Primitive::kOff;
+  rc.options.log_skip_every = c.log_skip_every;
   // A 1 us latency model: operations take effect and complete later than
   // they are posted, so coroutines interleave at every step. (With zero
   // latency one thread serialises them so tightly that even OCC without

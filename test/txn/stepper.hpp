@@ -138,9 +138,9 @@ class ScriptedWorkload final : public txn::Workload {
     auto part = store::Partitioner::range(nodes, kKeysPerNode * nodes);
     return {{kTable, "cells", 8, static_cast<uint32_t>(kKeysPerNode * 2), part.value()}};
   }
-  Result<void> load(txn::Database& db, uint32_t node) const override {
-    const uint64_t base = node * kKeysPerNode;
-    return store::load(*db.store(node).table(kTable), kKeysPerNode, [base](uint64_t row, std::span<std::byte> rec) {
+  Result<void> load(store::Store& s, uint32_t partition) const override {
+    const uint64_t base = partition * kKeysPerNode;
+    return store::load(*s.table(kTable), kKeysPerNode, [base](uint64_t row, std::span<std::byte> rec) {
       std::memcpy(rec.data(), &kInitial, 8);
       return base + row;
     });
@@ -395,7 +395,7 @@ class Stepper {
     auto db = txn::Database::create(*cluster_, wl_->tables(cfg_.nodes), txn::tuple_shape(def_), false);
     if (!db.ok()) return db.error();
     db_ = std::move(*db);
-    for (uint32_t n = 0; n < cfg_.nodes; ++n) RDTX_TRY(wl_->load(*db_, n));
+    for (uint32_t n = 0; n < cfg_.nodes; ++n) RDTX_TRY(wl_->load(db_->store(n), n));
     const uint64_t epoch = env::tsc();
     for (uint32_t n = 0; n < cfg_.nodes; ++n) {
       engines_.push_back(std::make_unique<txn::WorkerEngine>(cluster_->worker(n, 0), *db_, opts_, def_, *wl_));

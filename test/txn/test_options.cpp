@@ -47,10 +47,23 @@ TEST(TxnOptions, UnsupportedPrimitiveNamesAllowedValues) {
       << e;
 }
 
-TEST(TxnOptions, LoggingIsRejectedUntilItExists) {
-  std::string e = error_of("", {"txn.pipeline.log=onesided"});
-  EXPECT_NE(e.find("logging to backup replicas is not implemented yet"), std::string::npos) << e;
-  EXPECT_TRUE(load("", {"txn.pipeline.log=off"}).ok());
+// The log stage is the engine's: every replicable protocol takes it one-
+// sided or by RPC (whether cluster.replicas asks for it is the app's check).
+TEST(TxnOptions, LogStageIsOneSidedRpcOrOff) {
+  for (const char* p : {"occ", "nowait", "waitdie", "mvcc", "sundial"})
+    for (const char* v : {"onesided", "rpc", "off"}) {
+      auto c = load(std::string("[txn]\nprotocol = \"") + p + "\"\n", {std::string("txn.pipeline.log=") + v});
+      EXPECT_TRUE(c.ok()) << p << " " << v << ": " << c.error().message;
+    }
+  std::string e = error_of("", {"txn.pipeline.log=hybrid"});
+  EXPECT_NE(e.find("txn.pipeline.log = 'hybrid' (--set) is not a log primitive (allowed: onesided, rpc, off)"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(error_of("", {"txn.log_ring_kb=100"}).find("must be a power of two"), std::string::npos);
+  auto c = load("", {"txn.pipeline.log=rpc", "txn.log_ring_kb=64"});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(txn::options_from(*c).stage(txn::Stage::kLog), txn::Primitive::kRpc);
+  EXPECT_EQ(txn::options_from(*c).log_ring_bytes, 64u << 10);
 }
 
 TEST(TxnOptions, UnknownProtocolListsTheKnownOnes) {

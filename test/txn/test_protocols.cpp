@@ -42,6 +42,24 @@ std::vector<Combo> combos() {
       spread.qps_per_node = 3;
       spread.workers_per_node = 2;
       v.push_back(spread);
+      // 3-way replication: the log stage and the backups' appliers, the
+      // replicas compared after the run; once with the protocol's one-sided
+      // stages, once all RPC, once with two workers per node (appliers of
+      // both write the node's backup copies).
+      if (!find_protocol(p)->replicable) continue;
+      Combo repl{w, p};
+      repl.replicas = 3;
+      repl.log = P::kOneSided;
+      v.push_back(repl);
+      repl.log = P::kRpc;
+      v.push_back(repl);
+      Combo repl_rpc{w, p, P::kRpc, P::kRpc, P::kRpc, P::kRpc};
+      repl_rpc.replicas = 3;
+      v.push_back(repl_rpc);
+      Combo repl_spread = spread;
+      repl_spread.replicas = 3;
+      repl_spread.log = P::kOneSided;
+      v.push_back(repl_spread);
     }
   return v;
 }
@@ -63,6 +81,16 @@ TEST_P(ProtocolTest, UnderContentionKeepsInvariantsAndIsSerializable) {
   EXPECT_GT(r.total.aborts_total(), 0u) << "the hot set must cause conflicts";
   EXPECT_EQ(r.total.aborts[static_cast<int>(AbortReason::kNetwork)], 0u);
   EXPECT_EQ(r.total.commit_errors, 0u);
+  // Replication: every backup equals its primary after the run, and the
+  // log stage did work (entries sent, records applied on the backups).
+  EXPECT_TRUE(r.replicas_equal.ok()) << r.replicas_equal.error().message;
+  EXPECT_EQ(r.total.log_errors, 0u);
+  if (cb.replicas > 1) {
+    EXPECT_GT(r.total.log_entries, 0u);
+    EXPECT_GT(r.total.log_applied, 0u);
+  } else {
+    EXPECT_EQ(r.total.log_entries, 0u);
+  }
   EXPECT_EQ(r.rpc_malformed, 0u);
   EXPECT_EQ(r.rpc_timeouts, 0u);
   if (cb.protocol == "waitdie") {
@@ -151,4 +179,25 @@ TEST(BrokenProtocol, UnrenewedSundialIsCaught) {
     }
     EXPECT_TRUE(caught) << "certified in 8 runs: " << text;
   }
+}
+
+// Replication is not vacuous: the log stage that leaves out one backup's
+// entry of every 20th logged transaction keeps running, and the comparison
+// of the replicas after the run catches it, naming the partition; in both
+// forms of the log stage.
+TEST(BrokenProtocol, SkippedLogEntryIsCaught) {
+  for (const std::string& w : workload_names())
+    for (Primitive log : {Primitive::kOneSided, Primitive::kRpc}) {
+      SCOPED_TRACE(w + " log " + to_string(log));
+      Combo cb{w, "occ"};
+      cb.replicas = 3;
+      cb.log = log;
+      cb.log_skip_every = 20;
+      auto out = run_contended(cb, 1, 0.25);
+      ASSERT_TRUE(out.ok()) << out.error().message;
+      EXPECT_GT(out->run.total.log_entries, 0u);
+      ASSERT_FALSE(out->run.replicas_equal.ok());
+      EXPECT_NE(out->run.replicas_equal.error().message.find("replicas differ: partition"), std::string::npos)
+          << out->run.replicas_equal.error().message;
+    }
 }

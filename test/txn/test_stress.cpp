@@ -56,6 +56,12 @@ std::vector<Combo> combos() {
     busy.coroutines = 32;
     busy.qps_per_node = 4;
     v.push_back(busy);
+    Combo repl = base;  // 3-way replication through the log stage
+    if (txn::find_protocol(base.protocol)->replicable) {
+      repl.replicas = 3;
+      repl.log = base.commit == Primitive::kRpc ? Primitive::kRpc : Primitive::kOneSided;
+      v.push_back(repl);
+    }
   }
   return v;
 }
@@ -97,7 +103,8 @@ TEST_P(StressTest, SerializableWithInvariants) {
   const run::RunResult& r = out->run;
   const bool ok = r.invariants.ok() && r.locks_left == 0 && out->check.certified && r.total.commits > 0 &&
                   r.total.aborts_total() > 0 && r.total.commit_errors == 0 && r.rpc_malformed == 0 &&
-                  r.total.aborts[static_cast<int>(AbortReason::kNetwork)] == 0;
+                  r.total.aborts[static_cast<int>(AbortReason::kNetwork)] == 0 && r.replicas_equal.ok() &&
+                  r.total.log_errors == 0;
   if (ok) return;
   SCOPED_TRACE(failure_help(*out, name));
   SCOPED_TRACE(summary(r));
@@ -109,6 +116,8 @@ TEST_P(StressTest, SerializableWithInvariants) {
   EXPECT_EQ(r.total.commit_errors, 0u);
   EXPECT_EQ(r.rpc_malformed, 0u);
   EXPECT_EQ(r.total.aborts[static_cast<int>(AbortReason::kNetwork)], 0u);
+  EXPECT_TRUE(r.replicas_equal.ok()) << r.replicas_equal.error().message;
+  EXPECT_EQ(r.total.log_errors, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stress, StressTest, testing::ValuesIn(combos()),

@@ -36,9 +36,9 @@ class Counters final : public Workload {
     auto part = store::Partitioner::range(nodes, rows_ * nodes);
     return {{0, "counters", 8, static_cast<uint32_t>(rows_), part.value()}};
   }
-  Result<void> load(Database& db, uint32_t node) const override {
-    const uint64_t base = node * rows_;
-    return store::load(*db.store(node).table(0), rows_, [base](uint64_t row, std::span<std::byte> rec) {
+  Result<void> load(store::Store& s, uint32_t partition) const override {
+    const uint64_t base = partition * rows_;
+    return store::load(*s.table(0), rows_, [base](uint64_t row, std::span<std::byte> rec) {
       std::memset(rec.data(), 0, rec.size());
       return base + row;
     });

@@ -42,10 +42,10 @@ std::vector<txn::TableDef> SmallBank::tables(uint32_t nodes) const {
   return t;
 }
 
-Result<void> SmallBank::load(txn::Database& db, uint32_t node) const {
-  const uint64_t base = node * p_.accounts_per_node;
+Result<void> SmallBank::load(store::Store& s, uint32_t partition) const {
+  const uint64_t base = partition * p_.accounts_per_node;
   for (txn::TableId id : {kSavings, kChecking}) {
-    RDTX_TRY(store::load(*db.store(node).table(id), p_.accounts_per_node, [base](uint64_t row, std::span<std::byte> rec) {
+    RDTX_TRY(store::load(*s.table(id), p_.accounts_per_node, [base](uint64_t row, std::span<std::byte> rec) {
       Balance b{kInitialBalance};
       std::memcpy(rec.data(), &b, sizeof b);
       return base + row;

@@ -34,7 +34,7 @@ class SmallBank final : public txn::Workload {
   explicit SmallBank(const Params& p) : p_(p) {}
   const char* name() const override { return "smallbank"; }
   std::vector<txn::TableDef> tables(uint32_t nodes) const override;
-  Result<void> load(txn::Database& db, uint32_t node) const override;
+  Result<void> load(store::Store& s, uint32_t partition) const override;
   std::vector<std::string> type_names() const override;
   void generate(txn::Rng& rng, uint32_t home_node, txn::TxnInput& in) const override;
   runtime::Task<bool> execute(txn::Txn& t, const txn::TxnInput& in, int64_t* delta) const override;

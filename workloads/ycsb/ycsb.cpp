@@ -108,9 +108,9 @@ std::vector<txn::TableDef> Ycsb::tables(uint32_t nodes) const {
   return {{kTable, "usertable", p_.record_bytes, static_cast<uint32_t>(p_.records_per_node), part.value()}};
 }
 
-Result<void> Ycsb::load(txn::Database& db, uint32_t node) const {
-  const uint64_t base = node * p_.records_per_node;
-  return store::load(*db.store(node).table(kTable), p_.records_per_node, [base](uint64_t row, std::span<std::byte> rec) {
+Result<void> Ycsb::load(store::Store& s, uint32_t partition) const {
+  const uint64_t base = partition * p_.records_per_node;
+  return store::load(*s.table(kTable), p_.records_per_node, [base](uint64_t row, std::span<std::byte> rec) {
     fill(rec, base + row, 0);
     return base + row;
   });

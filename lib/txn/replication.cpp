@@ -1,0 +1,676 @@
+#include "txn/replication.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include "store/tuple.hpp"
+#include "txn/engine.hpp"
+#include "txn/item_batch.hpp"
+
+namespace rdtx::txn {
+
+using runtime::Task;
+
+std::string placement_text(uint32_t nodes, uint32_t replicas) {
+  std::string s;
+  for (uint32_t p = 0; p < nodes; ++p) {
+    s += (p ? "; " : "") + std::string("partition ") + std::to_string(p) + ": primary " + std::to_string(p);
+    if (replicas > 1) {
+      s += ", backups";
+      for (uint32_t k = 1; k < replicas; ++k) s += (k > 1 ? "," : "") + std::string(" ") + std::to_string(backup_node(p, k, nodes));
+    }
+  }
+  return s;
+}
+
+namespace {
+
+uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// One tuple's contribution to a digest.
+uint64_t tuple_hash(uint64_t key, uint64_t seq, uint64_t writer, const std::byte* record, uint32_t bytes) {
+  uint64_t h = mix(key ^ 0x9e3779b97f4a7c15ull);
+  h = mix(h ^ seq);
+  h = mix(h ^ writer);
+  for (uint32_t off = 0; off < bytes; off += 8) {
+    uint64_t w = 0;
+    std::memcpy(&w, record + off, std::min<uint32_t>(8, bytes - off));
+    h = mix(h ^ w);
+  }
+  return h;
+}
+
+uint64_t word_at(const std::byte* p, uint32_t off) {
+  return store::load_word(reinterpret_cast<const uint64_t*>(p + off), std::memory_order_acquire);
+}
+
+// Bit 63 of a backup tuple's sequence word: an applier is copying into it.
+constexpr uint64_t kBusy = uint64_t{1} << 63;
+
+}  // namespace
+
+std::vector<ReplicaDigest> replica_digests(const Database& db) {
+  std::vector<ReplicaDigest> out;
+  if (db.replicas() <= 1) return out;
+  auto digest = [&](const store::Store& st, uint32_t partition, uint32_t holder, bool primary) {
+    for (TableId t = 0; t < db.tables(); ++t) {
+      if (!db.has_table(t)) continue;
+      const store::Table* tab = st.table(t);
+      if (tab == nullptr) continue;
+      const store::TupleLayout& l = tab->layout();
+      ReplicaDigest d{partition, holder, t, 0, 0, 0};
+      for (uint32_t i = 0; i < tab->capacity(); ++i) {
+        const std::byte* tuple = tab->tuple(i);
+        const store::TupleHeader h = store::read_header(tuple, l);
+        if (!store::is_live(h.state)) continue;
+        uint64_t seq, writer;
+        if (primary) {
+          seq = word_at(tuple, db.replication_word_offset());
+          writer = db.recording() ? word_at(tuple, db.history_word_offset(0)) : 0;
+        } else {
+          seq = word_at(tuple, kBackupSeqOffset);
+          writer = word_at(tuple, kBackupWriterOffset);
+        }
+        ++d.tuples;
+        d.sum += tuple_hash(h.key, seq, writer, tuple + l.record_offset(), l.record_bytes);
+      }
+      out.push_back(d);
+    }
+  };
+  for (uint32_t n = 0; n < db.nodes(); ++n)
+    if (db.is_local(n)) digest(db.store(n), n, n, true);
+  for (const Database::BackupCopy& b : db.backups()) digest(*b.store, b.partition, b.node, false);
+  return out;
+}
+
+Result<void> compare_replicas(const Database& db, const std::vector<ReplicaDigest>& all) {
+  if (db.replicas() <= 1) return {};
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, const ReplicaDigest*> by;
+  for (const ReplicaDigest& d : all) by[{d.partition, d.table, d.holder}] = &d;
+  for (uint32_t p = 0; p < db.nodes(); ++p)
+    for (TableId t = 0; t < db.tables(); ++t) {
+      if (!db.has_table(t)) continue;
+      auto prim = by.find({p, t, p});
+      if (prim == by.end()) return make_error(EPROTO, "no digest of partition %u of table '%s' on its primary", p, db.def(t).name.c_str());
+      for (uint32_t k = 1; k < db.replicas(); ++k) {
+        const uint32_t b = backup_node(p, k, db.nodes());
+        auto bk = by.find({p, t, b});
+        if (bk == by.end())
+          return make_error(EPROTO, "no digest of the copy of partition %u of table '%s' on backup node %u", p,
+                            db.def(t).name.c_str(), b);
+        if (bk->second->tuples != prim->second->tuples || bk->second->sum != prim->second->sum)
+          return make_error(EIO,
+                            "replicas differ: partition %u of table '%s' on backup node %u (%llu tuples, digest "
+                            "%016llx) is not its primary's (%llu tuples, digest %016llx)",
+                            p, db.def(t).name.c_str(), b, static_cast<unsigned long long>(bk->second->tuples),
+                            static_cast<unsigned long long>(bk->second->sum),
+                            static_cast<unsigned long long>(prim->second->tuples),
+                            static_cast<unsigned long long>(prim->second->sum));
+      }
+    }
+  return {};
+}
+
+namespace {
+
+// Item statuses of log.append.
+constexpr int32_t kLogOk = 0;
+constexpr int32_t kLogFull = 1;     // the ring has no room now: nothing appended
+constexpr int32_t kLogRefused = 2;  // malformed (unknown table, too large)
+
+// A record in a ring entry: this header, then the record (padded to 8).
+struct LogRecord {
+  uint32_t table;
+  uint32_t len;
+  uint64_t key;
+  uint64_t seq;
+  uint64_t writer;
+};
+static_assert(sizeof(LogRecord) == 32);
+
+// An entry at ring position `pos` (bytes ever written to the ring before
+// it): [EntryHead][LogRecord + record]...[uint64 bytes]. `bytes` (a
+// multiple of 8) is at its start and its end (DrTM+H); `pos` tells this
+// lap's entry from an older one at the same offset; `sum` covers every
+// other word, so a reader never applies an entry whose bytes have not all
+// landed, whatever order a WRITE's bytes land in. count == 0: a skip
+// marker (header alone) to the ring's start; fewer than sizeof(EntryHead)
+// bytes before the end are skipped without one.
+struct EntryHead {
+  uint32_t bytes;
+  uint32_t count;
+  uint64_t pos;
+  uint64_t sum;
+};
+static_assert(sizeof(EntryHead) == 24);
+constexpr uint32_t kEntryOverhead = sizeof(EntryHead) + 8;
+
+uint64_t entry_sum(const std::byte* e, uint32_t bytes) {
+  uint64_t h = 0x6a09e667f3bcc909ull;
+  for (uint32_t off = 0; off < bytes; off += 8) {
+    if (off == offsetof(EntryHead, sum)) continue;
+    uint64_t w;
+    std::memcpy(&w, e + off, 8);
+    h = mix(h ^ w);
+  }
+  return h;
+}
+
+// Writes the head (and, for a skip marker, nothing else) and the sum of an
+// entry laid out at `e`.
+void seal_entry(std::byte* e, uint32_t bytes, uint32_t count, uint64_t pos) {
+  EntryHead eh{bytes, count, pos, 0};
+  std::memcpy(e, &eh, sizeof eh);
+  if (count > 0) {
+    const uint64_t trailer = bytes;
+    std::memcpy(e + bytes - 8, &trailer, 8);
+  }
+  eh.sum = entry_sum(e, count > 0 ? bytes : sizeof eh);
+  std::memcpy(e, &eh, sizeof eh);
+}
+
+// The receiving worker's log region, in registered memory that the senders
+// WRITE into (one-sided form) or its log.append handler writes (RPC form):
+// [head word per sender][rings: ring_bytes per sender]. The head words are
+// what the appliers publish for the senders to READ.
+struct RegionLayout {
+  uint32_t senders;
+  uint64_t ring_bytes;
+  uint64_t heads() const { return 0; }
+  uint64_t rings() const { return (uint64_t{senders} * 8 + 63) & ~uint64_t{63}; }
+  uint64_t ring(uint32_t s) const { return rings() + uint64_t{s} * ring_bytes; }
+  uint64_t bytes() const { return ring(senders); }
+};
+
+// The room an entry at `pos` takes: `bytes`, plus what is skipped first if
+// it would wrap.
+uint64_t skip_before(uint64_t pos, uint32_t bytes, uint64_t cap) {
+  const uint64_t to_end = cap - (pos & (cap - 1));
+  return to_end < bytes ? to_end : 0;
+}
+
+// The worker's rings (one per sender) and their applier.
+class LogApplier final : public Service {
+ public:
+  LogApplier(WorkerEngine& e, uint32_t senders)
+      : Service("log-applier", kApplyPeriodNs),
+        e_(e),
+        db_(e.db()),
+        cap_(e.options().log_ring_bytes),
+        layout_{senders, cap_},
+        head_(senders),
+        rpc_tail_(senders) {}
+
+  Result<void> start() override {
+    rdma::Device& dev = *e_.ctx().device;
+    auto mem = dev.alloc_memory(layout_.bytes());
+    if (!mem.ok())
+      return make_error(mem.error().code, "log rings (%llu bytes): %s",
+                        static_cast<unsigned long long>(layout_.bytes()), mem.error().message.c_str());
+    mem_ = std::move(*mem);
+    std::memset(mem_->data(), 0, layout_.bytes());
+    auto mr = dev.reg_mr(mem_->data(), layout_.bytes(), rdma::kAccessAll);
+    if (!mr.ok()) return make_error(mr.error().code, "log rings: %s", mr.error().message.c_str());
+    mr_ = *mr;
+    copy_.resize(cap_ / 8);
+    e_.set_own_log_region({reinterpret_cast<uint64_t>(mem_->data()), mr_.rkey, layout_.senders, e_.node(),
+                           e_.ctx().index, cap_});
+    return {};
+  }
+  void stop() override {
+    if (mem_) (void)e_.ctx().device->dereg_mr(mr_);
+  }
+  int poll() override { return apply_all(); }
+  bool drain() override {
+    apply_all();
+    return true;
+  }
+  // After the run: everything complete is applied; an entry begun and
+  // never completed (a WRITE that never landed) is an error.
+  void settle() override {
+    apply_all();
+    for (uint32_t s = 0; s < layout_.senders; ++s) {
+      EntryHead eh;
+      if (peek(s, &eh) && eh.pos == head_[s]) ++e_.stats().log_errors;
+    }
+  }
+
+  // The RPC form: appends request `r`'s records as one entry to the
+  // caller's ring, or refuses them all (full ring, malformed request).
+  void append(rpc::Request& r) {
+    ItemReader in(r.payload());
+    ItemWriter out(r);
+    int32_t status = kLogOk;
+    const uint32_t s = r.src();
+    uint32_t bytes = kEntryOverhead;
+    ItemHeader h;
+    std::span<const std::byte> data;
+    uint32_t n = 0;
+    if (s >= layout_.senders || !in.valid()) status = kLogRefused;
+    while (status == kLogOk && in.next(&h, &data)) {
+      if (!db_.has_table(h.table) || data.size() != db_.def(h.table).record_bytes) status = kLogRefused;
+      bytes += sizeof(LogRecord) + pad8(static_cast<uint32_t>(data.size()));
+      ++n;
+    }
+    if (status == kLogOk && (!in.valid() || n != in.count() || n == 0 || bytes > cap_ / 2))
+      status = kLogRefused;
+    if (status == kLogOk) {
+      uint64_t pos = rpc_tail_[s];
+      const uint64_t skip = skip_before(pos, bytes, cap_);
+      if (pos + skip + bytes - head_[s] > cap_) {
+        status = kLogFull;
+      } else {
+        std::byte* ring = ring_of(s);
+        if (skip >= sizeof(EntryHead)) seal_entry(ring + (pos & (cap_ - 1)), static_cast<uint32_t>(skip), 0, pos);
+        pos += skip;
+        std::byte* p = ring + (pos & (cap_ - 1));
+        uint32_t off = sizeof(EntryHead);
+        ItemReader again(r.payload());
+        while (again.next(&h, &data)) {
+          const LogRecord rec{h.table, static_cast<uint32_t>(data.size()), h.key, h.arg0, h.arg1};
+          std::memcpy(p + off, &rec, sizeof rec);
+          std::memcpy(p + off + sizeof rec, data.data(), data.size());
+          off += sizeof rec + pad8(static_cast<uint32_t>(data.size()));
+        }
+        seal_entry(p, bytes, n, pos);
+        rpc_tail_[s] = pos + bytes;
+      }
+    }
+    for (uint32_t k = 0; k < in.count() && k < Txn::kMaxAccesses; ++k) out.add(ItemReply{status, 0, 0, 0, 0});
+    out.finish();
+  }
+
+ private:
+  std::byte* ring_of(uint32_t s) { return static_cast<std::byte*>(mem_->data()) + layout_.ring(s); }
+
+  // The head of the entry at sender s's head, read word by word (a WRITE
+  // may be landing in it). False: fewer than a head's bytes before the end.
+  bool peek(uint32_t s, EntryHead* eh) {
+    const uint64_t off = head_[s] & (cap_ - 1);
+    if (cap_ - off < sizeof(EntryHead)) return false;
+    uint64_t w[3];
+    store::load_words(w, reinterpret_cast<const uint64_t*>(ring_of(s) + off), 3);
+    std::memcpy(eh, w, sizeof *eh);
+    return true;
+  }
+
+  int apply_all() {
+    int done = 0;
+    for (uint32_t s = 0; s < layout_.senders; ++s) {
+      const uint64_t before = head_[s];
+      for (;;) {
+        const uint64_t off = head_[s] & (cap_ - 1);
+        EntryHead eh;
+        if (!peek(s, &eh)) {  // too close to the end for an entry: skipped
+          head_[s] += cap_ - off;
+          continue;
+        }
+        if (eh.pos != head_[s] || eh.bytes < sizeof(EntryHead) || eh.bytes % 8 != 0 ||
+            eh.bytes > cap_ - off)
+          break;  // not (completely) here yet
+        const uint32_t len = eh.count == 0 ? static_cast<uint32_t>(sizeof(EntryHead)) : eh.bytes;
+        if (eh.count > 0 && eh.bytes < kEntryOverhead) break;
+        store::load_words(copy_.data(), reinterpret_cast<const uint64_t*>(ring_of(s) + off), len / 8);
+        const std::byte* e = reinterpret_cast<const std::byte*>(copy_.data());
+        uint64_t trailer = eh.bytes;
+        if (eh.count > 0) std::memcpy(&trailer, e + eh.bytes - 8, 8);
+        if (trailer != eh.bytes || entry_sum(e, len) != eh.sum) break;
+        if (eh.count > 0) {
+          apply_entry(e, eh);
+          ++done;
+        }
+        head_[s] += eh.bytes;
+      }
+      if (head_[s] != before)
+        store::store_word(reinterpret_cast<uint64_t*>(static_cast<std::byte*>(mem_->data()) + layout_.heads()) + s, head_[s],
+                          std::memory_order_release);
+    }
+    return done;
+  }
+
+  void apply_entry(const std::byte* p, const EntryHead& eh) {
+    uint32_t off = sizeof eh;
+    for (uint32_t k = 0; k < eh.count; ++k) {
+      LogRecord rec;
+      if (off + sizeof rec > eh.bytes - 8) {
+        ++e_.stats().log_errors;
+        return;
+      }
+      std::memcpy(&rec, p + off, sizeof rec);
+      const std::byte* data = p + off + sizeof rec;
+      off += sizeof rec + pad8(rec.len);
+      if (off > eh.bytes - 8 || !db_.has_table(rec.table) || rec.len != db_.def(rec.table).record_bytes) {
+        ++e_.stats().log_errors;
+        return;
+      }
+      store::Store* st = db_.backup(e_.node(), db_.owner(rec.table, rec.key));
+      store::Table* tab = st ? st->table(rec.table) : nullptr;
+      store::TupleRef ref;
+      if (tab == nullptr || tab->lookup(rec.key, &ref) != 0) {
+        ++e_.stats().log_errors;  // not a record this node backs up
+        continue;
+      }
+      std::atomic_ref<uint64_t> seq(*reinterpret_cast<uint64_t*>(ref.tuple + kBackupSeqOffset));
+      // Newest image wins; another worker's applier copying into the same
+      // tuple holds the busy bit for the length of one record copy.
+      uint64_t cur = seq.load(std::memory_order_acquire);
+      for (;;) {
+        if ((cur & ~kBusy) >= rec.seq) break;
+        if (cur & kBusy) {
+          cur = seq.load(std::memory_order_acquire);
+          continue;
+        }
+        if (seq.compare_exchange_weak(cur, rec.seq | kBusy, std::memory_order_acquire)) {
+          std::memcpy(ref.tuple + tab->layout().record_offset(), data, rec.len);
+          store::store_word(reinterpret_cast<uint64_t*>(ref.tuple + kBackupWriterOffset), rec.writer,
+                            std::memory_order_relaxed);
+          seq.store(rec.seq, std::memory_order_release);
+          ++e_.stats().log_applied;
+          break;
+        }
+      }
+    }
+  }
+
+  WorkerEngine& e_;
+  Database& db_;
+  uint64_t cap_;  // bytes per ring, a power of two
+  RegionLayout layout_;
+  std::unique_ptr<rdma::DeviceMemory> mem_;
+  rdma::MemoryRegion mr_;
+  std::vector<uint64_t> head_;      // per sender: bytes applied (published in the head words)
+  std::vector<uint64_t> rpc_tail_;  // per sender, RPC form: bytes appended
+  std::vector<uint64_t> copy_;      // an entry copied out of its ring, then checked
+};
+
+// The coordinator side: one redo entry per backup node, by RPC or by one-
+// sided WRITEs into this worker's ring on each backup; retried until every
+// backup has it: the commit point.
+class LogStage final : public StageModule {
+ public:
+  LogStage(WorkerEngine& e, rpc::HandlerId h) : e_(e), handler_(h), cap_(e.options().log_ring_bytes) {}
+
+  // One-sided: registered staging for the coroutines' entries.
+  Result<void> init_onesided() {
+    uint32_t max_record = 0;
+    for (TableId t = 0; t < e_.db().tables(); ++t)
+      if (e_.db().has_table(t)) max_record = std::max(max_record, e_.db().def(t).record_bytes);
+    per_co_ = uint64_t{Txn::kMaxAccesses} * (e_.db().replicas() - 1) * (sizeof(LogRecord) + pad8(max_record)) +
+              uint64_t{e_.db().nodes()} * (kEntryOverhead + sizeof(EntryHead) + 8);
+    if (per_co_ > cap_ / 2)
+      return make_error(EINVAL,
+                        "one-sided logging: an entry of up to %llu bytes (%u accesses of %u-byte records) does not "
+                        "fit half a %u-byte log ring",
+                        static_cast<unsigned long long>(per_co_), Txn::kMaxAccesses, max_record,
+                        static_cast<unsigned>(cap_));
+    rdma::Device& dev = *e_.ctx().device;
+    auto mem = dev.alloc_memory(per_co_ * e_.options().coroutines);
+    if (!mem.ok()) return make_error(mem.error().code, "log staging: %s", mem.error().message.c_str());
+    staging_ = std::move(*mem);
+    auto mr = dev.reg_mr(staging_->data(), staging_->size(), rdma::kAccessAll);
+    if (!mr.ok()) return make_error(mr.error().code, "log staging: %s", mr.error().message.c_str());
+    mr_ = *mr;
+    onesided_ = true;
+    return {};
+  }
+  ~LogStage() override {
+    if (staging_) (void)e_.ctx().device->dereg_mr(mr_);
+  }
+
+  Task<bool> run(Coordinator& c, Txn& t, uint32_t) override {
+    Database& db = c.db();
+    const uint32_t seq_off = db.replication_word_offset();
+    const uint32_t skip_every = c.engine().options().log_skip_every;
+    const bool skip = skip_every != 0 && ++logged_ % skip_every == 0;  // the broken variant (tests)
+    uint32_t writes = 0;
+    for (uint32_t i = 0; i < t.size(); ++i) {
+      Access& a = t.access(i);
+      if (a.mode != AccessMode::kWrite) continue;
+      // This write's replication sequence: one more than the committed
+      // version's, which the copy holds (read or validated under the lock).
+      uint64_t seq;
+      std::memcpy(&seq, a.copy + seq_off, 8);
+      ++seq;
+      std::memcpy(a.copy + seq_off, &seq, 8);
+      ++writes;
+    }
+    if (writes == 0) co_return true;  // read-only: nothing to log
+    if (onesided_) co_return co_await log_onesided(c, t, skip);
+    co_return co_await log_rpc(c, t, skip);
+  }
+
+ private:
+  // The backups of access a's partition this entry goes to (the broken
+  // variant leaves the first out).
+  static uint32_t first_backup(bool skip) { return skip ? 2 : 1; }
+
+  Task<bool> log_rpc(Coordinator& c, Txn& t, bool skip) {
+    Database& db = c.db();
+    const uint32_t seq_off = db.replication_word_offset();
+    const uint64_t writer = db.recording() ? t.id() : 0;
+    WorkerStats& st = c.engine().stats();
+    ItemBatch& batch = c.items(handler_);
+    for (uint32_t i = 0; i < t.size(); ++i) {
+      Access& a = t.access(i);
+      if (a.mode != AccessMode::kWrite) continue;
+      uint64_t seq;
+      std::memcpy(&seq, a.copy + seq_off, 8);
+      const std::span<const std::byte> rec = t.record(static_cast<int>(i));
+      for (uint32_t k = first_backup(skip); k < db.replicas(); ++k)
+        if (!batch.add_to(backup_node(a.node, k, db.nodes()), i, seq, writer, rec, 0)) {
+          ++st.log_errors;  // more than a batch holds: cannot happen within Txn::kMaxAccesses
+          co_return true;
+        }
+    }
+    if (batch.empty()) co_return true;
+    if (c.engine().measuring()) {
+      st.log_entries += batch.calls();
+      st.log_bytes += uint64_t{batch.calls()} * kEntryOverhead;
+      batch.for_each_item(
+          [&](uint32_t i) { st.log_bytes += sizeof(LogRecord) + pad8(db.def(t.access(i).table).record_bytes); });
+    }
+    // A lost call is sent again (an entry appended twice applies once: the
+    // same sequence); a full ring is waited for.
+    bool ok = co_await batch.call();
+    for (int late = 0;;) {
+      bool again = !ok;
+      for (uint32_t k = 0; k < batch.calls(); ++k) {
+        bool full = false;
+        batch.for_each_reply_of(k, [&](uint32_t, const ItemReply& r, std::span<const std::byte>) {
+          if (r.status == kLogFull) full = true;
+          if (r.status == kLogRefused) ++st.log_errors;
+        });
+        if (full) {
+          batch.mark_for_retry(k);
+          again = true;
+          ++st.log_full_waits;
+        }
+      }
+      if (!again) break;
+      late += runtime::Worker::current()->stopping();
+      if (late > 3) {
+        batch.for_each_failed_item([&](uint32_t) { ++st.log_errors; });
+        break;
+      }
+      co_await runtime::sleep_for(kApplyPeriodNs);
+      ok = co_await batch.retry_failed();
+    }
+    co_return true;
+  }
+
+  // One-sided: per backup node, the entry is laid out in this coroutine's
+  // staging, its room reserved in this worker's ring there (tail), and
+  // WRITTEN; all backups' WRITEs go with one doorbell per QP and one wait.
+  Task<bool> log_onesided(Coordinator& c, Txn& t, bool skip) {
+    Database& db = c.db();
+    const uint32_t nodes = db.nodes();
+    const uint32_t seq_off = db.replication_word_offset();
+    const uint64_t writer = db.recording() ? t.id() : 0;
+    WorkerStats& st = c.engine().stats();
+    std::byte* stage = static_cast<std::byte*>(staging_->data()) + per_co_ * c.index();
+    // Entry bytes and record count per backup node.
+    uint32_t bytes[kMaxNodes] = {}, count[kMaxNodes] = {};
+    for (uint32_t i = 0; i < t.size(); ++i) {
+      const Access& a = t.access(i);
+      if (a.mode != AccessMode::kWrite) continue;
+      for (uint32_t k = first_backup(skip); k < db.replicas(); ++k) {
+        const uint32_t b = backup_node(a.node, k, nodes);
+        bytes[b] += sizeof(LogRecord) + pad8(db.def(a.table).record_bytes);
+        ++count[b];
+      }
+    }
+    // Lay each entry out: [skip marker room][entry], positions set below.
+    uint64_t at[kMaxNodes] = {};
+    uint64_t used = 0;
+    for (uint32_t b = 0; b < nodes; ++b) {
+      if (count[b] == 0) continue;
+      bytes[b] += kEntryOverhead;
+      at[b] = used + sizeof(EntryHead);
+      used += sizeof(EntryHead) + bytes[b];
+      std::byte* p = stage + at[b];
+      uint32_t off = sizeof(EntryHead);
+      for (uint32_t i = 0; i < t.size(); ++i) {
+        const Access& a = t.access(i);
+        if (a.mode != AccessMode::kWrite) continue;
+        bool here = false;
+        for (uint32_t k = first_backup(skip); k < db.replicas(); ++k) here |= backup_node(a.node, k, nodes) == b;
+        if (!here) continue;
+        LogRecord rec{a.table, db.def(a.table).record_bytes, a.key, 0, writer};
+        std::memcpy(&rec.seq, a.copy + seq_off, 8);
+        std::memcpy(p + off, &rec, sizeof rec);
+        std::memcpy(p + off + sizeof rec, t.record(static_cast<int>(i)).data(), rec.len);
+        off += sizeof rec + pad8(rec.len);
+      }
+    }
+    // Reserve the room in every ring at once (no wait in between, so no
+    // coroutine ever holds room in one ring while it waits for another: an
+    // applier stops at a reserved entry until it lands); a full ring: READ
+    // its head again, and wait if it is still full.
+    uint64_t pos[kMaxNodes] = {};
+    for (int late = 0;;) {
+      uint32_t full = UINT32_MAX;
+      for (uint32_t b = 0; b < nodes && full == UINT32_MAX; ++b)
+        if (count[b] != 0 && tail_[b] + skip_before(tail_[b], bytes[b], cap_) + bytes[b] - head_[b] > cap_) full = b;
+      if (full == UINT32_MAX) {
+        for (uint32_t b = 0; b < nodes; ++b) {
+          if (count[b] == 0) continue;
+          pos[b] = tail_[b];
+          tail_[b] += skip_before(tail_[b], bytes[b], cap_) + bytes[b];
+        }
+        break;
+      }
+      const uint64_t was = head_[full];
+      if (!co_await read_head(c, full)) ++late;
+      if (head_[full] != was) continue;  // room was freed: try again at once
+      ++st.log_full_waits;
+      late += runtime::Worker::current()->stopping();
+      if (late > 3) {
+        ++st.log_errors;
+        co_return true;
+      }
+      co_await runtime::sleep_for(kApplyPeriodNs);
+    }
+    // Seal and WRITE.
+    for (int late = 0;;) {
+      OneSidedBatch& batch = c.onesided();
+      for (uint32_t b = 0; b < nodes; ++b) {
+        if (count[b] == 0) continue;
+        const LogRegionDesc& r = c.engine().peer_log_region(b);
+        const RegionLayout l{r.senders, r.ring_bytes};
+        const uint64_t ring = r.addr + l.ring(sender_id());
+        uint64_t p = pos[b];
+        const uint64_t skipped = skip_before(p, bytes[b], cap_);
+        if (skipped >= sizeof(EntryHead)) {
+          std::byte* m = stage + at[b] - sizeof(EntryHead);
+          seal_entry(m, static_cast<uint32_t>(skipped), 0, p);
+          add_write(batch, b, m, sizeof(EntryHead), ring + (p & (cap_ - 1)), r.rkey);
+        }
+        p += skipped;
+        seal_entry(stage + at[b], bytes[b], count[b], p);
+        add_write(batch, b, stage + at[b], bytes[b], ring + (p & (cap_ - 1)), r.rkey);
+        if (c.engine().measuring()) {
+          ++st.log_entries;
+          st.log_bytes += bytes[b];
+        }
+      }
+      if (co_await batch.execute()) break;
+      // A failed QP was reconnected: WRITE the same bytes again.
+      late += runtime::Worker::current()->stopping();
+      if (late > 3) {
+        ++st.log_errors;
+        break;
+      }
+    }
+    co_return true;
+  }
+
+  void add_write(OneSidedBatch& batch, uint32_t node, std::byte* local, uint32_t len, uint64_t remote, uint32_t rkey) {
+    rdma::WorkRequest* wr = batch.add(node);
+    wr->opcode = rdma::Opcode::kWrite;
+    wr->local = local;
+    wr->length = len;
+    wr->lkey = mr_.lkey;
+    wr->remote_addr = remote;
+    wr->rkey = rkey;
+  }
+
+  // READs this worker's head word on backup b (into the staging's end).
+  Task<bool> read_head(Coordinator& c, uint32_t b) {
+    const LogRegionDesc& r = c.engine().peer_log_region(b);
+    std::byte* dst = static_cast<std::byte*>(staging_->data()) + per_co_ * c.index() + per_co_ - 8;
+    OneSidedBatch& batch = c.onesided();
+    rdma::WorkRequest* wr = batch.add(b);
+    wr->opcode = rdma::Opcode::kRead;
+    wr->local = dst;
+    wr->length = 8;
+    wr->lkey = mr_.lkey;
+    wr->remote_addr = r.addr + RegionLayout{r.senders, r.ring_bytes}.heads() + uint64_t{sender_id()} * 8;
+    wr->rkey = r.rkey;
+    if (!co_await batch.execute()) co_return false;
+    uint64_t h;
+    std::memcpy(&h, dst, 8);
+    // The applier skips the last bytes of the ring when fewer than a head's
+    // are left, possibly before this worker's next entry is written: its
+    // head may run that far ahead of the tail.
+    if (h > head_[b] && h <= tail_[b] + sizeof(EntryHead)) head_[b] = h;
+    co_return true;
+  }
+
+  uint32_t sender_id() const { return e_.node() * e_.workers_per_node() + e_.ctx().index; }
+
+  WorkerEngine& e_;
+  rpc::HandlerId handler_;
+  uint64_t cap_;  // bytes per ring (every worker's: the configuration is the cluster's)
+  uint64_t logged_ = 0;
+  bool onesided_ = false;
+  std::unique_ptr<rdma::DeviceMemory> staging_;
+  rdma::MemoryRegion mr_;
+  uint64_t per_co_ = 0;
+  uint64_t tail_[kMaxNodes] = {};  // per backup node: bytes reserved in this worker's ring there
+  uint64_t head_[kMaxNodes] = {};  // per backup node: its applier's head, as last read
+};
+
+}  // namespace
+
+Result<std::unique_ptr<StageModule>> create_log_stage(WorkerEngine& e) {
+  const uint32_t senders = e.db().nodes() * e.workers_per_node();
+  auto applier = std::make_unique<LogApplier>(e, senders);
+  LogApplier* a = applier.get();
+  auto h = e.register_handler("log.append", [a](rpc::Request& r) { a->append(r); });
+  if (!h.ok()) return h.error();
+  e.add_service(std::move(applier));
+  if (e.options().stage(Stage::kLog) == Primitive::kOff) return std::unique_ptr<StageModule>();
+  auto stage = std::make_unique<LogStage>(e, *h);
+  if (e.options().stage(Stage::kLog) == Primitive::kOneSided) RDTX_TRY(stage->init_onesided());
+  return std::unique_ptr<StageModule>(std::move(stage));
+}
+
+}  // namespace rdtx::txn
