@@ -4,6 +4,11 @@
 #include <cstring>
 #include <random>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#include "env/tsc.hpp"
 #include "runtime/worker.hpp"
 #include "store/loader.hpp"
 
@@ -62,13 +67,33 @@ void Ycsb::add_schema(config::Schema& s) {
   s.add_int("ycsb.record_bytes", 64, 16, 4096, "record size in bytes (>= 16: write counter and check word)");
   s.add_int("ycsb.ops_per_txn", 10, 1, kMaxOps, "operations per transaction");
   s.add_int("ycsb.read_percent", 50, 0, 100, "percent of operations that only read (the rest read-modify-write)");
-  s.add_enum("ycsb.distribution", "uniform", {"uniform", "hotspot", "zipfian"}, "key choice");
-  s.add_int("ycsb.hot_records_per_node", 100, 1, 1 << 26, "hotspot: hot records per node");
+  s.add_enum("ycsb.distribution", "uniform", {"uniform", "hotspot", "rcc_hotspot", "zipfian"},
+             "key choice (rcc_hotspot: RCC's hot area, read with tx_hot)");
+  s.add_int("ycsb.hot_records_per_node", 100, 1, 1 << 26, "hotspot, rcc_hotspot: hot records per node");
   s.add_int("ycsb.hot_percent", 90, 0, 100, "hotspot: percent of accesses to hot records");
+  s.add_int("ycsb.tx_hot", 90, 0, 100,
+            "rcc_hotspot (RCC's meaning): percent of accesses uniform over all records; the rest go to hot records");
   s.add_float("ycsb.zipf_theta", 0.99, 0.01, 0.9999, "zipfian: skew (theta < 1)");
-  s.add_int("ycsb.compute_ns", 0, 0, 100'000'000, "local computation per transaction, yielding to other coroutines");
+  s.add_int("ycsb.compute_ns", 0, 0, 100'000'000,
+            "local computation per transaction (ns): a CPU spin on the TSC, other coroutines wait");
+  s.add_int("ycsb.compute_percent", 0, 0, 95,
+            "local computation as a percent of the transaction's latency (RCC: 5), calibrated per worker");
+  s.add_bool("ycsb.compute_yield", false, "spend the computation in a sleep that lets the other coroutines run");
   s.add_check([](const config::Config& c) -> std::string {
-    if (c.get_string("ycsb.distribution") == "hotspot" &&
+    if (c.get_int("ycsb.compute_ns") > 0 && c.get_int("ycsb.compute_percent") > 0)
+      return "ycsb.compute_ns (" + c.origin("ycsb.compute_ns") + ") and ycsb.compute_percent (" +
+             c.origin("ycsb.compute_percent") + ") are both set: choose one";
+    const std::string& d = c.get_string("ycsb.distribution");
+    // The two hot keys mean opposite things: setting only the one the
+    // distribution does not read is a mistake.
+    if (d == "rcc_hotspot" && c.origin("ycsb.hot_percent") != "default" && c.origin("ycsb.tx_hot") == "default")
+      return "ycsb.hot_percent (" + c.origin("ycsb.hot_percent") +
+             ") is read by distribution = \"hotspot\"; \"rcc_hotspot\" reads ycsb.tx_hot (percent of accesses "
+             "that are NOT hot)";
+    if (d == "hotspot" && c.origin("ycsb.tx_hot") != "default" && c.origin("ycsb.hot_percent") == "default")
+      return "ycsb.tx_hot (" + c.origin("ycsb.tx_hot") +
+             ") is read by distribution = \"rcc_hotspot\"; \"hotspot\" reads ycsb.hot_percent";
+    if ((d == "hotspot" || d == "rcc_hotspot") &&
         c.get_int("ycsb.hot_records_per_node") > c.get_int("ycsb.records_per_node"))
       return "ycsb.hot_records_per_node (" + c.origin("ycsb.hot_records_per_node") + ") exceeds ycsb.records_per_node";
     if (c.get_int("ycsb.record_bytes") % 8 != 0)
@@ -85,11 +110,17 @@ Ycsb::Params Ycsb::params_from(const config::Config& cfg, uint32_t nodes) {
   p.ops_per_txn = static_cast<uint32_t>(cfg.get_int("ycsb.ops_per_txn"));
   p.read_percent = static_cast<uint32_t>(cfg.get_int("ycsb.read_percent"));
   const std::string& d = cfg.get_string("ycsb.distribution");
-  p.distribution = d == "hotspot" ? Distribution::kHotspot : d == "zipfian" ? Distribution::kZipfian : Distribution::kUniform;
+  p.distribution = d == "hotspot"       ? Distribution::kHotspot
+                   : d == "rcc_hotspot" ? Distribution::kRccHotspot
+                   : d == "zipfian"     ? Distribution::kZipfian
+                                        : Distribution::kUniform;
   p.hot_records_per_node = static_cast<uint64_t>(cfg.get_int("ycsb.hot_records_per_node"));
   p.hot_percent = static_cast<uint32_t>(cfg.get_int("ycsb.hot_percent"));
+  p.tx_hot = static_cast<uint32_t>(cfg.get_int("ycsb.tx_hot"));
   p.zipf_theta = cfg.get_float("ycsb.zipf_theta");
   p.compute_ns = static_cast<uint64_t>(cfg.get_int("ycsb.compute_ns"));
+  p.compute_percent = static_cast<uint32_t>(cfg.get_int("ycsb.compute_percent"));
+  p.compute_yield = cfg.get_bool("ycsb.compute_yield");
   p.nodes = nodes;
   return p;
 }
@@ -127,6 +158,14 @@ uint64_t Ycsb::pick(txn::Rng& rng) const {
       uint64_t span = rng() % 100 < p_.hot_percent ? p_.hot_records_per_node : p_.records_per_node;
       return node * p_.records_per_node + rng() % span;
     }
+    case Distribution::kRccHotspot: {
+      // RCC (DrTM+H's bank_worker.cc GetAccount): `r.next() % 100 < tx_hot`
+      // picks from all records, else from the hot ones.
+      const bool uniform = rng() % 100 < p_.tx_hot;
+      uint64_t node = rng() % p_.nodes;
+      uint64_t span = uniform ? p_.records_per_node : p_.hot_records_per_node;
+      return node * p_.records_per_node + rng() % span;
+    }
     case Distribution::kZipfian: {
       double u = std::uniform_real_distribution<double>(0, 1)(rng);
       double uz = u * zeta_n_;
@@ -159,7 +198,12 @@ void Ycsb::generate(txn::Rng& rng, uint32_t home_node, txn::TxnInput& in) const 
   in.type = writes > 0 ? 1 : 0;
 }
 
+// The calibration of compute_percent: per worker thread (coroutines of a
+// worker share it; workers do not), so execute() stays free of shared state.
+thread_local double Ycsb::compute_base_ns_ = 0;
+
 Task<bool> Ycsb::execute(Txn& t, const txn::TxnInput& in, int64_t* delta) const {
+  const uint64_t start = env::tsc();
   int idx[kMaxOps];
   for (uint32_t i = 0; i < p_.ops_per_txn; ++i) {
     uint64_t key = in.args[i] >> 1;
@@ -180,10 +224,32 @@ Task<bool> Ycsb::execute(Txn& t, const txn::TxnInput& in, int64_t* delta) const 
       ++writes;
     }
   }
-  if (p_.compute_ns > 0) co_await runtime::sleep_for(p_.compute_ns);
+  uint64_t compute_ns = p_.compute_ns;
+  if (p_.compute_percent > 0) {
+    // p% of the latency: p / (100 - p) of this worker's mean latency
+    // without the computation (a moving average over its attempts).
+    compute_ns = static_cast<uint64_t>(compute_base_ns_ * p_.compute_percent / (100 - p_.compute_percent));
+  }
+  if (compute_ns > 0) {
+    if (p_.compute_yield) co_await runtime::sleep_for(compute_ns);
+    else burn_ns(compute_ns);
+  }
   bool ok = co_await t.commit();
+  if (p_.compute_percent > 0) {
+    const double sample = env::tsc_to_ns(env::tsc() - start) - static_cast<double>(compute_ns);
+    compute_base_ns_ = compute_base_ns_ == 0 ? sample : compute_base_ns_ * 0.99 + sample * 0.01;
+  }
   *delta = ok ? writes : 0;
   co_return ok;
+}
+
+void Ycsb::burn_ns(uint64_t ns) {
+  const uint64_t end = env::tsc() + env::ns_to_tsc(ns);
+  while (env::tsc() < end) {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+  }
 }
 
 Result<int64_t> Ycsb::check_node(txn::Database& db, uint32_t n) const {
