@@ -201,9 +201,11 @@ void Ycsb::generate(txn::Rng& rng, uint32_t home_node, txn::TxnInput& in) const 
 // The calibration of compute_percent: per worker thread (coroutines of a
 // worker share it; workers do not), so execute() stays free of shared state.
 thread_local double Ycsb::compute_base_ns_ = 0;
+thread_local uint64_t Ycsb::compute_spent_ns_ = 0;
 
 Task<bool> Ycsb::execute(Txn& t, const txn::TxnInput& in, int64_t* delta) const {
   const uint64_t start = env::tsc();
+  const uint64_t spent_at_start = compute_spent_ns_;
   int idx[kMaxOps];
   for (uint32_t i = 0; i < p_.ops_per_txn; ++i) {
     uint64_t key = in.args[i] >> 1;
@@ -227,17 +229,23 @@ Task<bool> Ycsb::execute(Txn& t, const txn::TxnInput& in, int64_t* delta) const 
   uint64_t compute_ns = p_.compute_ns;
   if (p_.compute_percent > 0) {
     // p% of the latency: p / (100 - p) of this worker's mean latency
-    // without the computation (a moving average over its attempts).
+    // without computation (a moving average over its attempts).
     compute_ns = static_cast<uint64_t>(compute_base_ns_ * p_.compute_percent / (100 - p_.compute_percent));
   }
   if (compute_ns > 0) {
     if (p_.compute_yield) co_await runtime::sleep_for(compute_ns);
     else burn_ns(compute_ns);
+    compute_spent_ns_ += compute_ns;
   }
   bool ok = co_await t.commit();
   if (p_.compute_percent > 0) {
-    const double sample = env::tsc_to_ns(env::tsc() - start) - static_cast<double>(compute_ns);
-    compute_base_ns_ = compute_base_ns_ == 0 ? sample : compute_base_ns_ * 0.99 + sample * 0.01;
+    // The attempt's latency without any computation: neither its own nor
+    // that of the worker's other coroutines while it waited (counting
+    // theirs would feed the computation back into itself: with c
+    // coroutines it would grow by c * p / (100 - p) per round).
+    const double sample =
+        env::tsc_to_ns(env::tsc() - start) - static_cast<double>(compute_spent_ns_ - spent_at_start);
+    if (sample > 0) compute_base_ns_ = compute_base_ns_ == 0 ? sample : compute_base_ns_ * 0.99 + sample * 0.01;
   }
   *delta = ok ? writes : 0;
   co_return ok;

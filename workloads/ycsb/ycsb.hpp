@@ -71,6 +71,7 @@ class Ycsb final : public txn::Workload {
  private:
   uint64_t pick(txn::Rng& rng) const;
   static thread_local double compute_base_ns_;
+  static thread_local uint64_t compute_spent_ns_;  // computation run by this worker so far
   Params p_;
   uint64_t n_ = 0;  // records in the cluster
   // Zipfian (Gray et al., as YCSB): constants for n_ items.
