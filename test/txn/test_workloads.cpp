@@ -187,6 +187,22 @@ TEST(SmallBankFlavor, HotShareFollowsEachReferencesMeaning) {
   }
 }
 
+// A hot set of one customer in the whole cluster still yields two distinct
+// customers per transaction.
+TEST(SmallBankFlavor, OneHotCustomerDoesNotHang) {
+  for (const char* flavor : {"smallbank.flavor=hstore", "smallbank.flavor=drtmh"}) {
+    const std::string hot = std::string(flavor) == "smallbank.flavor=hstore" ? "smallbank.hot_percent=100"
+                                                                              : "smallbank.tx_hot=0";
+    SmallBank w = smallbank({flavor, "smallbank.accounts_per_node=2", "smallbank.hot_accounts_per_node=1", hot}, 1);
+    Rng rng(5);
+    TxnInput in;
+    for (int i = 0; i < 1000; ++i) {
+      w.generate(rng, 0, in);
+      ASSERT_NE(in.args[0], in.args[1]);
+    }
+  }
+}
+
 TEST(SmallBankFlavor, MixIsTheFlavoursUnlessSet) {
   auto share = [](const SmallBank& w, int type) {
     Rng rng(3);

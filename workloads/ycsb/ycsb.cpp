@@ -1,12 +1,11 @@
 #include "workloads/ycsb/ycsb.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 #include "env/tsc.hpp"
 #include "runtime/worker.hpp"
@@ -75,7 +74,7 @@ void Ycsb::add_schema(config::Schema& s) {
             "rcc_hotspot (RCC's meaning): percent of accesses uniform over all records; the rest go to hot records");
   s.add_float("ycsb.zipf_theta", 0.99, 0.01, 0.9999, "zipfian: skew (theta < 1)");
   s.add_int("ycsb.compute_ns", 0, 0, 100'000'000,
-            "local computation per transaction (ns): a CPU spin on the TSC, other coroutines wait");
+            "local computation per transaction (ns): calibrated CPU work, other coroutines wait");
   s.add_int("ycsb.compute_percent", 0, 0, 95,
             "local computation as a percent of the transaction's latency (RCC: 5), calibrated per worker");
   s.add_bool("ycsb.compute_yield", false, "spend the computation in a sleep that lets the other coroutines run");
@@ -125,7 +124,11 @@ Ycsb::Params Ycsb::params_from(const config::Config& cfg, uint32_t nodes) {
   return p;
 }
 
-Ycsb::Ycsb(const Params& p) : p_(p), n_(p.records_per_node * p.nodes) {
+namespace {
+std::atomic<uint64_t> g_ycsb_ids{0};
+}  // namespace
+
+Ycsb::Ycsb(const Params& p) : id_(++g_ycsb_ids), p_(p), n_(p.records_per_node * p.nodes) {
   if (p_.distribution == Distribution::kZipfian) {
     zeta_n_ = zeta(n_, p_.zipf_theta);
     zeta2_ = zeta(2, p_.zipf_theta);
@@ -198,14 +201,21 @@ void Ycsb::generate(txn::Rng& rng, uint32_t home_node, txn::TxnInput& in) const 
   in.type = writes > 0 ? 1 : 0;
 }
 
-// The calibration of compute_percent: per worker thread (coroutines of a
-// worker share it; workers do not), so execute() stays free of shared state.
-thread_local double Ycsb::compute_base_ns_ = 0;
-thread_local uint64_t Ycsb::compute_spent_ns_ = 0;
+namespace {
+// The calibration of compute_percent, per worker thread (the coroutines of
+// a thread's workers share it) and per Ycsb instance (a thread may run
+// several runs, as the tests do).
+struct ComputeCalibration {
+  uint64_t owner = 0;  // Ycsb::id_
+  uint32_t skipped = 0;
+  uint32_t samples = 0;
+  double base_ns = 0;  // mean attempt latency, no computation running
+};
+thread_local ComputeCalibration t_calibration;
+}  // namespace
 
 Task<bool> Ycsb::execute(Txn& t, const txn::TxnInput& in, int64_t* delta) const {
   const uint64_t start = env::tsc();
-  const uint64_t spent_at_start = compute_spent_ns_;
   int idx[kMaxOps];
   for (uint32_t i = 0; i < p_.ops_per_txn; ++i) {
     uint64_t key = in.args[i] >> 1;
@@ -227,37 +237,78 @@ Task<bool> Ycsb::execute(Txn& t, const txn::TxnInput& in, int64_t* delta) const 
     }
   }
   uint64_t compute_ns = p_.compute_ns;
+  ComputeCalibration& cal = t_calibration;
   if (p_.compute_percent > 0) {
-    // p% of the latency: p / (100 - p) of this worker's mean latency
-    // without computation (a moving average over its attempts).
-    compute_ns = static_cast<uint64_t>(compute_base_ns_ * p_.compute_percent / (100 - p_.compute_percent));
+    // p% of the latency, as a fixed computation: the thread's first
+    // attempts run none; after kCalibrationSkip of them, the mean latency
+    // L0 of the next kCalibrationSamples is measured; afterwards every
+    // transaction burns p / (100 - p) * L0. Not
+    // adapted continuously: a transaction's latency includes the other
+    // workers' computation (their RPC handlers wait behind it), so with
+    // enough coroutines an adaptive computation grows without bound.
+    if (cal.owner != id_) cal = {id_, 0, 0, 0};
+    if (cal.samples >= kCalibrationSamples)
+      compute_ns = static_cast<uint64_t>(cal.base_ns * p_.compute_percent / (100 - p_.compute_percent));
   }
   if (compute_ns > 0) {
     if (p_.compute_yield) co_await runtime::sleep_for(compute_ns);
     else burn_ns(compute_ns);
-    compute_spent_ns_ += compute_ns;
   }
   bool ok = co_await t.commit();
-  if (p_.compute_percent > 0) {
-    // The attempt's latency without any computation: neither its own nor
-    // that of the worker's other coroutines while it waited (counting
-    // theirs would feed the computation back into itself: with c
-    // coroutines it would grow by c * p / (100 - p) per round).
-    const double sample =
-        env::tsc_to_ns(env::tsc() - start) - static_cast<double>(compute_spent_ns_ - spent_at_start);
-    if (sample > 0) compute_base_ns_ = compute_base_ns_ == 0 ? sample : compute_base_ns_ * 0.99 + sample * 0.01;
+  if (p_.compute_percent > 0 && cal.owner == id_ && cal.samples < kCalibrationSamples) {
+    // The first kCalibrationSkip attempts are start-up (cold caches,
+    // connections, peers still starting): not measured.
+    if (cal.skipped < kCalibrationSkip) {
+      ++cal.skipped;
+    } else {
+      const double sample = env::tsc_to_ns(env::tsc() - start);
+      cal.base_ns += (sample - cal.base_ns) / ++cal.samples;
+    }
   }
   *delta = ok ? writes : 0;
   co_return ok;
 }
 
-void Ycsb::burn_ns(uint64_t ns) {
-  const uint64_t end = env::tsc() + env::ns_to_tsc(ns);
-  while (env::tsc() < end) {
-#if defined(__x86_64__) || defined(__i386__)
-    _mm_pause();
-#endif
+namespace {
+
+// One step of the computation: a dependent multiply-add the compiler cannot
+// drop or vectorise.
+inline uint64_t burn_steps(uint64_t steps, uint64_t x) {
+  for (uint64_t i = 0; i < steps; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    asm volatile("" : "+r"(x));
   }
+  return x;
+}
+
+// Steps per ns on this CPU, measured once against the TSC: the best of 20
+// short trials, so a trial the OS preempted (slower) does not count.
+double steps_per_ns() {
+  static const double rate = [] {
+    constexpr uint64_t kSteps = 20'000;
+    double best = 0;
+    uint64_t x = 1;
+    for (int trial = 0; trial < 20; ++trial) {
+      const uint64_t t0 = env::tsc();
+      x = burn_steps(kSteps, x);
+      const double ns = env::tsc_to_ns(env::tsc() - t0);
+      if (ns > 0) best = std::max(best, static_cast<double>(kSteps) / ns);
+    }
+    asm volatile("" : : "r"(x));
+    return best > 0 ? best : 1.0;
+  }();
+  return rate;
+}
+
+}  // namespace
+
+void Ycsb::burn_ns(uint64_t ns) {
+  // A fixed amount of CPU work, calibrated against the TSC, rather than a
+  // spin until a TSC deadline: if the OS preempts the thread, the
+  // computation takes longer in wall time, as real computation would, and
+  // still costs the thread `ns` of CPU.
+  const uint64_t x = burn_steps(static_cast<uint64_t>(static_cast<double>(ns) * steps_per_ns()), ns);
+  asm volatile("" : : "r"(x));
 }
 
 Result<int64_t> Ycsb::check_node(txn::Database& db, uint32_t n) const {

@@ -10,9 +10,10 @@
 //    uniform over all records : hot` -- `tx_hot`% of the accesses are
 //    uniform, the rest hot (RCC's tx_hot = 90 sends 10% to the hot area).
 // Computation: `compute_ns` per transaction, or `compute_percent`% of the
-// transaction's latency (RCC's "5% of the total latency"), spent spinning
-// on the TSC (RCC's usleep() blocks its worker thread: no other coroutine
-// runs), or in a yielding sleep if `compute_yield`.
+// transaction's latency (RCC's "5% of the total latency"; calibrated on
+// each worker thread's first attempts, then fixed), spent in CPU work
+// calibrated against the TSC (RCC's usleep() blocks its worker thread: no
+// other coroutine runs), or in a yielding sleep if `compute_yield`.
 //
 // Record: {writes, check, payload}: every committed write increments
 // `writes` and rewrites check and payload as functions of (key, writes).
@@ -63,15 +64,16 @@ class Ycsb final : public txn::Workload {
 
   static constexpr uint32_t kMaxOps = 12;  // TxnInput carries the keys
 
-  // Spins for `ns` on the TSC without yielding (a calibrated CPU burn).
+  // Burns `ns` of CPU without yielding: a loop calibrated against the TSC.
   static void burn_ns(uint64_t ns);
   // One key as generate() draws it (tests measure the hot share).
   uint64_t pick_key(txn::Rng& rng) const { return pick(rng); }
 
  private:
   uint64_t pick(txn::Rng& rng) const;
-  static thread_local double compute_base_ns_;
-  static thread_local uint64_t compute_spent_ns_;  // computation run by this worker so far
+  // compute_percent: attempts of each worker thread skipped (start-up), then measured.
+  static constexpr uint32_t kCalibrationSkip = 2000, kCalibrationSamples = 1000;
+  const uint64_t id_;                                      // tells the calibrations of runs apart
   Params p_;
   uint64_t n_ = 0;  // records in the cluster
   // Zipfian (Gray et al., as YCSB): constants for n_ items.
