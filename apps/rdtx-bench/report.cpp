@@ -314,9 +314,12 @@ void print_report(std::FILE* out, const Report& rep) {
     uint64_t n = k < t.commits_by_type.size() ? t.commits_by_type[k] : 0;
     const stats::Histogram* h = k < t.latency_by_type.size() ? &t.latency_by_type[k] : nullptr;
     const uint64_t att = k < t.attempts_by_type.size() ? t.attempts_by_type[k] : 0;
-    std::fprintf(out, "  %-20s %14s txn/s  %6.2f %%  aborts %5.1f %%", rep.type_names[k].c_str(),
+    const uint64_t iss = k < t.issued_by_type.size() ? t.issued_by_type[k] : 0;
+    uint64_t issued_all = 0;
+    for (uint64_t v : t.issued_by_type) issued_all += v;
+    std::fprintf(out, "  %-20s %14s txn/s  %6.2f %% (issued %6.2f %%)  aborts %5.1f %%", rep.type_names[k].c_str(),
                  grouped(static_cast<uint64_t>(per_s(n, secs))).c_str(), ratio(n, t.commits) * 100,
-                 att ? (1.0 - ratio(n, att)) * 100 : 0.0);
+                 ratio(iss, issued_all) * 100, att ? (1.0 - ratio(n, att)) * 100 : 0.0);
     if (h && h->count()) {
       std::fprintf(out, "  latency (us)");
       for (const auto& p : kPercentiles) std::fprintf(out, " %s %.2f", p.key, us(static_cast<double>(h->percentile(p.q))));
@@ -374,7 +377,9 @@ std::string report_json(const Report& rep) {
   for (size_t k = 0; k < rep.type_names.size(); ++k) {
     uint64_t n = k < t.commits_by_type.size() ? t.commits_by_type[k] : 0;
     const uint64_t att = k < t.attempts_by_type.size() ? t.attempts_by_type[k] : 0;
+    const uint64_t iss = k < t.issued_by_type.size() ? t.issued_by_type[k] : 0;
     toml::table ty{{"commits", i64(n)},
+                   {"issued", i64(iss)},
                    {"committed_per_s", per_s(n, rep.seconds())},
                    {"attempted_per_s", per_s(att, rep.seconds())},
                    {"abort_rate", att ? 1.0 - ratio(n, att) : 0.0}};

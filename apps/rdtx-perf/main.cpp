@@ -40,7 +40,7 @@ Options (LIST = comma-separated values):
   --batch LIST         work requests per doorbell, 1..256 (default: 1); only
                        the last of a batch is signaled
   --outstanding LIST   batches in flight per worker, 1..256 (default: 1)
-  --workers N          workers (initiator QPs, or echo client/server pairs),
+  --workers LIST       workers (initiator QPs, or echo client/server pairs),
                        dealt round-robin over the EAL lcores (default: 1)
   --duration S         measured seconds per point (default: 1)
   --warmup S           seconds before measuring each point (default: 0.2)
@@ -63,6 +63,7 @@ Examples:
   rdtx-perf -l 0 --no-huge --no-pci -- --verb read --size 64 --batch 32 --outstanding 4
   rdtx-perf -- --verb echo --batch 1,8,32 --outstanding 8
   rdtx-perf -- --device shm,latency_ns=2000 --verb read --duration 2
+  rdtx-perf -l 0-1 -- --device shm,nic=edr,nic_mops=4 --verb read --workers 1,2,4,8 --batch 8 --outstanding 8
 )";
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -156,7 +157,7 @@ Params parse_args(std::vector<std::string> args, bool& list_drivers) {
       case kSize: p.sizes = parse_list("--size", v, 8, 4096); break;
       case kBatch: p.batches = parse_list("--batch", v, 1, 256); break;
       case kOutstanding: p.outstanding = parse_list("--outstanding", v, 1, 256); break;
-      case kWorkers: p.workers = static_cast<uint32_t>(parse_uint("--workers", v, 1, 256)); break;
+      case kWorkers: p.worker_counts = parse_list("--workers", v, 1, 256); break;
       case kDuration: p.duration_s = parse_seconds("--duration", v, 0.01, 3600); break;
       case kWarmup: p.warmup_s = parse_seconds("--warmup", v, 0, 600); break;
       case kNoInline: p.use_inline = false; break;
@@ -256,19 +257,21 @@ int main(int argc, char** argv) {
     for (Verb v : p.verbs)
       for (uint32_t size : p.sizes)
         for (uint32_t batch : p.batches)
-          for (uint32_t out : p.outstanding) {
-            if (runtime::shutdown_requested()) break;
-            auto pt = run_point(*cluster, p, v, size, batch, out);
-            if (!pt.ok()) {
-              std::fprintf(stderr, "rdtx-perf: %s %uB batch %u outstanding %u: %s\n", to_string(v), size, batch, out,
-                           pt.error().message.c_str());
-              rc = 1;
-              continue;
+          for (uint32_t out : p.outstanding)
+            for (uint32_t workers : p.worker_counts) {
+              if (runtime::shutdown_requested()) break;
+              p.workers = workers;
+              auto pt = run_point(*cluster, p, v, size, batch, out);
+              if (!pt.ok()) {
+                std::fprintf(stderr, "rdtx-perf: %s %uB batch %u outstanding %u: %s\n", to_string(v), size, batch, out,
+                             pt.error().message.c_str());
+                rc = 1;
+                continue;
+              }
+              print_row(*pt);
+              if (pt->errors > 0) rc = 1;
+              points.push_back(point_json(*pt));
             }
-            print_row(*pt);
-            if (pt->errors > 0) rc = 1;
-            points.push_back(point_json(*pt));
-          }
     if (!p.json_path.empty()) {
       toml::table doc{
           {"tool", "rdtx-perf"},

@@ -26,7 +26,8 @@ struct Params {
   std::vector<uint32_t> sizes = {64};
   std::vector<uint32_t> batches = {1};
   std::vector<uint32_t> outstanding = {1};
-  uint32_t workers = 1;
+  uint32_t workers = 1;                       // of the point being run
+  std::vector<uint32_t> worker_counts = {1};  // --workers: one point per value
   double duration_s = 1.0;
   double warmup_s = 0.2;
   bool use_inline = true;  // WRITE/SEND payloads up to max_inline go inline

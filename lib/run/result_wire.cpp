@@ -16,6 +16,7 @@ void put_worker_stats(Writer& w, const txn::WorkerStats& s) {
   w.put(s.aborts);
   w.put_vector(s.commits_by_type);
   w.put_vector(s.attempts_by_type);
+  w.put_vector(s.issued_by_type);
   w.put_vector(s.latency_by_type);
   w.put(s.latency_tsc);
   w.put(s.phase_tsc);
@@ -33,6 +34,7 @@ bool get_worker_stats(Reader& r, txn::WorkerStats* s) {
     c.set_bits(*s, v);
   }
   return r.get(&s->aborts) && r.get_vector(&s->commits_by_type) && r.get_vector(&s->attempts_by_type) &&
+         r.get_vector(&s->issued_by_type) &&
          r.get_vector(&s->latency_by_type) && r.get(&s->latency_tsc) && r.get(&s->phase_tsc) &&
          r.get(&s->phase_sum_tsc) && r.get(&s->net_committed) && r.get(&s->net_all);
 }

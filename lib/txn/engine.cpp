@@ -54,6 +54,7 @@ WorkerEngine::WorkerEngine(cluster::WorkerContext& w, Database& db, const Option
   stats_.commits_by_type.resize(workload.type_names().size());
   stats_.latency_by_type.resize(workload.type_names().size());
   stats_.attempts_by_type.resize(workload.type_names().size());
+  stats_.issued_by_type.resize(workload.type_names().size());
   live_ = std::make_unique<stats::Published<LiveStats>>();
 }
 
@@ -247,6 +248,7 @@ runtime::Task<void> Coordinator::run() {
       if (measuring) {
         ++st.attempts;
         if (in.type < st.attempts_by_type.size()) ++st.attempts_by_type[in.type];
+        if (attempt == 0 && in.type < st.issued_by_type.size()) ++st.issued_by_type[in.type];
         st.net_all.add(net_);
       }
       if (ok) {

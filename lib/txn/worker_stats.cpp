@@ -15,6 +15,8 @@ void WorkerStats::merge(const WorkerStats& s) {
   for (size_t k = 0; k < s.commits_by_type.size(); ++k) commits_by_type[k] += s.commits_by_type[k];
   if (attempts_by_type.size() < s.attempts_by_type.size()) attempts_by_type.resize(s.attempts_by_type.size());
   for (size_t k = 0; k < s.attempts_by_type.size(); ++k) attempts_by_type[k] += s.attempts_by_type[k];
+  if (issued_by_type.size() < s.issued_by_type.size()) issued_by_type.resize(s.issued_by_type.size());
+  for (size_t k = 0; k < s.issued_by_type.size(); ++k) issued_by_type[k] += s.issued_by_type[k];
   if (latency_by_type.size() < s.latency_by_type.size()) latency_by_type.resize(s.latency_by_type.size());
   for (size_t k = 0; k < s.latency_by_type.size(); ++k) latency_by_type[k].merge(s.latency_by_type[k]);
   latency_tsc.merge(s.latency_tsc);

@@ -32,6 +32,9 @@ struct WorkerStats {
   uint64_t aborts[kMaxAbortReasons] = {};
   std::vector<uint64_t> commits_by_type;
   std::vector<uint64_t> attempts_by_type;
+  // First attempts per type: the mix as generated, beside the committed mix
+  // (a user abort is not retried, so the two differ; SmallBank hstore).
+  std::vector<uint64_t> issued_by_type;
   std::vector<stats::Histogram> latency_by_type;  // first attempt start -> commit, per type
   stats::Histogram latency_tsc;                   // first attempt start -> commit
   int64_t committed_delta = 0;                    // workload invariant (SmallBank: money)

@@ -93,6 +93,15 @@ class Workload {
   Result<void> check(Database& db, int64_t committed_delta) const;
 };
 
+// Another contended setting of a workload (e.g. another flavour): the
+// generated tests run it as a workload of its own, named
+// "<workload>/<name>", with `overrides` applied instead of
+// WorkloadDef::contended.
+struct WorkloadVariant {
+  const char* name;
+  std::vector<const char*> overrides;
+};
+
 // A workload the `workload` key can name. Its keys live in a section of its
 // own name ([smallbank], [ycsb]).
 struct WorkloadDef {
@@ -107,6 +116,8 @@ struct WorkloadDef {
   // heavily contended instance: what the protocol, stress and chaos tests
   // run (a tiny hot set, so that coroutines conflict all the time).
   std::vector<const char*> contended;
+  // More contended settings the tests run too (one per flavour, say).
+  std::vector<WorkloadVariant> variants = {};
 };
 
 void register_workload(const WorkloadDef* def);

@@ -66,6 +66,7 @@ TEST(CounterTable, EveryCounterSurvivesTheNodeEncoding) {
   txn::WorkerStats s = distinct_counters();
   s.aborts[3] = 11;
   s.commits_by_type = {1, 2, 3};
+  s.issued_by_type = {4, 5, 6};
   s.latency_tsc.record(500);
   s.phase_sum_tsc[1] = 99;
   s.net_all.round_trips = 5;
@@ -80,6 +81,7 @@ TEST(CounterTable, EveryCounterSurvivesTheNodeEncoding) {
   for (const txn::WorkerCounter& c : txn::kWorkerCounters) EXPECT_EQ(c.value(got), c.value(s)) << c.key;
   EXPECT_EQ(got.aborts[3], 11u);
   EXPECT_EQ(got.commits_by_type, s.commits_by_type);
+  EXPECT_EQ(got.issued_by_type, s.issued_by_type);
   EXPECT_EQ(got.latency_tsc.count(), 1u);
   EXPECT_EQ(got.phase_sum_tsc[1], 99u);
   EXPECT_EQ(got.net_all.round_trips, 5u);

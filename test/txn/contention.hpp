@@ -66,16 +66,24 @@ inline std::string name_of(const Combo& c) {
   if (c.workers_per_node != 1) n += "_w" + std::to_string(c.workers_per_node);
   if (c.replicas != 1) n += "_r" + std::to_string(c.replicas) + "_log_" + txn::to_string(c.log);
   for (char& ch : n)
-    if (ch == '-') ch = '_';
+    if (ch == '-' || ch == '/') ch = '_';
   return n;
 }
 
-// Every registered workload, by name.
+// Every registered workload, by name, and each of its variants
+// (WorkloadDef::variants) as "<workload>/<variant>".
 inline std::vector<std::string> workload_names() {
   std::vector<std::string> v;
-  for (const txn::WorkloadDef* w : txn::workloads()) v.push_back(w->name);
+  for (const txn::WorkloadDef* w : txn::workloads()) {
+    v.push_back(w->name);
+    for (const txn::WorkloadVariant& var : w->variants) v.push_back(std::string(w->name) + "/" + var.name);
+  }
   return v;
 }
+
+// The registry name of a workload_names() entry ("smallbank/drtmh" ->
+// "smallbank").
+inline std::string base_workload(const std::string& name) { return name.substr(0, name.find('/')); }
 
 // The seed of a randomized suite: RDTX_STRESS_SEED, or a random one (printed
 // by the suite so that a failure can be rerun).
@@ -138,11 +146,18 @@ inline constexpr uint32_t kNodes = 3;
 // defaults with WorkloadDef::contended applied. Errors name the workload and
 // the key (an override the workload's schema refuses, say).
 inline Result<std::unique_ptr<txn::Workload>> contended_workload(const std::string& name, uint32_t nodes) {
-  const txn::WorkloadDef* def = txn::find_workload(name);
+  const txn::WorkloadDef* def = txn::find_workload(base_workload(name));
   if (def == nullptr) return make_error(EINVAL, "unknown workload '%s'", name.c_str());
   config::Schema schema;
   def->add_schema(schema);
-  const std::vector<std::string> overrides(def->contended.begin(), def->contended.end());
+  std::vector<std::string> overrides(def->contended.begin(), def->contended.end());
+  if (size_t slash = name.find('/'); slash != std::string::npos) {
+    const txn::WorkloadVariant* var = nullptr;
+    for (const txn::WorkloadVariant& v : def->variants)
+      if (name.compare(slash + 1, std::string::npos, v.name) == 0) var = &v;
+    if (var == nullptr) return make_error(EINVAL, "unknown workload variant '%s'", name.c_str());
+    overrides.assign(var->overrides.begin(), var->overrides.end());
+  }
   auto cfg = config::Config::parse(schema, "", name + ".contended", overrides);
   if (!cfg.ok()) return make_error(cfg.error().code, "workload '%s': %s", name.c_str(), cfg.error().message.c_str());
   auto w = def->create(*cfg, nodes);

@@ -1,9 +1,13 @@
 #include "workloads/ycsb/ycsb.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
 
+
+#include "env/tsc.hpp"
 #include "runtime/worker.hpp"
 #include "store/loader.hpp"
 
@@ -62,13 +66,33 @@ void Ycsb::add_schema(config::Schema& s) {
   s.add_int("ycsb.record_bytes", 64, 16, 4096, "record size in bytes (>= 16: write counter and check word)");
   s.add_int("ycsb.ops_per_txn", 10, 1, kMaxOps, "operations per transaction");
   s.add_int("ycsb.read_percent", 50, 0, 100, "percent of operations that only read (the rest read-modify-write)");
-  s.add_enum("ycsb.distribution", "uniform", {"uniform", "hotspot", "zipfian"}, "key choice");
-  s.add_int("ycsb.hot_records_per_node", 100, 1, 1 << 26, "hotspot: hot records per node");
+  s.add_enum("ycsb.distribution", "uniform", {"uniform", "hotspot", "rcc_hotspot", "zipfian"},
+             "key choice (rcc_hotspot: RCC's hot area, read with tx_hot)");
+  s.add_int("ycsb.hot_records_per_node", 100, 1, 1 << 26, "hotspot, rcc_hotspot: hot records per node");
   s.add_int("ycsb.hot_percent", 90, 0, 100, "hotspot: percent of accesses to hot records");
+  s.add_int("ycsb.tx_hot", 90, 0, 100,
+            "rcc_hotspot (RCC's meaning): percent of accesses uniform over all records; the rest go to hot records");
   s.add_float("ycsb.zipf_theta", 0.99, 0.01, 0.9999, "zipfian: skew (theta < 1)");
-  s.add_int("ycsb.compute_ns", 0, 0, 100'000'000, "local computation per transaction, yielding to other coroutines");
+  s.add_int("ycsb.compute_ns", 0, 0, 100'000'000,
+            "local computation per transaction (ns): calibrated CPU work, other coroutines wait");
+  s.add_int("ycsb.compute_percent", 0, 0, 95,
+            "local computation as a percent of the transaction's latency (RCC: 5), calibrated per worker");
+  s.add_bool("ycsb.compute_yield", false, "spend the computation in a sleep that lets the other coroutines run");
   s.add_check([](const config::Config& c) -> std::string {
-    if (c.get_string("ycsb.distribution") == "hotspot" &&
+    if (c.get_int("ycsb.compute_ns") > 0 && c.get_int("ycsb.compute_percent") > 0)
+      return "ycsb.compute_ns (" + c.origin("ycsb.compute_ns") + ") and ycsb.compute_percent (" +
+             c.origin("ycsb.compute_percent") + ") are both set: choose one";
+    const std::string& d = c.get_string("ycsb.distribution");
+    // The two hot keys mean opposite things: setting only the one the
+    // distribution does not read is a mistake.
+    if (d == "rcc_hotspot" && c.origin("ycsb.hot_percent") != "default" && c.origin("ycsb.tx_hot") == "default")
+      return "ycsb.hot_percent (" + c.origin("ycsb.hot_percent") +
+             ") is read by distribution = \"hotspot\"; \"rcc_hotspot\" reads ycsb.tx_hot (percent of accesses "
+             "that are NOT hot)";
+    if (d == "hotspot" && c.origin("ycsb.tx_hot") != "default" && c.origin("ycsb.hot_percent") == "default")
+      return "ycsb.tx_hot (" + c.origin("ycsb.tx_hot") +
+             ") is read by distribution = \"rcc_hotspot\"; \"hotspot\" reads ycsb.hot_percent";
+    if ((d == "hotspot" || d == "rcc_hotspot") &&
         c.get_int("ycsb.hot_records_per_node") > c.get_int("ycsb.records_per_node"))
       return "ycsb.hot_records_per_node (" + c.origin("ycsb.hot_records_per_node") + ") exceeds ycsb.records_per_node";
     if (c.get_int("ycsb.record_bytes") % 8 != 0)
@@ -85,16 +109,26 @@ Ycsb::Params Ycsb::params_from(const config::Config& cfg, uint32_t nodes) {
   p.ops_per_txn = static_cast<uint32_t>(cfg.get_int("ycsb.ops_per_txn"));
   p.read_percent = static_cast<uint32_t>(cfg.get_int("ycsb.read_percent"));
   const std::string& d = cfg.get_string("ycsb.distribution");
-  p.distribution = d == "hotspot" ? Distribution::kHotspot : d == "zipfian" ? Distribution::kZipfian : Distribution::kUniform;
+  p.distribution = d == "hotspot"       ? Distribution::kHotspot
+                   : d == "rcc_hotspot" ? Distribution::kRccHotspot
+                   : d == "zipfian"     ? Distribution::kZipfian
+                                        : Distribution::kUniform;
   p.hot_records_per_node = static_cast<uint64_t>(cfg.get_int("ycsb.hot_records_per_node"));
   p.hot_percent = static_cast<uint32_t>(cfg.get_int("ycsb.hot_percent"));
+  p.tx_hot = static_cast<uint32_t>(cfg.get_int("ycsb.tx_hot"));
   p.zipf_theta = cfg.get_float("ycsb.zipf_theta");
   p.compute_ns = static_cast<uint64_t>(cfg.get_int("ycsb.compute_ns"));
+  p.compute_percent = static_cast<uint32_t>(cfg.get_int("ycsb.compute_percent"));
+  p.compute_yield = cfg.get_bool("ycsb.compute_yield");
   p.nodes = nodes;
   return p;
 }
 
-Ycsb::Ycsb(const Params& p) : p_(p), n_(p.records_per_node * p.nodes) {
+namespace {
+std::atomic<uint64_t> g_ycsb_ids{0};
+}  // namespace
+
+Ycsb::Ycsb(const Params& p) : id_(++g_ycsb_ids), p_(p), n_(p.records_per_node * p.nodes) {
   if (p_.distribution == Distribution::kZipfian) {
     zeta_n_ = zeta(n_, p_.zipf_theta);
     zeta2_ = zeta(2, p_.zipf_theta);
@@ -125,6 +159,14 @@ uint64_t Ycsb::pick(txn::Rng& rng) const {
     case Distribution::kHotspot: {
       uint64_t node = rng() % p_.nodes;
       uint64_t span = rng() % 100 < p_.hot_percent ? p_.hot_records_per_node : p_.records_per_node;
+      return node * p_.records_per_node + rng() % span;
+    }
+    case Distribution::kRccHotspot: {
+      // RCC (DrTM+H's bank_worker.cc GetAccount): `r.next() % 100 < tx_hot`
+      // picks from all records, else from the hot ones.
+      const bool uniform = rng() % 100 < p_.tx_hot;
+      uint64_t node = rng() % p_.nodes;
+      uint64_t span = uniform ? p_.records_per_node : p_.hot_records_per_node;
       return node * p_.records_per_node + rng() % span;
     }
     case Distribution::kZipfian: {
@@ -159,7 +201,21 @@ void Ycsb::generate(txn::Rng& rng, uint32_t home_node, txn::TxnInput& in) const 
   in.type = writes > 0 ? 1 : 0;
 }
 
+namespace {
+// The calibration of compute_percent, per worker thread (the coroutines of
+// a thread's workers share it) and per Ycsb instance (a thread may run
+// several runs, as the tests do).
+struct ComputeCalibration {
+  uint64_t owner = 0;  // Ycsb::id_
+  uint32_t skipped = 0;
+  uint32_t samples = 0;
+  double base_ns = 0;  // mean attempt latency, no computation running
+};
+thread_local ComputeCalibration t_calibration;
+}  // namespace
+
 Task<bool> Ycsb::execute(Txn& t, const txn::TxnInput& in, int64_t* delta) const {
+  const uint64_t start = env::tsc();
   int idx[kMaxOps];
   for (uint32_t i = 0; i < p_.ops_per_txn; ++i) {
     uint64_t key = in.args[i] >> 1;
@@ -180,10 +236,79 @@ Task<bool> Ycsb::execute(Txn& t, const txn::TxnInput& in, int64_t* delta) const 
       ++writes;
     }
   }
-  if (p_.compute_ns > 0) co_await runtime::sleep_for(p_.compute_ns);
+  uint64_t compute_ns = p_.compute_ns;
+  ComputeCalibration& cal = t_calibration;
+  if (p_.compute_percent > 0) {
+    // p% of the latency, as a fixed computation: the thread's first
+    // attempts run none; after kCalibrationSkip of them, the mean latency
+    // L0 of the next kCalibrationSamples is measured; afterwards every
+    // transaction burns p / (100 - p) * L0. Not
+    // adapted continuously: a transaction's latency includes the other
+    // workers' computation (their RPC handlers wait behind it), so with
+    // enough coroutines an adaptive computation grows without bound.
+    if (cal.owner != id_) cal = {id_, 0, 0, 0};
+    if (cal.samples >= kCalibrationSamples)
+      compute_ns = static_cast<uint64_t>(cal.base_ns * p_.compute_percent / (100 - p_.compute_percent));
+  }
+  if (compute_ns > 0) {
+    if (p_.compute_yield) co_await runtime::sleep_for(compute_ns);
+    else burn_ns(compute_ns);
+  }
   bool ok = co_await t.commit();
+  if (p_.compute_percent > 0 && cal.owner == id_ && cal.samples < kCalibrationSamples) {
+    // The first kCalibrationSkip attempts are start-up (cold caches,
+    // connections, peers still starting): not measured.
+    if (cal.skipped < kCalibrationSkip) {
+      ++cal.skipped;
+    } else {
+      const double sample = env::tsc_to_ns(env::tsc() - start);
+      cal.base_ns += (sample - cal.base_ns) / ++cal.samples;
+    }
+  }
   *delta = ok ? writes : 0;
   co_return ok;
+}
+
+namespace {
+
+// One step of the computation: a dependent multiply-add the compiler cannot
+// drop or vectorise.
+inline uint64_t burn_steps(uint64_t steps, uint64_t x) {
+  for (uint64_t i = 0; i < steps; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    asm volatile("" : "+r"(x));
+  }
+  return x;
+}
+
+// Steps per ns on this CPU, measured once against the TSC: the best of 20
+// short trials, so a trial the OS preempted (slower) does not count.
+double steps_per_ns() {
+  static const double rate = [] {
+    constexpr uint64_t kSteps = 20'000;
+    double best = 0;
+    uint64_t x = 1;
+    for (int trial = 0; trial < 20; ++trial) {
+      const uint64_t t0 = env::tsc();
+      x = burn_steps(kSteps, x);
+      const double ns = env::tsc_to_ns(env::tsc() - t0);
+      if (ns > 0) best = std::max(best, static_cast<double>(kSteps) / ns);
+    }
+    asm volatile("" : : "r"(x));
+    return best > 0 ? best : 1.0;
+  }();
+  return rate;
+}
+
+}  // namespace
+
+void Ycsb::burn_ns(uint64_t ns) {
+  // A fixed amount of CPU work, calibrated against the TSC, rather than a
+  // spin until a TSC deadline: if the OS preempts the thread, the
+  // computation takes longer in wall time, as real computation would, and
+  // still costs the thread `ns` of CPU.
+  const uint64_t x = burn_steps(static_cast<uint64_t>(static_cast<double>(ns) * steps_per_ns()), ns);
+  asm volatile("" : : "r"(x));
 }
 
 Result<int64_t> Ycsb::check_node(txn::Database& db, uint32_t n) const {

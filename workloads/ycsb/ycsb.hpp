@@ -1,9 +1,19 @@
 // YCSB as RCC runs it: one table of fixed-size records, transactions of N
 // operations (each a read, or a read-modify-write with probability
-// 1 - read_percent), keys drawn uniformly, from a hot area (RCC's hotspot:
-// `hot_records_per_node` records of each node get `hot_percent`% of the
-// accesses) or from a (scrambled) Zipfian distribution, and an optional
-// local computation per transaction that yields to the other coroutines.
+// 1 - read_percent), keys drawn uniformly, from a hot area, or from a
+// (scrambled) Zipfian distribution, and an optional local computation per
+// transaction. Two meanings of the hot area (doc/writing-a-workload.md has
+// both side by side):
+//  - distribution "hotspot": `hot_percent`% of the accesses go to the
+//    `hot_records_per_node` hot records of a node (rdtx's key, unchanged);
+//  - distribution "rcc_hotspot": RCC's code, `rand % 100 < tx_hot ?
+//    uniform over all records : hot` -- `tx_hot`% of the accesses are
+//    uniform, the rest hot (RCC's tx_hot = 90 sends 10% to the hot area).
+// Computation: `compute_ns` per transaction, or `compute_percent`% of the
+// transaction's latency (RCC's "5% of the total latency"; calibrated on
+// each worker thread's first attempts, then fixed), spent in CPU work
+// calibrated against the TSC (RCC's usleep() blocks its worker thread: no
+// other coroutine runs), or in a yielding sleep if `compute_yield`.
 //
 // Record: {writes, check, payload}: every committed write increments
 // `writes` and rewrites check and payload as functions of (key, writes).
@@ -21,7 +31,7 @@ namespace rdtx::workloads {
 
 class Ycsb final : public txn::Workload {
  public:
-  enum class Distribution { kUniform, kHotspot, kZipfian };
+  enum class Distribution { kUniform, kHotspot, kRccHotspot, kZipfian };
   static constexpr txn::TableId kTable = 0;
 
   struct Params {
@@ -31,9 +41,12 @@ class Ycsb final : public txn::Workload {
     uint32_t read_percent = 50;
     Distribution distribution = Distribution::kUniform;
     uint64_t hot_records_per_node = 100;
-    uint32_t hot_percent = 90;
+    uint32_t hot_percent = 90;  // hotspot: percent of accesses that are hot
+    uint32_t tx_hot = 90;       // rcc_hotspot: percent of accesses that are uniform
     double zipf_theta = 0.99;
     uint64_t compute_ns = 0;
+    uint32_t compute_percent = 0;  // of the transaction's latency (without it)
+    bool compute_yield = false;
     uint32_t nodes = 1;
   };
   static void add_schema(config::Schema& s);
@@ -51,8 +64,16 @@ class Ycsb final : public txn::Workload {
 
   static constexpr uint32_t kMaxOps = 12;  // TxnInput carries the keys
 
+  // Burns `ns` of CPU without yielding: a loop calibrated against the TSC.
+  static void burn_ns(uint64_t ns);
+  // One key as generate() draws it (tests measure the hot share).
+  uint64_t pick_key(txn::Rng& rng) const { return pick(rng); }
+
  private:
   uint64_t pick(txn::Rng& rng) const;
+  // compute_percent: attempts of each worker thread skipped (start-up), then measured.
+  static constexpr uint32_t kCalibrationSkip = 2000, kCalibrationSamples = 1000;
+  const uint64_t id_;                                      // tells the calibrations of runs apart
   Params p_;
   uint64_t n_ = 0;  // records in the cluster
   // Zipfian (Gray et al., as YCSB): constants for n_ items.

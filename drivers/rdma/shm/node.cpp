@@ -85,6 +85,15 @@ Result<std::shared_ptr<Node>> Node::open(const ShmConfig& cfg, uint32_t node_id,
     remove_node_files(fabric, node_id);
     auto seg = MappedFile::adopt(fd, path, kSegmentSize);
     if (!seg.ok()) return seg.error();
+    // The NIC state (one page), with the RNIC model only: off, the model
+    // leaves no trace. Zero: every resource free.
+    MappedFile nic;
+    if (cfg.nic.any()) {
+      auto f = MappedFile::create(nic_path(fabric, node_id), kPageSize);
+      if (!f.ok()) return f.error();
+      nic = std::move(*f);
+      store_word(reinterpret_cast<NicShared*>(nic.data())->magic, NicShared::kMagic, std::memory_order_release);
+    }
     uint64_t token = random_u64();
     auto* h = reinterpret_cast<SegmentHeader*>(seg->data());
     h->version = kLayoutVersion;
@@ -110,23 +119,27 @@ Result<std::shared_ptr<Node>> Node::open(const ShmConfig& cfg, uint32_t node_id,
       RDTX_LOG(shm_log(), Notice, "node %u of fabric %s will stop from %llu ms to %llu ms after now", node_id,
                fabric.c_str(), static_cast<unsigned long long>(cfg.pause_at_ms),
                static_cast<unsigned long long>(cfg.pause_at_ms + cfg.pause_ms));
-    return std::make_shared<Node>(std::move(*seg), cfg, node_id, fabric, token, seed);
+    return std::make_shared<Node>(std::move(*seg), std::move(nic), cfg, node_id, fabric, token, seed);
   }
   return make_error(EAGAIN, "could not claim node %u of fabric %s: %s keeps changing", node_id, fabric.c_str(),
                     path.c_str());
 }
 
-Node::Node(MappedFile segment, const ShmConfig& cfg, uint32_t node_id, const std::string& fabric, uint64_t token,
-           uint64_t seed)
+Node::Node(MappedFile segment, MappedFile nic, const ShmConfig& cfg, uint32_t node_id, const std::string& fabric,
+           uint64_t token, uint64_t seed)
     : cfg_(cfg),
       latency_(cfg.latency_ns, cfg.bw_gbps),
+      nic_model_(cfg.nic, env::tsc_hz()),
       node_id_(node_id),
       fabric_(fabric),
       fabric_hash_(shm::fabric_hash(fabric)),
       token_(token),
       seed_(seed),
-      timed_(latency_.enabled() || (cfg.has_pause && cfg.pause_node == node_id) || cfg.ud_delay > 0),
+      timed_(latency_.enabled() || nic_model_.enabled() || (cfg.has_pause && cfg.pause_node == node_id) ||
+             cfg.ud_delay > 0),
       segment_(std::move(segment)),
+      nic_file_(std::move(nic)),
+      nic_(reinterpret_cast<NicShared*>(nic_file_.data())),  // nullptr without the model
       regions_(reinterpret_cast<RegionEntry*>(segment_.data() + kRegionsOffset)),
       mems_(reinterpret_cast<MemEntry*>(segment_.data() + kMemsOffset)),
       region_gen_(kMaxRegions, 0) {
@@ -244,7 +257,7 @@ Result<std::shared_ptr<PeerNode>> Node::peer(uint32_t node_id, uint64_t token) {
   std::lock_guard lock(mu_);
   auto it = peers_.find(node_id);
   if (it == peers_.end() || it->second->token() != token) {
-    auto p = PeerNode::open(fabric_, node_id, token);
+    auto p = PeerNode::open(fabric_, node_id, token, nic_model_.enabled());
     if (!p.ok()) return p.error();
     it = peers_.insert_or_assign(node_id, std::move(*p)).first;
   }

@@ -18,6 +18,7 @@
 
 #include "base/result.hpp"
 #include "latency_model.hpp"
+#include "nic_model.hpp"
 #include "mapped_file.hpp"
 #include "peer_node.hpp"
 #include "rdma/rdma.hpp"
@@ -39,6 +40,9 @@ class Node {
   uint64_t fabric_hash() const { return fabric_hash_; }
   const ShmConfig& config() const { return cfg_; }
   const LatencyModel& latency() const { return latency_; }
+  // The RNIC model (devargs nic=...) and this node's shared NIC state.
+  const NicModel& nic_model() const { return nic_model_; }
+  NicShared* nic() const { return nic_; }
   // Whether QPs and CQs of this node run requests through the timed ring
   // (shm_qp.hpp): with a latency model, when this node pauses, or when
   // datagrams may be delayed (a held-back datagram needs the sender's
@@ -78,8 +82,8 @@ class Node {
 
   Result<uint32_t> next_qpn();
 
-  Node(MappedFile segment, const ShmConfig& cfg, uint32_t node_id, const std::string& fabric, uint64_t token,
-       uint64_t seed);
+  Node(MappedFile segment, MappedFile nic, const ShmConfig& cfg, uint32_t node_id, const std::string& fabric,
+       uint64_t token, uint64_t seed);
 
  private:
   struct LiveMemory {
@@ -96,6 +100,7 @@ class Node {
 
   const ShmConfig cfg_;
   const LatencyModel latency_;
+  const NicModel nic_model_;
   const uint32_t node_id_;
   const std::string fabric_;
   const uint64_t fabric_hash_;
@@ -105,6 +110,8 @@ class Node {
   uint64_t pause_start_ = 0;  // TSC
   uint64_t pause_len_ = 0;    // ticks; 0: never paused
   MappedFile segment_;  // unlinked, then its flock released, when the Node goes
+  MappedFile nic_file_;
+  NicShared* nic_;
   RegionTable regions_;
   MemEntry* mems_;
 

@@ -23,7 +23,7 @@ bool owner_gone(const std::string& path) {
 }  // namespace
 
 Result<std::shared_ptr<PeerNode>> PeerNode::open(const std::string& fabric, uint32_t node_id,
-                                                 uint64_t expected_token) {
+                                                 uint64_t expected_token, bool map_nic) {
   std::string path = node_path(fabric, node_id);
   auto seg = MappedFile::open(path, false, kSegmentSize);
   if (!seg.ok()) {
@@ -44,11 +44,27 @@ Result<std::shared_ptr<PeerNode>> PeerNode::open(const std::string& fabric, uint
     return make_error(EHOSTDOWN, "node %u of fabric %s is not running (stale segment left by pid %d)", node_id,
                       fabric.c_str(), h->pid);
   bool same = h->pid == getpid() && h->process_token == process_token();
-  return std::make_shared<PeerNode>(std::move(*seg), fabric, node_id, expected_token, same);
+  MappedFile nic;
+  if (map_nic) {
+    auto f = MappedFile::open(nic_path(fabric, node_id), true, sizeof(NicShared));
+    if (!f.ok()) {
+      if (f.error().code == ENOENT)
+        return make_error(EINVAL, "node %u of fabric %s runs without the RNIC model (no %s): open every node with "
+                          "the same nic devargs", node_id, fabric.c_str(), nic_path(fabric, node_id).c_str());
+      return f.error();
+    }
+    if (load_word(reinterpret_cast<const NicShared*>(f->data())->magic, std::memory_order_acquire) != NicShared::kMagic)
+      return make_error(EPROTO, "%s is not the NIC state of node %u", nic_path(fabric, node_id).c_str(), node_id);
+    nic = std::move(*f);
+  }
+  return std::make_shared<PeerNode>(std::move(*seg), std::move(nic), fabric, node_id, expected_token, same);
 }
 
-PeerNode::PeerNode(MappedFile segment, std::string fabric, uint32_t node_id, uint64_t token, bool same_process)
+PeerNode::PeerNode(MappedFile segment, MappedFile nic, std::string fabric, uint32_t node_id, uint64_t token,
+                   bool same_process)
     : segment_(std::move(segment)),
+      nic_file_(std::move(nic)),
+      nic_(nic_file_.data() != nullptr ? reinterpret_cast<NicShared*>(nic_file_.data()) : nullptr),
       // The mapping is read-only and RegionTable only reads through lookup().
       regions_(reinterpret_cast<RegionEntry*>(segment_.data() + kRegionsOffset)),
       mems_(reinterpret_cast<const MemEntry*>(segment_.data() + kMemsOffset)),

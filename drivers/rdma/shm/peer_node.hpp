@@ -25,6 +25,7 @@
 #include "base/result.hpp"
 #include "mapped_file.hpp"
 #include "region_table.hpp"
+#include "nic_model.hpp"
 #include "segment.hpp"
 
 namespace rdtx::rdma::shm {
@@ -34,12 +35,15 @@ class PeerNode {
   // Maps the control segment of `node_id`. Fails if the node is not open, is
   // stale (its owner died), is another incarnation than `expected_token`, or
   // its segment does not validate.
+  // `map_nic`: also map its NIC state read-write (the RNIC model is on).
   static Result<std::shared_ptr<PeerNode>> open(const std::string& fabric, uint32_t node_id,
-                                                uint64_t expected_token);
+                                                uint64_t expected_token, bool map_nic = false);
 
   uint32_t node_id() const { return node_id_; }
   uint64_t token() const { return token_; }
   bool same_process() const { return same_process_; }
+  // The node's NIC state (nic_model.hpp), if opened with map_nic; else nullptr.
+  NicShared* nic() const { return nic_; }
 
   // Pointer to [addr, addr + len) of this node if `key` names a live region
   // of protection domain `pd` (the target QP's) granting every bit of
@@ -60,7 +64,8 @@ class PeerNode {
     MappedFile file;
   };
 
-  PeerNode(MappedFile segment, std::string fabric, uint32_t node_id, uint64_t token, bool same_process);
+  PeerNode(MappedFile segment, MappedFile nic, std::string fabric, uint32_t node_id, uint64_t token,
+           bool same_process);
 
  private:
   uint8_t* in_mapping(const Region& r, uint64_t offset, uint64_t len) const {
@@ -78,6 +83,8 @@ class PeerNode {
   const MemMapping* map_memory(uint32_t id, uint32_t gen) const;
 
   MappedFile segment_;
+  MappedFile nic_file_;
+  NicShared* nic_ = nullptr;
   RegionTable regions_;
   const MemEntry* mems_;
   std::string fabric_;

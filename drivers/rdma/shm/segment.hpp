@@ -7,7 +7,8 @@
 //   kMemsOffset    MemEntry[kMaxMemFiles]     memory files from alloc_memory()
 //
 // Every other file of the node shares the prefix "rdtx.<fabric>.n<node>.":
-// memory files "<prefix>m<id>-<gen>" and UD receive queues "<prefix>q<qpn>".
+// memory files "<prefix>m<id>-<gen>", UD receive queues "<prefix>q<qpn>" and
+// the NIC model's shared state "<prefix>nic" (nic_model.hpp).
 // The owner holds an exclusive flock() on the control segment for as long as
 // it lives, so a segment nobody holds is stale (its owner died) and may be
 // reclaimed.
@@ -87,6 +88,9 @@ std::string node_file_prefix(const std::string& fabric, uint32_t node_id);  // "
 std::string node_path(const std::string& fabric, uint32_t node_id);
 std::string mem_path(const std::string& fabric, uint32_t node_id, uint32_t id, uint32_t gen);
 std::string qp_path(const std::string& fabric, uint32_t node_id, uint32_t qpn);
+// The node's NIC state (nic_model.hpp NicShared): mapped read-write by the
+// owner and by peers, when the RNIC model is on.
+std::string nic_path(const std::string& fabric, uint32_t node_id);
 
 bool valid_fabric_name(const std::string& fabric);
 uint64_t fabric_hash(const std::string& fabric);

@@ -29,6 +29,49 @@ Result<WordOrder> get_order(const env::KvArgs& kv, const char* key, std::initial
   }
   return make_error(EINVAL, "devargs: %s=%s is not one of %s", key, v.c_str(), names.c_str());
 }
+
+// Named RNIC calibrations (doc/drivers.md "RNIC model" gives each value's
+// source). msg_mops, doorbell_ns, link_gbps, atomic_mops.
+struct NicCalibration {
+  const char* name;
+  NicParams params;
+};
+constexpr NicCalibration kNics[] = {
+    // ConnectX-4 EDR 100 Gb/s: RCC's 33 Mpps peak, DrTM+H's 48 M atomics/s
+    // per machine of two ConnectX-4 (24 per NIC), "hundreds of cycles" per MMIO.
+    {"edr", {33.0, 100, 100.0, 24.0}},
+    // ConnectX-3 FDR 56 Gb/s (RCC's second cluster); message rate and
+    // atomics are estimates (doc/drivers.md says which and why).
+    {"fdr", {26.0, 100, 56.0, 2.7}},
+};
+constexpr double kMaxMops = 1e4;
+constexpr uint64_t kMaxDoorbellNs = 1'000'000;
+
+Result<void> parse_nic(const env::KvArgs& kv, ShmConfig& cfg) {
+  if (kv.values.count("nic") != 0) {
+    std::string name = kv.get_string("nic", "");
+    const NicCalibration* cal = nullptr;
+    std::string names;
+    for (const NicCalibration& c : kNics) {
+      if (name == c.name) cal = &c;
+      names += (names.empty() ? "" : "|") + std::string(c.name);
+    }
+    if (cal == nullptr) return make_error(EINVAL, "devargs: nic=%s is not a known calibration (%s)", name.c_str(), names.c_str());
+    cfg.nic_name = cal->name;
+    cfg.nic = cal->params;
+  }
+  // Explicit keys override the calibration's values (0 turns a limit off).
+  for (auto [key, out] : {std::pair{"nic_mops", &cfg.nic.msg_mops}, {"link_gbps", &cfg.nic.link_gbps},
+                          {"atomic_mops", &cfg.nic.atomic_mops}}) {
+    auto v = kv.get_double(key, *out, 0, key == std::string("link_gbps") ? kMaxBwGbps : kMaxMops);
+    if (!v.ok()) return v.error();
+    *out = *v;
+  }
+  auto db = kv.get_u64("doorbell_ns", cfg.nic.doorbell_ns, 0, kMaxDoorbellNs);
+  if (!db.ok()) return db.error();
+  cfg.nic.doorbell_ns = *db;
+  return {};
+}
 }  // namespace
 
 const char* to_string(WordOrder o) {
@@ -43,7 +86,8 @@ const char* to_string(WordOrder o) {
 Result<ShmConfig> ShmConfig::parse(std::string_view devargs) {
   auto kv = env::parse_kvargs(devargs, {"bw_gbps", "latency_ns", "mtu", "pause_at_ms", "pause_ms", "pause_node",
                                         "read_order", "seed", "ud_delay", "ud_delay_ns", "ud_drop", "ud_dup",
-                                        "write_order"});
+                                        "write_order", "nic", "nic_mops", "doorbell_ns", "link_gbps",
+                                        "atomic_mops"});
   if (!kv.ok()) return kv.error();
   if (kv->name != "shm") return make_error(EINVAL, "devargs '%.*s' are not for the shm driver", int(devargs.size()), devargs.data());
   ShmConfig cfg;
@@ -63,6 +107,8 @@ Result<ShmConfig> ShmConfig::parse(std::string_view devargs) {
   if (!write_order.ok()) return with_devargs(devargs, write_order.error());
   cfg.read_order = *read_order;
   cfg.write_order = *write_order;
+
+  if (auto nic = parse_nic(*kv, cfg); !nic.ok()) return with_devargs(devargs, nic.error());
 
   for (auto [key, out] : {std::pair{"ud_drop", &cfg.ud_drop}, {"ud_dup", &cfg.ud_dup}, {"ud_delay", &cfg.ud_delay}}) {
     auto p = kv->get_double(key, 0, 0, 1);

@@ -3,6 +3,7 @@
 //      [,read_order=ascending|descending|random][,write_order=ascending|random]
 //      [,ud_drop=P][,ud_dup=P][,ud_delay=P][,ud_delay_ns=N][,seed=S]
 //      [,pause_node=N,pause_at_ms=T,pause_ms=D]
+//      [,nic=edr|fdr][,nic_mops=X][,doorbell_ns=N][,link_gbps=X][,atomic_mops=X]
 // The last three lines make the software NIC adversarial where a real one
 // may be (doc/drivers.md, "Adversarial modes"): word order inside a READ or
 // WRITE, loss, duplication and reordering of datagrams, a stopped node.
@@ -10,9 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "base/result.hpp"
+#include "nic_model.hpp"
 
 namespace rdtx::rdma::shm {
 
@@ -46,6 +49,12 @@ struct ShmConfig {
   uint64_t pause_at_ms = 0;
   uint64_t pause_ms = 0;
 
+  // The RNIC model (nic_model.hpp): a named calibration (nic=, "" for none)
+  // and the values in force (the calibration's, each overridden by its
+  // explicit key).
+  std::string nic_name;
+  NicParams nic;
+
   bool random_order() const { return read_order == WordOrder::kRandom || write_order == WordOrder::kRandom; }
   bool ud_faults() const { return ud_drop > 0 || ud_dup > 0 || ud_delay > 0; }
   bool needs_seed() const { return random_order() || ud_faults(); }
@@ -57,10 +66,12 @@ struct ShmConfig {
 // The one-line devargs summary shown by the driver registry.
 inline constexpr const char* kShmDevargsHelp =
     "shm[,latency_ns=N][,bw_gbps=X][,mtu=B][,read_order=ascending|descending|random][,write_order=ascending|random]"
-    "[,ud_drop=P][,ud_dup=P][,ud_delay=P][,ud_delay_ns=N][,seed=S][,pause_node=N,pause_at_ms=T,pause_ms=D]: "
+    "[,ud_drop=P][,ud_dup=P][,ud_delay=P][,ud_delay_ns=N][,seed=S][,pause_node=N,pause_at_ms=T,pause_ms=D]"
+    "[,nic=edr|fdr][,nic_mops=X][,doorbell_ns=N][,link_gbps=X][,atomic_mops=X]: "
     "software RNIC over shared memory; one-way latency in ns (default 0), per-QP bandwidth in Gbit/s (default 0 = "
     "infinite), UD message size limit in bytes (default 4096); adversarial modes: word order of READ/WRITE "
     "payloads, datagram loss/duplication/delay probabilities, seed, and a node that stops for a while "
-    "(doc/drivers.md)";
+    "; an RNIC model shared by a node's QPs: message rate (M/s), doorbell cost per post_send, link bandwidth per "
+    "node and direction, atomics (M/s), from a named calibration and/or explicit keys (doc/drivers.md)";
 
 }  // namespace rdtx::rdma::shm

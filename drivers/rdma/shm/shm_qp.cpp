@@ -58,7 +58,9 @@ ShmQp::ShmQp(std::shared_ptr<Node> node, uint32_t pd, const QpInit& init, uint32
       rng_(node->seed(), qpn),
       node_(std::move(node)),
       rq_(std::move(rq)),
-      latency_(node_->latency()) {
+      latency_(node_->latency()),
+      nic_(node_->nic_model()),
+      local_nic_(node_->nic()) {
   if (timed_) {
     timed_mask_ = std::bit_ceil(max_send_wr_) - 1;
     timed_ring_ = std::make_unique<Timed[]>(timed_mask_ + 1);
@@ -334,6 +336,13 @@ int ShmQp::post_send(WorkRequest* list, WorkRequest** bad) {
 
 int ShmQp::post_timed(WorkRequest* list, WorkRequest** bad) {
   uint64_t now = env::tsc();
+  if (nic_.doorbell_ticks() != 0) {
+    // The MMIO that rings the doorbell: once per call (a doorbell batch),
+    // on the posting CPU.
+    const uint64_t until = now + nic_.doorbell_ticks();
+    while ((now = env::tsc()) < until) {
+    }
+  }
   progress(now);
   // A stopped node posts nothing: what it posts during its pause goes out
   // as if posted when the pause ends.
@@ -361,6 +370,22 @@ int ShmQp::post_timed(WorkRequest* list, WorkRequest** bad) {
     uint64_t start = std::max(post_tsc, wire_free_);
     wire_free_ = start + latency_.transfer(is_atomic(wr->opcode) ? 8 : wr->length);
     uint64_t arrival = wire_free_ + latency_.one_way();
+    NicTimes nt{};
+    if (nic_.enabled()) {
+      // The node-wide limits (nic_model.hpp); the target's NIC state comes
+      // from its PeerNode (a UD SEND's from the address handle's).
+      const NicOp op = wr->opcode == Opcode::kRead    ? NicOp::kRead
+                       : wr->opcode == Opcode::kWrite ? NicOp::kWrite
+                       : wr->opcode == Opcode::kSend  ? NicOp::kSend
+                                                      : NicOp::kAtomic;
+      NicShared* remote = op == NicOp::kSend ? static_cast<const ShmAh*>(wr->ah)->peer().nic()
+                          : peer_ != nullptr ? peer_->nic()
+                                             : nullptr;
+      if (remote == nullptr) remote = local_nic_;  // not connected: the request is flushed anyway
+      nt = nic_schedule(nic_, op, op == NicOp::kAtomic ? 8 : wr->length, start, wire_free_, latency_.one_way(),
+                        local_nic_, remote);
+      arrival = nt.arrival;
+    }
     t.arrival_tsc = arrival;
     bool earlier_pending = timed_exec_ != timed_tail_;
     ++timed_tail_;
@@ -368,7 +393,7 @@ int ShmQp::post_timed(WorkRequest* list, WorkRequest** bad) {
       // Delivered now, visible to the receiver on arrival; locally complete
       // once transmitted. A UD QP only SENDs, so unless a pause deferred
       // earlier SENDs, everything before it has been executed already.
-      t.visible_tsc = wire_free_;
+      t.visible_tsc = nic_.enabled() ? nt.visible : wire_free_;
       if (post_tsc == now && !earlier_pending) {
         t.effect_tsc = now;
         t.status = state_ == State::kReady ? send(t.wr, arrival) : Status::kFlushed;
@@ -377,6 +402,9 @@ int ShmQp::post_timed(WorkRequest* list, WorkRequest** bad) {
       } else {
         t.effect_tsc = start;  // progress() sends it, in order
       }
+    } else if (nic_.enabled()) {
+      t.effect_tsc = nt.effect;
+      t.visible_tsc = nt.visible;
     } else {
       t.effect_tsc = arrival;
       t.visible_tsc = arrival + latency_.one_way();

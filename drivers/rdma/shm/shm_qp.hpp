@@ -15,7 +15,10 @@
 // a fixed ring of max_send_wr entries, and the send CQ's poll() (and the next
 // post_send()) executes and completes them when their time comes. A SEND is
 // still copied at post time (unless a pause defers it), stamped so the
-// receiver sees it only after the one-way delay.
+// receiver sees it only after the one-way delay. With the RNIC model
+// (nic_model.hpp) post_send() also burns the doorbell's cost once per call,
+// and each request's times come from nic_schedule(): the node's shared
+// message rate, link and atomic unit, and the target's.
 //
 // Adversarial modes (devargs, doc/drivers.md): READ and WRITE move words in
 // read_order/write_order (word_copy.hpp); a SEND may be dropped, duplicated
@@ -144,6 +147,8 @@ class ShmQp final : public QueuePair {
   // [exec, tail) waiting to take effect. Inline payloads are copied into
   // inline_ at post time.
   LatencyModel latency_;
+  NicModel nic_;
+  NicShared* local_nic_ = nullptr;
   std::unique_ptr<Timed[]> timed_ring_;
   std::unique_ptr<uint8_t[]> inline_;
   uint64_t timed_mask_ = 0;

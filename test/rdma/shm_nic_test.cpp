@@ -1,0 +1,246 @@
+// The shm driver's RNIC model (nic_model.hpp): devargs (calibrations,
+// overrides, errors), and its timing arithmetic driven by a fake clock
+// (a 1 GHz "TSC", so ticks are nanoseconds) — never wall-clock throughput:
+// rdtx-perf shows the limits being reached (doc/rdtx-perf.md).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "drivers/rdma/shm/nic_model.hpp"
+#include "drivers/rdma/shm/shm_config.hpp"
+#include "rdma/rdma.hpp"
+
+namespace rdtx::rdma::test {
+namespace {
+
+using shm::NicModel;
+using shm::NicOp;
+using shm::NicParams;
+using shm::NicShared;
+using shm::ShmConfig;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kHz = 1'000'000'000;  // 1 tick = 1 ns
+
+std::string parse_error(const std::string& devargs) {
+  auto c = ShmConfig::parse(devargs);
+  return c.ok() ? std::string("(parsed)") : c.error().message;
+}
+
+TEST(ShmNicDevargs, CalibrationsAndOverrides) {
+  auto off = ShmConfig::parse("shm,latency_ns=2000");
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->nic.any()) << "the model is off unless asked for";
+
+  auto edr = ShmConfig::parse("shm,nic=edr");
+  ASSERT_TRUE(edr.ok()) << edr.error().message;
+  EXPECT_EQ(edr->nic_name, "edr");
+  EXPECT_EQ(edr->nic.msg_mops, 33.0);
+  EXPECT_EQ(edr->nic.link_gbps, 100.0);
+  EXPECT_EQ(edr->nic.atomic_mops, 24.0);
+  EXPECT_EQ(edr->nic.doorbell_ns, 100u);
+
+  auto fdr = ShmConfig::parse("shm,nic=fdr");
+  ASSERT_TRUE(fdr.ok()) << fdr.error().message;
+  EXPECT_EQ(fdr->nic.link_gbps, 56.0);
+  EXPECT_EQ(fdr->nic.msg_mops, 26.0);
+  EXPECT_EQ(fdr->nic.atomic_mops, 2.7);
+
+  // Explicit keys override the calibration, whatever their order; 0 turns
+  // one limit off.
+  auto mixed = ShmConfig::parse("shm,nic_mops=10,nic=edr,doorbell_ns=0,link_gbps=25");
+  ASSERT_TRUE(mixed.ok()) << mixed.error().message;
+  EXPECT_EQ(mixed->nic.msg_mops, 10.0);
+  EXPECT_EQ(mixed->nic.link_gbps, 25.0);
+  EXPECT_EQ(mixed->nic.doorbell_ns, 0u);
+  EXPECT_EQ(mixed->nic.atomic_mops, 24.0);
+
+  // A key alone is a model of its own.
+  auto alone = ShmConfig::parse("shm,atomic_mops=1.5");
+  ASSERT_TRUE(alone.ok());
+  EXPECT_TRUE(alone->nic.any());
+  EXPECT_EQ(alone->nic.msg_mops, 0.0);
+}
+
+TEST(ShmNicDevargs, ErrorsNameTheKeyAndTheChoices) {
+  EXPECT_THAT(parse_error("shm,nic=qdr"), HasSubstr("nic=qdr is not a known calibration (edr|fdr)"));
+  EXPECT_THAT(parse_error("shm,nic="), HasSubstr("nic="));
+  EXPECT_THAT(parse_error("shm,nic_mops=-1"), HasSubstr("nic_mops=-1"));
+  EXPECT_THAT(parse_error("shm,nic_mops=lots"), HasSubstr("nic_mops=lots is not a number"));
+  EXPECT_THAT(parse_error("shm,link_gbps=fast"), HasSubstr("link_gbps=fast"));
+  EXPECT_THAT(parse_error("shm,atomic_mops=nan"), HasSubstr("atomic_mops=nan"));
+  EXPECT_THAT(parse_error("shm,doorbell_ns=-3"), HasSubstr("doorbell_ns=-3"));
+  EXPECT_THAT(parse_error("shm,doorbell_ns=2000000"), HasSubstr("doorbell_ns=2000000 is out of range"));
+  // Every error names the devargs it came from.
+  EXPECT_THAT(parse_error("shm,nic=qdr"), HasSubstr("shm devargs 'shm,nic=qdr'"));
+}
+
+TEST(ShmNicDevargs, DevicesOpenWithTheModelAndListTheKeys) {
+  OpenOptions oo;
+  oo.fabric = "nic" + std::to_string(getpid());
+  auto dev = open_device("shm,nic=edr,latency_ns=1000", oo);
+  ASSERT_TRUE(dev.ok()) << dev.error().message;
+  // The NIC state every peer maps: one file per node.
+  EXPECT_EQ(access(("/dev/shm/rdtx." + oo.fabric + ".n0.nic").c_str(), F_OK), 0);
+  auto bad = open_device("shm,nic=ib", oo);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message, HasSubstr("edr|fdr"));
+  EXPECT_THAT(std::string(shm::kShmDevargsHelp), HasSubstr("nic=edr|fdr"));
+}
+
+// Every node of a fabric needs the model: a QP with it on cannot connect to
+// a node without it (there is no NIC state to share).
+TEST(ShmNicDevargs, ConnectingToANodeWithoutTheModelIsRefused) {
+  OpenOptions oa, ob;
+  oa.fabric = ob.fabric = "nicmix" + std::to_string(getpid());
+  oa.node_id = 0;
+  ob.node_id = 1;
+  auto a = open_device("shm,nic=edr", oa);
+  auto b = open_device("shm", ob);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto cqa = (*a)->create_cq(8);
+  auto cqb = (*b)->create_cq(8);
+  QpInit init;
+  init.max_send_wr = 8;
+  init.send_cq = cqa->get();
+  auto qa = (*a)->create_qp(init);
+  init.send_cq = cqb->get();
+  auto qb = (*b)->create_qp(init);
+  ASSERT_TRUE(qa.ok() && qb.ok());
+  auto r = (*qa)->connect((*qb)->address());
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, HasSubstr("runs without the RNIC model"));
+}
+
+NicShared fresh() {
+  NicShared s{};
+  s.magic = NicShared::kMagic;
+  return s;
+}
+
+// Message rate: every work request occupies the poster's NIC for
+// 1 / msg_mops us; requests posted together leave one slot apart, and the
+// NIC idles when nothing is posted.
+TEST(ShmNicModel, MessageRateSpacesRequestsOfEveryQpOfTheNode) {
+  NicParams p;
+  p.msg_mops = 10;  // 100 ns per request
+  NicModel m(p, kHz);
+  NicShared local = fresh(), remote = fresh();
+  for (uint64_t i = 0; i < 5; ++i) {
+    // Two QPs (any thread or process) of the node share the slots.
+    auto t = shm::nic_schedule(m, i % 2 ? NicOp::kRead : NicOp::kWrite, 64, 1000, 1000, 0, &local, &remote);
+    EXPECT_EQ(t.effect, 1100 + 100 * i) << i;
+    EXPECT_EQ(t.visible, 1100 + 100 * i) << i;
+  }
+  // Posted later than the NIC is busy: starts at once.
+  auto late = shm::nic_schedule(m, NicOp::kRead, 64, 5000, 5000, 0, &local, &remote);
+  EXPECT_EQ(late.effect, 5100u);
+  // One-way delay: a READ takes effect one way after it was issued and
+  // completes one way later.
+  NicShared l2 = fresh(), r2 = fresh();
+  auto rd = shm::nic_schedule(m, NicOp::kRead, 64, 0, 0, 500, &l2, &r2);
+  EXPECT_EQ(rd.effect, 600u);
+  EXPECT_EQ(rd.visible, 1100u);
+  // The target's message rate is not charged: only the poster's.
+  EXPECT_EQ(r2.msg_free, 0u);
+}
+
+// Fractional costs accumulate without per-message rounding (fixed point,
+// 1/64 tick): 33 M msg/s is 30.30 ns per message at 1 GHz; 1000 messages
+// take 30,303 ns within 1000/64 ns, not 30,000 or 31,000.
+TEST(ShmNicModel, FractionalCostsDoNotDrift) {
+  NicParams p;
+  p.msg_mops = 33;
+  NicModel m(p, kHz);
+  NicShared local = fresh(), remote = fresh();
+  uint64_t last = 0;
+  for (int i = 0; i < 1000; ++i) last = shm::nic_schedule(m, NicOp::kWrite, 8, 0, 0, 0, &local, &remote).visible;
+  EXPECT_NEAR(static_cast<double>(last), 1000 / 33e6 * 1e9, 1000.0 / 64);
+}
+
+// Link bandwidth per node and direction: a WRITE's payload leaves through
+// the poster's egress and enters the target's ingress one way later; a
+// READ's response leaves the target's egress and enters the reader's.
+TEST(ShmNicModel, LinkIsSharedPerNodeAndDirection) {
+  NicParams p;
+  p.link_gbps = 8;  // 1 byte per ns
+  NicModel m(p, kHz);
+  NicShared a = fresh(), b = fresh(), c = fresh();
+  // a -> c, 1000 bytes: 1000 ns on a's egress, on c's ingress from 500.
+  auto w1 = shm::nic_schedule(m, NicOp::kWrite, 1000, 0, 0, 500, &a, &c);
+  EXPECT_EQ(w1.effect, 1500u);
+  EXPECT_EQ(w1.visible, 2000u);
+  // a -> b at the same time: a's egress is busy until 1000.
+  auto w2 = shm::nic_schedule(m, NicOp::kWrite, 1000, 0, 0, 500, &a, &b);
+  EXPECT_EQ(w2.effect, 2500u);
+  // b -> c at the same time: b's egress is free, c's ingress is not (1500).
+  auto w3 = shm::nic_schedule(m, NicOp::kWrite, 1000, 0, 0, 500, &b, &c);
+  EXPECT_EQ(w3.effect, 2500u);
+  // The other direction is free: c READs 1000 bytes from b. The request
+  // reaches b at 500; b's egress is busy until 1000 (w3), c's ingress
+  // until 2500.
+  auto r = shm::nic_schedule(m, NicOp::kRead, 1000, 0, 0, 500, &c, &b);
+  EXPECT_EQ(r.effect, 500u);
+  EXPECT_EQ(r.visible, 3500u);
+  // A SEND completes locally once transmitted; the receiver sees it on arrival.
+  NicShared d = fresh(), e = fresh();
+  auto s = shm::nic_schedule(m, NicOp::kSend, 100, 0, 0, 500, &d, &e);
+  EXPECT_EQ(s.visible, 100u);
+  EXPECT_EQ(s.arrival, 600u);
+}
+
+// Atomics: the target NIC's unit runs one CAS/FAA per 1 / atomic_mops us,
+// whoever sends them.
+TEST(ShmNicModel, AtomicsSerialiseAtTheTargetNic) {
+  NicParams p;
+  p.atomic_mops = 1;  // 1000 ns each
+  NicModel m(p, kHz);
+  NicShared a = fresh(), b = fresh(), target = fresh();
+  auto c1 = shm::nic_schedule(m, NicOp::kAtomic, 8, 0, 0, 100, &a, &target);
+  auto c2 = shm::nic_schedule(m, NicOp::kAtomic, 8, 0, 0, 100, &b, &target);
+  auto c3 = shm::nic_schedule(m, NicOp::kAtomic, 8, 0, 0, 100, &a, &target);
+  EXPECT_EQ(c1.effect, 1100u);
+  EXPECT_EQ(c2.effect, 2100u);
+  EXPECT_EQ(c3.effect, 3100u);
+  EXPECT_EQ(c3.visible, 3200u);
+  // Other verbs do not use the atomic unit.
+  auto w = shm::nic_schedule(m, NicOp::kWrite, 8, 0, 0, 100, &a, &target);
+  EXPECT_EQ(w.effect, 100u);
+}
+
+// The QP's own wire (bw_gbps) and the NIC compose: a request leaves when
+// both are done with it.
+TEST(ShmNicModel, PerQpWireStillOrdersItsRequests) {
+  NicParams p;
+  p.msg_mops = 10;
+  NicModel m(p, kHz);
+  NicShared a = fresh(), b = fresh();
+  auto t = shm::nic_schedule(m, NicOp::kWrite, 64, 0, 700, 0, &a, &b);  // wire done at 700
+  EXPECT_EQ(t.effect, 700u);
+}
+
+TEST(ShmNicModel, CostsAndReserve) {
+  NicParams p;
+  p.doorbell_ns = 250;
+  p.link_gbps = 100;
+  NicModel m(p, 2'000'000'000);  // 2 GHz
+  EXPECT_TRUE(m.enabled());
+  EXPECT_EQ(m.doorbell_ticks(), 500u);
+  EXPECT_FALSE(m.limits_messages());
+  // 64 bytes at 100 Gb/s = 5.12 ns = 10.24 ticks.
+  EXPECT_NEAR(static_cast<double>(m.link_cost(64)) / (1 << NicModel::kFrac), 10.24, 0.02);
+  EXPECT_FALSE(NicModel().enabled());
+  // cost 0: the word is not touched.
+  uint64_t word = 7;
+  EXPECT_EQ(NicModel::reserve(&word, 3, 0), 3u);
+  EXPECT_EQ(word, 7u);
+  EXPECT_EQ(NicModel::reserve(&word, 3, 5), 7u);
+  EXPECT_EQ(word, 12u);
+  EXPECT_EQ(NicModel::reserve(&word, 20, 5), 20u);
+  EXPECT_EQ(word, 25u);
+}
+
+}  // namespace
+}  // namespace rdtx::rdma::test
