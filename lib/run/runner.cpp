@@ -135,7 +135,9 @@ Result<RunResult> run(const RunConfig& rc) {
                         txn::to_string(rc.options.stage(acquire)), txn::to_string(rc.options.stage(Stage::kCommit)));
   }
 
-  auto db = Database::create(c, tables, txn::tuple_shape(*rc.protocol), rc.options.record_history);
+  auto region = txn::region_bytes(*rc.protocol, rc.options, rc.cluster, tables);
+  if (!region.ok()) return make_error(region.error().code, "protocol %s: %s", rc.protocol->name, region.error().message.c_str());
+  auto db = Database::create(c, tables, txn::tuple_shape(*rc.protocol), rc.options.record_history, *region);
   if (!db.ok()) return db.error();
   if (boot != nullptr) RDTX_TRY((*db)->exchange_descriptors(all_gather));
   for (uint32_t n = 0; n < c.nodes(); ++n)

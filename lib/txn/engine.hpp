@@ -299,7 +299,28 @@ class Coordinator {
   // Releases what the attempt holds (the protocol's release module).
   runtime::Task<void> run_release(Txn& t);
 
+  // The coordinator's life: the protocol's loop (Protocol::run_coordinator,
+  // by default run_closed_loop()), then what is left in flight settled.
   runtime::Task<void> run();
+  // The engine's closed loop: generate an input, attempt it, retry it after
+  // an abort (with backoff) until it commits, the workload gives up, or
+  // txn.max_retries is reached; until the worker stops.
+  runtime::Task<void> run_closed_loop();
+
+  // For a protocol's own loop (Protocol::run_coordinator):
+  // Starts an attempt of transaction `id` with timestamp `ts` on txn():
+  // accesses emptied, the attempt's verbs and phase timing zeroed.
+  Txn& begin_attempt(uint64_t id, uint64_t ts);
+  // A fresh timestamp of this coordinator (above the worker's clock floor).
+  uint64_t take_timestamp();
+  // This coordinator's next transaction id (its sequence advanced).
+  uint64_t take_txn_id();
+  Rng& rng() { return rng_; }
+  // Counts the attempt just run on txn() (input `in`, outcome `committed`,
+  // `delta` for the invariant, latency from `start_tsc`): history (when
+  // recording), live figures, and while measuring the commits, aborts by
+  // reason, latency, verbs and sampled phases. Both loops call it.
+  void account(const TxnInput& in, bool committed, int64_t delta, uint64_t start_tsc);
 
  private:
   // Recording: the attempt's accesses and outcome go to the worker's history.

@@ -31,7 +31,7 @@ std::vector<Combo> combos() {
       sync.passive_ack = false;
       sync.doorbell = false;
       v.push_back(sync);
-      Combo sync_rpc{w, p, P::kRpc, P::kRpc, P::kRpc, P::kRpc};
+      Combo sync_rpc{w, p, P::kRpc, P::kRpc, P::kRpc, P::kRpc, P::kRpc};
       sync_rpc.passive_ack = false;
       v.push_back(sync_rpc);
       // Coroutines spread over several RC QPs per node (cluster.qps_per_node):
