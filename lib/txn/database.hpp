@@ -85,6 +85,10 @@ class Database {
   std::byte* local_region(uint32_t node, uint32_t worker) const {
     return regions_[node * workers_per_node_ + worker].base;
   }
+  // The lkey of a local region (for WRITEs whose source is the region).
+  uint32_t local_region_lkey(uint32_t node, uint32_t worker) const {
+    return regions_[node * workers_per_node_ + worker].mr.lkey;
+  }
   uint64_t region_bytes() const { return region_bytes_; }
 
   // Per-node state a protocol's workers share (CALVIN's lock manager),
