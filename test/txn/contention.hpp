@@ -117,6 +117,16 @@ inline std::vector<std::string> protocol_names() {
   return v;
 }
 
+// Whether a conflict aborts an attempt under the protocol: not under CALVIN,
+// which grants locks in one global order and never aborts for a conflict
+// (doc/txn.md "CALVIN"); its only aborts are the workload's own.
+inline bool conflicts_abort(const std::string& protocol) { return protocol.rfind("calvin", 0) != 0; }
+
+// Aborts for any reason but the workload's own (kUser).
+inline uint64_t non_user_aborts(const run::RunResult& r) {
+  return r.total.aborts_total() - r.total.aborts[static_cast<int>(txn::AbortReason::kUser)];
+}
+
 // The count of aborts whose reason has this key ("lock_conflict", ...).
 inline uint64_t aborts_named(const run::RunResult& r, const char* key) {
   for (size_t k = 0; k < r.abort_reasons.size(); ++k)

@@ -60,7 +60,10 @@ TEST_P(ProtocolTest, UnderContentionKeepsInvariantsAndIsSerializable) {
   EXPECT_EQ(r.locks_left, 0u) << "a lock was left held";
   // Progress, not speed: sanitizer builds run ~10x slower.
   EXPECT_GT(r.total.commits, 20u);
-  EXPECT_GT(r.total.aborts_total(), 0u) << "the hot set must cause conflicts";
+  if (conflicts_abort(cb.protocol))
+    EXPECT_GT(r.total.aborts_total(), 0u) << "the hot set must cause conflicts";
+  else
+    EXPECT_EQ(non_user_aborts(r), 0u) << "CALVIN never aborts for a conflict";
   EXPECT_EQ(r.total.aborts[static_cast<int>(AbortReason::kNetwork)], 0u);
   EXPECT_EQ(r.total.commit_errors, 0u);
   EXPECT_EQ(r.rpc_malformed, 0u);
@@ -77,7 +80,7 @@ TEST_P(ProtocolTest, UnderContentionKeepsInvariantsAndIsSerializable) {
   EXPECT_TRUE(out->check.certified) << out->check_text;
   EXPECT_FALSE(out->check.truncated);
   EXPECT_GE(out->check.stats.committed, r.total.commits);
-  EXPECT_GT(out->check.stats.aborted, 0u) << "aborted attempts are recorded too";
+  if (conflicts_abort(cb.protocol)) EXPECT_GT(out->check.stats.aborted, 0u) << "aborted attempts are recorded too";
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ProtocolTest, testing::ValuesIn(combos()),
@@ -151,4 +154,36 @@ TEST(BrokenProtocol, UnrenewedSundialIsCaught) {
     }
     EXPECT_TRUE(caught) << "certified in 8 runs: " << text;
   }
+}
+
+// CALVIN whose lock manager lets reads through without a lock, out of the
+// global order (calvin-broken-unlocked-reads): a transaction may read one
+// record before and another after a concurrent writer of both, a cycle. Caught on every
+// workload in both forms (one-sided, RPC), within up to 8 seeds. (The
+// variant the brief first suggests, members executing an epoch in arrival
+// order, produces no wrong history: members that order two transactions
+// differently deadlock on each other's locks and values instead, which the
+// stall detection turns into a failed run; a variant the checker must catch
+// has to keep the waits acyclic.)
+TEST(BrokenProtocol, CalvinWithUnlockedReadsIsCaught) {
+  for (const std::string& w : workload_names())
+    for (Primitive p : {Primitive::kOneSided, Primitive::kRpc}) {
+      SCOPED_TRACE(w + (p == Primitive::kRpc ? " rpc" : " onesided"));
+      bool caught = false;
+      std::string text;
+      for (uint64_t seed = 1; seed <= 8 && !caught; ++seed) {
+        Combo cb{w, "calvin-broken-unlocked-reads", p, Primitive::kOneSided, Primitive::kOneSided,
+                 Primitive::kOneSided, p};
+        auto out = run_contended(cb, seed, 0.25);
+        ASSERT_TRUE(out.ok()) << out.error().message;
+        EXPECT_EQ(out->run.total.commit_errors, 0u) << "no stall: the broken variant must not deadlock";
+        text = out->check_text;
+        if (out->check.certified) continue;
+        caught = true;
+        bool cycle_shown = false;
+        for (const auto& f : out->check.findings) cycle_shown |= !f.cycle.empty();
+        EXPECT_TRUE(cycle_shown) << "seed " << seed << ": " << text;
+      }
+      EXPECT_TRUE(caught) << "certified in 8 runs: " << text;
+    }
 }
