@@ -397,7 +397,11 @@ Task<bool> Calvin::broadcast(Coordinator& c, uint64_t epoch, uint32_t count, boo
     for (uint32_t d = 0; d < nodes_; ++d)
       if ((pending >> d & 1) && replies[d].status == rpc::CallStatus::kOk) pending &= ~(uint64_t{1} << d);
       else if (pending >> d & 1) late = d;
-    if (pending != 0 && stalled(c, since, "an answer to a batch", late)) co_return false;
+    if (pending == 0) break;
+    if (stalled(c, since, "an answer to a batch", late)) co_return false;
+    // A call that could not even be queued (no credit or send buffer) ends
+    // at once: let the loop run before sending again.
+    co_await runtime::yield();
   }
   co_return true;
 }
@@ -563,7 +567,9 @@ Task<bool> Calvin::forward(Coordinator& c, uint32_t k, uint32_t len, uint64_t ta
     for (uint32_t d = 0; d < nodes_; ++d)
       if ((targets >> d & 1) && replies[d].status == rpc::CallStatus::kOk) targets &= ~(uint64_t{1} << d);
       else if (targets >> d & 1) late = d;
-    if (targets != 0 && stalled(c, since, "an answer to forwarded values", late)) co_return false;
+    if (targets == 0) break;
+    if (stalled(c, since, "an answer to forwarded values", late)) co_return false;
+    co_await runtime::yield();
   }
   co_return true;
 }

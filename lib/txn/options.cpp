@@ -131,8 +131,12 @@ Options options_from(const config::Config& cfg) {
   // The protocols' keys: whatever their add_schema declares (a throwaway
   // schema names them), copied as strings.
   config::Schema own;
+  std::vector<void (*)(config::Schema&)> added;
   for (const ProtocolDef* p : txn::protocols())
-    if (p->add_schema != nullptr) p->add_schema(own);
+    if (p->add_schema != nullptr && std::find(added.begin(), added.end(), p->add_schema) == added.end()) {
+      p->add_schema(own);
+      added.push_back(p->add_schema);
+    }
   for (const auto& [path, value] : cfg.flat())
     if (own.find(path) != nullptr) o.protocol_settings.emplace_back(path, value);
   return o;
