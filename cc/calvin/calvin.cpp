@@ -55,6 +55,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cc/calvin/lock_manager.hpp"
@@ -117,16 +118,35 @@ void add_calvin_schema(config::Schema& s) {
             "CALVIN: the most accesses a transaction may declare (sizes the forward buffer slots)");
   s.add_int("calvin.stall_ms", 5000, 10, 600'000,
             "CALVIN: a member waiting longer than this for a batch, a grant or values fails the run");
+  s.add_string("calvin.inputs", "",
+               "CALVIN: record every coordinator's input batches, per epoch, to files FILE.n<node>w<worker>c<coroutine> "
+               "(\"\": no recording)");
+  s.add_int("calvin.record_epochs", 4096, 1, 1 << 24,
+            "CALVIN: epochs recorded per coordinator at most (memory: epochs x epoch_size x 136 bytes)");
+  s.add_string("calvin.replay", "",
+               "CALVIN: run exactly the epochs recorded in FILE.n<node>w<worker>c<coroutine> (calvin.inputs of an "
+               "earlier run, same cluster and coroutines) instead of generating inputs (\"\": generate)");
 }
 
 struct Settings {
   uint32_t epoch_size, max_accesses;
   uint64_t stall_ns;
+  std::string inputs, replay;
+  uint64_t record_epochs;
 };
 Settings settings_of(const Options& o) {
   return {static_cast<uint32_t>(o.setting_int("calvin.epoch_size", 10)),
           static_cast<uint32_t>(o.setting_int("calvin.max_accesses", 16)),
-          static_cast<uint64_t>(o.setting_int("calvin.stall_ms", 5000)) * 1'000'000};
+          static_cast<uint64_t>(o.setting_int("calvin.stall_ms", 5000)) * 1'000'000,
+          o.setting_string("calvin.inputs", ""), o.setting_string("calvin.replay", ""),
+          static_cast<uint64_t>(o.setting_int("calvin.record_epochs", 4096))};
+}
+
+// The recorded inputs of one coordinator (calvin.inputs / calvin.replay):
+// a magic word, then per epoch {count | final << 31 (8 bytes)} and count CRs.
+constexpr uint64_t kInputsMagic = 0x3174757069766c63ull;  // "clviput1"
+std::string inputs_file(const std::string& base, uint32_t node, uint32_t worker, uint32_t co) {
+  return base + ".n" + std::to_string(node) + "w" + std::to_string(worker) + "c" + std::to_string(co);
 }
 
 Result<uint64_t> region_bytes_of(const RegionQuery& q) {
@@ -165,6 +185,12 @@ struct CoState {
   std::vector<uint64_t> gen_tsc;      // [i] of this member's own batch
   uint32_t current = 0;               // the k being executed (the fetch module's)
   uint64_t epoch = 0;
+  // Recording: this member's batches as sent (reserved once: never grows
+  // past calvin.record_epochs). Replay: the batches to send, and where next.
+  std::vector<std::byte> recorded;
+  bool record_full = false;
+  std::vector<std::byte> replay;
+  size_t replay_at = 8;
 };
 
 class Calvin final : public Protocol {
@@ -183,6 +209,12 @@ class Calvin final : public Protocol {
   Task<bool> broadcast(Coordinator& c, uint64_t epoch, uint32_t count, bool final);
   Task<bool> wait_batches(Coordinator& c, uint64_t epoch, bool* last);
   bool plan_epoch(Coordinator& c, uint64_t epoch, bool last);
+  // The batch of the next epoch into the staging area: generated, or
+  // replayed. Returns its count; *final when it is the member's last.
+  bool next_batch(Coordinator& c, uint32_t* count, bool* final);
+  void record_batch(CoState& cs, const std::byte* crs, uint32_t count, bool final);
+  Result<void> load_replay(uint32_t co);
+  void write_recording(Coordinator& c);
   Task<bool> execute(Coordinator& c, uint32_t k);
   Task<bool> forward(Coordinator& c, uint32_t k, uint32_t len, uint64_t targets);
   Task<bool> wait_values(Coordinator& c, uint32_t k);
@@ -283,7 +315,14 @@ Result<void> Calvin::init() {
     cs.sets.resize(per_epoch);
     cs.tuples.resize(size_t{per_epoch} * Txn::kMaxAccesses);
     cs.gen_tsc.resize(s_.epoch_size);
+    if (!s_.inputs.empty()) {
+      cs.recorded.reserve(8 + s_.record_epochs * (8 + s_.epoch_size * g_.cr_bytes));
+      cs.recorded.resize(8);
+      std::memcpy(cs.recorded.data(), &kInputsMagic, 8);
+    }
   }
+  if (!s_.replay.empty())
+    for (uint32_t co = 0; co < o_.coroutines; ++co) RDTX_TRY(load_replay(co));
   set_stage(Stage::kFetch, *this, fetch);
   set_stage(Stage::kCommit, *this, commit);
   set_release(*this, release);
@@ -728,31 +767,13 @@ Task<bool> Calvin::commit(Calvin& p, Coordinator& c, Txn& t, uint32_t) {
 Task<bool> Calvin::release(Calvin&, Coordinator&, Txn&, uint32_t) { co_return true; }
 
 Task<void> Calvin::run_coordinator(Coordinator& c) {
-  runtime::Worker* self = runtime::Worker::current();
   const uint32_t co = c.index();
-  CoState& cs = co_[co];
-  const Workload& wl = e_.workload();
-  DeclaredSet check;
   for (uint64_t epoch = 1; !failed_; ++epoch) {
     // Sequencing: this member's batch of the epoch (empty and final once
     // its worker stops).
-    const bool final = self->stopping();
-    const uint32_t count = final ? 0 : s_.epoch_size;
-    std::byte* crs = at(g_.staging(co)) + sizeof(BatchMsg);
-    for (uint32_t i = 0; i < count; ++i) {
-      Cr cr{};
-      wl.generate(c.rng(), me_, cr.in);
-      if (!wl.declare(cr.in, check) || check.n > g_.max_accesses) {
-        fail(c, "workload '%s' generated a transaction of type %u with %u accesses; calvin.max_accesses is %u",
-             wl.name(), cr.in.type, check.n, g_.max_accesses);
-        break;
-      }
-      cr.id = c.take_txn_id();
-      cr.ts = c.take_timestamp();
-      cs.gen_tsc[i] = env::tsc();  // latency includes waiting for the epoch
-      std::memcpy(crs + i * g_.cr_bytes, &cr, sizeof cr);
-    }
-    if (failed_) break;
+    uint32_t count = 0;
+    bool final = false;
+    if (!next_batch(c, &count, &final)) break;
     const uint64_t t0 = c.phase_clock();
     if (!co_await broadcast(c, epoch, count, final)) break;
     bool last = false;
@@ -773,6 +794,98 @@ Task<void> Calvin::run_coordinator(Coordinator& c) {
   // Publishes nothing more: later epochs of the node's other groups do not
   // wait for this one.
   lm_->leave(group(c));
+  if (!s_.inputs.empty()) write_recording(c);
+}
+
+bool Calvin::next_batch(Coordinator& c, uint32_t* count, bool* final) {
+  CoState& cs = co_[c.index()];
+  std::byte* crs = at(g_.staging(c.index())) + sizeof(BatchMsg);
+  const Workload& wl = e_.workload();
+  if (!cs.replay.empty()) {
+    // Replay: the recorded batch as it was (timestamps and ids included),
+    // whether or not the worker is stopping, so that every member runs the
+    // same epochs; past the recording, an empty final batch.
+    *count = 0;
+    *final = true;
+    if (cs.replay_at + 8 <= cs.replay.size()) {
+      uint64_t w;
+      std::memcpy(&w, cs.replay.data() + cs.replay_at, 8);
+      const uint64_t n = w & kCountMask;
+      if (n > s_.epoch_size || cs.replay_at + 8 + n * g_.cr_bytes > cs.replay.size()) {
+        fail(c, "calvin.replay: a batch of %llu inputs at byte %zu (calvin.epoch_size %u, file of %zu bytes)",
+             static_cast<unsigned long long>(n), cs.replay_at, s_.epoch_size, cs.replay.size());
+        return false;
+      }
+      std::memcpy(crs, cs.replay.data() + cs.replay_at + 8, n * g_.cr_bytes);
+      cs.replay_at += 8 + n * g_.cr_bytes;
+      *count = static_cast<uint32_t>(n);
+      *final = (w & kFinal) != 0;
+    }
+    for (uint32_t i = 0; i < *count; ++i) cs.gen_tsc[i] = env::tsc();
+    record_batch(cs, crs, *count, *final);
+    return true;
+  }
+  *final = runtime::Worker::current()->stopping();
+  *count = *final ? 0 : s_.epoch_size;
+  DeclaredSet check;
+  for (uint32_t i = 0; i < *count; ++i) {
+    Cr cr{};
+    wl.generate(c.rng(), me_, cr.in);
+    if (!wl.declare(cr.in, check) || check.n > g_.max_accesses) {
+      fail(c, "workload '%s' generated a transaction of type %u with %u accesses; calvin.max_accesses is %u",
+           wl.name(), cr.in.type, check.n, g_.max_accesses);
+      return false;
+    }
+    cr.id = c.take_txn_id();
+    cr.ts = c.take_timestamp();
+    cs.gen_tsc[i] = env::tsc();  // latency includes waiting for the epoch
+    std::memcpy(crs + i * g_.cr_bytes, &cr, sizeof cr);
+  }
+  record_batch(cs, crs, *count, *final);
+  return true;
+}
+
+// Appends the batch to the recording while there is room (reserved at
+// creation: no allocation here); a full recording keeps its prefix.
+void Calvin::record_batch(CoState& cs, const std::byte* crs, uint32_t count, bool final) {
+  if (s_.inputs.empty() || cs.record_full) return;
+  const size_t bytes = 8 + count * g_.cr_bytes;
+  if (cs.recorded.size() + bytes > cs.recorded.capacity()) {
+    cs.record_full = true;
+    return;
+  }
+  const uint64_t w = count | (final ? kFinal : 0);
+  const size_t at = cs.recorded.size();
+  cs.recorded.resize(at + bytes);
+  std::memcpy(cs.recorded.data() + at, &w, 8);
+  std::memcpy(cs.recorded.data() + at + 8, crs, count * g_.cr_bytes);
+}
+
+void Calvin::write_recording(Coordinator& c) {
+  CoState& cs = co_[c.index()];
+  const std::string path = inputs_file(s_.inputs, me_, e_.ctx().index, c.index());
+  if (cs.record_full)
+    RDTX_LOG(calvin_log(), Warning, "%s: more than calvin.record_epochs = %llu epochs; the file holds the first ones",
+             path.c_str(), static_cast<unsigned long long>(s_.record_epochs));
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  const bool ok = f != nullptr && std::fwrite(cs.recorded.data(), 1, cs.recorded.size(), f) == cs.recorded.size();
+  if (f != nullptr && std::fclose(f) != 0) fail(c, "calvin.inputs: cannot write %s", path.c_str());
+  else if (!ok) fail(c, "calvin.inputs: cannot write %s", path.c_str());
+}
+
+Result<void> Calvin::load_replay(uint32_t co) {
+  const std::string path = inputs_file(s_.replay, me_, e_.ctx().index, co);
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return make_error(ENOENT, "calvin.replay: cannot open %s", path.c_str());
+  std::vector<std::byte>& v = co_[co].replay;
+  std::byte buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) v.insert(v.end(), buf, buf + n);
+  std::fclose(f);
+  uint64_t magic = 0;
+  if (v.size() >= 8) std::memcpy(&magic, v.data(), 8);
+  if (magic != kInputsMagic) return make_error(EINVAL, "calvin.replay: %s is not a CALVIN inputs file", path.c_str());
+  return {};
 }
 
 Result<std::unique_ptr<Protocol>> create_with(WorkerEngine& e, bool broken) {

@@ -258,6 +258,7 @@ Result<RunResult> run(const RunConfig& rc) {
     }
   }
   res.locks_left = txn::count_locked(**db, *rc.protocol);
+  if (rc.inspect_database) rc.inspect_database(**db);
   if (boot == nullptr) {
     res.invariants = rc.workload->check(**db, res.total.committed_delta);
   } else {

@@ -60,10 +60,11 @@ TEST_P(ProtocolTest, UnderContentionKeepsInvariantsAndIsSerializable) {
   EXPECT_EQ(r.locks_left, 0u) << "a lock was left held";
   // Progress, not speed: sanitizer builds run ~10x slower.
   EXPECT_GT(r.total.commits, 20u);
-  if (conflicts_abort(cb.protocol))
+  if (conflicts_abort(cb.protocol)) {
     EXPECT_GT(r.total.aborts_total(), 0u) << "the hot set must cause conflicts";
-  else
+  } else {
     EXPECT_EQ(non_user_aborts(r), 0u) << "CALVIN never aborts for a conflict";
+  }
   EXPECT_EQ(r.total.aborts[static_cast<int>(AbortReason::kNetwork)], 0u);
   EXPECT_EQ(r.total.commit_errors, 0u);
   EXPECT_EQ(r.rpc_malformed, 0u);
@@ -80,7 +81,9 @@ TEST_P(ProtocolTest, UnderContentionKeepsInvariantsAndIsSerializable) {
   EXPECT_TRUE(out->check.certified) << out->check_text;
   EXPECT_FALSE(out->check.truncated);
   EXPECT_GE(out->check.stats.committed, r.total.commits);
-  if (conflicts_abort(cb.protocol)) EXPECT_GT(out->check.stats.aborted, 0u) << "aborted attempts are recorded too";
+  if (conflicts_abort(cb.protocol)) {
+    EXPECT_GT(out->check.stats.aborted, 0u) << "aborted attempts are recorded too";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ProtocolTest, testing::ValuesIn(combos()),

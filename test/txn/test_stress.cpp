@@ -106,10 +106,11 @@ TEST_P(StressTest, SerializableWithInvariants) {
   EXPECT_EQ(r.locks_left, 0u) << "a lock was left held";
   EXPECT_TRUE(out->check.certified) << out->check_text;
   EXPECT_GT(r.total.commits, 0u);
-  if (conflicts_abort(cb.protocol))
+  if (conflicts_abort(cb.protocol)) {
     EXPECT_GT(r.total.aborts_total(), 0u) << "the hot set must cause conflicts";
-  else
+  } else {
     EXPECT_EQ(non_user_aborts(r), 0u) << "CALVIN never aborts for a conflict";
+  }
   EXPECT_EQ(r.total.commit_errors, 0u);
   EXPECT_EQ(r.rpc_malformed, 0u);
   EXPECT_EQ(r.total.aborts[static_cast<int>(AbortReason::kNetwork)], 0u);
