@@ -217,6 +217,7 @@ class Calvin final : public Protocol {
   void write_recording(Coordinator& c);
   Task<bool> execute(Coordinator& c, uint32_t k);
   Task<bool> forward(Coordinator& c, uint32_t k, uint32_t len, uint64_t targets);
+  Task<bool> wait_grant(Coordinator& c, uint32_t k);
   Task<bool> wait_values(Coordinator& c, uint32_t k);
   // The payload offset, in the owner's forwarded values, of declared access j.
   uint32_t forward_offset(const DeclaredSet& d, uint32_t j) const;
@@ -299,7 +300,7 @@ Result<void> Calvin::init() {
   // makes it (Database::node_state), worker 0 runs it.
   std::shared_ptr<void>& slot = e_.db().node_state(me_, "calvin.lock_manager");
   if (!slot)
-    slot = std::make_shared<LockManager>(wpn_ * o_.coroutines, nodes_ * s_.epoch_size, s_.max_accesses, broken_);
+    slot = std::make_shared<LockManager>(wpn_ * o_.coroutines, nodes_ * s_.epoch_size, s_.max_accesses);
   lm_ = std::static_pointer_cast<LockManager>(slot);
   if (e_.ctx().index == 0) e_.add_service(std::make_unique<LockManagerService>(lm_));
   auto b = e_.register_handler("calvin.batch", [this](rpc::Request& r) { handle_batch(r); });
@@ -529,7 +530,7 @@ bool Calvin::plan_epoch(Coordinator& c, uint64_t epoch, bool last) {
     r.id = p.cr->id;
     for (uint32_t j = 0; j < d.n; ++j)
       if (tuples[j] != nullptr)
-        lm_->add_record(group(c), epoch, p.request, tuples[j], d.e[j].mode == AccessMode::kWrite);
+        lm_->add_record(group(c), epoch, p.request, tuples[j]);
   }
   lm_->publish(group(c), epoch, requests, last);
   cs.epoch = epoch;
@@ -638,6 +639,17 @@ Task<bool> Calvin::wait_values(Coordinator& c, uint32_t k) {
   co_return true;
 }
 
+// Polls transaction k's grant by the node's lock manager, yielding.
+Task<bool> Calvin::wait_grant(Coordinator& c, uint32_t k) {
+  const CoState& cs = co_[c.index()];
+  const uint64_t since = env::tsc();
+  while (!lm_->granted(group(c), cs.epoch, cs.plans[k].request)) {
+    if (stalled(c, since, "a lock grant (the lock manager)", me_)) co_return false;
+    co_await runtime::yield();
+  }
+  co_return true;
+}
+
 // Figure 14 for transaction k of the epoch on this member.
 Task<bool> Calvin::execute(Coordinator& c, uint32_t k) {
   CoState& cs = co_[c.index()];
@@ -650,12 +662,9 @@ Task<bool> Calvin::execute(Coordinator& c, uint32_t k) {
   cs.current = k;
   const uint64_t t0 = c.phase_clock();
   if (p.nlocal > 0) {
-    // The lock manager grants in (epoch, timestamp) order.
-    const uint64_t since = env::tsc();
-    while (!lm_->granted(group(c), cs.epoch, p.request)) {
-      if (stalled(c, since, "a lock grant (the lock manager)", me_)) co_return false;
-      co_await runtime::yield();
-    }
+    // The lock manager grants in (epoch, timestamp) order. (The broken
+    // variant reads first and waits for its grant after.)
+    if (!broken_ && !co_await wait_grant(c, k)) co_return false;
     // Local reads (locked: stable), with their writer ids, into the staging
     // area after the RPC header: what every active counterpart needs.
     std::byte* out = at(g_.staging(c.index())) + sizeof(ForwardMsg);
@@ -678,6 +687,7 @@ Task<bool> Calvin::execute(Coordinator& c, uint32_t k) {
     }
     const uint64_t targets = p.active & ~(uint64_t{1} << me_);
     if (targets != 0 && !co_await forward(c, k, len, targets)) co_return false;
+    if (broken_ && !co_await wait_grant(c, k)) co_return false;
     if (!active) {
       lm_->release(group(c), cs.epoch, p.request);
       c.add_phase(Phase::kFetch, t0);
@@ -722,7 +732,16 @@ Task<bool> Calvin::fetch(Calvin& p, Coordinator& c, Txn& t, uint32_t from) {
     t.state<uint64_t>(i) = j;
     const store::TupleLayout& l = db.layout(a.table);
     uint64_t writer;
-    if (a.node == p.me_) {
+    if (a.node == p.me_ && p.broken_) {
+      // The broken variant: the value read before the grant (staging).
+      const std::byte* v = p.at(p.g_.staging(c.index())) + sizeof(ForwardMsg) + p.forward_offset(d, j);
+      writer = copy_word(v, 0);
+      if (writer == kMissing) {
+        t.fail(AbortReason::kNotFound);
+        co_return false;
+      }
+      std::memcpy(a.copy + l.record_offset(), v + 8, l.record_bytes);
+    } else if (a.node == p.me_) {
       if (tuples[j] == nullptr) {
         t.fail(AbortReason::kNotFound);
         co_return false;
@@ -894,7 +913,7 @@ Result<std::unique_ptr<Protocol>> create_with(WorkerEngine& e, bool broken) {
   return std::unique_ptr<Protocol>(std::move(p));
 }
 Result<std::unique_ptr<Protocol>> create(WorkerEngine& e) { return create_with(e, false); }
-Result<std::unique_ptr<Protocol>> create_unlocked_reads(WorkerEngine& e) { return create_with(e, true); }
+Result<std::unique_ptr<Protocol>> create_early_reads(WorkerEngine& e) { return create_with(e, true); }
 
 }  // namespace
 
@@ -942,13 +961,13 @@ const ProtocolDef kDef = {
 };
 RDTX_REGISTER_PROTOCOL(kDef)
 
-// BROKEN, tests only: read records are neither locked nor waited for (the
-// lock manager lets a reader run beside an earlier writer of the same
-// record, out of the global order), so a transaction may read one record
-// before and another after a concurrent writer.
-const ProtocolDef kUnlockedReadsForTests = {
-    "calvin-broken-unlocked-reads",
-    "BROKEN, tests only: CALVIN whose lock manager grants reads out of order (no read locks)",
+// BROKEN, tests only: a member reads (and forwards) its records before the
+// lock manager grants them, so a transaction reads ahead of an earlier
+// writer still holding the record, out of the global order: its write then
+// overwrites that writer's (a lost update), or its reads straddle it.
+const ProtocolDef kEarlyReadsForTests = {
+    "calvin-broken-early-reads",
+    "BROKEN, tests only: CALVIN that reads its records before their locks are granted",
     kDef.meta_bytes,
     kDef.access_state_bytes,
     kDef.isolation,
@@ -956,13 +975,13 @@ const ProtocolDef kUnlockedReadsForTests = {
     kDef.abort_reasons,
     kDef.acquires,
     kDef.lock_held,
-    create_unlocked_reads,
+    create_early_reads,
     true,
     0,
     nullptr,
     region_bytes_of,
     add_calvin_schema,
 };
-RDTX_REGISTER_PROTOCOL(kUnlockedReadsForTests)
+RDTX_REGISTER_PROTOCOL(kEarlyReadsForTests)
 
 }  // namespace rdtx::cc::calvin

@@ -9,15 +9,14 @@ namespace rdtx::cc::calvin {
 namespace {
 // The lock word of a tuple: its metadata word 0 (8-aligned in the store).
 std::atomic_ref<uint64_t> lock_word(uintptr_t rec) {
-  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(rec & ~uintptr_t{1}));
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(rec));
 }
 }  // namespace
 
-LockManager::LockManager(uint32_t groups, uint32_t per_epoch, uint32_t max_records, bool unlocked_reads)
+LockManager::LockManager(uint32_t groups, uint32_t per_epoch, uint32_t max_records)
     : groups_(groups),
       per_epoch_(per_epoch),
       max_records_(max_records),
-      unlocked_reads_(unlocked_reads),
       group_(groups),
       requests_(size_t{groups} * 2 * per_epoch),
       records_(size_t{groups} * 2 * per_epoch * max_records) {
@@ -33,10 +32,10 @@ LockManager::Request& LockManager::request(uint32_t group, uint64_t epoch, uint3
   return r;
 }
 
-void LockManager::add_record(uint32_t group, uint64_t epoch, uint32_t i, std::byte* tuple, bool write) {
+void LockManager::add_record(uint32_t group, uint64_t epoch, uint32_t i, std::byte* tuple) {
   Request& r = slot(group, epoch, i);
   const size_t s = (size_t{group} * 2 + (epoch & 1)) * per_epoch_ + i;
-  records_of(s)[r.nrec++] = reinterpret_cast<uintptr_t>(tuple) | (write ? 1 : 0);
+  records_of(s)[r.nrec++] = reinterpret_cast<uintptr_t>(tuple);
 }
 
 void LockManager::publish(uint32_t group, uint64_t epoch, uint32_t count, bool last) {
@@ -52,12 +51,10 @@ void LockManager::release(uint32_t group, uint64_t epoch, uint32_t i) {
   Request& r = slot(group, epoch, i);
   const size_t s = (size_t{group} * 2 + (epoch & 1)) * per_epoch_ + i;
   const uintptr_t* recs = records_of(s);
-  for (uint32_t j = 0; j < r.nrec; ++j) {
-    if (unlocked_reads_ && (recs[j] & 1) == 0) continue;
+  for (uint32_t j = 0; j < r.nrec; ++j)
     // release: the record installed in place before the word that lets
     // the next holder read it.
     lock_word(recs[j]).store(0, std::memory_order_release);
-  }
 }
 
 void LockManager::leave(uint32_t group) {
@@ -140,23 +137,17 @@ int LockManager::poll() {
     Request& r = requests_[p.slot];
     const uintptr_t* recs = records_of(p.slot);
     bool free = true;
-    for (uint32_t j = 0; j < r.nrec && free; ++j) {
-      if (unlocked_reads_ && (recs[j] & 1) == 0) continue;
+    for (uint32_t j = 0; j < r.nrec && free; ++j)
       // acquire: a holder's release store (its writes before it).
-      free = lock_word(recs[j]).load(std::memory_order_acquire) == 0 && !blocked(recs[j] & ~uintptr_t{1});
-    }
+      free = lock_word(recs[j]).load(std::memory_order_acquire) == 0 && !blocked(recs[j]);
     if (free) {
-      for (uint32_t j = 0; j < r.nrec; ++j) {
-        if (unlocked_reads_ && (recs[j] & 1) == 0) continue;
-        lock_word(recs[j]).store(r.id, std::memory_order_relaxed);
-      }
+      for (uint32_t j = 0; j < r.nrec; ++j) lock_word(recs[j]).store(r.id, std::memory_order_relaxed);
       // release: the lock words above before the tag the holder polls.
       r.granted.store(p.epoch, std::memory_order_release);
       ++work;
       continue;
     }
-    for (uint32_t j = 0; j < r.nrec; ++j)
-      if (!unlocked_reads_ || (recs[j] & 1) != 0) block(recs[j] & ~uintptr_t{1});
+    for (uint32_t j = 0; j < r.nrec; ++j) block(recs[j]);
     pending_[out++] = p;
   }
   pending_.resize(out);

@@ -43,9 +43,8 @@ namespace rdtx::cc::calvin {
 class LockManager {
  public:
   // `groups` groups of up to `per_epoch` transactions per epoch with up to
-  // `max_records` records each on this node. `unlocked_reads`: the broken
-  // variant (tests only): read records are neither locked nor waited for.
-  LockManager(uint32_t groups, uint32_t per_epoch, uint32_t max_records, bool unlocked_reads = false);
+  // `max_records` records each on this node.
+  LockManager(uint32_t groups, uint32_t per_epoch, uint32_t max_records);
 
   // Group side. The request slot of transaction i of the group's epoch e:
   // fill `ts`, `id`, then add its records, then publish the epoch.
@@ -57,7 +56,8 @@ class LockManager {
   };
   Request& request(uint32_t group, uint64_t epoch, uint32_t i);
   // Adds a record (its tuple: word 0 is the lock word) to the request.
-  void add_record(uint32_t group, uint64_t epoch, uint32_t i, std::byte* tuple, bool write);
+  // Every lock is exclusive, reads included (doc/txn.md "CALVIN").
+  void add_record(uint32_t group, uint64_t epoch, uint32_t i, std::byte* tuple);
   // Requests [0, count) of epoch e are complete (e counts from 1, one after
   // the other). `last`: the group publishes no epoch after e.
   void publish(uint32_t group, uint64_t epoch, uint32_t count, bool last);
@@ -94,10 +94,9 @@ class LockManager {
   void block(uintptr_t rec);
 
   const uint32_t groups_, per_epoch_, max_records_;
-  const bool unlocked_reads_;
   std::vector<Group> group_;
   std::vector<Request> requests_;      // [group][parity][i]
-  std::vector<uintptr_t> records_;     // [slot][record]: tuple address | 1 if written
+  std::vector<uintptr_t> records_;     // [slot][record]: tuple address
   // Manager state (poll()'s thread only).
   uint64_t merging_ = 1;               // the next epoch to merge
   struct Pending {

@@ -51,7 +51,7 @@ TEST(CalvinLockManager, GrantsInTimestampOrderFifoPerRecord) {
     LockManager::Request& q = lm.request(g, 1, i);
     q.ts = ts;
     q.id = ts * 100;
-    for (FakeTuple* t : recs) lm.add_record(g, 1, i, at(*t), true);
+    for (FakeTuple* t : recs) lm.add_record(g, 1, i, at(*t));
   };
   req(0, 0, 10, {&r});
   req(0, 1, 30, {&s});
@@ -86,24 +86,6 @@ TEST(CalvinLockManager, GrantsInTimestampOrderFifoPerRecord) {
   lm.leave(1);  // group 1 stops before epoch 2: epoch 2 does not wait for it
   lm.poll();
   EXPECT_TRUE(lm.finished());
-}
-
-// The broken variant's manager lets a reader through beside a writer.
-TEST(CalvinLockManager, UnlockedReadsVariantIgnoresReads) {
-  FakeTuple r;
-  LockManager lm(1, 4, 4, true);
-  LockManager::Request& w = lm.request(0, 1, 0);
-  w.ts = 1;
-  w.id = 7;
-  lm.add_record(0, 1, 0, at(r), true);
-  LockManager::Request& rd = lm.request(0, 1, 1);
-  rd.ts = 2;
-  rd.id = 8;
-  lm.add_record(0, 1, 1, at(r), false);
-  lm.publish(0, 1, 2, false);
-  lm.poll();
-  EXPECT_TRUE(lm.granted(0, 1, 0));
-  EXPECT_TRUE(lm.granted(0, 1, 1)) << "the read is not ordered after the write";
 }
 
 namespace {

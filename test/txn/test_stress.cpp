@@ -136,7 +136,7 @@ INSTANTIATE_TEST_SUITE_P(Broken, BrokenTest, testing::ValuesIn([] {
                              if (c.protocol == "occ" || c.protocol == "mvcc" || c.protocol == "calvin") {
                                c.protocol = c.protocol == "occ"    ? "occ-unvalidated"
                                             : c.protocol == "mvcc" ? "mvcc-broken-norts"
-                                                                   : "calvin-broken-unlocked-reads";
+                                                                   : "calvin-broken-early-reads";
                                v.push_back(c);
                              }
                            return v;
