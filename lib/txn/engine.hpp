@@ -249,6 +249,14 @@ class Coordinator {
   void add_phase(Phase p, uint64_t t0) {
     if (t0 != 0) phase_tsc_[static_cast<int>(p)] += env::tsc() - t0;
   }
+  // For work done outside an attempt and charged to one later (CALVIN's
+  // epoch sequencing, charged to the first transaction its home counts):
+  // the current attempt's verbs so far, and adding such counts and time.
+  const stats::VerbCounts& attempt_counts() const { return net_; }
+  void add_counts(const stats::VerbCounts& v) { net_.add(v); }
+  void add_phase_tsc(Phase p, uint64_t tsc) {
+    if (timing_) phase_tsc_[static_cast<int>(p)] += tsc;
+  }
   // RPC request and reply buffers of call k of an ItemBatch (max_payload each).
   std::byte* rpc_request_buffer(uint32_t k) { return rpc_bufs_.data() + (2 * k) * rpc_buf_bytes_; }
   std::byte* rpc_reply_buffer(uint32_t k) { return rpc_bufs_.data() + (2 * k + 1) * rpc_buf_bytes_; }
