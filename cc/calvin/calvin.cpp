@@ -19,18 +19,20 @@
 //   schedule  publishes, per transaction of the epoch with records on this
 //             node, the records to the node's lock manager
 //             (lock_manager.hpp), which grants in (epoch, timestamp) order.
-//   execute   (Figure 14) per transaction in that order: if it has local
-//             records, waits for its grant, reads them and forwards them
-//             with their writer ids to the active members (nodes it writes
-//             on, plus its home) (b1/b2 of Figure 14 one-sided: a WRITE of
-//             the values into the counterpart's CFB slot, then one of the
-//             slot's ready word; a1-a3 RPC: a call whose handler buffers the
-//             values in the CFB slot); a member that is not active then
-//             releases. An active member waits for the values it needs (b3:
-//             polls the slots' ready words), runs the workload's execute()
-//             on a Txn served from them (fetch module), installs its local
-//             writes in place (commit module) and releases. The home counts
-//             the outcome and records the history.
+//   execute   (Figure 14; its step names below carry "F14") per transaction
+//             in that order: if it has local records, waits for their grant
+//             and reads them (F14 a1/b1), forwards them with their writer
+//             ids to the active members, the nodes it writes on plus its
+//             home (F14 a2/b2: RPC, a call per active counterpart whose
+//             handler buffers the values in the CFB slot, F14 a3; one-sided,
+//             a WRITE of the values into the counterpart's CFB slot, then a
+//             WRITE of the slot's ready word, F14 b3); a member that is not
+//             active then releases. An active member waits for the values it
+//             needs (F14 b3: polls the slots' ready words, yielding; F14 a3
+//             for RPC: the same slots), runs the workload's execute() on a
+//             Txn served from them (fetch module), installs its local writes
+//             in place (F14 a4/b4, commit module) and releases. The home
+//             counts the outcome and records the history.
 //   A member enters e+1 only once it has executed e: lockstep.
 //
 // Stop: a member whose worker is stopping broadcasts an empty batch marked
@@ -89,7 +91,7 @@ constexpr uint64_t kCountMask = kFinal - 1;
 // The writer id forwarded for a declared key its owner does not hold.
 constexpr uint64_t kMissing = UINT64_MAX;
 
-// RPC message headers: the batch (a3) and the forwarded values (a3 of Fig. 14).
+// RPC message headers: the batch (a3) and the forwarded values (F14 a3).
 struct BatchMsg {
   uint32_t co;
   uint32_t src;
@@ -356,7 +358,7 @@ void Calvin::handle_batch(rpc::Request& r) {
   word_at(crb).store(m.received, std::memory_order_release);
 }
 
-// a3 of Figure 14 (RPC): forwarded values into the CFB slot, as above.
+// F14 a3 (RPC): forwarded values into the CFB slot, as above.
 void Calvin::handle_forward(rpc::Request& r) {
   const std::span<const std::byte> p = r.payload();
   ForwardMsg m;
@@ -559,7 +561,8 @@ uint32_t Calvin::forward_len(const DeclaredSet& d, uint32_t node) const {
   return len;
 }
 
-// b1/b2 of Figure 14 (one-sided) or a1-a3 (RPC): the values in the staging
+// F14 a2/b2, forwarding: one-sided, the two WRITEs of F14 b3 (values, then
+// the ready word); RPC, calls whose handler does F14 a3. The values in the staging
 // area (after a ForwardMsg header) to every node of `targets`.
 Task<bool> Calvin::forward(Coordinator& c, uint32_t k, uint32_t len, uint64_t targets) {
   const uint32_t co = c.index();
@@ -619,7 +622,7 @@ Task<bool> Calvin::forward(Coordinator& c, uint32_t k, uint32_t len, uint64_t ta
   co_return true;
 }
 
-// b3 of Figure 14: polls the CFB slots of transaction k until the values of
+// F14 b3 (and the pick-up of F14 a3): polls the CFB slots of transaction k until the values of
 // every other node holding its records are there.
 Task<bool> Calvin::wait_values(Coordinator& c, uint32_t k) {
   CoState& cs = co_[c.index()];
@@ -672,8 +675,9 @@ Task<bool> Calvin::execute(Coordinator& c, uint32_t k) {
   }
   const uint64_t t0 = c.phase_clock();
   if (p.nlocal > 0) {
-    // The lock manager grants in (epoch, timestamp) order. (The broken
-    // variant reads first and waits for its grant after.)
+    // F14 a1/b1: lock (the lock manager grants in (epoch, timestamp) order)
+    // and read the local records. (The broken variant reads first and waits
+    // for its grant after.)
     if (!broken_ && !co_await wait_grant(c, k)) co_return false;
     // Local reads (locked: stable), with their writer ids, into the staging
     // area after the RPC header: what every active counterpart needs.
@@ -774,7 +778,7 @@ Task<bool> Calvin::fetch(Calvin& p, Coordinator& c, Txn& t, uint32_t from) {
   co_return true;
 }
 
-// The commit module: only this node's writes, installed in place under the
+// The commit module (F14 a4/b4): only this node's writes, installed in place under the
 // lock the lock manager granted (history word = the writer's id).
 Task<bool> Calvin::commit(Calvin& p, Coordinator& c, Txn& t, uint32_t) {
   CoState& cs = p.co_[c.index()];
