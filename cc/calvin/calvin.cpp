@@ -7,6 +7,10 @@
 // worker w, which are paired with worker w of every node. Every member is
 // the sequencer of its own transactions and a scheduler of the group's.
 //
+// Every wait for another node (a batch, values, an answer) or for the lock
+// manager polls with runtime::poll_wait(): not counted as work, so a loop
+// whose coroutines all wait can give its CPU to the peer they wait for.
+//
 // Per epoch e (1, 2, ...), each member:
 //   sequence  generates calvin.epoch_size inputs (timestamp and id taken at
 //             home) and broadcasts the batch to every counterpart's CRB
@@ -420,7 +424,7 @@ Task<bool> Calvin::broadcast(Coordinator& c, uint64_t epoch, uint32_t count, boo
       if (co_await b.execute()) co_return true;
       // A failed WRITE (its QP was reconnected): send the whole batch again.
       if (stalled(c, since, "the completion of a batch WRITE", me_)) co_return false;
-      co_await runtime::yield();
+      co_await runtime::poll_wait();
     }
   }
   // a1-a3: one call per counterpart; a call that gets no answer (a datagram
@@ -448,7 +452,7 @@ Task<bool> Calvin::broadcast(Coordinator& c, uint64_t epoch, uint32_t count, boo
     if (stalled(c, since, "an answer to a batch", late)) co_return false;
     // A call that could not even be queued (no credit or send buffer) ends
     // at once: let the loop run before sending again.
-    co_await runtime::yield();
+    co_await runtime::poll_wait();
   }
   co_return true;
 }
@@ -484,7 +488,7 @@ Task<bool> Calvin::wait_batches(Coordinator& c, uint64_t epoch, bool* last) {
       }
     }
     if (stalled(c, since, "the batch of an epoch", src)) co_return false;
-    co_await runtime::yield();
+    co_await runtime::poll_wait();
   }
   co_return true;
 }
@@ -596,7 +600,7 @@ Task<bool> Calvin::forward(Coordinator& c, uint32_t k, uint32_t len, uint64_t ta
       }
       if (co_await b.execute()) co_return true;
       if (stalled(c, since, "the completion of a values WRITE", me_)) co_return false;
-      co_await runtime::yield();
+      co_await runtime::poll_wait();
     }
   }
   rpc::Reply replies[kMaxNodes];
@@ -617,7 +621,7 @@ Task<bool> Calvin::forward(Coordinator& c, uint32_t k, uint32_t len, uint64_t ta
       else if (targets >> d & 1) late = d;
     if (targets == 0) break;
     if (stalled(c, since, "an answer to forwarded values", late)) co_return false;
-    co_await runtime::yield();
+    co_await runtime::poll_wait();
   }
   co_return true;
 }
@@ -642,7 +646,7 @@ Task<bool> Calvin::wait_values(Coordinator& c, uint32_t k) {
     }
     if (missing == 0) break;
     if (stalled(c, since, "forwarded values", static_cast<uint32_t>(std::countr_zero(missing)))) co_return false;
-    co_await runtime::yield();
+    co_await runtime::poll_wait();
   }
   co_return true;
 }
@@ -653,7 +657,7 @@ Task<bool> Calvin::wait_grant(Coordinator& c, uint32_t k) {
   const uint64_t since = env::tsc();
   while (!lm_->granted(group(c), cs.epoch, cs.plans[k].request)) {
     if (stalled(c, since, "a lock grant (the lock manager)", me_)) co_return false;
-    co_await runtime::yield();
+    co_await runtime::poll_wait();
   }
   co_return true;
 }
