@@ -115,8 +115,12 @@ Footprint footprint(const run::RunConfig& run, const rdma::DeviceCaps& caps, uin
                 run.options.coroutines * fp.workers;
     }
   }
+  // The same figure the runner allocates (txn::region_bytes); an error there
+  // is reported by the run itself.
+  auto region = txn::region_bytes(*run.protocol, run.options, cc, run.workload->tables(cc.nodes));
+  if (region.ok()) fp.regions = *region * fp.workers;
   // The shm driver keeps registered memory (alloc_memory) in /dev/shm files.
-  if (caps.driver == "shm") fp.shm_bytes = fp.tables + fp.scratch + fp.rpc + fp.log;
+  if (caps.driver == "shm") fp.shm_bytes = fp.tables + fp.scratch + fp.rpc + fp.log + fp.regions;
   return fp;
 }
 
@@ -179,6 +183,7 @@ Result<void> check_resources(const config::Config& cfg, const run::RunConfig& ru
     if (fp.caches) s += ", location caches " + human_bytes(fp.caches) + " (" + key("txn.options.location_cache_entries") + ")";
     if (fp.history) s += ", history buffers " + human_bytes(fp.history) + " (" + key("history.capacity_mb") + ")";
     if (fp.log) s += ", log rings " + human_bytes(fp.log) + " (" + key("cluster.replicas") + ", " + key("txn.log_ring_kb") + ")";
+    if (fp.regions) s += ", protocol regions " + human_bytes(fp.regions);
     s += "; " + std::to_string(fp.workers) + " worker(s) (" + key("cluster.workers_per_node") + ")";
     return s;
   };

@@ -30,10 +30,11 @@ struct Footprint {
   uint64_t caches = 0;       // location caches
   uint64_t history = 0;      // history buffers (history.record)
   uint64_t log = 0;          // replication: log rings (and one-sided staging)
+  uint64_t regions = 0;      // protocol regions (ProtocolDef::region_bytes, registered)
   uint64_t cq_depth = 0;     // entries of one worker's CQ
   // Of those, in the shm driver's files under /dev/shm.
   uint64_t shm_bytes = 0;
-  uint64_t total() const { return tables + scratch + rpc + cqs + caches + history + log; }
+  uint64_t total() const { return tables + scratch + rpc + cqs + caches + history + log + regions; }
 };
 
 // `local_nodes`: nodes of the cluster whose memory lives on this host (all

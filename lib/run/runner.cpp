@@ -181,7 +181,9 @@ Result<RunResult> run(const RunConfig& rc) {
                         txn::to_string(rc.options.stage(acquire)), txn::to_string(rc.options.stage(Stage::kCommit)));
   }
 
-  auto db = Database::create(c, tables, txn::tuple_shape(*rc.protocol), rc.options.record_history);
+  auto region = txn::region_bytes(*rc.protocol, rc.options, rc.cluster, tables);
+  if (!region.ok()) return make_error(region.error().code, "protocol %s: %s", rc.protocol->name, region.error().message.c_str());
+  auto db = Database::create(c, tables, txn::tuple_shape(*rc.protocol), rc.options.record_history, *region);
   if (!db.ok()) return db.error();
   if (boot != nullptr) RDTX_TRY((*db)->exchange_descriptors(all_gather));
   for (uint32_t n = 0; n < c.nodes(); ++n)
@@ -309,6 +311,7 @@ Result<RunResult> run(const RunConfig& rc) {
   for (auto& e : engines) e->settle_services();
   res.replicas = cc.replicas;
   res.placement = txn::placement_text(cc.nodes, cc.replicas);
+  if (rc.inspect_database) rc.inspect_database(**db);
   if (boot == nullptr) {
     res.invariants = rc.workload->check(**db, res.total.committed_delta);
     res.replicas_equal = txn::compare_replicas(**db, txn::replica_digests(**db));

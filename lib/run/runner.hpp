@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "base/result.hpp"
@@ -49,6 +50,9 @@ struct RunConfig {
   // Identifies the run in recorded histories (options.record_history); 0
   // picks one from the clock.
   uint64_t run_id = 0;
+  // Called with the database after the run, before it goes (tests: a
+  // checksum of the final state). Local nodes only in process mode.
+  std::function<void(txn::Database&)> inspect_database;
 };
 
 struct RunResult {

@@ -62,6 +62,8 @@ detail::DetachedPromise::Handle run_detached(Task<void> task) { co_await std::mo
 Worker::Worker(std::string name) : name_(std::move(name)) {
   ready_.reserve(64);
   running_.reserve(64);
+  polling_.reserve(64);
+  polling_now_.reserve(64);
   timers_.reserve(64);
 }
 
@@ -136,6 +138,11 @@ int Worker::poll_once() {
     for (auto h : running_) h.resume();
     work += static_cast<int>(running_.size());
     running_.clear();
+  }
+  if (!polling_.empty()) {
+    polling_now_.swap(polling_);
+    for (auto h : polling_now_) h.resume();
+    polling_now_.clear();
   }
   return work;
 }

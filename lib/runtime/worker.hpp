@@ -48,6 +48,11 @@ class Worker {
   void spawn(Task<void> task);
   // Makes a suspended coroutine of this worker runnable on the next pass.
   void schedule(std::coroutine_handle<> h) { ready_.push_back(h); }
+  // The same for a coroutine that only polls for something another node or
+  // thread must do (poll_wait()): resuming it is not counted as work, so a
+  // loop whose coroutines all wait can idle (and give the CPU to the peer
+  // they wait for, under run.idle = yield or sleep).
+  void schedule_polling(std::coroutine_handle<> h) { polling_.push_back(h); }
   void add_poller(Poller p) { (void)register_poller("", std::move(p)); }
   // A named poller (as SPDK's spdk_poller_register_named), run every pass,
   // or at most once per period_ns when it is not 0. Control path only.
@@ -107,6 +112,8 @@ class Worker {
   bool pollers_changed_ = false;
   std::vector<std::coroutine_handle<>> ready_;
   std::vector<std::coroutine_handle<>> running_;
+  std::vector<std::coroutine_handle<>> polling_;  // schedule_polling(): resumed, not counted
+  std::vector<std::coroutine_handle<>> polling_now_;
   struct Timer {
     uint64_t deadline;
     std::coroutine_handle<> h;
@@ -127,6 +134,17 @@ struct Yield {
   void await_resume() const noexcept {}
 };
 inline Yield yield() { return {}; }
+
+// As yield(), for a coroutine polling for what another node or thread must
+// do (a message, a flag): the pass that resumes it does not count it as work
+// (Worker::schedule_polling), so the loop's idle policy applies while every
+// coroutine merely waits.
+struct PollWait {
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) const { Worker::current()->schedule_polling(h); }
+  void await_resume() const noexcept {}
+};
+inline PollWait poll_wait() { return {}; }
 
 // Suspends the calling coroutine for at least `ns` nanoseconds without
 // blocking the thread: other coroutines and pollers run meanwhile.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <span>
+#include <string>
 
 namespace rdtx::txn {
 
@@ -31,7 +32,8 @@ std::vector<Database::BackupCopy> Database::backups() const {
 }
 
 Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const std::vector<TableDef>& tables,
-                                                   const TupleShape& shape, bool record_history) {
+                                                   const TupleShape& shape, bool record_history,
+                                                   uint64_t region_bytes) {
   std::unique_ptr<Database> db(new Database());
   db->protocol_meta_ = shape.meta_bytes;
   db->recording_ = record_history;
@@ -100,7 +102,47 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
     }
     db->max_tuple_bytes_ = std::max(db->max_tuple_bytes_, db->layouts_[t.id].tuple_bytes());
   }
+  // The protocol's regions: one allocation per worker, registered in that
+  // worker's context only (its peers' QPs reach that context).
+  db->region_bytes_ = region_bytes;
+  db->regions_.resize(size_t{c.nodes()} * wpn);
+  db->region_descs_.resize(size_t{c.nodes()} * wpn);
+  if (region_bytes > 0)
+    for (uint32_t n = 0; n < c.nodes(); ++n) {
+      if (!c.is_local(n)) continue;
+      const std::vector<rdma::Device*> ctxs = c.contexts(n);
+      for (uint32_t w = 0; w < wpn; ++w) {
+        Region& r = db->regions_[n * wpn + w];
+        r.context = w < ctxs.size() ? ctxs[w] : c.node(n).device.get();
+        auto mem = c.node(n).device->alloc_memory(region_bytes);
+        if (!mem.ok())
+          return make_error(mem.error().code, "protocol region of node %u worker %u (%llu bytes): %s", n, w,
+                            static_cast<unsigned long long>(region_bytes), mem.error().message.c_str());
+        r.mem = std::move(*mem);
+        r.base = static_cast<std::byte*>(r.mem->data());
+        std::memset(r.base, 0, region_bytes);
+        auto mr = r.context->reg_mr(r.base, region_bytes, rdma::kAccessAll);
+        if (!mr.ok())
+          return make_error(mr.error().code, "protocol region of node %u worker %u: %s", n, w,
+                            mr.error().message.c_str());
+        r.mr = *mr;
+        db->region_descs_[n * wpn + w] = {n, w, mr->rkey, 0, mr->remote_addr(0), region_bytes};
+      }
+    }
   return db;
+}
+
+Database::~Database() {
+  for (Region& r : regions_)
+    if (r.base != nullptr && r.context != nullptr) (void)r.context->dereg_mr(r.mr);
+}
+
+std::shared_ptr<void>& Database::node_state(uint32_t node, const std::string& name) {
+  const std::string key = name + "@" + std::to_string(node);
+  for (auto& [k, v] : node_states_)
+    if (k == key) return v;
+  node_states_.emplace_back(key, nullptr);
+  return node_states_.back().second;
 }
 
 Result<void> Database::exchange_descriptors(const cluster::AllGather& all_gather) {
@@ -144,6 +186,32 @@ Result<void> Database::exchange_descriptors(const cluster::AllGather& all_gather
           if (descs_[t][n * wpn + w].capacity == 0)
             return make_error(EPROTO, "no descriptor of table '%s' on node %u for worker %u arrived",
                               defs_[t].name.c_str(), n, w);
+  if (region_bytes_ == 0) return {};
+  // The protocol regions, the same way.
+  std::vector<RegionDescriptor> regs;
+  for (uint32_t n = 0; n < nodes(); ++n)
+    if (stores_[n])
+      for (uint32_t w = 0; w < wpn; ++w) regs.push_back(region_descs_[n * wpn + w]);
+  auto rall = all_gather(std::as_bytes(std::span(regs)), "protocol regions");
+  if (!rall.ok()) return rall.error();
+  for (uint32_t from = 0; from < rall->size(); ++from) {
+    const auto& blob = (*rall)[from];
+    if (blob.size() % sizeof(RegionDescriptor) != 0)
+      return make_error(EPROTO, "node %u sent %zu bytes of region descriptors, not a whole number", from, blob.size());
+    for (size_t off = 0; off < blob.size(); off += sizeof(RegionDescriptor)) {
+      RegionDescriptor d;
+      std::memcpy(&d, blob.data() + off, sizeof d);
+      if (d.node >= nodes() || d.worker >= wpn || d.bytes != region_bytes_ || d.addr == 0)
+        return make_error(EPROTO, "node %u sent a region of node %u worker %u with %llu bytes (expected %llu)", from,
+                          d.node, d.worker, static_cast<unsigned long long>(d.bytes),
+                          static_cast<unsigned long long>(region_bytes_));
+      if (!stores_[d.node]) region_descs_[d.node * wpn + d.worker] = d;
+    }
+  }
+  for (uint32_t n = 0; n < nodes(); ++n)
+    for (uint32_t w = 0; w < wpn; ++w)
+      if (region_descs_[n * wpn + w].addr == 0)
+        return make_error(EPROTO, "no protocol region of node %u worker %u arrived", n, w);
   return {};
 }
 

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "base/result.hpp"
@@ -58,12 +60,53 @@ struct TableDef {
   store::Partitioner partitioner;
 };
 
+// A protocol's registered region of one worker (ProtocolDef::region_bytes)
+// as the paired worker of every node reaches it: through its QPs to that
+// worker, with the rkey of that worker's device context. Shipped between
+// processes as bytes, like TableDescriptor.
+struct RegionDescriptor {
+  uint32_t node = 0;
+  uint32_t worker = 0;
+  uint32_t rkey = 0;
+  uint32_t pad = 0;
+  uint64_t addr = 0;   // remote address of byte 0
+  uint64_t bytes = 0;
+};
+static_assert(std::is_trivially_copyable_v<RegionDescriptor>);
+
 class Database {
  public:
   // Creates every table on every node of `c` with tuples of `shape`
-  // (tuple_layout()).
+  // (tuple_layout()), and, if `region_bytes` > 0, a zeroed registered region
+  // of that many bytes per worker of every local node (region()).
   static Result<std::unique_ptr<Database>> create(cluster::Cluster& c, const std::vector<TableDef>& tables,
-                                                  const TupleShape& shape, bool record_history);
+                                                  const TupleShape& shape, bool record_history,
+                                                  uint64_t region_bytes = 0);
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  // The protocol region of worker `worker` of `node` (every node's, once
+  // exchanged), and on a local node its memory.
+  const RegionDescriptor& region(uint32_t node, uint32_t worker) const {
+    return region_descs_[node * workers_per_node_ + worker];
+  }
+  std::byte* local_region(uint32_t node, uint32_t worker) const {
+    return regions_[node * workers_per_node_ + worker].base;
+  }
+  // The lkey of a local region (for WRITEs whose source is the region).
+  uint32_t local_region_lkey(uint32_t node, uint32_t worker) const {
+    return regions_[node * workers_per_node_ + worker].mr.lkey;
+  }
+  uint64_t region_bytes() const { return region_bytes_; }
+
+  // Per-node state a protocol's workers share (CALVIN's lock manager),
+  // found by name: the slot is created empty on first use. Every
+  // ProtocolDef::create runs on the thread that builds the run, one worker
+  // after the other, before any coordinator (lib/run/runner.cpp), so the
+  // first worker of a node to be created fills it and the others find it;
+  // what the object does between threads afterwards is its own business.
+  std::shared_ptr<void>& node_state(uint32_t node, const std::string& name);
 
   // Multi-process: the descriptors of the other processes' partitions, in
   // exchange for this process's (every process calls it once after create()).
@@ -126,6 +169,16 @@ class Database {
   uint32_t protocol_meta_ = 0;
   uint32_t max_tuple_bytes_ = 0;
   bool recording_ = false;
+  struct Region {
+    std::unique_ptr<rdma::DeviceMemory> mem;
+    std::byte* base = nullptr;
+    rdma::Device* context = nullptr;
+    rdma::MemoryRegion mr;
+  };
+  uint64_t region_bytes_ = 0;
+  std::vector<Region> regions_;                  // [node * workers_per_node + worker], local nodes
+  std::vector<RegionDescriptor> region_descs_;   // [node * workers_per_node + worker]
+  std::vector<std::pair<std::string, std::shared_ptr<void>>> node_states_;  // name@node
 };
 
 }  // namespace rdtx::txn

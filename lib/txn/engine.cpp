@@ -206,12 +206,82 @@ void Coordinator::record_outcome(uint32_t type, bool committed) {
     rec->abort(tr, static_cast<uint16_t>(txn_.abort_reason()));
 }
 
+runtime::Task<void> Protocol::run_coordinator(Coordinator& c) { return c.run_closed_loop(); }
+
 runtime::Task<void> Coordinator::run() {
-  runtime::Worker* self = runtime::Worker::current();
+  co_await e_.protocol().run_coordinator(*this);
+  co_await settle_pending_commit();
+  co_await settle_commit_batch();
+}
+
+Txn& Coordinator::begin_attempt(uint64_t id, uint64_t ts) {
+  txn_.reset(id);
+  txn_.ts_ = ts;
+  net_ = {};
+  timing_ = breakdown_ && (seq_ & sample_mask_) == 0;
+  if (timing_)
+    for (uint64_t& p : phase_tsc_) p = 0;
+  return txn_;
+}
+
+uint64_t Coordinator::take_timestamp() {
+  return last_ts_ = next_timestamp(env::tsc(), e_.epoch(), last_ts_, e_.node(), e_.ctx().index, index_,
+                                   e_.clock_floor());
+}
+
+uint64_t Coordinator::take_txn_id() { return make_txn_id(e_.node(), e_.ctx().index, index_, ++seq_); }
+
+void Coordinator::account(const TxnInput& in, bool ok, int64_t delta, uint64_t start, bool first) {
   WorkerStats& st = e_.stats();
+  if (trace_) record_outcome(in.type, ok);
+  const bool measuring = e_.measuring();
+  LiveStats& live = e_.live_counts();
+  ++live.attempts;
+  if (measuring) {
+    ++st.attempts;
+    if (in.type < st.attempts_by_type.size()) ++st.attempts_by_type[in.type];
+    if (first && in.type < st.issued_by_type.size()) ++st.issued_by_type[in.type];
+    st.net_all.add(net_);
+  }
+  if (ok) {
+    st.committed_delta += delta;  // always: the invariant covers the whole run
+    ++live.commits;
+    if (measuring) {
+      ++st.commits;
+      const uint64_t lat = env::tsc() - start;
+      st.latency_tsc.record(lat);
+      if (in.type < st.commits_by_type.size()) {
+        ++st.commits_by_type[in.type];
+        st.latency_by_type[in.type].record(lat);
+      }
+      st.net_committed.add(net_);
+      if (timing_) {
+        ++st.sampled_commits;
+        for (int p = 0; p < kPhases; ++p)
+          if (phase_tsc_[p] != 0) {
+            st.phase_tsc[p].record(phase_tsc_[p]);
+            st.phase_sum_tsc[p] += phase_tsc_[p];
+          }
+      }
+    }
+    return;
+  }
+  ++live.aborts[static_cast<int>(txn_.abort_reason())];
+  if (measuring) {
+    ++st.aborts[static_cast<int>(txn_.abort_reason())];
+    constexpr int kRel = static_cast<int>(Phase::kRelease);
+    st.sampled_aborts += timing_;
+    if (timing_ && phase_tsc_[kRel] != 0) {
+      st.phase_tsc[kRel].record(phase_tsc_[kRel]);
+      st.phase_sum_tsc[kRel] += phase_tsc_[kRel];
+    }
+  }
+}
+
+runtime::Task<void> Coordinator::run_closed_loop() {
+  runtime::Worker* self = runtime::Worker::current();
   const Workload& wl = e_.workload();
   const uint32_t node = e_.node();
-  const uint32_t worker = e_.ctx().index;
   const uint32_t max_retries = e_.options().max_retries;
   TxnInput in;
   while (!self->stopping()) {
@@ -221,7 +291,7 @@ runtime::Task<void> Coordinator::run() {
     if (pending_commit_.remaining() > 0 || pending_commit_.failed()) co_await settle_pending_commit();
     wl.generate(rng_, node, in);
     const uint64_t start = env::tsc();
-    txn_.ts_ = last_ts_ = next_timestamp(start, e_.epoch(), last_ts_, node, worker, index_, e_.clock_floor());
+    uint64_t ts = take_timestamp();
     for (uint32_t attempt = 0;; ++attempt) {
       if (pending_commit_.remaining() > 0 || pending_commit_.failed()) co_await settle_pending_commit();
       // After an abort, a commit or release still in flight is settled
@@ -231,59 +301,13 @@ runtime::Task<void> Coordinator::run() {
       // copy may still reach its owner, and would free a lock this attempt
       // takes with the same value (WAITDIE locks with the timestamp). A new
       // timestamp makes the copy find nothing to free.
-      if (std::exchange(lock_value_lingers_, false) && attempt > 0)
-        txn_.ts_ = last_ts_ = next_timestamp(env::tsc(), e_.epoch(), last_ts_, node, worker, index_, e_.clock_floor());
-      txn_.reset(make_txn_id(node, worker, index_, ++seq_));
+      if (std::exchange(lock_value_lingers_, false) && attempt > 0) ts = take_timestamp();
+      begin_attempt(take_txn_id(), ts);
       e_.protocol().begin(*this, txn_);
-      net_ = {};
-      timing_ = breakdown_ && (seq_ & sample_mask_) == 0;
-      if (timing_)
-        for (uint64_t& p : phase_tsc_) p = 0;
       int64_t delta = 0;
       bool ok = co_await wl.execute(txn_, in, &delta);
-      if (trace_) record_outcome(in.type, ok);
-      const bool measuring = e_.measuring();
-      LiveStats& live = e_.live_counts();
-      ++live.attempts;
-      if (measuring) {
-        ++st.attempts;
-        if (in.type < st.attempts_by_type.size()) ++st.attempts_by_type[in.type];
-        if (attempt == 0 && in.type < st.issued_by_type.size()) ++st.issued_by_type[in.type];
-        st.net_all.add(net_);
-      }
-      if (ok) {
-        st.committed_delta += delta;  // always: the invariant covers the whole run
-        ++live.commits;
-        if (measuring) {
-          ++st.commits;
-          const uint64_t lat = env::tsc() - start;
-          st.latency_tsc.record(lat);
-          if (in.type < st.commits_by_type.size()) {
-            ++st.commits_by_type[in.type];
-            st.latency_by_type[in.type].record(lat);
-          }
-          st.net_committed.add(net_);
-          if (timing_) {
-            ++st.sampled_commits;
-            for (int p = 0; p < kPhases; ++p)
-              if (phase_tsc_[p] != 0) {
-                st.phase_tsc[p].record(phase_tsc_[p]);
-                st.phase_sum_tsc[p] += phase_tsc_[p];
-              }
-          }
-        }
-        break;
-      }
-      ++live.aborts[static_cast<int>(txn_.abort_reason())];
-      if (measuring) {
-        ++st.aborts[static_cast<int>(txn_.abort_reason())];
-        constexpr int kRel = static_cast<int>(Phase::kRelease);
-        st.sampled_aborts += timing_;
-        if (timing_ && phase_tsc_[kRel] != 0) {
-          st.phase_tsc[kRel].record(phase_tsc_[kRel]);
-          st.phase_sum_tsc[kRel] += phase_tsc_[kRel];
-        }
-      }
+      account(in, ok, delta, start, attempt == 0);
+      if (ok) break;
       // A workload abort (e.g. insufficient funds) is the transaction's
       // outcome: retrying the same input would abort again.
       if (txn_.abort_reason() == AbortReason::kUser) break;
@@ -297,8 +321,6 @@ runtime::Task<void> Coordinator::run() {
       }
     }
   }
-  co_await settle_pending_commit();
-  co_await settle_commit_batch();
 }
 
 void Coordinator::renew_timestamp(Txn& t) {

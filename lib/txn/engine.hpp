@@ -263,6 +263,14 @@ class Coordinator {
   void add_phase(Phase p, uint64_t t0) {
     if (t0 != 0) phase_tsc_[static_cast<int>(p)] += env::tsc() - t0;
   }
+  // For work done outside an attempt and charged to one later (CALVIN's
+  // epoch sequencing, charged to the first transaction its home counts):
+  // the current attempt's verbs so far, and adding such counts and time.
+  const stats::VerbCounts& attempt_counts() const { return net_; }
+  void add_counts(const stats::VerbCounts& v) { net_.add(v); }
+  void add_phase_tsc(Phase p, uint64_t tsc) {
+    if (timing_) phase_tsc_[static_cast<int>(p)] += tsc;
+  }
   // RPC request and reply buffers of call k of an ItemBatch (max_payload each).
   std::byte* rpc_request_buffer(uint32_t k) { return rpc_bufs_.data() + (2 * k) * rpc_buf_bytes_; }
   std::byte* rpc_reply_buffer(uint32_t k) { return rpc_bufs_.data() + (2 * k + 1) * rpc_buf_bytes_; }
@@ -313,7 +321,29 @@ class Coordinator {
   // Releases what the attempt holds (the protocol's release module).
   runtime::Task<void> run_release(Txn& t);
 
+  // The coordinator's life: the protocol's loop (Protocol::run_coordinator,
+  // by default run_closed_loop()), then what is left in flight settled.
   runtime::Task<void> run();
+  // The engine's closed loop: generate an input, attempt it, retry it after
+  // an abort (with backoff) until it commits, the workload gives up, or
+  // txn.max_retries is reached; until the worker stops.
+  runtime::Task<void> run_closed_loop();
+
+  // For a protocol's own loop (Protocol::run_coordinator):
+  // Starts an attempt of transaction `id` with timestamp `ts` on txn():
+  // accesses emptied, the attempt's verbs and phase timing zeroed.
+  Txn& begin_attempt(uint64_t id, uint64_t ts);
+  // A fresh timestamp of this coordinator (above the worker's clock floor).
+  uint64_t take_timestamp();
+  // This coordinator's next transaction id (its sequence advanced).
+  uint64_t take_txn_id();
+  Rng& rng() { return rng_; }
+  // Counts the attempt just run on txn() (input `in`, outcome `committed`,
+  // `delta` for the invariant, latency from `start_tsc`): history (when
+  // recording), live figures, and while measuring the commits, aborts by
+  // reason, latency, verbs and sampled phases. Both loops call it.
+  // `first`: the transaction's first attempt (counted as issued).
+  void account(const TxnInput& in, bool committed, int64_t delta, uint64_t start_tsc, bool first = true);
 
  private:
   // Recording: the attempt's accesses and outcome go to the worker's history.

@@ -2,11 +2,15 @@
 
 #include "txn/engine.hpp"
 
+#include <algorithm>
+#include <cstdlib>
+
 namespace rdtx::txn {
 
 namespace {
 constexpr const char* kStageKeys[] = {"txn.pipeline.fetch", "txn.pipeline.lock", "txn.pipeline.validate",
-                                      "txn.pipeline.log", "txn.pipeline.commit"};
+                                      "txn.pipeline.log", "txn.pipeline.commit", "txn.pipeline.sequence"};
+static_assert(std::size(kStageKeys) == static_cast<size_t>(Stage::kCount_));
 const std::vector<std::string> kPrimitives = {"onesided", "rpc", "hybrid", "off"};
 
 Primitive parse_primitive(const std::string& s) {
@@ -38,6 +42,8 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
     return "txn.log_ring_kb = " + std::to_string(n) + " (" + cfg.origin("txn.log_ring_kb") + ") must be a power of two";
   });
   schema.add_enum("txn.pipeline.commit", "onesided", kPrimitives, "commit stage primitive");
+  schema.add_enum("txn.pipeline.sequence", "off", kPrimitives,
+                  "sequence stage primitive (CALVIN's epoch batch broadcast; off for every other protocol)");
   schema.add_bool("txn.options.doorbell_batching", true, "post a batch of verbs to one QP with one doorbell");
   schema.add_bool("txn.options.outstanding_requests", true, "send to all nodes at once and wait once");
   schema.add_bool("txn.options.passive_ack", true, "do not wait for commit/release acknowledgements");
@@ -65,6 +71,14 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
              ") needs history.record = true";
     return "";
   });
+  // The protocols' own keys, once per distinct function (a broken variant
+  // shares its protocol's).
+  std::vector<void (*)(config::Schema&)> added;
+  for (const ProtocolDef* p : protocols)
+    if (p->add_schema != nullptr && std::find(added.begin(), added.end(), p->add_schema) == added.end()) {
+      p->add_schema(schema);
+      added.push_back(p->add_schema);
+    }
   std::vector<const ProtocolDef*> copy = protocols;
   schema.add_check([copy](const config::Config& cfg) -> std::string {
     const std::string& name = cfg.get_string("txn.protocol");
@@ -97,6 +111,7 @@ std::string check_pipeline(const config::Config& cfg, const ProtocolDef& def) {
     }
     if (allowed.empty()) {
       if (origin == "default") continue;
+      if (static_cast<Stage>(s) == Stage::kSequence && v == "off") continue;
       return std::string(key) + " = '" + v + "' (" + origin + ") does not apply to protocol '" + def.name +
              "' (its stages: " + stages + ")";
     }
@@ -131,7 +146,30 @@ Options options_from(const config::Config& cfg) {
   o.record_history = cfg.get_bool("history.record");
   o.record_aborted = cfg.get_bool("history.record_aborted");
   o.history_capacity_bytes = static_cast<uint64_t>(cfg.get_int("history.capacity_mb")) << 20;
+  // The protocols' keys: whatever their add_schema declares (a throwaway
+  // schema names them), copied as strings.
+  config::Schema own;
+  std::vector<void (*)(config::Schema&)> added;
+  for (const ProtocolDef* p : txn::protocols())
+    if (p->add_schema != nullptr && std::find(added.begin(), added.end(), p->add_schema) == added.end()) {
+      p->add_schema(own);
+      added.push_back(p->add_schema);
+    }
+  for (const auto& [path, value] : cfg.flat())
+    if (own.find(path) != nullptr) o.protocol_settings.emplace_back(path, value);
   return o;
+}
+
+int64_t Options::setting_int(std::string_view path, int64_t def) const {
+  for (const auto& [k, v] : protocol_settings)
+    if (k == path) return std::strtoll(v.c_str(), nullptr, 10);
+  return def;
+}
+
+std::string Options::setting_string(std::string_view path, std::string def) const {
+  for (const auto& [k, v] : protocol_settings)
+    if (k == path) return v.size() >= 2 && v.front() == '"' && v.back() == '"' ? v.substr(1, v.size() - 2) : v;
+  return def;
 }
 
 }  // namespace rdtx::txn

@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/result.hpp"
 #include "config/config.hpp"
@@ -19,7 +22,7 @@ struct Options {
   uint32_t coroutines = 8;
   Primitive pipeline[static_cast<int>(Stage::kCount_)] = {Primitive::kOneSided, Primitive::kOneSided,
                                                           Primitive::kOneSided, Primitive::kOff,
-                                                          Primitive::kOneSided};
+                                                          Primitive::kOneSided, Primitive::kOff};
   bool doorbell_batching = true;     // one doorbell per QP per batch (CAS+READ, WRITE+WRITE)
   bool outstanding_requests = true;  // requests to all nodes at once, one wait
   bool passive_ack = true;           // commit/release messages not awaited
@@ -47,7 +50,16 @@ struct Options {
   // Replication: bytes of each log ring (one per sender on every worker).
   uint64_t log_ring_bytes = uint64_t{256} << 10;
 
+  // The protocols' own keys (ProtocolDef::add_schema: [calvin] ...) as
+  // (path, value) strings; a key absent here (a run built without a
+  // configuration, as the tests do) takes the default the protocol gives.
+  std::vector<std::pair<std::string, std::string>> protocol_settings;
+
   Primitive stage(Stage s) const { return pipeline[static_cast<int>(s)]; }
+  // A protocol setting as an integer, or `def` if absent.
+  int64_t setting_int(std::string_view path, int64_t def) const;
+  // A protocol setting as a string, or `def` if absent.
+  std::string setting_string(std::string_view path, std::string def) const;
 };
 
 // Declares the [txn] keys (protocol names come from the registry given to

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "txn/database.hpp"
+#include "txn/options.hpp"
 
 namespace rdtx::txn {
 
@@ -35,6 +36,21 @@ std::vector<AbortReasonName> abort_reason_names(const ProtocolDef& def) {
   std::vector<AbortReasonName> v(std::begin(kEngineReasons), std::end(kEngineReasons));
   v.insert(v.end(), def.abort_reasons.begin(), def.abort_reasons.end());
   return v;
+}
+
+Result<uint64_t> region_bytes(const ProtocolDef& def, const Options& o, const cluster::ClusterConfig& cc,
+                              const std::vector<TableDef>& tables) {
+  if (def.region_bytes == nullptr) return uint64_t{0};
+  RegionQuery q;
+  q.nodes = cc.nodes;
+  q.workers_per_node = cc.workers_per_node;
+  q.coroutines = o.coroutines;
+  for (const TableDef& t : tables) {
+    q.max_tuple_bytes = std::max(q.max_tuple_bytes, tuple_layout(tuple_shape(def), o.record_history, t.record_bytes).tuple_bytes());
+    q.max_record_bytes = std::max(q.max_record_bytes, t.record_bytes);
+  }
+  q.options = &o;
+  return def.region_bytes(q);
 }
 
 history::CheckOptions check_options(Isolation i) {

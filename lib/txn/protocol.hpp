@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "base/result.hpp"
+#include "cluster/cluster.hpp"
+#include "config/config.hpp"
 #include "history/checker.hpp"
 #include "runtime/task.hpp"
 #include "txn/database.hpp"
@@ -28,6 +30,7 @@
 namespace rdtx::txn {
 
 class Coordinator;
+struct Options;
 class Database;
 class Txn;
 class WorkerEngine;
@@ -67,6 +70,13 @@ class Protocol {
     (void)c;
     (void)t;
   }
+  // The coordinator's loop, run once per coordinator coroutine until the
+  // worker stops. The default is the engine's closed loop
+  // (Coordinator::run_closed_loop: generate, attempt, retry on abort); a
+  // protocol that is not a closed retry loop (CALVIN: epochs of sequenced
+  // batches, executed by every counterpart) replaces it, and counts each
+  // transaction with Coordinator::account().
+  virtual runtime::Task<void> run_coordinator(Coordinator& c);
   // nullptr: the protocol has no such stage.
   StageModule* stage(Stage s) const { return stages_[static_cast<int>(s)]; }
   // Releases whatever a failed attempt holds (never nullptr once created).
@@ -95,6 +105,16 @@ class Protocol {
   StageModule* stages_[kStages] = {};
   StageModule* release_ = nullptr;
   std::vector<std::unique_ptr<StageModule>> owned_;
+};
+
+// What a protocol's region size may depend on (ProtocolDef::region_bytes).
+struct RegionQuery {
+  uint32_t nodes = 0;
+  uint32_t workers_per_node = 0;
+  uint32_t coroutines = 0;
+  uint32_t max_tuple_bytes = 0;  // the largest tuple (TupleLayout::tuple_bytes) of any table
+  uint32_t max_record_bytes = 0;  // the largest record of any table
+  const Options* options = nullptr;
 };
 
 struct AbortReasonName {
@@ -130,6 +150,19 @@ struct ProtocolDef {
   // TupleShape.
   uint32_t extra_record_slots = 0;
   void (*init_tuple)(std::byte* tuple, const store::TupleLayout& layout) = nullptr;
+  // Registered memory the protocol owns on every worker, which the
+  // counterpart workers of other nodes WRITE into (CALVIN's request and
+  // forward buffers; replication logs, an oracle): bytes per worker for the
+  // run (RegionQuery), 0 = none. The database allocates it on every node,
+  // registers it in the worker's device context and exchanges its address
+  // and rkey with the table descriptors (Database::region()). Fails with a
+  // message naming the limit (nullptr: no region).
+  Result<uint64_t> (*region_bytes)(const RegionQuery& q) = nullptr;
+  // Adds the protocol's own configuration keys to `s`, all under a section
+  // of its own ([calvin]); their values reach the protocol as
+  // Options::protocol_settings (nullptr: no keys). A broken variant shares
+  // its protocol's function (the keys are added once).
+  void (*add_schema)(config::Schema& s) = nullptr;
   // The engine's log stage (replication.hpp) can run between the protocol's
   // validate and commit stages: when it runs, every written access is
   // locked and its copy is the current committed version with the
@@ -142,6 +175,12 @@ struct ProtocolDef {
 inline TupleShape tuple_shape(const ProtocolDef& def) {
   return TupleShape{def.meta_bytes, def.extra_record_slots, def.init_tuple};
 }
+
+// The protocol region a run needs per worker (ProtocolDef::region_bytes
+// asked with the run's figures; 0 when the protocol has none). Every place
+// that sizes it (the runner, rdtx-bench's memory check) goes through here.
+Result<uint64_t> region_bytes(const ProtocolDef& def, const Options& o, const cluster::ClusterConfig& cc,
+                              const std::vector<TableDef>& tables);
 
 // Engine reasons then the protocol's, indexed by AbortReason.
 std::vector<AbortReasonName> abort_reason_names(const ProtocolDef& def);

@@ -12,6 +12,7 @@ const char* to_string(Stage s) {
     case Stage::kValidate: return "validate";
     case Stage::kLog: return "log";
     case Stage::kCommit: return "commit";
+    case Stage::kSequence: return "sequence";
     case Stage::kCount_: break;
   }
   return "?";

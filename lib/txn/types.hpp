@@ -68,13 +68,17 @@ enum class Isolation : uint8_t { kSerializable, kSnapshot, kReadCommitted };
 const char* to_string(Isolation i);
 
 // The stages a protocol is assembled from (DESIGN.md), in pipeline order.
-enum class Stage : uint8_t { kFetch, kLock, kValidate, kLog, kCommit, kCount_ };
+// kSequence comes last although it runs first: it is CALVIN's (the epoch
+// batches broadcast to the counterparts, RCC 4.6), every other protocol
+// lacks it, and appending it keeps ProtocolDef::allowed initialisers of the
+// existing protocols (fetch .. commit, in order) valid.
+enum class Stage : uint8_t { kFetch, kLock, kValidate, kLog, kCommit, kSequence, kCount_ };
 const char* to_string(Stage s);
 
 // Where an attempt spends its time (the per-stage breakdown): the stages,
 // plus releasing what an aborted attempt held. Stage values map to the same
-// phase.
-enum class Phase : uint8_t { kFetch, kLock, kValidate, kLog, kCommit, kRelease, kCount_ };
+// phase (so kRelease is last, after kSequence).
+enum class Phase : uint8_t { kFetch, kLock, kValidate, kLog, kCommit, kSequence, kRelease, kCount_ };
 inline constexpr int kPhases = static_cast<int>(Phase::kCount_);
 const char* to_string(Phase p);
 

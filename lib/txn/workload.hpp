@@ -66,6 +66,26 @@ struct TxnInput {
   uint64_t args[14] = {};
 };
 
+// A transaction's read and write set known before it runs, from its input
+// alone (Workload::declare): what a deterministic protocol (CALVIN) locks
+// and forwards before execute() starts. Exactly the accesses execute() will
+// declare, same table, key and mode, in any order.
+struct DeclaredSet {
+  struct Entry {
+    TableId table = 0;
+    AccessMode mode = AccessMode::kRead;
+    Key key = 0;
+  };
+  uint32_t n = 0;
+  Entry e[Txn::kMaxAccesses];
+  // False if full (the input declares more than Txn::kMaxAccesses).
+  bool add(TableId t, Key k, AccessMode m) {
+    if (n == Txn::kMaxAccesses) return false;
+    e[n++] = {t, m, k};
+    return true;
+  }
+};
+
 class Workload {
  public:
   virtual ~Workload() = default;
@@ -82,6 +102,23 @@ class Workload {
   // everything. `delta` (committed attempts only) adds to the run's
   // invariant sum (SmallBank: money created or destroyed).
   virtual runtime::Task<bool> execute(Txn& t, const TxnInput& in, int64_t* delta) const = 0;
+  // The read and write set execute() will declare for `in`, before it runs
+  // (CALVIN locks and forwards them up front). False: this input's type does
+  // not know its set in advance (it depends on values read, as TPC-C's
+  // by-last-name lookups): the default. A workload that overrides it for
+  // every type returns true for every input generate() makes.
+  virtual bool declare(const TxnInput& in, DeclaredSet& out) const {
+    (void)in;
+    (void)out;
+    return false;
+  }
+  // Whether every input of transaction type `type` declares (declare()
+  // returns true): what a protocol that needs declared sets checks at
+  // creation. The default: none does.
+  virtual bool declares(uint16_t type) const {
+    (void)type;
+    return false;
+  }
   // Invariants after a run, in two parts so that each process of a
   // multi-process cluster checks the partitions it holds: check_node()
   // checks what node `node`'s partition holds and returns its share of the

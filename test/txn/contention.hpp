@@ -31,6 +31,9 @@ struct Combo {
   std::string protocol;  // a registry name (broken variants: "occ-unvalidated", "sundial-unrenewed": tests only)
   Primitive fetch = Primitive::kOneSided, lock = Primitive::kOneSided, validate = Primitive::kOneSided,
             commit = Primitive::kOneSided;
+  // The sequence stage (CALVIN's batch broadcast); ignored by a protocol
+  // without one (left off for it).
+  Primitive sequence = Primitive::kOneSided;
   bool passive_ack = true;
   bool doorbell = true;
   bool outstanding = true;
@@ -52,7 +55,8 @@ struct Combo {
 inline std::string name_of(const Combo& c) {
   std::string n = c.workload + "_" + c.protocol;
   if (const txn::ProtocolDef* d = txn::find_protocol(c.protocol)) {
-    const Primitive prims[] = {c.fetch, c.lock, c.validate, Primitive::kOff, c.commit};
+    const Primitive prims[] = {c.fetch, c.lock, c.validate, Primitive::kOff, c.commit, c.sequence};
+    static_assert(std::size(prims) == txn::kStages);
     for (int s = 0; s < txn::kStages; ++s)
       if (!d->allowed[s].empty() && d->allowed[s].size() + (s == 0) > 1)
         n += std::string("_") + txn::to_string(static_cast<txn::Stage>(s)) + "_" + txn::to_string(prims[s]);
@@ -108,11 +112,12 @@ inline std::vector<Combo> primitive_combos() {
       auto or_default = [](const std::vector<Primitive>& a) {
         return a.empty() ? std::vector<Primitive>{Primitive::kOneSided} : a;
       };
-      const int F = 0, L = 1, V = 2, C = 4;
+      const int F = 0, L = 1, V = 2, C = 4, S = 5;
       for (Primitive f : or_default(d->allowed[F]))
         for (Primitive l : or_default(d->allowed[L]))
           for (Primitive val : or_default(d->allowed[V]))
-            for (Primitive c : or_default(d->allowed[C])) v.push_back({w, d->name, f, l, val, c});
+            for (Primitive c : or_default(d->allowed[C]))
+              for (Primitive sq : or_default(d->allowed[S])) v.push_back({w, d->name, f, l, val, c, sq});
     }
   return v;
 }
@@ -123,6 +128,16 @@ inline std::vector<std::string> protocol_names() {
   for (const txn::ProtocolDef* d : txn::protocols())
     if (!d->broken) v.push_back(d->name);
   return v;
+}
+
+// Whether a conflict aborts an attempt under the protocol: not under CALVIN,
+// which grants locks in one global order and never aborts for a conflict
+// (doc/txn.md "CALVIN"); its only aborts are the workload's own.
+inline bool conflicts_abort(const std::string& protocol) { return protocol.rfind("calvin", 0) != 0; }
+
+// Aborts for any reason but the workload's own (kUser).
+inline uint64_t non_user_aborts(const run::RunResult& r) {
+  return r.total.aborts_total() - r.total.aborts[static_cast<int>(txn::AbortReason::kUser)];
 }
 
 // The count of aborts whose reason has this key ("lock_conflict", ...).
@@ -193,6 +208,8 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   rc.options.pipeline[static_cast<int>(txn::Stage::kLock)] = c.lock;
   rc.options.pipeline[static_cast<int>(txn::Stage::kValidate)] = c.validate;
   rc.options.pipeline[static_cast<int>(txn::Stage::kCommit)] = c.commit;
+  rc.options.pipeline[static_cast<int>(txn::Stage::kSequence)] =
+      rc.protocol->allowed[static_cast<int>(txn::Stage::kSequence)].empty() ? Primitive::kOff : c.sequence;
   rc.options.passive_ack = c.passive_ack;
   rc.options.doorbell_batching = c.doorbell;
   rc.options.outstanding_requests = c.outstanding;

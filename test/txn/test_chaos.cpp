@@ -46,7 +46,8 @@ std::vector<Combo> combos() {
     // duplicated, late, or held by a stalled backup, and the replicas still
     // equal.
     const txn::ProtocolDef* d = txn::find_protocol(base.protocol);
-    const Primitive prims[] = {base.fetch, base.lock, base.validate, Primitive::kOff, base.commit};
+    const Primitive prims[] = {base.fetch, base.lock, base.validate, Primitive::kOff, base.commit, base.sequence};
+    static_assert(std::size(prims) == txn::kStages);
     bool uniform = true;
     for (int s = 0; s < txn::kStages; ++s)
       if (!d->allowed[s].empty() && prims[s] != base.fetch) uniform = false;

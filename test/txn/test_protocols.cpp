@@ -31,7 +31,7 @@ std::vector<Combo> combos() {
       sync.passive_ack = false;
       sync.doorbell = false;
       v.push_back(sync);
-      Combo sync_rpc{w, p, P::kRpc, P::kRpc, P::kRpc, P::kRpc};
+      Combo sync_rpc{w, p, P::kRpc, P::kRpc, P::kRpc, P::kRpc, P::kRpc};
       sync_rpc.passive_ack = false;
       v.push_back(sync_rpc);
       // Coroutines spread over several RC QPs per node (cluster.qps_per_node):
@@ -78,7 +78,11 @@ TEST_P(ProtocolTest, UnderContentionKeepsInvariantsAndIsSerializable) {
   EXPECT_EQ(r.locks_left, 0u) << "a lock was left held";
   // Progress, not speed: sanitizer builds run ~10x slower.
   EXPECT_GT(r.total.commits, 20u);
-  EXPECT_GT(r.total.aborts_total(), 0u) << "the hot set must cause conflicts";
+  if (conflicts_abort(cb.protocol)) {
+    EXPECT_GT(r.total.aborts_total(), 0u) << "the hot set must cause conflicts";
+  } else {
+    EXPECT_EQ(non_user_aborts(r), 0u) << "CALVIN never aborts for a conflict";
+  }
   EXPECT_EQ(r.total.aborts[static_cast<int>(AbortReason::kNetwork)], 0u);
   EXPECT_EQ(r.total.commit_errors, 0u);
   // Replication: every backup equals its primary after the run, and the
@@ -105,7 +109,9 @@ TEST_P(ProtocolTest, UnderContentionKeepsInvariantsAndIsSerializable) {
   EXPECT_TRUE(out->check.certified) << out->check_text;
   EXPECT_FALSE(out->check.truncated);
   EXPECT_GE(out->check.stats.committed, r.total.commits);
-  EXPECT_GT(out->check.stats.aborted, 0u) << "aborted attempts are recorded too";
+  if (conflicts_abort(cb.protocol)) {
+    EXPECT_GT(out->check.stats.aborted, 0u) << "aborted attempts are recorded too";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ProtocolTest, testing::ValuesIn(combos()),
@@ -199,5 +205,41 @@ TEST(BrokenProtocol, SkippedLogEntryIsCaught) {
       ASSERT_FALSE(out->run.replicas_equal.ok());
       EXPECT_NE(out->run.replicas_equal.error().message.find("replicas differ: partition"), std::string::npos)
           << out->run.replicas_equal.error().message;
+    }
+}
+
+// CALVIN whose members read their records before the lock manager grants
+// them (calvin-broken-early-reads): a transaction reads ahead of an earlier
+// writer still holding a record, out of the global order, and its own write
+// then overwrites that writer's (a lost update) or its reads straddle it (a
+// cycle). Caught on every workload in both forms of forwarding, within up
+// to 8 seeds; the waits keep the global order, so it cannot deadlock. The
+// variant the brief first suggests, members executing an epoch in arrival
+// order, produces no wrong history: members that order two transactions
+// differently deadlock on each other's locks and values instead (the stall
+// detection turns that into a failed run), so a variant the history checker
+// must catch has to keep the waits acyclic.
+TEST(BrokenProtocol, CalvinWithEarlyReadsIsCaught) {
+  for (const std::string& w : workload_names())
+    for (Primitive p : {Primitive::kOneSided, Primitive::kRpc}) {
+      SCOPED_TRACE(w + (p == Primitive::kRpc ? " rpc" : " onesided"));
+      bool caught = false;
+      std::string text;
+      for (uint64_t seed = 1; seed <= 8 && !caught; ++seed) {
+        Combo cb{w, "calvin-broken-early-reads", p, Primitive::kOneSided, Primitive::kOneSided,
+                 Primitive::kOneSided, p};
+        auto out = run_contended(cb, seed, 0.25);
+        ASSERT_TRUE(out.ok()) << out.error().message;
+        EXPECT_EQ(out->run.total.commit_errors, 0u) << "no stall: the broken variant must not deadlock";
+        text = out->check_text;
+        if (out->check.certified) continue;
+        caught = true;
+        const auto& n = out->check.counts;
+        EXPECT_GT(n[static_cast<size_t>(history::Anomaly::kG2Item)] +
+                      n[static_cast<size_t>(history::Anomaly::kLostUpdate)],
+                  0u)
+            << "seed " << seed << ": " << text;
+      }
+      EXPECT_TRUE(caught) << "certified in 8 runs: " << text;
     }
 }

@@ -253,6 +253,26 @@ Task<bool> SmallBank::execute(Txn& t, const txn::TxnInput& in, int64_t* delta) c
   co_return ok;
 }
 
+// Mirrors execute(): the same table, key and mode per access (a change to
+// one must be made to the other; CALVIN fails the run on a mismatch).
+bool SmallBank::declare(const txn::TxnInput& in, txn::DeclaredSet& out) const {
+  using M = txn::AccessMode;
+  const uint64_t a = in.args[0], b = in.args[1];
+  out.n = 0;
+  switch (in.type) {
+    case kAmalgamate:
+      return out.add(kSavings, a, M::kWrite) && out.add(kChecking, a, M::kWrite) && out.add(kChecking, b, M::kWrite);
+    case kBalance: return out.add(kSavings, a, M::kRead) && out.add(kChecking, a, M::kRead);
+    case kDepositChecking: return out.add(kChecking, a, M::kWrite);
+    case kSendPayment: return out.add(kChecking, a, M::kWrite) && out.add(kChecking, b, M::kWrite);
+    case kTransactSavings: return out.add(kSavings, a, M::kWrite);
+    case kWriteCheck: return out.add(kSavings, a, M::kRead) && out.add(kChecking, a, M::kWrite);
+    default: return true;  // execute() declares nothing and gives up
+  }
+}
+
+bool SmallBank::declares(uint16_t type) const { return type <= kWriteCheck; }
+
 Result<int64_t> SmallBank::check_node(txn::Database& db, uint32_t n) const {
   int64_t total = 0;
   for (txn::TableId id : {kSavings, kChecking}) {

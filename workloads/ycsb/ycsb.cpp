@@ -311,6 +311,17 @@ void Ycsb::burn_ns(uint64_t ns) {
   asm volatile("" : : "r"(x));
 }
 
+// Mirrors execute(): one access per operation, a write if its low bit is set.
+bool Ycsb::declare(const txn::TxnInput& in, txn::DeclaredSet& out) const {
+  out.n = 0;
+  for (uint32_t i = 0; i < p_.ops_per_txn; ++i)
+    if (!out.add(kTable, in.args[i] >> 1, (in.args[i] & 1) ? txn::AccessMode::kWrite : txn::AccessMode::kRead))
+      return false;
+  return true;
+}
+
+bool Ycsb::declares(uint16_t type) const { return type <= 1; }
+
 Result<int64_t> Ycsb::check_node(txn::Database& db, uint32_t n) const {
   int64_t total = 0;
   store::Table* tab = db.store(n).table(kTable);

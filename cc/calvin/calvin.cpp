@@ -1,0 +1,1021 @@
+// CALVIN (RCC section 4.6, Figures 11-14): deterministic transactions in
+// epochs. Not a closed retry loop: the protocol replaces the coordinator's
+// loop (Protocol::run_coordinator).
+//
+// Groups. Coordinator coroutine c of worker w on every node form a group
+// (RCC's counterparts); they talk through the QPs and RPC endpoints of
+// worker w, which are paired with worker w of every node. Every member is
+// the sequencer of its own transactions and a scheduler of the group's.
+//
+// Every wait for another node (a batch, values, an answer) or for the lock
+// manager polls with runtime::poll_wait(): not counted as work, so a loop
+// whose coroutines all wait can give its CPU to the peer they wait for.
+//
+// Per epoch e (1, 2, ...), each member:
+//   sequence  generates calvin.epoch_size inputs (timestamp and id taken at
+//             home) and broadcasts the batch to every counterpart's CRB
+//             (b1/b2 one-sided: a WRITE of the CRs and the checksum at CR1's
+//             offset, then an 8-byte WRITE of the CH's received word; a1-a3
+//             RPC: one call per counterpart whose handler copies the batch
+//             into the CRB); polls its CRBs until every node's batch of e is
+//             there (b3), and orders them all by timestamp (a4/b4): the same
+//             order on every member.
+//   schedule  publishes, per transaction of the epoch with records on this
+//             node, the records to the node's lock manager
+//             (lock_manager.hpp), which grants in (epoch, timestamp) order.
+//   execute   (Figure 14; its step names below carry "F14") per transaction
+//             in that order: if it has local records, waits for their grant
+//             and reads them (F14 a1/b1), forwards them with their writer
+//             ids to the active members, the nodes it writes on plus its
+//             home (F14 a2/b2: RPC, a call per active counterpart whose
+//             handler buffers the values in the CFB slot, F14 a3; one-sided,
+//             a WRITE of the values into the counterpart's CFB slot, then a
+//             WRITE of the slot's ready word, F14 b3); a member that is not
+//             active then releases. An active member waits for the values it
+//             needs (F14 b3: polls the slots' ready words, yielding; F14 a3
+//             for RPC: the same slots), runs the workload's execute() on a
+//             Txn served from them (fetch module), installs its local writes
+//             in place (F14 a4/b4, commit module) and releases. The home
+//             counts the outcome and records the history.
+//   A member enters e+1 only once it has executed e: lockstep.
+//
+// Stop: a member whose worker is stopping broadcasts an empty batch marked
+// final; every member executes that epoch (the others' batches included)
+// and stops, so no member waits for a batch that will never come.
+//
+// Buffers (ProtocolDef::region_bytes, calvin.hpp's Geometry): per coroutine,
+// per source node, two CRBs (epoch parity; see wait_batches() for why two
+// are enough), each CH {received = epoch << 32 | final << 31 | count,
+// checksum} + CR[epoch_size], CR = {timestamp, txn id, TxnInput}; one CFB
+// with a slot per (transaction index of the epoch, source node): {ready =
+// epoch << 32 | length, checksum} + per local access (writer id, record).
+// Epoch tags make stale or duplicated writes harmless: nothing is reset.
+// A receiver trusts a batch or a slot only when its checksum (over the tag
+// word and the bytes) matches: WRITEs land in no particular word order.
+#include "cc/calvin/calvin.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cc/calvin/lock_manager.hpp"
+#include "env/log.hpp"
+#include "env/tsc.hpp"
+#include "txn/engine.hpp"
+#include "txn/stages/copy_check.hpp"
+
+namespace rdtx::cc::calvin {
+
+using namespace rdtx::txn;
+using runtime::Task;
+
+namespace {
+
+const env::LogType& calvin_log() {
+  static const env::LogType type("rdtx.cc.calvin");
+  return type;
+}
+
+// One CALVIN Request: what the sequencer decided about a transaction.
+struct Cr {
+  uint64_t ts;
+  uint64_t id;
+  TxnInput in;
+};
+static_assert(sizeof(Cr) % 8 == 0 && std::is_trivially_copyable_v<Cr>);
+
+constexpr uint64_t kFinal = uint64_t{1} << 31;
+constexpr uint64_t kCountMask = kFinal - 1;
+// The writer id forwarded for a declared key its owner does not hold.
+constexpr uint64_t kMissing = UINT64_MAX;
+
+// RPC message headers: the batch (a3) and the forwarded values (F14 a3).
+struct BatchMsg {
+  uint32_t co;
+  uint32_t src;
+  uint64_t received;
+  uint64_t checksum;
+};
+struct ForwardMsg {
+  uint32_t co;
+  uint32_t k;
+  uint32_t src;
+  uint32_t pad;
+  uint64_t ready;
+  uint64_t checksum;
+};
+static_assert(sizeof(BatchMsg) == 24 && sizeof(ForwardMsg) == 32);
+
+uint64_t batch_checksum(uint64_t received, const std::byte* crs, uint64_t bytes) {
+  return checksum_words(checksum_start(received), crs, 0, static_cast<uint32_t>(bytes));
+}
+
+std::atomic_ref<uint64_t> word_at(std::byte* p) { return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(p)); }
+
+void add_calvin_schema(config::Schema& s) {
+  s.add_int("calvin.epoch_size", 10, 1, 256, "CALVIN: transactions each coordinator sequences per epoch");
+  s.add_int("calvin.max_accesses", 16, 1, Txn::kMaxAccesses,
+            "CALVIN: the most accesses a transaction may declare (sizes the forward buffer slots)");
+  s.add_int("calvin.stall_ms", 5000, 10, 600'000,
+            "CALVIN: a member waiting longer than this for a batch, a grant or values fails the run");
+  s.add_string("calvin.inputs", "",
+               "CALVIN: record every coordinator's input batches, per epoch, to files FILE.n<node>w<worker>c<coroutine> "
+               "(\"\": no recording)");
+  s.add_int("calvin.record_epochs", 4096, 1, 1 << 24,
+            "CALVIN: epochs recorded per coordinator at most (memory: epochs x epoch_size x 136 bytes)");
+  s.add_string("calvin.replay", "",
+               "CALVIN: run exactly the epochs recorded in FILE.n<node>w<worker>c<coroutine> (calvin.inputs of an "
+               "earlier run, same cluster and coroutines) instead of generating inputs (\"\": generate)");
+}
+
+struct Settings {
+  uint32_t epoch_size, max_accesses;
+  uint64_t stall_ns;
+  std::string inputs, replay;
+  uint64_t record_epochs;
+};
+Settings settings_of(const Options& o) {
+  return {static_cast<uint32_t>(o.setting_int("calvin.epoch_size", 10)),
+          static_cast<uint32_t>(o.setting_int("calvin.max_accesses", 16)),
+          static_cast<uint64_t>(o.setting_int("calvin.stall_ms", 5000)) * 1'000'000,
+          o.setting_string("calvin.inputs", ""), o.setting_string("calvin.replay", ""),
+          static_cast<uint64_t>(o.setting_int("calvin.record_epochs", 4096))};
+}
+
+// The recorded inputs of one coordinator (calvin.inputs / calvin.replay):
+// a magic word, then per epoch {count | final << 31 (8 bytes)} and count CRs.
+constexpr uint64_t kInputsMagic = 0x3174757069766c63ull;  // "clviput1"
+std::string inputs_file(const std::string& base, uint32_t node, uint32_t worker, uint32_t co) {
+  return base + ".n" + std::to_string(node) + "w" + std::to_string(worker) + "c" + std::to_string(co);
+}
+
+Result<uint64_t> region_bytes_of(const RegionQuery& q) {
+  const Settings s = settings_of(*q.options);
+  return Geometry::make(q.nodes, q.coroutines, s.epoch_size, s.max_accesses, q.max_record_bytes).region_bytes();
+}
+
+// The node's lock manager's poller: worker 0 of each node runs it.
+class LockManagerService final : public Service {
+ public:
+  explicit LockManagerService(std::shared_ptr<LockManager> lm) : Service("calvin.locks"), lm_(std::move(lm)) {}
+  int poll() override { return lm_->poll(); }
+  // Grants go on until every group of the node has run its last epoch.
+  bool drain() override { return lm_->finished(); }
+
+ private:
+  std::shared_ptr<LockManager> lm_;
+};
+
+// One transaction of the epoch as this member sees it.
+struct Plan {
+  const Cr* cr = nullptr;
+  uint32_t src = 0;        // the node whose batch holds it
+  uint32_t index = 0;      // its position in that batch
+  uint64_t readers = 0;    // nodes holding a declared record (bit per node)
+  uint64_t active = 0;     // nodes it writes on, plus its home
+  uint32_t nlocal = 0;     // declared records on this node
+  uint32_t request = UINT32_MAX;  // its lock manager request (nlocal > 0)
+};
+
+// Per coroutine: preallocated for a whole epoch (nodes x epoch_size).
+struct CoState {
+  std::vector<Plan> plans;
+  std::vector<DeclaredSet> sets;      // [k]
+  std::vector<std::byte*> tuples;     // [k][declared access]: this node's tuple, or nullptr
+  std::vector<uint64_t> gen_tsc;      // [i] of this member's own batch
+  uint32_t current = 0;               // the k being executed (the fetch module's)
+  uint64_t epoch = 0;
+  // Recording: this member's batches as sent (reserved once: never grows
+  // past calvin.record_epochs). Replay: the batches to send, and where next.
+  std::vector<std::byte> recorded;
+  bool record_full = false;
+  std::vector<std::byte> replay;
+  size_t replay_at = 8;
+  // The epoch's sequencing (broadcast, waits for the batches): charged to
+  // the first transaction of the epoch this member counts as home.
+  stats::VerbCounts sequence_net;
+  uint64_t sequence_tsc = 0;
+  bool sequence_pending = false;
+};
+
+class Calvin final : public Protocol {
+ public:
+  Calvin(WorkerEngine& e, bool broken) : e_(e), o_(e.options()), broken_(broken) {}
+
+  Result<void> init();
+  Task<void> run_coordinator(Coordinator& c) override;
+
+  // Stage modules.
+  static Task<bool> fetch(Calvin& p, Coordinator& c, Txn& t, uint32_t from);
+  static Task<bool> commit(Calvin& p, Coordinator& c, Txn& t, uint32_t from);
+  static Task<bool> release(Calvin& p, Coordinator& c, Txn& t, uint32_t from);
+
+ private:
+  Task<bool> broadcast(Coordinator& c, uint64_t epoch, uint32_t count, bool final);
+  Task<bool> wait_batches(Coordinator& c, uint64_t epoch, bool* last);
+  bool plan_epoch(Coordinator& c, uint64_t epoch, bool last);
+  // The batch of the next epoch into the staging area: generated, or
+  // replayed. Returns its count; *final when it is the member's last.
+  bool next_batch(Coordinator& c, uint32_t* count, bool* final);
+  void record_batch(CoState& cs, const std::byte* crs, uint32_t count, bool final);
+  Result<void> load_replay(uint32_t co);
+  void write_recording(Coordinator& c);
+  Task<bool> execute(Coordinator& c, uint32_t k);
+  Task<bool> forward(Coordinator& c, uint32_t k, uint32_t len, uint64_t targets);
+  Task<bool> wait_grant(Coordinator& c, uint32_t k);
+  Task<bool> wait_values(Coordinator& c, uint32_t k);
+  // The payload offset, in the owner's forwarded values, of declared access j.
+  uint32_t forward_offset(const DeclaredSet& d, uint32_t j) const;
+  uint32_t forward_len(const DeclaredSet& d, uint32_t node) const;
+  // A wait that lasted too long: the run fails, naming what was awaited.
+  bool stalled(Coordinator& c, uint64_t since, const char* what, uint32_t node);
+  void fail(Coordinator& c, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+  void handle_batch(rpc::Request& r);
+  void handle_forward(rpc::Request& r);
+  uint32_t group(const Coordinator& c) const { return e_.ctx().index * o_.coroutines + c.index(); }
+  std::byte* at(uint64_t off) const { return region_ + off; }
+
+  WorkerEngine& e_;
+  const Options& o_;
+  const bool broken_;
+  Settings s_{};
+  Geometry g_{};
+  uint32_t me_ = 0, nodes_ = 0, wpn_ = 1;
+  std::byte* region_ = nullptr;
+  uint32_t lkey_ = 0;
+  std::shared_ptr<LockManager> lm_;
+  rpc::HandlerId batch_handler_ = 0, forward_handler_ = 0;
+  std::vector<CoState> co_;
+  bool failed_ = false;  // the run failed here: every group stops
+};
+
+void Calvin::fail(Coordinator& c, const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  RDTX_LOG(calvin_log(), Error, "node %u worker %u coroutine %u: %s", me_, e_.ctx().index, c.index(), buf);
+  // Counted as a commit error: the run's checks fail.
+  ++e_.stats().commit_errors;
+  failed_ = true;
+}
+
+bool Calvin::stalled(Coordinator& c, uint64_t since, const char* what, uint32_t node) {
+  if (env::tsc() - since < env::ns_to_tsc(s_.stall_ns)) return false;
+  fail(c, "waited more than %llu ms for %s from node %u (calvin.stall_ms): that node stopped answering",
+       static_cast<unsigned long long>(s_.stall_ns / 1'000'000), what, node);
+  return true;
+}
+
+Result<void> Calvin::init() {
+  s_ = settings_of(o_);
+  me_ = e_.node();
+  nodes_ = e_.db().nodes();
+  wpn_ = e_.workers_per_node();
+  const Workload& wl = e_.workload();
+  const std::vector<std::string> types = wl.type_names();
+  for (uint16_t t = 0; t < types.size(); ++t)
+    if (!wl.declares(t))
+      return make_error(EINVAL,
+                        "workload '%s' does not declare the read/write set of transaction type '%s' up front "
+                        "(Workload::declare), which CALVIN needs",
+                        wl.name(), types[t].c_str());
+  uint32_t max_record = 0;
+  for (TableId t = 0; t < e_.db().tables(); ++t)
+    if (e_.db().has_table(t)) max_record = std::max(max_record, e_.db().layout(t).record_bytes);
+  g_ = Geometry::make(nodes_, o_.coroutines, s_.epoch_size, s_.max_accesses, max_record);
+  if (e_.db().region_bytes() < g_.region_bytes())
+    return make_error(EINVAL, "the protocol region has %llu bytes per worker, CALVIN needs %llu",
+                      static_cast<unsigned long long>(e_.db().region_bytes()),
+                      static_cast<unsigned long long>(g_.region_bytes()));
+  region_ = e_.db().local_region(me_, e_.ctx().index);
+  lkey_ = e_.db().local_region_lkey(me_, e_.ctx().index);
+  const uint32_t max_payload = e_.ctx().rpc->max_payload();
+  if (o_.stage(Stage::kSequence) == Primitive::kRpc && sizeof(BatchMsg) + g_.crb_bytes - 16 > max_payload)
+    return make_error(EINVAL, "calvin.epoch_size = %u: a batch of %llu bytes exceeds an RPC message (%u bytes)",
+                      s_.epoch_size, static_cast<unsigned long long>(sizeof(BatchMsg) + g_.crb_bytes - 16),
+                      max_payload);
+  if (o_.stage(Stage::kFetch) == Primitive::kRpc && sizeof(ForwardMsg) + g_.slot_payload > max_payload)
+    return make_error(EINVAL,
+                      "calvin.max_accesses = %u: forwarded values of up to %llu bytes exceed an RPC message (%u bytes)",
+                      s_.max_accesses, static_cast<unsigned long long>(sizeof(ForwardMsg) + g_.slot_payload),
+                      max_payload);
+  // The node's lock manager: the first worker of the node to be created
+  // makes it (Database::node_state), worker 0 runs it.
+  std::shared_ptr<void>& slot = e_.db().node_state(me_, "calvin.lock_manager");
+  if (!slot)
+    slot = std::make_shared<LockManager>(wpn_ * o_.coroutines, nodes_ * s_.epoch_size, s_.max_accesses);
+  lm_ = std::static_pointer_cast<LockManager>(slot);
+  if (e_.ctx().index == 0) e_.add_service(std::make_unique<LockManagerService>(lm_));
+  auto b = e_.register_handler("calvin.batch", [this](rpc::Request& r) { handle_batch(r); });
+  if (!b.ok()) return b.error();
+  batch_handler_ = *b;
+  auto f = e_.register_handler("calvin.forward", [this](rpc::Request& r) { handle_forward(r); });
+  if (!f.ok()) return f.error();
+  forward_handler_ = *f;
+  co_.resize(o_.coroutines);
+  const uint32_t per_epoch = nodes_ * s_.epoch_size;
+  for (CoState& cs : co_) {
+    cs.plans.resize(per_epoch);
+    cs.sets.resize(per_epoch);
+    cs.tuples.resize(size_t{per_epoch} * Txn::kMaxAccesses);
+    cs.gen_tsc.resize(s_.epoch_size);
+    if (!s_.inputs.empty()) {
+      cs.recorded.reserve(8 + s_.record_epochs * (8 + s_.epoch_size * g_.cr_bytes));
+      cs.recorded.resize(8);
+      std::memcpy(cs.recorded.data(), &kInputsMagic, 8);
+    }
+  }
+  if (!s_.replay.empty())
+    for (uint32_t co = 0; co < o_.coroutines; ++co) RDTX_TRY(load_replay(co));
+  set_stage(Stage::kFetch, *this, fetch);
+  set_stage(Stage::kCommit, *this, commit);
+  set_release(*this, release);
+  return {};
+}
+
+// a3 (RPC): the batch of `src` into this member's CRB. Idempotent: a batch
+// of an epoch not newer than the one the CRB holds (a duplicate, or a late
+// copy of an old one) is ignored; nothing is granted, so there is no fence.
+void Calvin::handle_batch(rpc::Request& r) {
+  const std::span<const std::byte> p = r.payload();
+  BatchMsg m;
+  if (p.size() < sizeof m) return;
+  std::memcpy(&m, p.data(), sizeof m);
+  const uint64_t count = m.received & kCountMask;
+  if (m.co >= g_.coroutines || m.src >= nodes_ || count > g_.epoch_size ||
+      p.size() != sizeof m + count * g_.cr_bytes || (m.received >> 32) == 0)
+    return;  // malformed: no answer changes anything, the caller re-sends
+  std::byte* crb = at(g_.crb(m.co, m.src, m.received >> 32));
+  const uint64_t held = word_at(crb).load(std::memory_order_acquire);
+  if ((held >> 32) >= (m.received >> 32)) return;
+  std::memcpy(crb + 16, p.data() + sizeof m, count * g_.cr_bytes);
+  std::memcpy(crb + 8, &m.checksum, 8);
+  // release: the CRs before the word the member polls.
+  word_at(crb).store(m.received, std::memory_order_release);
+}
+
+// F14 a3 (RPC): forwarded values into the CFB slot, as above.
+void Calvin::handle_forward(rpc::Request& r) {
+  const std::span<const std::byte> p = r.payload();
+  ForwardMsg m;
+  if (p.size() < sizeof m) return;
+  std::memcpy(&m, p.data(), sizeof m);
+  const uint64_t len = m.ready & 0xffffffffu;
+  if (m.co >= g_.coroutines || m.src >= nodes_ || m.k >= nodes_ * g_.epoch_size || len > g_.slot_payload ||
+      p.size() != sizeof m + len || (m.ready >> 32) == 0)
+    return;
+  std::byte* slot = at(g_.cfb(m.co, m.k, m.src));
+  const uint64_t held = word_at(slot).load(std::memory_order_acquire);
+  if ((held >> 32) >= (m.ready >> 32)) return;
+  std::memcpy(slot + 16, p.data() + sizeof m, len);
+  std::memcpy(slot + 8, &m.checksum, 8);
+  word_at(slot).store(m.ready, std::memory_order_release);
+}
+
+// Sends this member's batch of `epoch` (already in the staging area after a
+// BatchMsg header) to every counterpart, itself included (locally).
+Task<bool> Calvin::broadcast(Coordinator& c, uint64_t epoch, uint32_t count, bool final) {
+  const uint32_t co = c.index();
+  std::byte* st = at(g_.staging(co));
+  BatchMsg m{co, me_, (epoch << 32) | (final ? kFinal : 0) | count, 0};
+  const uint64_t bytes = count * g_.cr_bytes;
+  m.checksum = batch_checksum(m.received, st + sizeof m, bytes);
+  std::memcpy(st, &m, sizeof m);
+  // Itself: straight into its own CRB.
+  std::byte* own = at(g_.crb(co, me_, epoch));
+  std::memcpy(own + 16, st + sizeof m, bytes);
+  std::memcpy(own + 8, &m.checksum, 8);
+  word_at(own).store(m.received, std::memory_order_release);
+  if (nodes_ == 1) co_return true;
+  const uint64_t since = env::tsc();
+  if (o_.stage(Stage::kSequence) != Primitive::kRpc) {
+    // b1/b2: one WRITE of checksum + CRs at CR1's offset (the checksum word
+    // just before it), then the 8-byte WRITE of the received word; one
+    // doorbell per node, one wait for all.
+    for (;;) {
+      OneSidedBatch& b = c.onesided();
+      for (uint32_t d = 0; d < nodes_; ++d) {
+        if (d == me_) continue;
+        const RegionDescriptor& rd = e_.db().region(d, e_.ctx().index);
+        const uint64_t remote = rd.addr + g_.crb(co, me_, epoch);
+        rdma::WorkRequest* w = b.add(d);
+        w->opcode = rdma::Opcode::kWrite;
+        w->local = st + 16;
+        w->length = static_cast<uint32_t>(8 + bytes);
+        w->lkey = lkey_;
+        w->remote_addr = remote + 8;
+        w->rkey = rd.rkey;
+        rdma::WorkRequest* h = b.add(d);
+        h->opcode = rdma::Opcode::kWrite;
+        h->local = st + 8;
+        h->length = 8;
+        h->lkey = lkey_;
+        h->remote_addr = remote;
+        h->rkey = rd.rkey;
+      }
+      if (co_await b.execute()) co_return true;
+      // A failed WRITE (its QP was reconnected): send the whole batch again.
+      if (stalled(c, since, "the completion of a batch WRITE", me_)) co_return false;
+      co_await runtime::poll_wait();
+    }
+  }
+  // a1-a3: one call per counterpart; a call that gets no answer (a datagram
+  // lost) is sent again until answered: the group cannot go on without it.
+  uint64_t pending = 0;
+  for (uint32_t d = 0; d < nodes_; ++d)
+    if (d != me_) pending |= uint64_t{1} << d;
+  rpc::Reply replies[kMaxNodes];
+  while (pending != 0) {
+    rpc::Batch b(*e_.ctx().rpc);
+    for (uint32_t d = 0; d < nodes_; ++d) {
+      if (!(pending >> d & 1)) continue;
+      replies[d] = rpc::Reply{};
+      b.call(d * wpn_ + e_.ctx().index, batch_handler_,
+             std::span<const std::byte>(st, sizeof m + bytes), &replies[d]);
+      c.count_verb(stats::Verb::kSend, sizeof m + bytes);
+    }
+    co_await b.send();
+    c.count_round_trip();
+    uint32_t late = 0;
+    for (uint32_t d = 0; d < nodes_; ++d)
+      if ((pending >> d & 1) && replies[d].status == rpc::CallStatus::kOk) pending &= ~(uint64_t{1} << d);
+      else if (pending >> d & 1) late = d;
+    if (pending == 0) break;
+    if (stalled(c, since, "an answer to a batch", late)) co_return false;
+    // A call that could not even be queued (no credit or send buffer) ends
+    // at once: let the loop run before sending again.
+    co_await runtime::poll_wait();
+  }
+  co_return true;
+}
+
+// b3: polls the CRBs until every node's batch of `epoch` is complete.
+//
+// Why two CRBs (epoch parity) per source are enough: a member sends its
+// batch of e+1 only after executing e, which needs every member's batch of
+// e. So when source S writes its batch of e+2 into the CRB that held e, S
+// has received this member's batch of e+1, which this member sent only
+// after executing e: it no longer reads the batches of e. But S may write
+// e+1 while this member still waits for another node's batch of e: hence
+// the second buffer. (The CFB needs no parity: a member forwards values of
+// epoch e+1 only after receiving every batch of e+1, including that of the
+// receiver, who sends it only after executing e.)
+Task<bool> Calvin::wait_batches(Coordinator& c, uint64_t epoch, bool* last) {
+  const uint32_t co = c.index();
+  const uint64_t since = env::tsc();
+  *last = false;
+  for (uint32_t src = 0; src < nodes_;) {
+    std::byte* crb = at(g_.crb(co, src, epoch));
+    // acquire: the CRs of a batch written locally (RPC handler) before it.
+    const uint64_t w = word_at(crb).load(std::memory_order_acquire);
+    if ((w >> 32) == epoch) {
+      uint64_t sum;
+      std::memcpy(&sum, crb + 8, 8);
+      // The received word may land before the CRs' words: trust the batch
+      // only when its checksum matches.
+      if (batch_checksum(w, crb + 16, (w & kCountMask) * g_.cr_bytes) == sum) {
+        *last |= (w & kFinal) != 0;
+        ++src;
+        continue;
+      }
+    }
+    if (stalled(c, since, "the batch of an epoch", src)) co_return false;
+    co_await runtime::poll_wait();
+  }
+  co_return true;
+}
+
+// a4/b4: every transaction of the epoch, in timestamp order, planned for
+// this member; its requests published to the lock manager.
+bool Calvin::plan_epoch(Coordinator& c, uint64_t epoch, bool last) {
+  const uint32_t co = c.index();
+  CoState& cs = co_[co];
+  const Workload& wl = e_.workload();
+  Database& db = e_.db();
+  uint32_t n = 0;
+  for (uint32_t src = 0; src < nodes_; ++src) {
+    const std::byte* crb = at(g_.crb(co, src, epoch));
+    const uint64_t count = word_at(const_cast<std::byte*>(crb)).load(std::memory_order_relaxed) & kCountMask;
+    for (uint32_t i = 0; i < count; ++i) {
+      Plan& p = cs.plans[n++];
+      p = Plan{};
+      p.cr = reinterpret_cast<const Cr*>(crb + 16 + i * g_.cr_bytes);
+      p.src = src;
+      p.index = i;
+    }
+  }
+  std::sort(cs.plans.begin(), cs.plans.begin() + n, [](const Plan& a, const Plan& b) { return a.cr->ts < b.cr->ts; });
+  uint32_t requests = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    Plan& p = cs.plans[k];
+    DeclaredSet& d = cs.sets[k];
+    if (!wl.declare(p.cr->in, d) || d.n > g_.max_accesses) {
+      fail(c, "transaction %llx (type %u) declares %u accesses, calvin.max_accesses is %u",
+           static_cast<unsigned long long>(p.cr->id), p.cr->in.type, d.n, g_.max_accesses);
+      return false;
+    }
+    p.active = uint64_t{1} << p.cr->in.home_node;
+    std::byte** tuples = &cs.tuples[size_t{k} * Txn::kMaxAccesses];
+    for (uint32_t j = 0; j < d.n; ++j) {
+      const uint32_t owner = db.owner(d.e[j].table, d.e[j].key);
+      p.readers |= uint64_t{1} << owner;
+      if (d.e[j].mode == AccessMode::kWrite) p.active |= uint64_t{1} << owner;
+      tuples[j] = nullptr;
+      if (owner != me_) continue;
+      ++p.nlocal;
+      store::TupleRef ref;
+      if (db.store(me_).table(d.e[j].table)->lookup(d.e[j].key, &ref) == 0) tuples[j] = ref.tuple;
+    }
+    if (p.nlocal == 0) continue;
+    p.request = requests++;
+    LockManager::Request& r = lm_->request(group(c), epoch, p.request);
+    r.ts = p.cr->ts;
+    r.id = p.cr->id;
+    for (uint32_t j = 0; j < d.n; ++j)
+      if (tuples[j] != nullptr)
+        lm_->add_record(group(c), epoch, p.request, tuples[j]);
+  }
+  lm_->publish(group(c), epoch, requests, last);
+  cs.epoch = epoch;
+  return true;
+}
+
+uint32_t Calvin::forward_offset(const DeclaredSet& d, uint32_t j) const {
+  const Database& db = e_.db();
+  const uint32_t owner = db.owner(d.e[j].table, d.e[j].key);
+  uint32_t off = 0;
+  for (uint32_t i = 0; i < j; ++i)
+    if (db.owner(d.e[i].table, d.e[i].key) == owner) off += 8 + pad8(db.layout(d.e[i].table).record_bytes);
+  return off;
+}
+
+uint32_t Calvin::forward_len(const DeclaredSet& d, uint32_t node) const {
+  const Database& db = e_.db();
+  uint32_t len = 0;
+  for (uint32_t i = 0; i < d.n; ++i)
+    if (db.owner(d.e[i].table, d.e[i].key) == node) len += 8 + pad8(db.layout(d.e[i].table).record_bytes);
+  return len;
+}
+
+// F14 a2/b2, forwarding: one-sided, the two WRITEs of F14 b3 (values, then
+// the ready word); RPC, calls whose handler does F14 a3. The values in the staging
+// area (after a ForwardMsg header) to every node of `targets`.
+Task<bool> Calvin::forward(Coordinator& c, uint32_t k, uint32_t len, uint64_t targets) {
+  const uint32_t co = c.index();
+  const uint64_t epoch = co_[co].epoch;
+  std::byte* st = at(g_.staging(co));
+  ForwardMsg m{co, k, me_, 0, (epoch << 32) | len, 0};
+  m.checksum = checksum_words(checksum_start(m.ready), st + sizeof m, 0, len);
+  std::memcpy(st, &m, sizeof m);
+  const uint64_t since = env::tsc();
+  if (o_.stage(Stage::kFetch) != Primitive::kRpc) {
+    for (;;) {
+      OneSidedBatch& b = c.onesided();
+      for (uint32_t d = 0; d < nodes_; ++d) {
+        if (!(targets >> d & 1)) continue;
+        const RegionDescriptor& rd = e_.db().region(d, e_.ctx().index);
+        const uint64_t remote = rd.addr + g_.cfb(co, k, me_);
+        rdma::WorkRequest* w = b.add(d);
+        w->opcode = rdma::Opcode::kWrite;
+        w->local = st + 24;  // checksum, then the values
+        w->length = 8 + len;
+        w->lkey = lkey_;
+        w->remote_addr = remote + 8;
+        w->rkey = rd.rkey;
+        rdma::WorkRequest* h = b.add(d);
+        h->opcode = rdma::Opcode::kWrite;
+        h->local = st + 16;  // the ready word
+        h->length = 8;
+        h->lkey = lkey_;
+        h->remote_addr = remote;
+        h->rkey = rd.rkey;
+      }
+      if (co_await b.execute()) co_return true;
+      if (stalled(c, since, "the completion of a values WRITE", me_)) co_return false;
+      co_await runtime::poll_wait();
+    }
+  }
+  rpc::Reply replies[kMaxNodes];
+  while (targets != 0) {
+    rpc::Batch b(*e_.ctx().rpc);
+    for (uint32_t d = 0; d < nodes_; ++d) {
+      if (!(targets >> d & 1)) continue;
+      replies[d] = rpc::Reply{};
+      b.call(d * wpn_ + e_.ctx().index, forward_handler_, std::span<const std::byte>(st, sizeof m + len),
+             &replies[d]);
+      c.count_verb(stats::Verb::kSend, sizeof m + len);
+    }
+    co_await b.send();
+    c.count_round_trip();
+    uint32_t late = 0;
+    for (uint32_t d = 0; d < nodes_; ++d)
+      if ((targets >> d & 1) && replies[d].status == rpc::CallStatus::kOk) targets &= ~(uint64_t{1} << d);
+      else if (targets >> d & 1) late = d;
+    if (targets == 0) break;
+    if (stalled(c, since, "an answer to forwarded values", late)) co_return false;
+    co_await runtime::poll_wait();
+  }
+  co_return true;
+}
+
+// F14 b3 (and the pick-up of F14 a3): polls the CFB slots of transaction k until the values of
+// every other node holding its records are there.
+Task<bool> Calvin::wait_values(Coordinator& c, uint32_t k) {
+  CoState& cs = co_[c.index()];
+  const Plan& p = cs.plans[k];
+  const uint64_t since = env::tsc();
+  uint64_t missing = p.readers & ~(uint64_t{1} << me_);
+  while (missing != 0) {
+    for (uint32_t src = 0; src < nodes_; ++src) {
+      if (!(missing >> src & 1)) continue;
+      std::byte* slot = at(g_.cfb(c.index(), k, src));
+      const uint64_t want = (cs.epoch << 32) | forward_len(cs.sets[k], src);
+      if (word_at(slot).load(std::memory_order_acquire) != want) continue;
+      uint64_t sum;
+      std::memcpy(&sum, slot + 8, 8);
+      if (checksum_words(checksum_start(want), slot + 16, 0, static_cast<uint32_t>(want & 0xffffffffu)) == sum)
+        missing &= ~(uint64_t{1} << src);
+    }
+    if (missing == 0) break;
+    if (stalled(c, since, "forwarded values", static_cast<uint32_t>(std::countr_zero(missing)))) co_return false;
+    co_await runtime::poll_wait();
+  }
+  co_return true;
+}
+
+// Polls transaction k's grant by the node's lock manager, yielding.
+Task<bool> Calvin::wait_grant(Coordinator& c, uint32_t k) {
+  const CoState& cs = co_[c.index()];
+  const uint64_t since = env::tsc();
+  while (!lm_->granted(group(c), cs.epoch, cs.plans[k].request)) {
+    if (stalled(c, since, "a lock grant (the lock manager)", me_)) co_return false;
+    co_await runtime::poll_wait();
+  }
+  co_return true;
+}
+
+// Figure 14 for transaction k of the epoch on this member.
+Task<bool> Calvin::execute(Coordinator& c, uint32_t k) {
+  CoState& cs = co_[c.index()];
+  const Plan& p = cs.plans[k];
+  const DeclaredSet& d = cs.sets[k];
+  const bool home = p.cr->in.home_node == me_;
+  const bool active = (p.active >> me_ & 1) != 0;
+  if (p.nlocal == 0 && !active) co_return true;  // nothing of it here
+  Txn& t = c.begin_attempt(p.cr->id, p.cr->ts);
+  cs.current = k;
+  if (home && cs.sequence_pending) {
+    c.add_counts(cs.sequence_net);
+    c.add_phase_tsc(Phase::kSequence, cs.sequence_tsc);
+    cs.sequence_pending = false;
+  }
+  const uint64_t t0 = c.phase_clock();
+  if (p.nlocal > 0) {
+    // F14 a1/b1: lock (the lock manager grants in (epoch, timestamp) order)
+    // and read the local records. (The broken variant reads first and waits
+    // for its grant after.)
+    if (!broken_ && !co_await wait_grant(c, k)) co_return false;
+    // Local reads (locked: stable), with their writer ids, into the staging
+    // area after the RPC header: what every active counterpart needs.
+    std::byte* out = at(g_.staging(c.index())) + sizeof(ForwardMsg);
+    const std::byte* const* tuples = &cs.tuples[size_t{k} * Txn::kMaxAccesses];
+    const Database& db = e_.db();
+    uint32_t len = 0;
+    for (uint32_t j = 0; j < d.n; ++j) {
+      if (db.owner(d.e[j].table, d.e[j].key) != me_) continue;
+      const store::TupleLayout& l = db.layout(d.e[j].table);
+      const uint32_t rb = pad8(l.record_bytes);
+      if (tuples[j] == nullptr) {
+        set_copy_word(out + len, 0, kMissing);
+        std::memset(out + len + 8, 0, rb);
+      } else {
+        set_copy_word(out + len, 0, db.recording() ? copy_word(tuples[j], db.history_word_offset()) : 0);
+        std::memset(out + len + 8, 0, rb);
+        std::memcpy(out + len + 8, tuples[j] + l.record_offset(), l.record_bytes);
+      }
+      len += 8 + rb;
+    }
+    const uint64_t targets = p.active & ~(uint64_t{1} << me_);
+    if (targets != 0 && !co_await forward(c, k, len, targets)) co_return false;
+    if (broken_ && !co_await wait_grant(c, k)) co_return false;
+    if (!active) {
+      lm_->release(group(c), cs.epoch, p.request);
+      c.add_phase(Phase::kFetch, t0);
+      co_return true;
+    }
+  }
+  if (!co_await wait_values(c, k)) co_return false;
+  c.add_phase(Phase::kFetch, t0);
+  int64_t delta = 0;
+  const bool ok = co_await e_.workload().execute(t, p.cr->in, &delta);
+  if (p.nlocal > 0) lm_->release(group(c), cs.epoch, p.request);
+  if (failed_) co_return false;
+  if (!ok && t.abort_reason() != AbortReason::kUser && t.abort_reason() != AbortReason::kNotFound) {
+    fail(c, "transaction %llx aborted (reason %d): a CALVIN transaction never aborts for a conflict",
+         static_cast<unsigned long long>(t.id()), static_cast<int>(t.abort_reason()));
+    co_return false;
+  }
+  if (home) c.account(p.cr->in, ok, ok ? delta : 0, cs.gen_tsc[p.index]);
+  co_return true;
+}
+
+// The fetch module: each access execute() declares is served from this
+// node's locked record or from the values its owner forwarded.
+Task<bool> Calvin::fetch(Calvin& p, Coordinator& c, Txn& t, uint32_t from) {
+  CoState& cs = p.co_[c.index()];
+  const uint32_t k = cs.current;
+  const DeclaredSet& d = cs.sets[k];
+  const Database& db = p.e_.db();
+  std::byte* const* tuples = &cs.tuples[size_t{k} * Txn::kMaxAccesses];
+  for (uint32_t i = from; i < t.size(); ++i) {
+    Access& a = t.access(i);
+    uint32_t j = 0;
+    while (j < d.n && !(d.e[j].table == a.table && d.e[j].key == a.key && d.e[j].mode == a.mode)) ++j;
+    if (j == d.n) {
+      p.fail(c, "workload '%s': execute() of transaction type %u accesses table %u key %llu (%s), which "
+             "declare() did not declare",
+             p.e_.workload().name(), cs.plans[k].cr->in.type, a.table, static_cast<unsigned long long>(a.key),
+             a.mode == AccessMode::kWrite ? "write" : "read");
+      t.fail(AbortReason::kUser);
+      co_return false;
+    }
+    t.state<uint64_t>(i) = j;
+    const store::TupleLayout& l = db.layout(a.table);
+    uint64_t writer;
+    if (a.node == p.me_ && p.broken_) {
+      // The broken variant: the value read before the grant (staging).
+      const std::byte* v = p.at(p.g_.staging(c.index())) + sizeof(ForwardMsg) + p.forward_offset(d, j);
+      writer = copy_word(v, 0);
+      if (writer == kMissing) {
+        t.fail(AbortReason::kNotFound);
+        co_return false;
+      }
+      std::memcpy(a.copy + l.record_offset(), v + 8, l.record_bytes);
+    } else if (a.node == p.me_) {
+      if (tuples[j] == nullptr) {
+        t.fail(AbortReason::kNotFound);
+        co_return false;
+      }
+      writer = db.recording() ? copy_word(tuples[j], db.history_word_offset()) : 0;
+      std::memcpy(a.copy + l.record_offset(), tuples[j] + l.record_offset(), l.record_bytes);
+    } else {
+      const std::byte* v = p.at(p.g_.cfb(c.index(), k, a.node)) + 16 + p.forward_offset(d, j);
+      writer = copy_word(v, 0);
+      if (writer == kMissing) {
+        t.fail(AbortReason::kNotFound);
+        co_return false;
+      }
+      std::memcpy(a.copy + l.record_offset(), v + 8, l.record_bytes);
+    }
+    // Read under the lock: the version read is the one a write replaces.
+    a.writer = a.replaced = writer;
+    a.located = a.fetched = true;
+  }
+  co_return true;
+}
+
+// The commit module (F14 a4/b4): only this node's writes, installed in place under the
+// lock the lock manager granted (history word = the writer's id).
+Task<bool> Calvin::commit(Calvin& p, Coordinator& c, Txn& t, uint32_t) {
+  CoState& cs = p.co_[c.index()];
+  std::byte* const* tuples = &cs.tuples[size_t{cs.current} * Txn::kMaxAccesses];
+  const Database& db = p.e_.db();
+  for (uint32_t i = 0; i < t.size(); ++i) {
+    const Access& a = t.access(i);
+    if (a.mode != AccessMode::kWrite || a.node != p.me_) continue;
+    std::byte* tuple = tuples[t.state<uint64_t>(i)];
+    const store::TupleLayout& l = db.layout(a.table);
+    std::memcpy(tuple + l.record_offset(), a.copy + l.record_offset(), l.record_bytes);
+    if (db.recording()) set_copy_word(tuple, db.history_word_offset(), t.id());
+  }
+  co_return true;
+}
+
+// Nothing to release per attempt: the locks are the lock manager's, freed
+// by the member once the transaction is done (execute()).
+Task<bool> Calvin::release(Calvin&, Coordinator&, Txn&, uint32_t) { co_return true; }
+
+Task<void> Calvin::run_coordinator(Coordinator& c) {
+  const uint32_t co = c.index();
+  for (uint64_t epoch = 1; !failed_; ++epoch) {
+    // Sequencing: this member's batch of the epoch (empty and final once
+    // its worker stops).
+    uint32_t count = 0;
+    bool final = false;
+    if (!next_batch(c, &count, &final)) break;
+    // The sequencing's verbs and time, outside any transaction: counted on
+    // a blank attempt, then charged to the first transaction of the epoch
+    // this member is home of (so that per-commit figures include them).
+    c.begin_attempt(0, 0);
+    const uint64_t t0 = env::tsc();
+    if (!co_await broadcast(c, epoch, count, final)) break;
+    bool last = false;
+    if (!co_await wait_batches(c, epoch, &last)) break;
+    co_[co].sequence_net = c.attempt_counts();
+    co_[co].sequence_tsc = env::tsc() - t0;
+    co_[co].sequence_pending = true;
+    if (!plan_epoch(c, epoch, last)) break;
+    const uint32_t n = [&] {
+      uint32_t total = 0;
+      for (uint32_t src = 0; src < nodes_; ++src)
+        total += static_cast<uint32_t>(word_at(at(g_.crb(co, src, epoch))).load(std::memory_order_relaxed) &
+                                       kCountMask);
+      return total;
+    }();
+    bool ok = true;
+    for (uint32_t k = 0; k < n && ok; ++k) ok = co_await execute(c, k);
+    if (!ok || last) break;
+  }
+  // Publishes nothing more: later epochs of the node's other groups do not
+  // wait for this one.
+  lm_->leave(group(c));
+  if (!s_.inputs.empty()) write_recording(c);
+}
+
+bool Calvin::next_batch(Coordinator& c, uint32_t* count, bool* final) {
+  CoState& cs = co_[c.index()];
+  std::byte* crs = at(g_.staging(c.index())) + sizeof(BatchMsg);
+  const Workload& wl = e_.workload();
+  if (!cs.replay.empty()) {
+    // Replay: the recorded batch as it was (timestamps and ids included),
+    // whether or not the worker is stopping, so that every member runs the
+    // same epochs; past the recording, an empty final batch.
+    *count = 0;
+    *final = true;
+    if (cs.replay_at + 8 <= cs.replay.size()) {
+      uint64_t w;
+      std::memcpy(&w, cs.replay.data() + cs.replay_at, 8);
+      const uint64_t n = w & kCountMask;
+      if (n > s_.epoch_size || cs.replay_at + 8 + n * g_.cr_bytes > cs.replay.size()) {
+        fail(c, "calvin.replay: a batch of %llu inputs at byte %zu (calvin.epoch_size %u, file of %zu bytes)",
+             static_cast<unsigned long long>(n), cs.replay_at, s_.epoch_size, cs.replay.size());
+        return false;
+      }
+      std::memcpy(crs, cs.replay.data() + cs.replay_at + 8, n * g_.cr_bytes);
+      cs.replay_at += 8 + n * g_.cr_bytes;
+      *count = static_cast<uint32_t>(n);
+      *final = (w & kFinal) != 0;
+    }
+    for (uint32_t i = 0; i < *count; ++i) cs.gen_tsc[i] = env::tsc();
+    record_batch(cs, crs, *count, *final);
+    return true;
+  }
+  *final = runtime::Worker::current()->stopping();
+  *count = *final ? 0 : s_.epoch_size;
+  DeclaredSet check;
+  for (uint32_t i = 0; i < *count; ++i) {
+    Cr cr{};
+    wl.generate(c.rng(), me_, cr.in);
+    if (!wl.declare(cr.in, check) || check.n > g_.max_accesses) {
+      fail(c, "workload '%s' generated a transaction of type %u with %u accesses; calvin.max_accesses is %u",
+           wl.name(), cr.in.type, check.n, g_.max_accesses);
+      return false;
+    }
+    cr.id = c.take_txn_id();
+    cr.ts = c.take_timestamp();
+    cs.gen_tsc[i] = env::tsc();  // latency includes waiting for the epoch
+    std::memcpy(crs + i * g_.cr_bytes, &cr, sizeof cr);
+  }
+  record_batch(cs, crs, *count, *final);
+  return true;
+}
+
+// Appends the batch to the recording while there is room (reserved at
+// creation: no allocation here); a full recording keeps its prefix.
+void Calvin::record_batch(CoState& cs, const std::byte* crs, uint32_t count, bool final) {
+  if (s_.inputs.empty() || cs.record_full) return;
+  const size_t bytes = 8 + count * g_.cr_bytes;
+  if (cs.recorded.size() + bytes > cs.recorded.capacity()) {
+    cs.record_full = true;
+    return;
+  }
+  const uint64_t w = count | (final ? kFinal : 0);
+  const size_t at = cs.recorded.size();
+  cs.recorded.resize(at + bytes);
+  std::memcpy(cs.recorded.data() + at, &w, 8);
+  std::memcpy(cs.recorded.data() + at + 8, crs, count * g_.cr_bytes);
+}
+
+void Calvin::write_recording(Coordinator& c) {
+  CoState& cs = co_[c.index()];
+  const std::string path = inputs_file(s_.inputs, me_, e_.ctx().index, c.index());
+  if (cs.record_full)
+    RDTX_LOG(calvin_log(), Warning, "%s: more than calvin.record_epochs = %llu epochs; the file holds the first ones",
+             path.c_str(), static_cast<unsigned long long>(s_.record_epochs));
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  const bool ok = f != nullptr && std::fwrite(cs.recorded.data(), 1, cs.recorded.size(), f) == cs.recorded.size();
+  if (f != nullptr && std::fclose(f) != 0) fail(c, "calvin.inputs: cannot write %s", path.c_str());
+  else if (!ok) fail(c, "calvin.inputs: cannot write %s", path.c_str());
+}
+
+Result<void> Calvin::load_replay(uint32_t co) {
+  const std::string path = inputs_file(s_.replay, me_, e_.ctx().index, co);
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return make_error(ENOENT, "calvin.replay: cannot open %s", path.c_str());
+  std::vector<std::byte>& v = co_[co].replay;
+  std::byte buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) v.insert(v.end(), buf, buf + n);
+  std::fclose(f);
+  uint64_t magic = 0;
+  if (v.size() >= 8) std::memcpy(&magic, v.data(), 8);
+  if (magic != kInputsMagic) return make_error(EINVAL, "calvin.replay: %s is not a CALVIN inputs file", path.c_str());
+  return {};
+}
+
+Result<std::unique_ptr<Protocol>> create_with(WorkerEngine& e, bool broken) {
+  auto p = std::make_unique<Calvin>(e, broken);
+  RDTX_TRY(p->init());
+  return std::unique_ptr<Protocol>(std::move(p));
+}
+Result<std::unique_ptr<Protocol>> create(WorkerEngine& e) { return create_with(e, false); }
+Result<std::unique_ptr<Protocol>> create_early_reads(WorkerEngine& e) { return create_with(e, true); }
+
+}  // namespace
+
+Geometry Geometry::make(uint32_t nodes, uint32_t coroutines, uint32_t epoch_size, uint32_t max_accesses,
+                        uint32_t max_record) {
+  Geometry g;
+  g.nodes = nodes;
+  g.coroutines = coroutines;
+  g.epoch_size = epoch_size;
+  g.max_accesses = max_accesses;
+  g.max_record = pad8(max_record);
+  g.cr_bytes = sizeof(Cr);
+  g.crb_bytes = 16 + epoch_size * g.cr_bytes;
+  g.slot_payload = uint64_t{max_accesses} * (8 + g.max_record);
+  g.slot_bytes = 16 + g.slot_payload;
+  // Outgoing: an RPC header (whose one-sided form skips its first words) and
+  // the larger of a batch and a slot.
+  g.staging_bytes = (sizeof(ForwardMsg) + std::max(g.crb_bytes, g.slot_bytes) + 63) & ~uint64_t{63};
+  const uint64_t crbs = uint64_t{nodes} * 2 * g.crb_bytes;
+  const uint64_t cfb = uint64_t{nodes} * epoch_size * nodes * g.slot_bytes;
+  g.co_bytes = (crbs + cfb + g.staging_bytes + 63) & ~uint64_t{63};
+  return g;
+}
+
+// allowed: fetch = value forwarding (one-sided WRITEs or RPC), commit = the
+// local in-place install (one-sided stands for "local": nothing crosses the
+// network), sequence = the batch broadcast.
+const ProtocolDef kDef = {
+    "calvin",
+    "deterministic: epochs of sequenced batches, locks granted in timestamp order, values forwarded (RCC 4.6)",
+    8,  // word 0: the lock (the holder's txn id), set only by the node's lock manager
+    8,  // per access: its index in the declared set
+    Isolation::kSerializable,
+    {{Primitive::kOneSided, Primitive::kRpc}, {}, {}, {}, {Primitive::kOneSided},
+     {Primitive::kOneSided, Primitive::kRpc}},
+    {},
+    Stage::kFetch,
+    lock_word0_held,
+    create,
+    false,
+    0,
+    nullptr,
+    region_bytes_of,
+    add_calvin_schema,
+    // Not through the engine's log stage: a CALVIN transaction's writes are
+    // installed by every member, with no commit stage between validate and
+    // commit to log from; replicating CALVIN means replicating its input
+    // batches (RCC omits it), not done yet.
+    false,
+};
+RDTX_REGISTER_PROTOCOL(kDef)
+
+// BROKEN, tests only: a member reads (and forwards) its records before the
+// lock manager grants them, so a transaction reads ahead of an earlier
+// writer still holding the record, out of the global order: its write then
+// overwrites that writer's (a lost update), or its reads straddle it.
+const ProtocolDef kEarlyReadsForTests = {
+    "calvin-broken-early-reads",
+    "BROKEN, tests only: CALVIN that reads its records before their locks are granted",
+    kDef.meta_bytes,
+    kDef.access_state_bytes,
+    kDef.isolation,
+    {kDef.allowed[0], kDef.allowed[1], kDef.allowed[2], kDef.allowed[3], kDef.allowed[4], kDef.allowed[5]},
+    kDef.abort_reasons,
+    kDef.acquires,
+    kDef.lock_held,
+    create_early_reads,
+    true,
+    0,
+    nullptr,
+    region_bytes_of,
+    add_calvin_schema,
+    // Not through the engine's log stage: a CALVIN transaction's writes are
+    // installed by every member, with no commit stage between validate and
+    // commit to log from; replicating CALVIN means replicating its input
+    // batches (RCC omits it), not done yet.
+    false,
+};
+RDTX_REGISTER_PROTOCOL(kEarlyReadsForTests)
+
+}  // namespace rdtx::cc::calvin
