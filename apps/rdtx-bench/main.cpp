@@ -252,6 +252,10 @@ void print_list() {
       for (txn::Primitive x : p->allowed[s]) prims += (prims.empty() ? "" : ", ") + std::string(txn::to_string(x));
       std::printf("             %-9s %s\n", txn::to_string(static_cast<txn::Stage>(s)), prims.c_str());
     }
+    // The log stage is the engine's (doc/replication.md), for every protocol
+    // that replicates through it.
+    if (p->replicable && p->allowed[static_cast<int>(txn::Stage::kLog)].empty())
+      std::printf("             %-9s onesided, rpc (the engine's, with cluster.replicas > 1)\n", txn::to_string(txn::Stage::kLog));
   }
   std::printf("RDMA drivers (cluster.devargs = \"driver[,key=value...]\"):\n");
   for (const rdma::Driver* d : rdma::drivers()) std::printf("  %-10s %s\n", d->name, d->help);
