@@ -117,7 +117,17 @@ inline std::vector<Combo> primitive_combos() {
         for (Primitive l : or_default(d->allowed[L]))
           for (Primitive val : or_default(d->allowed[V]))
             for (Primitive c : or_default(d->allowed[C]))
-              for (Primitive sq : or_default(d->allowed[S])) v.push_back({w, d->name, f, l, val, c, sq});
+              for (Primitive sq : or_default(d->allowed[S])) {
+                Combo cb;
+                cb.workload = w;
+                cb.protocol = d->name;
+                cb.fetch = f;
+                cb.lock = l;
+                cb.validate = val;
+                cb.commit = c;
+                cb.sequence = sq;
+                v.push_back(cb);
+              }
     }
   return v;
 }

@@ -181,7 +181,9 @@ TEST(SmallBankFlavor, HotShareFollowsEachReferencesMeaning) {
       w.generate(rng, 0, in);
       const bool h0 = in.args[0] % 1000 < 10, h1 = in.args[1] % 1000 < 10;
       hot += h0;
-      if (c.keys[0] == "smallbank.flavor=hstore") EXPECT_EQ(h0, h1) << "one hot draw per transaction";
+      if (c.keys[0] == "smallbank.flavor=hstore") {
+        EXPECT_EQ(h0, h1) << "one hot draw per transaction";
+      }
     }
     EXPECT_NEAR(static_cast<double>(hot) / n, c.hot_share, 0.005);
   }

@@ -53,6 +53,7 @@ Task<bool> lock_read_onesided(Coordinator& c, Txn& t, std::span<const uint32_t> 
     cas->swap = value;
     rdma::WorkRequest* rd = batch.add(a.node);
     rd->opcode = rdma::Opcode::kRead;
+    rd->flags = rdma::kFence;  // after the CAS: the version read under the lock
     rd->local = span_base(c, a, i, span) + span.offset;
     rd->length = span_length(c, a, span);
     rd->remote_addr = a.tuple_addr + span.offset;

@@ -137,15 +137,30 @@ Task<bool> read_meta(Coordinator& c, Txn& t, Primitive p, std::span<const uint32
     if (!ok || !wellformed) t.fail(AbortReason::kNetwork);
     co_return ok && wellformed;
   }
+  // The lock word first, then (fenced) the rest. One READ may copy its
+  // words in any order, and then a whole commit (lock, version, unlock) can
+  // fall between its load of the version (old) and of the lock (free): an
+  // unlocked, unchanged record that was not (seen as write skew under shm
+  // read_order=random). With the lock loaded strictly before the version,
+  // "free, then unchanged" means no commit overlapped.
   OneSidedBatch& batch = c.onesided();
   for (uint32_t i : items) {
     Access& a = t.access(i);
+    const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
+    rdma::WorkRequest* lk = batch.add(a.node);
+    lk->opcode = rdma::Opcode::kRead;
+    lk->local = c.extra(i);
+    lk->length = 8;
+    lk->remote_addr = a.tuple_addr;
+    lk->rkey = rkey;
+    if (length <= 8) continue;
     rdma::WorkRequest* rd = batch.add(a.node);
     rd->opcode = rdma::Opcode::kRead;
-    rd->local = c.extra(i);
-    rd->length = length;
-    rd->remote_addr = a.tuple_addr;
-    rd->rkey = c.descriptor(a.node, a.table).rkey;
+    rd->flags = rdma::kFence;  // after the lock word
+    rd->local = c.extra(i) + 8;
+    rd->length = length - 8;
+    rd->remote_addr = a.tuple_addr + 8;
+    rd->rkey = rkey;
   }
   if (!co_await batch.execute()) {
     t.fail(AbortReason::kNetwork);
