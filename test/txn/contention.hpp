@@ -47,7 +47,7 @@ struct Combo {
   uint32_t log_skip_every = 0;  // the broken variant: an entry left out
   // Chaos: extra shm devargs (faults), the RPC timeout, and the warm-up
   // (measuring starts after it, e.g. after an injected stall).
-  std::string faults;
+  std::string faults = "";
   uint64_t rpc_timeout_ns = 0;  // 0: lib/rpc's default
   double warmup_s = 0.0;
 };
