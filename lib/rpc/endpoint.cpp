@@ -208,6 +208,12 @@ uint32_t Endpoint::recv_buffers() const { return impl_->cfg.recv_buffers; }
 int Endpoint::poll() {
   Impl& m = *impl_;
   const uint64_t now = env::tsc();  // one clock read for the whole pass
+  // A pass after a long gap (the thread was descheduled: one thread running
+  // every node stops them all) receives before it expires anything, and
+  // does not count the gap beyond a scan interval against the peers.
+  if (now - m.last_poll_tsc > m.scan_interval_tsc && m.last_poll_tsc != 0)
+    not_polled(now - m.last_poll_tsc - m.scan_interval_tsc);
+  m.last_poll_tsc = now;
   int work = receive(now);
   if (m.flush_due(now)) flush(now);
   // The scan is due a few times per timeout: decided here, without a call.

@@ -233,6 +233,9 @@ class Endpoint {
   // how many calls ended.
   int expire_calls(uint64_t now);
   void recover_credits(uint64_t now);
+  // Time this endpoint was not polled (its thread descheduled, say) is
+  // not a peer's silence: deadlines and credit ages move on by the gap.
+  void not_polled(uint64_t gap_tsc);
 
   std::unique_ptr<Impl> impl_;
   rdma::Device* device_ = nullptr;  // makes the peers' address handles

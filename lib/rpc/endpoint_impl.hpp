@@ -156,6 +156,7 @@ struct Endpoint::Impl {
   // nothing (no list of calls in flight to keep).
   uint32_t calls_high = 0;
   uint64_t timeout_tsc = 0, passive_delay_tsc = 0, scan_interval_tsc = 0, next_scan_tsc = 0;
+  uint64_t last_poll_tsc = 0;  // the previous poll pass (unpolled time is not counted)
 
   std::array<Handler, kMaxHandlers> handlers;
   std::array<std::string, kMaxHandlers> handler_names;

@@ -67,4 +67,15 @@ void Endpoint::recover_credits(uint64_t now) {
   }
 }
 
+void Endpoint::not_polled(uint64_t gap) {
+  Impl& m = *impl_;
+  for (uint32_t idx = 0; idx < m.calls_high; ++idx)
+    if (m.calls[idx].state != CallState::kFree) m.calls[idx].deadline += gap;
+  for (uint32_t dest : m.active) {
+    Impl::Peer& p = m.peers[dest];
+    p.stalled_tsc += gap;
+    p.credit_tsc += gap;
+  }
+}
+
 }  // namespace rdtx::rpc

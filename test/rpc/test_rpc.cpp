@@ -342,6 +342,33 @@ TEST(Rpc, CallsToASilentPeerTimeOut) {
   EXPECT_EQ(c.eps[0]->calls_in_flight(), 0u);
 }
 
+// One thread running both ends is descheduled (here: sleeps) for longer
+// than the timeout right after a call went out. The peer was no more silent
+// than the caller: the caller's next pass must not end the call before the
+// peer has had its turn.
+TEST(Rpc, TimeTheCallerWasNotPolledIsNotAPeersSilence) {
+  EndpointConfig cfg = Cluster::small_config();
+  cfg.timeout_ns = 5'000'000;
+  Cluster c(2, 1, cfg);
+  bool ok = false;
+  c.workers[0]->spawn([](Endpoint& ep, bool& ok) -> Task<void> {
+    Batch b(ep);
+    uint64_t v = 7, out = 0;
+    Reply r{reinterpret_cast<std::byte*>(&out), 8};
+    b.call(1, kEcho, bytes_of(v), &r);
+    ok = co_await b.send() && out == 7;
+  }(*c.eps[0], ok));
+  // The caller's passes alone first: the request is out, not yet served.
+  c.loop = runtime::Loop();
+  c.loop.add_worker(c.workers[0].get());
+  for (int i = 0; i < 3; ++i) c.loop.run_once();
+  usleep(20'000);  // 4 timeouts unpolled
+  c.loop.add_worker(c.workers[1].get());  // the caller's pass comes first
+  c.run_until_idle();
+  EXPECT_TRUE(ok) << "the call ended by timeout";
+  EXPECT_EQ(c.eps[0]->stats().timeouts, 0u);
+}
+
 uint64_t recv_dropped(const Endpoint& ep) {
   auto st = rdma::shm::ud_qp_stats(ep.queue_pair());
   EXPECT_TRUE(st.ok());
