@@ -123,7 +123,7 @@ cluster::ClusterConfig sized_cluster(const RunConfig& rc) {
     max_tuple = std::max(max_tuple, l.tuple_bytes());
   }
   uint32_t slot = (std::max<uint32_t>(max_tuple + 8, store::kBucketBytes) + 63) & ~63u;
-  cc.scratch_bytes = (static_cast<size_t>(slot) + 128) * Txn::kMaxAccesses * rc.options.coroutines;
+  cc.scratch_bytes = (static_cast<size_t>(slot) + 128) * Txn::kMaxAccesses * rc.options.scratch_banks * rc.options.coroutines;
   cc.max_outstanding = std::max<uint32_t>(cc.max_outstanding, 4 * Txn::kMaxAccesses * rc.options.coroutines);
   return cc;
 }

@@ -37,9 +37,9 @@ uint32_t slot_bytes_for(const Database& db) {
 // Request/reply buffer banks of a coordinator: items, aux_items, commit_items.
 constexpr uint32_t kBatchBanks = 3;
 
-size_t scratch_bytes_needed(const Database& db, uint32_t coroutines) {
-  size_t per_co = static_cast<size_t>(slot_bytes_for(db)) * Txn::kMaxAccesses + 128 * Txn::kMaxAccesses;
-  return per_co * coroutines;
+size_t scratch_bytes_needed(const Database& db, uint32_t coroutines, uint32_t banks) {
+  size_t per_bank = static_cast<size_t>(slot_bytes_for(db)) * Txn::kMaxAccesses + 128 * Txn::kMaxAccesses;
+  return per_bank * banks * coroutines;
 }
 
 WorkerEngine::WorkerEngine(cluster::WorkerContext& w, Database& db, const Options& opts, const ProtocolDef& proto,
@@ -108,7 +108,7 @@ runtime::Task<void> WorkerEngine::drain_service(Service& s) {
 }
 
 Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& history) {
-  scratch_per_co_ = scratch_bytes_needed(db_, 1);
+  scratch_per_co_ = scratch_bytes_needed(db_, 1, opts_.scratch_banks);
   if (scratch_per_co_ * opts_.coroutines > w_.scratch->size())
     return make_error(ENOMEM, "worker %u: %u coroutines need %zu bytes of scratch, the worker has %zu", w_.id,
                       opts_.coroutines, scratch_per_co_ * opts_.coroutines, w_.scratch->size());
@@ -163,10 +163,12 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
   return {};
 }
 
-Coordinator::Coordinator(WorkerEngine& e, uint32_t index, std::byte* scratch, size_t, uint64_t seed)
+Coordinator::Coordinator(WorkerEngine& e, uint32_t index, std::byte* scratch, size_t scratch_bytes, uint64_t seed)
     : e_(e),
       index_(index),
       scratch_(scratch),
+      banks_(e.options().scratch_banks),
+      bank_bytes_(scratch_bytes / e.options().scratch_banks),
       slot_bytes_(slot_bytes_for(e.db())),
       rng_(seed),
       onesided_(*this),
@@ -210,7 +212,10 @@ runtime::Task<void> Protocol::run_coordinator(Coordinator& c) { return c.run_clo
 
 runtime::Task<void> Coordinator::run() {
   co_await e_.protocol().run_coordinator(*this);
-  co_await settle_pending_commit();
+  for (uint32_t b = 0; b < banks_; ++b) {
+    bank_ = b;
+    co_await settle_pending_commit();
+  }
   co_await settle_commit_batch();
 }
 
@@ -285,15 +290,18 @@ runtime::Task<void> Coordinator::run_closed_loop() {
   const uint32_t max_retries = e_.options().max_retries;
   TxnInput in;
   while (!self->stopping()) {
-    // The previous commit's passive completion is not this transaction's latency.
-    // (Checked here first: settling costs a coroutine frame, and most
-    // attempts find nothing in flight.)
-    if (pending_commit_.remaining() > 0 || pending_commit_.failed()) co_await settle_pending_commit();
+    // A new transaction takes the other scratch bank: the last one's commit
+    // may still be reading its bank (WRITEs passively acknowledged). The
+    // commit that used this bank, two transactions ago, is settled first;
+    // it is not this transaction's latency. (Checked here first: settling
+    // costs a coroutine frame, and most attempts find nothing in flight.)
+    next_bank();
+    if (commit_in_flight()) co_await settle_pending_commit();
     wl.generate(rng_, node, in);
     const uint64_t start = env::tsc();
     uint64_t ts = take_timestamp();
     for (uint32_t attempt = 0;; ++attempt) {
-      if (pending_commit_.remaining() > 0 || pending_commit_.failed()) co_await settle_pending_commit();
+      if (commit_in_flight()) co_await settle_pending_commit();
       // After an abort, a commit or release still in flight is settled
       // first: a lost one is re-sent before this attempt meets its locks.
       if ((attempt > 0 || release_in_flight_) && commit_items_.in_flight()) co_await settle_commit_batch();
@@ -329,11 +337,12 @@ void Coordinator::renew_timestamp(Txn& t) {
 }
 
 runtime::Task<void> Coordinator::settle_pending_commit() {
-  if (pending_commit_.remaining() > 0) {
-    bool ok = co_await pending_commit_.wait();
+  runtime::WaitGroup& wg = pending_commit_[bank_];
+  if (wg.remaining() > 0) {
+    bool ok = co_await wg.wait();
     if (!ok) ++e_.stats().commit_errors;
   }
-  pending_commit_.reset(0);
+  wg.reset(0);
 }
 
 OneSidedBatch::OneSidedBatch(Coordinator& c) : c_(c) {}

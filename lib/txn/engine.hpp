@@ -49,7 +49,7 @@ class WorkerEngine;
 inline constexpr uint32_t kMaxNodes = 64;
 
 // Registered scratch memory a worker needs for `coroutines` coordinators.
-size_t scratch_bytes_needed(const Database& db, uint32_t coroutines);
+size_t scratch_bytes_needed(const Database& db, uint32_t coroutines, uint32_t banks);
 
 // Handler ids below this are left to components outside the engine.
 inline constexpr rpc::HandlerId kFirstEngineHandler = 8;
@@ -242,8 +242,9 @@ class Coordinator {
   Txn& txn() { return txn_; }
   // The registered scratch slot of access i (tuple-sized) and extra space
   // after the slots for protocol use (bucket reads, validation words).
-  std::byte* slot(uint32_t i) { return scratch_ + static_cast<size_t>(i) * slot_bytes_; }
-  std::byte* extra(uint32_t i) { return scratch_ + extra_offset_ + static_cast<size_t>(i) * 128; }
+  // Both in the current scratch bank (txn.options.scratch_banks).
+  std::byte* slot(uint32_t i) { return bank() + static_cast<size_t>(i) * slot_bytes_; }
+  std::byte* extra(uint32_t i) { return bank() + extra_offset_ + static_cast<size_t>(i) * 128; }
   uint32_t lkey() const { return e_.ctx().scratch_mr.lkey; }
   // The table's partition on `node` as this worker reaches it (its rkey is
   // the one of the device context this worker's QPs to `node` connect to).
@@ -275,9 +276,13 @@ class Coordinator {
   std::byte* rpc_request_buffer(uint32_t k) { return rpc_bufs_.data() + (2 * k) * rpc_buf_bytes_; }
   std::byte* rpc_reply_buffer(uint32_t k) { return rpc_bufs_.data() + (2 * k + 1) * rpc_buf_bytes_; }
   // A commit whose completion is acknowledged passively (one-sided WRITEs
-  // left in flight): the next attempt waits for it before reusing scratch.
-  runtime::WaitGroup& pending_commit() { return pending_commit_; }
+  // left in flight, reading the current bank): an attempt waits for it
+  // before it reuses that bank (settle_pending_commit()).
+  runtime::WaitGroup& pending_commit() { return pending_commit_[bank_]; }
+  bool commit_in_flight() { return pending_commit_[bank_].remaining() > 0 || pending_commit_[bank_].failed(); }
   runtime::Task<void> settle_pending_commit();
+  // The next transaction's bank (the same one with a single bank).
+  void next_bank() { bank_ = banks_ > 1 ? bank_ ^ 1u : 0u; }
   // The coordinator's reusable batches, emptied (one stage at a time uses them).
   OneSidedBatch& onesided() {
     onesided_.reset();
@@ -352,7 +357,11 @@ class Coordinator {
   friend class Txn;
   WorkerEngine& e_;
   uint32_t index_;
+  std::byte* bank() const { return scratch_ + bank_ * bank_bytes_; }
   std::byte* scratch_;
+  uint32_t banks_;
+  size_t bank_bytes_;
+  uint32_t bank_ = 0;
   uint32_t slot_bytes_;
   size_t extra_offset_;
   uint32_t seq_ = 0;
@@ -365,7 +374,7 @@ class Coordinator {
   Rng rng_;
   std::vector<std::byte> rpc_bufs_;
   size_t rpc_buf_bytes_ = 0;
-  runtime::WaitGroup pending_commit_;
+  runtime::WaitGroup pending_commit_[2];  // per scratch bank
   bool release_in_flight_ = false;
   bool lock_value_lingers_ = false;
   OneSidedBatch onesided_;

@@ -47,6 +47,9 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   schema.add_bool("txn.options.doorbell_batching", true, "post a batch of verbs to one QP with one doorbell");
   schema.add_bool("txn.options.outstanding_requests", true, "send to all nodes at once and wait once");
   schema.add_bool("txn.options.passive_ack", true, "do not wait for commit/release acknowledgements");
+  schema.add_int("txn.options.scratch_banks", 1, 1, 2,
+                 "scratch banks per coroutine: 2 = a passively acknowledged commit is awaited only before its bank "
+                 "is reused, two transactions later (DrTM+H); 1 = before the coroutine's next transaction");
   schema.add_bool("txn.options.location_cache", true, "cache remote tuple addresses (one READ per hit)");
   schema.add_int("txn.options.location_cache_entries", 1 << 16, 4, 1 << 26, "location cache entries per worker");
   schema.add_bool("stats.breakdown", true,
@@ -139,6 +142,7 @@ Options options_from(const config::Config& cfg) {
   o.doorbell_batching = cfg.get_bool("txn.options.doorbell_batching");
   o.outstanding_requests = cfg.get_bool("txn.options.outstanding_requests");
   o.passive_ack = cfg.get_bool("txn.options.passive_ack");
+  o.scratch_banks = static_cast<uint32_t>(cfg.get_int("txn.options.scratch_banks"));
   o.location_cache = cfg.get_bool("txn.options.location_cache");
   o.location_cache_entries = static_cast<uint32_t>(cfg.get_int("txn.options.location_cache_entries"));
   o.breakdown = cfg.get_bool("stats.breakdown");

@@ -26,6 +26,11 @@ struct Options {
   bool doorbell_batching = true;     // one doorbell per QP per batch (CAS+READ, WRITE+WRITE)
   bool outstanding_requests = true;  // requests to all nodes at once, one wait
   bool passive_ack = true;           // commit/release messages not awaited
+  // Scratch banks per coordinator: with 2, consecutive transactions use
+  // alternate banks, so a passively acknowledged commit is awaited only
+  // before its bank is reused (as DrTM+H does not wait); with 1, before
+  // the coordinator's next transaction (measured better on shm: doc/txn.md).
+  uint32_t scratch_banks = 1;
   bool location_cache = true;
   uint32_t location_cache_entries = 1 << 16;
   // History recording (doc/history.md): each worker appends its committed

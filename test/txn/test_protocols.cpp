@@ -42,6 +42,12 @@ std::vector<Combo> combos() {
       spread.qps_per_node = 3;
       spread.workers_per_node = 2;
       v.push_back(spread);
+      // Two scratch banks: a transaction starts while the previous one's
+      // commit WRITEs may still read the other bank (shm reads a WRITE's
+      // source when it takes effect, 1 us later here).
+      Combo banks{w, p};
+      banks.scratch_banks = 2;
+      v.push_back(banks);
       // 3-way replication: the log stage and the backups' appliers, the
       // replicas compared after the run; once with the protocol's one-sided
       // stages, once all RPC, once with two workers per node (appliers of

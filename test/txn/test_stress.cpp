@@ -51,8 +51,9 @@ std::vector<Combo> combos() {
     plain.doorbell = false;
     plain.outstanding = false;
     v.push_back(plain);
-    Combo busy = base;  // no location cache, many coroutines spread over several QPs per node
+    Combo busy = base;  // no location cache, many coroutines spread over several QPs per node, two scratch banks
     busy.cache = false;
+    busy.scratch_banks = 2;
     busy.coroutines = 32;
     busy.qps_per_node = 4;
     v.push_back(busy);
