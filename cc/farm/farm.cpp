@@ -108,8 +108,10 @@ constexpr uint64_t kDecisionRoom = 2 * kSmallEntry;
 // Replies a Messenger keeps queued per coordinator node while its reverse
 // log is full (beyond: dropped; the coordinator times out and sends ABORT).
 constexpr uint32_t kReplyQueue = 256;
-// Signaled reply WRITEs in flight per Messenger (a share of the QP's send queue).
-constexpr int kRepliesInFlight = 64;
+// Signaled reply WRITEs in flight per Messenger: a small share of the send
+// queue of the QP it posts on, which coordinator 0 uses too (max_send_wr
+// 256; a coordinator's batch may take most of it).
+constexpr int kRepliesInFlight = 16;
 // How long a coordinator waits before reading a full log's head again.
 constexpr uint64_t kFullWaitNs = 20'000;
 
