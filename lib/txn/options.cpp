@@ -11,12 +11,13 @@ namespace {
 constexpr const char* kStageKeys[] = {"txn.pipeline.fetch", "txn.pipeline.lock", "txn.pipeline.validate",
                                       "txn.pipeline.log", "txn.pipeline.commit", "txn.pipeline.sequence"};
 static_assert(std::size(kStageKeys) == static_cast<size_t>(Stage::kCount_));
-const std::vector<std::string> kPrimitives = {"onesided", "rpc", "hybrid", "off"};
+const std::vector<std::string> kPrimitives = {"onesided", "rpc", "hybrid", "off", "mailbox"};
 
 Primitive parse_primitive(const std::string& s) {
   if (s == "rpc") return Primitive::kRpc;
   if (s == "hybrid") return Primitive::kHybrid;
   if (s == "off") return Primitive::kOff;
+  if (s == "mailbox") return Primitive::kMailbox;
   return Primitive::kOneSided;
 }
 }  // namespace
@@ -120,6 +121,9 @@ std::string check_pipeline(const config::Config& cfg, const ProtocolDef& def) {
     }
     bool ok = false;
     std::string list;
+    // A stage left at its default that the protocol does not take in that
+    // form runs in the protocol's first (FaRM's lock and commit: mailbox).
+    if (origin == "default") continue;
     for (Primitive p : allowed) {
       ok |= v == to_string(p);
       list += (list.empty() ? "" : ", ") + std::string(to_string(p));
@@ -138,7 +142,15 @@ Options options_from(const config::Config& cfg) {
   o.max_retries = static_cast<uint32_t>(cfg.get_int("txn.max_retries"));
   o.backoff_ns = static_cast<uint32_t>(cfg.get_int("txn.backoff_ns"));
   o.log_ring_bytes = static_cast<uint64_t>(cfg.get_int("txn.log_ring_kb")) << 10;
-  for (int s = 0; s < static_cast<int>(Stage::kCount_); ++s) o.pipeline[s] = parse_primitive(cfg.get_string(kStageKeys[s]));
+  const ProtocolDef* def = find_protocol(o.protocol);
+  for (int s = 0; s < static_cast<int>(Stage::kCount_); ++s) {
+    o.pipeline[s] = parse_primitive(cfg.get_string(kStageKeys[s]));
+    // A default the protocol does not take: its first primitive for the
+    // stage (check_pipeline() lets defaults through).
+    if (def != nullptr && !def->allowed[s].empty() && cfg.origin(kStageKeys[s]) == "default" &&
+        std::find(def->allowed[s].begin(), def->allowed[s].end(), o.pipeline[s]) == def->allowed[s].end())
+      o.pipeline[s] = def->allowed[s][0];
+  }
   o.doorbell_batching = cfg.get_bool("txn.options.doorbell_batching");
   o.outstanding_requests = cfg.get_bool("txn.options.outstanding_requests");
   o.passive_ack = cfg.get_bool("txn.options.passive_ack");

@@ -10,6 +10,7 @@
 #include "store/tuple.hpp"
 #include "txn/engine.hpp"
 #include "txn/item_batch.hpp"
+#include "txn/ring_log.hpp"
 
 namespace rdtx::txn {
 
@@ -136,66 +137,14 @@ struct LogRecord {
 };
 static_assert(sizeof(LogRecord) == 32);
 
-// An entry at ring position `pos` (bytes ever written to the ring before
-// it): [EntryHead][LogRecord + record]...[uint64 bytes]. `bytes` (a
-// multiple of 8) is at its start and its end (DrTM+H); `pos` tells this
-// lap's entry from an older one at the same offset; `sum` covers every
-// other word, so a reader never applies an entry whose bytes have not all
-// landed, whatever order a WRITE's bytes land in. count == 0: a skip
-// marker (header alone) to the ring's start; fewer than sizeof(EntryHead)
-// bytes before the end are skipped without one.
-struct EntryHead {
-  uint32_t bytes;
-  uint32_t count;
-  uint64_t pos;
-  uint64_t sum;
-};
-static_assert(sizeof(EntryHead) == 24);
-constexpr uint32_t kEntryOverhead = sizeof(EntryHead) + 8;
-
-uint64_t entry_sum(const std::byte* e, uint32_t bytes) {
-  uint64_t h = 0x6a09e667f3bcc909ull;
-  for (uint32_t off = 0; off < bytes; off += 8) {
-    if (off == offsetof(EntryHead, sum)) continue;
-    uint64_t w;
-    std::memcpy(&w, e + off, 8);
-    h = mix(h ^ w);
-  }
-  return h;
-}
-
-// Writes the head (and, for a skip marker, nothing else) and the sum of an
-// entry laid out at `e`.
-void seal_entry(std::byte* e, uint32_t bytes, uint32_t count, uint64_t pos) {
-  EntryHead eh{bytes, count, pos, 0};
-  std::memcpy(e, &eh, sizeof eh);
-  if (count > 0) {
-    const uint64_t trailer = bytes;
-    std::memcpy(e + bytes - 8, &trailer, 8);
-  }
-  eh.sum = entry_sum(e, count > 0 ? bytes : sizeof eh);
-  std::memcpy(e, &eh, sizeof eh);
-}
-
-// The receiving worker's log region, in registered memory that the senders
-// WRITE into (one-sided form) or its log.append handler writes (RPC form):
-// [head word per sender][rings: ring_bytes per sender]. The head words are
-// what the appliers publish for the senders to READ.
-struct RegionLayout {
-  uint32_t senders;
-  uint64_t ring_bytes;
-  uint64_t heads() const { return 0; }
-  uint64_t rings() const { return (uint64_t{senders} * 8 + 63) & ~uint64_t{63}; }
-  uint64_t ring(uint32_t s) const { return rings() + uint64_t{s} * ring_bytes; }
-  uint64_t bytes() const { return ring(senders); }
-};
-
-// The room an entry at `pos` takes: `bytes`, plus what is skipped first if
-// it would wrap.
-uint64_t skip_before(uint64_t pos, uint32_t bytes, uint64_t cap) {
-  const uint64_t to_end = cap - (pos & (cap - 1));
-  return to_end < bytes ? to_end : 0;
-}
+using ringlog::EntryHead;
+using ringlog::kEntryOverhead;
+using ringlog::seal_entry;
+using ringlog::skip_before;
+// The receiving worker's log region (ring_log.hpp's layout), in registered
+// memory that the senders WRITE into (one-sided form) or its log.append
+// handler writes (RPC form): a ring and a head word per sender.
+using RegionLayout = ringlog::RegionLayout;
 
 // The worker's rings (one per sender) and their applier.
 class LogApplier final : public Service {
@@ -221,7 +170,7 @@ class LogApplier final : public Service {
     if (!mr.ok()) return make_error(mr.error().code, "log rings: %s", mr.error().message.c_str());
     mr_ = *mr;
     copy_.resize(cap_ / 8);
-    e_.set_own_log_region({reinterpret_cast<uint64_t>(mem_->data()), mr_.rkey, layout_.senders, e_.node(),
+    e_.set_own_log_region({reinterpret_cast<uint64_t>(mem_->data()), mr_.rkey, layout_.rings, e_.node(),
                            e_.ctx().index, cap_});
     return {};
   }
@@ -237,10 +186,8 @@ class LogApplier final : public Service {
   // never completed (a WRITE that never landed) is an error.
   void settle() override {
     apply_all();
-    for (uint32_t s = 0; s < layout_.senders; ++s) {
-      EntryHead eh;
-      if (peek(s, &eh) && eh.pos == head_[s]) ++e_.stats().log_errors;
-    }
+    for (uint32_t s = 0; s < layout_.rings; ++s)
+      if (ringlog::begun(ring_of(s), cap_, head_[s])) ++e_.stats().log_errors;
   }
 
   // The RPC form: appends request `r`'s records as one entry to the
@@ -254,7 +201,7 @@ class LogApplier final : public Service {
     ItemHeader h;
     std::span<const std::byte> data;
     uint32_t n = 0;
-    if (s >= layout_.senders || !in.valid()) status = kLogRefused;
+    if (s >= layout_.rings || !in.valid()) status = kLogRefused;
     while (status == kLogOk && in.next(&h, &data)) {
       if (!db_.has_table(h.table) || data.size() != db_.def(h.table).record_bytes) status = kLogRefused;
       bytes += sizeof(LogRecord) + pad8(static_cast<uint32_t>(data.size()));
@@ -291,46 +238,23 @@ class LogApplier final : public Service {
  private:
   std::byte* ring_of(uint32_t s) { return static_cast<std::byte*>(mem_->data()) + layout_.ring(s); }
 
-  // The head of the entry at sender s's head, read word by word (a WRITE
-  // may be landing in it). False: fewer than a head's bytes before the end.
-  bool peek(uint32_t s, EntryHead* eh) {
-    const uint64_t off = head_[s] & (cap_ - 1);
-    if (cap_ - off < sizeof(EntryHead)) return false;
-    uint64_t w[3];
-    store::load_words(w, reinterpret_cast<const uint64_t*>(ring_of(s) + off), 3);
-    std::memcpy(eh, w, sizeof *eh);
-    return true;
-  }
-
   int apply_all() {
     int done = 0;
-    for (uint32_t s = 0; s < layout_.senders; ++s) {
+    for (uint32_t s = 0; s < layout_.rings; ++s) {
       const uint64_t before = head_[s];
       for (;;) {
-        const uint64_t off = head_[s] & (cap_ - 1);
         EntryHead eh;
-        if (!peek(s, &eh)) {  // too close to the end for an entry: skipped
-          head_[s] += cap_ - off;
-          continue;
-        }
-        if (eh.pos != head_[s] || eh.bytes < sizeof(EntryHead) || eh.bytes % 8 != 0 ||
-            eh.bytes > cap_ - off)
-          break;  // not (completely) here yet
-        const uint32_t len = eh.count == 0 ? static_cast<uint32_t>(sizeof(EntryHead)) : eh.bytes;
-        if (eh.count > 0 && eh.bytes < kEntryOverhead) break;
-        store::load_words(copy_.data(), reinterpret_cast<const uint64_t*>(ring_of(s) + off), len / 8);
-        const std::byte* e = reinterpret_cast<const std::byte*>(copy_.data());
-        uint64_t trailer = eh.bytes;
-        if (eh.count > 0) std::memcpy(&trailer, e + eh.bytes - 8, 8);
-        if (trailer != eh.bytes || entry_sum(e, len) != eh.sum) break;
-        if (eh.count > 0) {
-          apply_entry(e, eh);
+        uint64_t advance = 0;
+        const ringlog::Scan got = ringlog::scan(ring_of(s), cap_, head_[s], copy_.data(), &eh, &advance);
+        if (got == ringlog::Scan::kNone) break;
+        if (got == ringlog::Scan::kEntry) {
+          apply_entry(reinterpret_cast<const std::byte*>(copy_.data()), eh);
           ++done;
         }
-        head_[s] += eh.bytes;
+        head_[s] += advance;
       }
       if (head_[s] != before)
-        store::store_word(reinterpret_cast<uint64_t*>(static_cast<std::byte*>(mem_->data()) + layout_.heads()) + s, head_[s],
+        store::store_word(reinterpret_cast<uint64_t*>(static_cast<std::byte*>(mem_->data()) + layout_.head(s)), head_[s],
                           std::memory_order_release);
     }
     return done;
@@ -558,18 +482,15 @@ class LogStage final : public StageModule {
     for (int late = 0;;) {
       uint32_t full = UINT32_MAX;
       for (uint32_t b = 0; b < nodes && full == UINT32_MAX; ++b)
-        if (count[b] != 0 && tail_[b] + skip_before(tail_[b], bytes[b], cap_) + bytes[b] - head_[b] > cap_) full = b;
+        if (count[b] != 0 && !ring_[b].fits(bytes[b], cap_)) full = b;
       if (full == UINT32_MAX) {
-        for (uint32_t b = 0; b < nodes; ++b) {
-          if (count[b] == 0) continue;
-          pos[b] = tail_[b];
-          tail_[b] += skip_before(tail_[b], bytes[b], cap_) + bytes[b];
-        }
+        for (uint32_t b = 0; b < nodes; ++b)
+          if (count[b] != 0) pos[b] = ring_[b].reserve(bytes[b], cap_);
         break;
       }
-      const uint64_t was = head_[full];
+      const uint64_t was = ring_[full].head;
       if (!co_await read_head(c, full)) ++late;
-      if (head_[full] != was) continue;  // room was freed: try again at once
+      if (ring_[full].head != was) continue;  // room was freed: try again at once
       ++st.log_full_waits;
       late += runtime::Worker::current()->stopping();
       if (late > 3) {
@@ -584,18 +505,11 @@ class LogStage final : public StageModule {
       for (uint32_t b = 0; b < nodes; ++b) {
         if (count[b] == 0) continue;
         const LogRegionDesc& r = c.engine().peer_log_region(b);
-        const RegionLayout l{r.senders, r.ring_bytes};
-        const uint64_t ring = r.addr + l.ring(sender_id());
-        uint64_t p = pos[b];
-        const uint64_t skipped = skip_before(p, bytes[b], cap_);
-        if (skipped >= sizeof(EntryHead)) {
-          std::byte* m = stage + at[b] - sizeof(EntryHead);
-          seal_entry(m, static_cast<uint32_t>(skipped), 0, p);
-          add_write(batch, b, m, sizeof(EntryHead), ring + (p & (cap_ - 1)), r.rkey);
-        }
-        p += skipped;
-        seal_entry(stage + at[b], bytes[b], count[b], p);
-        add_write(batch, b, stage + at[b], bytes[b], ring + (p & (cap_ - 1)), r.rkey);
+        const uint64_t ring = r.addr + RegionLayout{r.senders, r.ring_bytes}.ring(sender_id());
+        ringlog::seal_for_write(stage + at[b], bytes[b], count[b], pos[b], cap_,
+                                [&](std::byte* local, uint32_t len, uint64_t off) {
+                                  add_write(batch, b, local, len, ring + off, r.rkey);
+                                });
         if (c.engine().measuring()) {
           ++st.log_entries;
           st.log_bytes += bytes[b];
@@ -632,15 +546,12 @@ class LogStage final : public StageModule {
     wr->local = dst;
     wr->length = 8;
     wr->lkey = mr_.lkey;
-    wr->remote_addr = r.addr + RegionLayout{r.senders, r.ring_bytes}.heads() + uint64_t{sender_id()} * 8;
+    wr->remote_addr = r.addr + RegionLayout{r.senders, r.ring_bytes}.head(sender_id());
     wr->rkey = r.rkey;
     if (!co_await batch.execute()) co_return false;
     uint64_t h;
     std::memcpy(&h, dst, 8);
-    // The applier skips the last bytes of the ring when fewer than a head's
-    // are left, possibly before this worker's next entry is written: its
-    // head may run that far ahead of the tail.
-    if (h > head_[b] && h <= tail_[b] + sizeof(EntryHead)) head_[b] = h;
+    ring_[b].saw_head(h);
     co_return true;
   }
 
@@ -654,8 +565,7 @@ class LogStage final : public StageModule {
   std::unique_ptr<rdma::DeviceMemory> staging_;
   rdma::MemoryRegion mr_;
   uint64_t per_co_ = 0;
-  uint64_t tail_[kMaxNodes] = {};  // per backup node: bytes reserved in this worker's ring there
-  uint64_t head_[kMaxNodes] = {};  // per backup node: its applier's head, as last read
+  ringlog::RingTail ring_[kMaxNodes];  // per backup node: this worker's ring there
 };
 
 }  // namespace

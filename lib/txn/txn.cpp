@@ -32,6 +32,7 @@ const char* to_string(Primitive p) {
     case Primitive::kRpc: return "rpc";
     case Primitive::kHybrid: return "hybrid";
     case Primitive::kOff: return "off";
+    case Primitive::kMailbox: return "mailbox";
   }
   return "?";
 }

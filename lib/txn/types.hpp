@@ -82,8 +82,12 @@ enum class Phase : uint8_t { kFetch, kLock, kValidate, kLog, kCommit, kSequence,
 inline constexpr int kPhases = static_cast<int>(Phase::kCount_);
 const char* to_string(Phase p);
 
-// How a stage talks to the owner of a tuple.
-enum class Primitive : uint8_t { kOneSided, kRpc, kHybrid, kOff };
+// How a stage talks to the owner of a tuple. kMailbox: records WRITten into
+// a per-sender message log on the owner and processed by its CPU, replies
+// through the reverse log (FaRM's messaging); only a protocol that lists it
+// in ProtocolDef::allowed accepts it (the stage building blocks of the
+// toolkit do not: they treat it as one-sided).
+enum class Primitive : uint8_t { kOneSided, kRpc, kHybrid, kOff, kMailbox };
 const char* to_string(Primitive p);
 
 }  // namespace rdtx::txn

@@ -8,6 +8,7 @@
 // protocol is covered without editing a test.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -134,6 +135,17 @@ inline std::vector<Combo> primitive_combos() {
   return v;
 }
 
+// True if every stage the protocol has accepts primitive `p` (the all-RPC
+// runs are for protocols that have an RPC form of every stage; FaRM's lock
+// and commit are mailbox only).
+inline bool accepts_everywhere(const txn::ProtocolDef& d, Primitive p) {
+  for (int s = 0; s < txn::kStages; ++s) {
+    if (d.allowed[s].empty()) continue;
+    if (std::find(d.allowed[s].begin(), d.allowed[s].end(), p) == d.allowed[s].end()) return false;
+  }
+  return true;
+}
+
 // Every registered protocol, broken variants aside.
 inline std::vector<std::string> protocol_names() {
   std::vector<std::string> v;
@@ -220,6 +232,13 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   rc.options.pipeline[static_cast<int>(txn::Stage::kLock)] = c.lock;
   rc.options.pipeline[static_cast<int>(txn::Stage::kValidate)] = c.validate;
   rc.options.pipeline[static_cast<int>(txn::Stage::kCommit)] = c.commit;
+  // A Combo's defaults (one-sided) for a stage the protocol has only in
+  // other forms: its first, as the configuration does (FaRM: mailbox).
+  for (int s = 0; s < txn::kStages; ++s) {
+    const auto& allowed = rc.protocol->allowed[s];
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), rc.options.pipeline[s]) == allowed.end())
+      rc.options.pipeline[s] = allowed[0];
+  }
   rc.options.pipeline[static_cast<int>(txn::Stage::kSequence)] =
       rc.protocol->allowed[static_cast<int>(txn::Stage::kSequence)].empty() ? Primitive::kOff : c.sequence;
   rc.options.passive_ack = c.passive_ack;

@@ -48,9 +48,11 @@ std::vector<Combo> combos() {
     const txn::ProtocolDef* d = txn::find_protocol(base.protocol);
     const Primitive prims[] = {base.fetch, base.lock, base.validate, Primitive::kOff, base.commit, base.sequence};
     static_assert(std::size(prims) == txn::kStages);
+    // Mailbox stages (FaRM's message logs) are RC WRITEs: one-sided here.
+    auto side = [](Primitive p) { return p == Primitive::kMailbox ? Primitive::kOneSided : p; };
     bool uniform = true;
     for (int s = 0; s < txn::kStages; ++s)
-      if (!d->allowed[s].empty() && prims[s] != base.fetch) uniform = false;
+      if (!d->allowed[s].empty() && side(prims[s]) != side(base.fetch)) uniform = false;
     if (d->replicable && uniform) {
       lossy.replicas = stall.replicas = 3;
       lossy.log = stall.log = base.commit == Primitive::kRpc ? Primitive::kRpc : Primitive::kOneSided;
