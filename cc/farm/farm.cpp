@@ -44,6 +44,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "cc/occ/occ.hpp"
 #include "env/tsc.hpp"
 #include "runtime/cq_poller.hpp"
 #include "store/tuple.hpp"
@@ -59,21 +60,17 @@ using ringlog::EntryHead;
 using ringlog::RegionLayout;
 using ringlog::RingTail;
 
+// OCC's metadata, execute and VALIDATE (cc/occ/occ.hpp), and its abort
+// reasons first in kDef's list, in its order.
+using occ::AccessState;
+using occ::kLockConflict;
+using occ::kLockOff;
+using occ::kMetaBytes;
+using occ::kSeqOff;
+using occ::kSumOff;
+using occ::kValidation;
+
 namespace {
-
-constexpr uint32_t kLockOff = 0;
-constexpr uint32_t kSeqOff = 8;
-constexpr uint32_t kSumOff = 16;
-constexpr uint32_t kMetaBytes = 24;
-
-const AbortReason kLockConflict = protocol_reason(0);
-const AbortReason kValidation = protocol_reason(1);
-const AbortReason kLockedAtRead = protocol_reason(2);
-const AbortReason kUnsettledRead = protocol_reason(3);
-
-struct AccessState {
-  uint64_t version;  // seen at execute
-};
 
 // A message: an entry of a message log whose payload starts with MsgHead;
 // EntryHead::count is 1 + the records that follow it (LOCK: LockRec +
@@ -121,13 +118,6 @@ constexpr uint64_t kFullWaitNs = 20'000;
 uint32_t request_ring(uint32_t src) { return src; }
 uint32_t reply_ring(uint32_t nodes, uint32_t src) { return nodes + src; }
 RegionLayout region_layout(uint32_t nodes, uint64_t ring_bytes) { return RegionLayout{2 * nodes, ring_bytes}; }
-
-// OCC's checksum: the version, the hidden words and the record.
-uint64_t checksum_of(const std::byte* tuple, uint64_t version, const store::TupleLayout& l) {
-  uint64_t h = checksum_start(version);
-  h = checksum_words(h, tuple, kMetaBytes, l.meta_bytes);
-  return checksum_words(h, tuple, l.meta_bytes + 16, l.tuple_bytes());
-}
 
 std::atomic_ref<uint64_t> word_at(std::byte* tuple, uint32_t off) {
   return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(tuple + off));
@@ -410,7 +400,7 @@ class Messenger final : public Service {
         word_at(t, off).store(word_at(t, off).load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       }
       const uint64_t version = rec.version + 1;
-      word_at(t, kSumOff).store(checksum_of(t, version, l), std::memory_order_relaxed);
+      word_at(t, kSumOff).store(occ::checksum(t, version, l), std::memory_order_relaxed);
       word_at(t, kSeqOff).store(version, std::memory_order_release);
       word_at(t, kLockOff).store(0, std::memory_order_release);  // publishes what is above
       return true;
@@ -543,23 +533,9 @@ class Messenger final : public Service {
 
 // ---- coordinator side ----
 
-// A fetched copy is usable if no commit held it and it is not torn.
-Verdict accept_copy(Coordinator& c, Txn& t, Access& a) {
-  const auto& l = c.db().layout(a.table);
-  if (copy_word(a.copy, kLockOff) != 0) {
-    t.fail(kLockedAtRead);
-    return Verdict::kAbort;
-  }
-  const uint64_t version = copy_word(a.copy, kSeqOff);
-  if (version != 0 && copy_word(a.copy, kSumOff) != checksum_of(a.copy, version, l)) return Verdict::kRetry;
-  t.state<AccessState>(static_cast<uint32_t>(&a - &t.access(0))).version = version;
-  if (c.db().recording()) a.writer = a.replaced = copy_word(a.copy, c.db().history_word_offset());
-  return Verdict::kAccept;
-}
-
 // Execute: one-sided READs without locks.
 Task<bool> fetch(Farm& p, Coordinator& c, Txn& t, uint32_t from) {
-  return read_tuples(c, t, p.o.stage(Stage::kFetch), from, accept_copy, kUnsettledRead);
+  return occ::fetch_unlocked(c, t, p.o.stage(Stage::kFetch), from);
 }
 
 void add_write(Farm& p, OneSidedBatch& batch, uint32_t node, std::byte* local, uint32_t len, uint64_t remote) {
@@ -722,29 +698,7 @@ Task<bool> lock(Farm& p, Coordinator& c, Txn& t, uint32_t) {
 // (read_meta reads the lock word before the version, fenced).
 Task<bool> validate(Farm& p, Coordinator& c, Txn& t, uint32_t) {
   if (!p.validating) co_return true;
-  ItemList r;
-  for (uint32_t i = 0; i < t.size(); ++i)
-    if (t.access(i).mode == AccessMode::kRead) r.idx[r.n++] = i;
-  if (r.empty()) co_return true;
-  const uint32_t len = c.db().layout(t.access(r.idx[0]).table).record_offset();
-  // Tables differ in metadata only by the history word: one span for all.
-  for (uint32_t k = 0; k < r.n; ++k)
-    if (c.db().layout(t.access(r.idx[k]).table).record_offset() != len) {
-      t.fail(AbortReason::kNetwork);
-      co_return false;
-    }
-  if (!co_await read_meta(c, t, p.o.stage(Stage::kValidate), r.span(), len)) co_return false;
-  for (uint32_t k = 0; k < r.n; ++k) {
-    const uint32_t i = r.idx[k];
-    const Access& a = t.access(i);
-    const std::byte* x = c.extra(i);
-    if (copy_word(x, kLockOff) != 0 || copy_word(x, kSeqOff) != t.state<AccessState>(i).version ||
-        copy_word(x, c.db().layout(a.table).state_offset()) != a.state) {
-      t.fail(kValidation);
-      co_return false;
-    }
-  }
-  co_return true;
+  co_return co_await occ::validate_reads(c, t, p.o.stage(Stage::kValidate));
 }
 
 // A decision record (COMMIT-PRIMARY or ABORT) to every node of the

@@ -36,38 +36,13 @@ namespace rdtx::cc::occ {
 using namespace rdtx::txn;
 using runtime::Task;
 
-namespace {
-
-constexpr uint32_t kLockOff = 0;
-constexpr uint32_t kSeqOff = 8;
-constexpr uint32_t kSumOff = 16;
-constexpr uint32_t kMetaBytes = 24;
-
-// The protocol's abort reasons, in the order of kDef.abort_reasons.
-const AbortReason kLockConflict = protocol_reason(0);
-const AbortReason kValidation = protocol_reason(1);
-const AbortReason kLockedAtRead = protocol_reason(2);
-const AbortReason kUnsettledRead = protocol_reason(3);
-
-// Per access: the version seen at fetch.
-struct AccessState {
-  uint64_t version;
-};
-
-
-// Checksum of a tuple copy's version, history word (if any) and record.
-uint64_t checksum(const std::byte* tuple, uint32_t meta_bytes, uint32_t tuple_bytes) {
-  uint64_t h = checksum_start(copy_word(tuple, kSeqOff));
-  h = checksum_words(h, tuple, kMetaBytes, meta_bytes);  // history word
-  return checksum_words(h, tuple, meta_bytes + 16, tuple_bytes);
+uint64_t checksum(const std::byte* tuple, uint64_t version, const store::TupleLayout& l) {
+  uint64_t h = checksum_start(version);
+  h = checksum_words(h, tuple, kMetaBytes, l.meta_bytes);  // history and hidden words
+  return checksum_words(h, tuple, l.meta_bytes + 16, l.tuple_bytes());
 }
 
-struct Occ final : public Protocol {
-  Occ(WorkerEngine& e, bool validating) : o(e.options()), validating(validating) {}
-  const Options& o;
-  const bool validating;  // false only in the broken variant for tests
-
-};
+namespace {
 
 // A fetched copy is usable if no commit held it and it is not torn.
 Verdict accept_copy(Coordinator& c, Txn& t, Access& a) {
@@ -77,16 +52,61 @@ Verdict accept_copy(Coordinator& c, Txn& t, Access& a) {
     return Verdict::kAbort;
   }
   const uint64_t seq = copy_word(a.copy, kSeqOff);
-  if (seq != 0 && copy_word(a.copy, kSumOff) != checksum(a.copy, l.meta_bytes, l.tuple_bytes())) return Verdict::kRetry;
+  if (seq != 0 && copy_word(a.copy, kSumOff) != checksum(a.copy, seq, l)) return Verdict::kRetry;
   t.state<AccessState>(static_cast<uint32_t>(&a - &t.access(0))).version = seq;
   if (c.db().recording()) a.writer = a.replaced = copy_word(a.copy, c.db().history_word_offset());
   return Verdict::kAccept;
 }
 
-// The stage modules below that only hand over to the toolkit are plain
+}  // namespace
+
+// A plain function returning the toolkit's task: no coroutine frame of its own.
+Task<bool> fetch_unlocked(Coordinator& c, Txn& t, Primitive p, uint32_t from) {
+  return read_tuples(c, t, p, from, accept_copy, kUnsettledRead);
+}
+
+Task<bool> validate_reads(Coordinator& c, Txn& t, Primitive p) {
+  ItemList r;
+  for (uint32_t i = 0; i < t.size(); ++i)
+    if (t.access(i).mode == AccessMode::kRead) r.idx[r.n++] = i;
+  if (r.empty()) co_return true;
+  const uint32_t len = c.db().layout(t.access(r.idx[0]).table).record_offset();
+  // Tables differ in metadata only by the history word: every table's
+  // metadata and header must fit the one span read for all.
+  for (uint32_t k = 0; k < r.n; ++k)
+    if (c.db().layout(t.access(r.idx[k]).table).record_offset() != len) {
+      t.fail(AbortReason::kNetwork);
+      co_return false;
+    }
+  // read_meta reads the lock word before the version (fenced).
+  if (!co_await read_meta(c, t, p, r.span(), len)) co_return false;
+  for (uint32_t k = 0; k < r.n; ++k) {
+    const uint32_t i = r.idx[k];
+    const Access& a = t.access(i);
+    const std::byte* x = c.extra(i);
+    if (copy_word(x, kLockOff) != 0 || copy_word(x, kSeqOff) != t.state<AccessState>(i).version ||
+        copy_word(x, c.db().layout(a.table).state_offset()) != a.state) {
+      t.fail(kValidation);
+      co_return false;
+    }
+  }
+  co_return true;
+}
+
+namespace {
+
+Task<bool> nothing_to_validate() { co_return true; }
+
+struct Occ final : public Protocol {
+  Occ(WorkerEngine& e, bool validating) : o(e.options()), validating(validating) {}
+  const Options& o;
+  const bool validating;  // false only in the broken variant for tests
+};
+
+// The stage modules below that only hand over to a shared piece are plain
 // functions returning its task: no coroutine frame of their own.
 Task<bool> fetch(Occ& p, Coordinator& c, Txn& t, uint32_t from) {
-  return read_tuples(c, t, p.o.stage(Stage::kFetch), from, accept_copy, kUnsettledRead);
+  return fetch_unlocked(c, t, p.o.stage(Stage::kFetch), from);
 }
 
 // Locks the write set; a read-write record is validated in the same round
@@ -135,34 +155,8 @@ Task<bool> lock(Occ& p, Coordinator& c, Txn& t, uint32_t) {
 
 // Validates the read-only set: unlocked, same version, same incarnation.
 Task<bool> validate(Occ& p, Coordinator& c, Txn& t, uint32_t) {
-  if (!p.validating) co_return true;
-  ItemList r;
-  for (uint32_t i = 0; i < t.size(); ++i)
-    if (t.access(i).mode == AccessMode::kRead) r.idx[r.n++] = i;
-  if (r.empty()) co_return true;
-  uint32_t len = 0;
-  for (uint32_t k = 0; k < r.n; ++k) len = std::max(len, c.db().layout(t.access(r.idx[k]).table).record_offset());
-  // Every table's metadata and header fit in `len` (the history word is
-  // the same for all): read them all at the longest.
-  for (uint32_t k = 0; k < r.n; ++k)
-    if (c.db().layout(t.access(r.idx[k]).table).record_offset() != len) {
-      t.fail(AbortReason::kNetwork);
-      co_return false;
-    }
-  const bool read = co_await read_meta(c, t, p.o.stage(Stage::kValidate), r.span(), len);
-  if (!read) co_return false;
-  for (uint32_t k = 0; k < r.n; ++k) {
-    const uint32_t i = r.idx[k];
-    const Access& a = t.access(i);
-    const std::byte* x = c.extra(i);
-    const auto& l = c.db().layout(a.table);
-    if (copy_word(x, kLockOff) != 0 || copy_word(x, kSeqOff) != t.state<AccessState>(i).version ||
-        copy_word(x, l.state_offset()) != a.state) {
-      t.fail(kValidation);
-      co_return false;
-    }
-  }
-  co_return true;
+  if (!p.validating) return nothing_to_validate();
+  return validate_reads(c, t, p.o.stage(Stage::kValidate));
 }
 
 // Installs the write set (new version, checksum) and unlocks.
@@ -175,7 +169,7 @@ Task<bool> commit(Occ& p, Coordinator& c, Txn& t, uint32_t) {
     set_copy_word(a.copy, kLockOff, 0);
     set_copy_word(a.copy, kSeqOff, t.state<AccessState>(i).version + 1);
     if (rec) set_copy_word(a.copy, c.db().history_word_offset(), t.id());
-    set_copy_word(a.copy, kSumOff, checksum(a.copy, l.meta_bytes, l.tuple_bytes()));
+    set_copy_word(a.copy, kSumOff, checksum(a.copy, t.state<AccessState>(i).version + 1, l));
   }
   // Validated: committed; a failed write-back is a commit error (a failed check).
   return write_back_unlock(c, t, p.o.stage(Stage::kCommit), {kSumOff, kSeqOff}, t.id());

@@ -1,9 +1,40 @@
 // OCC (RTX / DrTM+H). See occ.cpp for the steps.
 #pragma once
 
+#include "runtime/task.hpp"
 #include "txn/engine.hpp"
 
 namespace rdtx::cc::occ {
+
+// OCC's tuple metadata and the pieces of OCC another protocol on the same
+// metadata composes (FaRM's commit protocol: execute and VALIDATE are
+// OCC's). Word 0 the lock (0, or the attempt id holding it), word 1 the
+// version, word 2 the checksum of (version, hidden words, record).
+inline constexpr uint32_t kLockOff = 0;
+inline constexpr uint32_t kSeqOff = 8;
+inline constexpr uint32_t kSumOff = 16;
+inline constexpr uint32_t kMetaBytes = 24;
+// Per access: the version seen at fetch.
+struct AccessState {
+  uint64_t version;
+};
+// The abort reasons these pieces report, first in the protocol's list and
+// in this order (ProtocolDef::abort_reasons): lock_conflict, validation,
+// locked_at_read, unsettled_read.
+inline const txn::AbortReason kLockConflict = txn::protocol_reason(0);
+inline const txn::AbortReason kValidation = txn::protocol_reason(1);
+inline const txn::AbortReason kLockedAtRead = txn::protocol_reason(2);
+inline const txn::AbortReason kUnsettledRead = txn::protocol_reason(3);
+
+// The checksum a writer stores with `version` (the tuple's own version
+// word is not read: a writer passes the new one).
+uint64_t checksum(const std::byte* tuple, uint64_t version, const store::TupleLayout& l);
+// Fetch: lock-free reads (read_tuples), a copy held by a commit aborts, a
+// torn one is read again; the version is kept in AccessState.
+runtime::Task<bool> fetch_unlocked(txn::Coordinator& c, txn::Txn& t, txn::Primitive p, uint32_t from);
+// Validation of the read-only set: unlocked, same version, same incarnation.
+runtime::Task<bool> validate_reads(txn::Coordinator& c, txn::Txn& t, txn::Primitive p);
+
 extern const txn::ProtocolDef kDef;
 // Tests only, never in the registry: OCC with its validation removed (the
 // read set is not validated, read-write records are locked without checking
