@@ -124,6 +124,31 @@ TEST_P(ProtocolTest, UnderContentionKeepsInvariantsAndIsSerializable) {
 INSTANTIATE_TEST_SUITE_P(All, ProtocolTest, testing::ValuesIn(combos()),
                          [](const testing::TestParamInfo<Combo>& i) { return name_of(i.param); });
 
+// A broken variant whose anomaly needs a rare interleaving: runs of 0.25 s
+// with seeds 1..8 until one's history is not certified (one is enough in an
+// optimised build; a sanitizer build commits 10-20x fewer transactions).
+// `each` checks every run; the result is the first caught run, or the last.
+template <typename Each>
+Result<Outcome> until_caught(const Combo& cb, Each each) {
+  Result<Outcome> out = make_error(EINVAL, "not run");
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    out = run_contended(cb, seed, 0.25);
+    if (!out.ok()) break;
+    each(*out);
+    if (!out->check.certified) break;
+  }
+  return out;
+}
+Result<Outcome> until_caught(const Combo& cb) {
+  return until_caught(cb, [](const Outcome&) {});
+}
+
+bool cycle_shown(const Outcome& out) {
+  for (const auto& f : out.check.findings)
+    if (!f.cycle.empty()) return true;
+  return false;
+}
+
 // The checker is not vacuous: OCC with its validation removed keeps running
 // under the same contention, on every registered workload, and the history
 // it records is caught, with a cycle (or a lost update: a write that
@@ -142,21 +167,12 @@ TEST(BrokenProtocol, MvccWithoutReadTimestampIsCaught) {
       if (p == Primitive::kRpc && base_workload(w) == "smallbank") continue;
       SCOPED_TRACE(w + (p == Primitive::kRpc ? " rpc" : " onesided"));
       Combo cb{w, "mvcc-broken-norts", p, Primitive::kOneSided, Primitive::kOneSided, p};
-      // Caught within 8 runs of 0.25 s (seeds 1..8): the first does it in
-      // an optimised build; a sanitizer build commits ~20x fewer
-      // transactions per run, and SmallBank's hstore flavour (one hot draw
-      // per transaction, so its chains need the same few accounts) may need
-      // more than one.
-      Result<Outcome> out = make_error(EINVAL, "not run");
-      for (uint64_t seed = 1; seed <= 8; ++seed) {
-        out = run_contended(cb, seed, 0.25);
-        if (!out.ok() || !out->check.certified) break;
-      }
+      // (SmallBank's hstore flavour draws hot once per transaction, so its
+      // chains need the same few accounts: it may take more than one run.)
+      auto out = until_caught(cb);
       ASSERT_TRUE(out.ok()) << out.error().message;
       EXPECT_FALSE(out->check.certified) << out->check_text;
-      bool cycle_shown = false;
-      for (const auto& f : out->check.findings) cycle_shown |= !f.cycle.empty();
-      EXPECT_TRUE(cycle_shown) << out->check_text;
+      EXPECT_TRUE(cycle_shown(*out)) << out->check_text;
     }
 }
 
@@ -170,9 +186,7 @@ TEST(BrokenProtocol, UnvalidatedOccIsCaught) {
     EXPECT_GT(n[static_cast<size_t>(history::Anomaly::kG2Item)] + n[static_cast<size_t>(history::Anomaly::kLostUpdate)],
               0u)
         << out->check_text;
-    bool cycle_shown = false;
-    for (const auto& f : out->check.findings) cycle_shown |= !f.cycle.empty();
-    EXPECT_TRUE(cycle_shown) << out->check_text;
+    EXPECT_TRUE(cycle_shown(*out)) << out->check_text;
   }
 }
 
@@ -184,20 +198,11 @@ TEST(BrokenProtocol, UnvalidatedOccIsCaught) {
 TEST(BrokenProtocol, FarmWithoutValidateIsCaught) {
   for (const std::string& w : workload_names()) {
     SCOPED_TRACE(w);
-    bool caught = false;
-    std::string text;
-    for (uint64_t seed = 1; seed <= 8 && !caught; ++seed) {
-      auto out = run_contended(Combo{w, "farm-broken-novalidate"}, seed, 0.25);
-      ASSERT_TRUE(out.ok()) << out.error().message;
-      text = out->check_text;
-      EXPECT_EQ(out->run.locks_left, 0u);
-      if (out->check.certified) continue;
-      caught = true;
-      bool cycle_shown = false;
-      for (const auto& f : out->check.findings) cycle_shown |= !f.cycle.empty();
-      EXPECT_TRUE(cycle_shown) << "seed " << seed << ": " << text;
-    }
-    EXPECT_TRUE(caught) << "certified in 8 runs: " << text;
+    auto out = until_caught(Combo{w, "farm-broken-novalidate"},
+                            [](const Outcome& o) { EXPECT_EQ(o.run.locks_left, 0u); });
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    EXPECT_FALSE(out->check.certified) << "certified in 8 runs: " << out->check_text;
+    EXPECT_TRUE(cycle_shown(*out)) << out->check_text;
   }
 }
 
@@ -212,19 +217,10 @@ TEST(BrokenProtocol, FarmWithoutValidateIsCaught) {
 TEST(BrokenProtocol, UnrenewedSundialIsCaught) {
   for (const std::string& w : workload_names()) {
     SCOPED_TRACE(w);
-    bool caught = false;
-    std::string text;
-    for (uint64_t seed = 1; seed <= 8 && !caught; ++seed) {
-      auto out = run_contended(Combo{w, "sundial-unrenewed"}, seed, 0.25);
-      ASSERT_TRUE(out.ok()) << out.error().message;
-      text = out->check_text;
-      if (out->check.certified) continue;
-      caught = true;
-      bool cycle_shown = false;
-      for (const auto& f : out->check.findings) cycle_shown |= !f.cycle.empty();
-      EXPECT_TRUE(cycle_shown) << "seed " << seed << ": " << text;
-    }
-    EXPECT_TRUE(caught) << "certified in 8 runs: " << text;
+    auto out = until_caught(Combo{w, "sundial-unrenewed"});
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    EXPECT_FALSE(out->check.certified) << "certified in 8 runs: " << out->check_text;
+    EXPECT_TRUE(cycle_shown(*out)) << out->check_text;
   }
 }
 
@@ -264,23 +260,16 @@ TEST(BrokenProtocol, CalvinWithEarlyReadsIsCaught) {
   for (const std::string& w : workload_names())
     for (Primitive p : {Primitive::kOneSided, Primitive::kRpc}) {
       SCOPED_TRACE(w + (p == Primitive::kRpc ? " rpc" : " onesided"));
-      bool caught = false;
-      std::string text;
-      for (uint64_t seed = 1; seed <= 8 && !caught; ++seed) {
-        Combo cb{w, "calvin-broken-early-reads", p, Primitive::kOneSided, Primitive::kOneSided,
-                 Primitive::kOneSided, p};
-        auto out = run_contended(cb, seed, 0.25);
-        ASSERT_TRUE(out.ok()) << out.error().message;
-        EXPECT_EQ(out->run.total.commit_errors, 0u) << "no stall: the broken variant must not deadlock";
-        text = out->check_text;
-        if (out->check.certified) continue;
-        caught = true;
-        const auto& n = out->check.counts;
-        EXPECT_GT(n[static_cast<size_t>(history::Anomaly::kG2Item)] +
-                      n[static_cast<size_t>(history::Anomaly::kLostUpdate)],
-                  0u)
-            << "seed " << seed << ": " << text;
-      }
-      EXPECT_TRUE(caught) << "certified in 8 runs: " << text;
+      Combo cb{w, "calvin-broken-early-reads", p, Primitive::kOneSided, Primitive::kOneSided, Primitive::kOneSided,
+               p};
+      auto out = until_caught(cb, [](const Outcome& o) {
+        EXPECT_EQ(o.run.total.commit_errors, 0u) << "no stall: the broken variant must not deadlock";
+      });
+      ASSERT_TRUE(out.ok()) << out.error().message;
+      EXPECT_FALSE(out->check.certified) << "certified in 8 runs: " << out->check_text;
+      const auto& n = out->check.counts;
+      EXPECT_GT(n[static_cast<size_t>(history::Anomaly::kG2Item)] + n[static_cast<size_t>(history::Anomaly::kLostUpdate)],
+                0u)
+          << out->check_text;
     }
 }
