@@ -7,6 +7,9 @@ pkgs=(
   libdpdk-dev libibverbs-dev libtbb-dev libtomlplusplus-dev libisal-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-matplotlib dpdk-dev
+  # Measurement (doc/rdtx-perf.md: instruction counts with callgrind and
+  # perf stat) and debugging; the tests do not need them.
+  valgrind linux-perf gdb
 )
 missing=()
 for p in "${pkgs[@]}"; do
