@@ -196,6 +196,8 @@ std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const H
                r.rpc_passive_failures == 0 ? "" : "passive requests acked with an error (writes may be lost)"});
   c.push_back({"commit_errors", "commit errors", r.total.commit_errors, r.total.commit_errors == 0, ""});
   c.push_back({"cancel_failures", "cancels unanswered", r.total.cancel_failures, r.total.cancel_failures == 0, ""});
+  c.push_back({"insert_errors", "insert errors", r.total.insert_errors, r.total.insert_errors == 0,
+               r.total.insert_errors == 0 ? "" : "rows the transactions could not insert (the log names the table)"});
   const uint64_t net = r.total.aborts[static_cast<int>(AbortReason::kNetwork)];
   c.push_back({"network_aborts", "network aborts", net, net == 0, ""});
   // A run that committed nothing measured nothing (a livelock, say), unless

@@ -331,7 +331,7 @@ Task<bool> renew_onesided(Sundial&, Coordinator& c, Txn& t, const ItemList& r, u
     a.locked = false;
   }
   if (!batch.empty()) {
-    if (c.engine().options().passive_ack) {
+    if (c.engine().options().passive_ack && batch.fits_in_flight()) {
       if (!batch.post_only(c.pending_commit())) ++c.engine().stats().commit_errors;
     } else if (!co_await batch.execute()) {
       ++c.engine().stats().commit_errors;

@@ -124,7 +124,8 @@ cluster::ClusterConfig sized_cluster(const RunConfig& rc) {
   }
   uint32_t slot = (std::max<uint32_t>(max_tuple + 8, store::kBucketBytes) + 63) & ~63u;
   cc.scratch_bytes = (static_cast<size_t>(slot) + 128) * Txn::kMaxAccesses * rc.options.scratch_banks * rc.options.coroutines;
-  cc.max_outstanding = std::max<uint32_t>(cc.max_outstanding, 4 * Txn::kMaxAccesses * rc.options.coroutines);
+  cc.max_outstanding =
+      std::max<uint32_t>(cc.max_outstanding, 2 * txn::OneSidedBatch::kMaxInFlightPerNode * rc.options.coroutines);
   return cc;
 }
 

@@ -137,7 +137,7 @@ bool Table::copy_tuple(const TupleRef& ref, std::byte* out) const {
   return load_word(state_word(ref.tuple), std::memory_order_relaxed) == ref.state;
 }
 
-void Table::write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> record) {
+void Table::write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> record, std::span<const MetaWord> meta) {
   uint64_t* w = words(t);
   uint32_t meta_words = layout_.meta_bytes / 8;
   for (uint32_t i = 0; i < meta_words; ++i) store_word(w + i, 0, std::memory_order_relaxed);
@@ -154,10 +154,13 @@ void Table::write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> r
   for (uint32_t i = rec_words; i < rec_words * layout_.record_slots; ++i)
     store_word(rec + i, 0, std::memory_order_relaxed);
   if (init_tuple_ != nullptr) init_tuple_(t, layout_);
+  for (const MetaWord& m : meta) store_word(w + m.offset / 8, m.value, std::memory_order_relaxed);
 }
 
-int Table::insert(uint64_t key, std::span<const std::byte> record, TupleRef* ref) {
+int Table::insert(uint64_t key, std::span<const std::byte> record, TupleRef* ref, std::span<const MetaWord> meta) {
   if (record.size() > layout_.record_bytes) return -EINVAL;
+  for (const MetaWord& m : meta)
+    if (m.offset % 8 != 0 || m.offset >= layout_.header_offset()) return -EINVAL;
   HashIndex::ChainLock lock(index_, key);
   IndexSlot* slot = nullptr;
   int rc = index_.reserve(lock, key, &slot);
@@ -174,7 +177,7 @@ int Table::insert(uint64_t key, std::span<const std::byte> record, TupleRef* ref
   // of the previous incarnation that sees any word written below also sees
   // the dead state erase() stored, which the allocator handed over to us.
   std::atomic_thread_fence(std::memory_order_release);
-  write_tuple(t, key, record);
+  write_tuple(t, key, record, meta);
   // release: pairs with lookup()'s acquire; the tuple is complete before it
   // is live.
   store_word(words_mut(state_word(t)), state, std::memory_order_release);

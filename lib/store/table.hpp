@@ -132,7 +132,14 @@ class Table {
   // and zeroed metadata. 0 with *ref (if given); -EEXIST: the key is
   // present; -ENOSPC: no free tuple or no overflow bucket left; -EINVAL:
   // record too long; -EBADMSG: the key's index chain is corrupt.
-  int insert(uint64_t key, std::span<const std::byte> record, TupleRef* ref = nullptr);
+  // `meta`: metadata words set after init_tuple and before the tuple is
+  // published (the engine's hidden history word: the inserter's id).
+  struct MetaWord {
+    uint32_t offset;  // a multiple of 8, below layout().header_offset()
+    uint64_t value;
+  };
+  int insert(uint64_t key, std::span<const std::byte> record, TupleRef* ref = nullptr,
+             std::span<const MetaWord> meta = {});
   // Erases `key`: its slot is emptied, its tuple dead (next incarnation) and
   // free for reuse. 0; -ENOENT: absent; -EBADMSG: the slot names a tuple
   // that is not this key's (corrupt index; nothing is changed).
@@ -167,7 +174,7 @@ class Table {
   const uint64_t* key_word(const std::byte* t) const {
     return reinterpret_cast<const uint64_t*>(t + layout_.key_offset());
   }
-  void write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> record);
+  void write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> record, std::span<const MetaWord> meta);
 
   uint32_t id_;
   void (*init_tuple_)(std::byte*, const TupleLayout&) = nullptr;

@@ -58,6 +58,11 @@ struct TableDef {
   uint32_t record_bytes = 0;
   uint32_t capacity_per_node = 0;
   store::Partitioner partitioner;
+  // Read-only and held whole by every node (TPC-C's ITEM): the loader loads
+  // all of it into every partition; transactions read the local copy
+  // (Txn::replicated), never through a protocol; declaring an access or an
+  // insert on it is a workload error.
+  bool replicated = false;
 };
 
 // A protocol's registered region of one worker (ProtocolDef::region_bytes)

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "env/log.hpp"
 #include "env/tsc.hpp"
 #include "runtime/cq_poller.hpp"
 #include "history/format.hpp"
@@ -127,6 +128,11 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
     // Replication: the engine's log stage and the backups' applier
     // (replication.hpp), for every protocol that can take it.
     if (db_.replicas() > 1) {
+      if (workload_.inserts())
+        return make_error(EINVAL,
+                          "workload %s inserts rows, which the log stage does not replicate yet: cluster.replicas "
+                          "must be 1",
+                          workload_.name());
       if (!def_.replicable)
         return make_error(EINVAL, "protocol %s does not replicate through the log stage: cluster.replicas must be 1",
                           def_.name);
@@ -182,6 +188,12 @@ Coordinator::Coordinator(WorkerEngine& e, uint32_t index, std::byte* scratch, si
   txn_.state_ = access_state_.data();
   txn_.state_bytes_ = (e.protocol_def().access_state_bytes + 7) & ~7u;
   txn_.co_ = this;
+  uint32_t max_record = 8;
+  for (TableId t = 0; t < e.db().tables(); ++t)
+    if (e.db().has_table(t)) max_record = std::max(max_record, (e.db().def(t).record_bytes + 7) & ~7u);
+  insert_buf_.resize(static_cast<size_t>(Txn::kMaxInserts) * max_record);
+  txn_.ins_buf_ = insert_buf_.data();
+  txn_.ins_stride_ = max_record;
   breakdown_ = e.options().breakdown;
   sample_mask_ = e.options().breakdown_sample - 1;
   if (e.options().record_history) trace_ = std::make_unique<history::TxnTrace>(Txn::kMaxAccesses);
@@ -202,6 +214,9 @@ void Coordinator::record_outcome(uint32_t type, bool committed) {
     else
       tr.read(a.table, a.key, {a.writer, 0});
   }
+  // Inserted rows: new keys, no version replaced.
+  if (committed)
+    for (uint32_t k = 0; k < txn_.inserts(); ++k) tr.insert(txn_.insert_at(k).table, txn_.insert_at(k).key, {0, 0});
   if (committed)
     rec->commit(tr);
   else
@@ -235,6 +250,49 @@ uint64_t Coordinator::take_timestamp() {
 }
 
 uint64_t Coordinator::take_txn_id() { return make_txn_id(e_.node(), e_.ctx().index, index_, ++seq_); }
+
+namespace {
+const env::LogType kLog("rdtx.txn");
+}  // namespace
+
+bool Coordinator::apply_inserts(Txn& t) {
+  Database& db = e_.db();
+  for (uint32_t k = 0; k < t.inserts(); ++k) {
+    const Insert& in = t.insert_at(k);
+    const TableDef& def = db.def(in.table);
+    store::Table* tab = db.is_local(in.node) && in.node == e_.node() ? db.store(in.node).table(in.table) : nullptr;
+    int rc = -EXDEV;
+    if (tab != nullptr) {
+      const store::Table::MetaWord w{db.history_word_offset(0), t.id()};
+      rc = tab->insert(in.key, {in.record, def.record_bytes}, nullptr,
+                       db.recording() ? std::span(&w, 1) : std::span<const store::Table::MetaWord>{});
+    }
+    if (rc == 0) continue;
+    // Every failure fails the run (insert_errors): a full table, a key
+    // present already (the guard did not serialise the inserters), or an
+    // insert on another node (the workload's error).
+    if (e_.stats().insert_errors++ == 0) {
+      const char* why = rc == -ENOSPC   ? "the table is full: raise its capacity"
+                        : rc == -EEXIST ? "the key is present already (two transactions inserted it)"
+                        : rc == -EXDEV  ? "the row belongs to another node (inserts are local to the coordinator)"
+                                        : strerror(-rc);
+      RDTX_LOG(kLog, Error, "insert into table %s on node %u (key %llu, %u rows there) failed: %s", def.name.c_str(),
+               in.node, static_cast<unsigned long long>(in.key), tab != nullptr ? static_cast<unsigned>(tab->size()) : 0u,
+               why);
+    }
+    undo_inserts(t, k);
+    t.fail(AbortReason::kUser);
+    return false;
+  }
+  return true;
+}
+
+void Coordinator::undo_inserts(Txn& t, uint32_t n) {
+  for (uint32_t k = 0; k < n; ++k) {
+    const Insert& in = t.insert_at(k);
+    (void)e_.db().store(in.node).table(in.table)->erase(in.key);
+  }
+}
 
 void Coordinator::account(const TxnInput& in, bool ok, int64_t delta, uint64_t start, bool first) {
   WorkerStats& st = e_.stats();
@@ -416,12 +474,20 @@ bool OneSidedBatch::post_node(uint32_t nd, runtime::WaitGroup& wg, bool doorbell
   return false;
 }
 
+bool OneSidedBatch::fits_in_flight() const {
+  uint32_t per_node[kMaxNodes] = {};
+  for (uint32_t i = 0; i < n_; ++i)
+    if (++per_node[node_of_[i]] > kMaxInFlightPerNode) return false;
+  return true;
+}
+
 OneSidedBatch::Execution OneSidedBatch::execute() {
   const Options& o = c_.engine().options();
   wg_.reset(0);
   posted_ok_ = true;
   if (n_ == 0) return Execution(this);
-  if (!o.outstanding_requests) return Execution(execute_serial());
+  if (!o.outstanding_requests) return Execution(execute_chunked(true));
+  if (n_ > kMaxInFlightPerNode && !fits_in_flight()) return Execution(execute_chunked(false));
   link_per_node();
   for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd)
     if (head[nd] && !post_node(nd, wg_, o.doorbell_batching)) posted_ok_ = false;
@@ -440,27 +506,46 @@ bool OneSidedBatch::complete(bool waited) {
   return ok;
 }
 
-// txn.options.outstanding_requests off: one node's requests at a time, each
-// waited for before the next node's are posted.
-runtime::Task<bool> OneSidedBatch::execute_serial() {
+runtime::Task<bool> OneSidedBatch::execute_chunked(bool serial) {
   const bool doorbell = c_.engine().options().doorbell_batching;
+  const uint32_t nodes = c_.db().nodes();
   link_per_node();
-  for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd) {
-    if (!head[nd]) continue;
+  rdma::WorkRequest* next[kMaxNodes];     // each node's requests not posted yet
+  rdma::WorkRequest* first[kMaxNodes];    // head[] as linked (complete() reads it)
+  for (uint32_t nd = 0; nd < nodes; ++nd) next[nd] = first[nd] = head[nd];
+  for (uint32_t from = 0; from < nodes;) {
+    // One chunk of every node's list (of one node's, when serial), in flight together.
     wg_.reset(0);
-    if (!post_node(nd, wg_, doorbell)) {
-      posted_ok_ = false;
-      continue;
+    bool posted = false;
+    const uint32_t to = serial ? from + 1 : nodes;
+    for (uint32_t nd = from; nd < to; ++nd) {
+      if (next[nd] == nullptr) continue;
+      rdma::WorkRequest* last = next[nd];
+      for (uint32_t k = 1; k < kMaxInFlightPerNode && last->next != nullptr; ++k) last = last->next;
+      rdma::WorkRequest* rest = last->next;
+      last->next = nullptr;
+      head[nd] = next[nd];
+      tail[nd] = last;
+      next[nd] = rest;
+      if (post_node(nd, wg_, doorbell)) posted = true;
+      else posted_ok_ = false;
     }
-    posted_ok_ &= co_await wg_.wait();
-    c_.count_round_trip();
+    if (posted) {
+      posted_ok_ &= co_await wg_.wait();
+      c_.count_round_trip();
+    }
+    bool left = false;
+    for (uint32_t nd = from; nd < to; ++nd) left |= next[nd] != nullptr;
+    if (!left) from = to;  // serial: the next node
   }
+  for (uint32_t nd = 0; nd < nodes; ++nd) head[nd] = first[nd];
   wg_.reset(0);
   co_return complete(false);
 }
 
 bool OneSidedBatch::post_only(runtime::WaitGroup& wg) {
   if (n_ == 0) return true;
+  if (!fits_in_flight()) return false;  // callers check fits_in_flight() first
   link_per_node();
   bool ok = true;
   for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd)

@@ -165,6 +165,12 @@ class WorkerEngine {
 class OneSidedBatch {
  public:
   static constexpr uint32_t kMaxWrs = 4 * Txn::kMaxAccesses;
+  // Requests one coordinator has in flight on one QP at most: a batch with
+  // more for a node is posted in chunks of this many, each awaited before
+  // the next (TPC-C's Stock-Level and Delivery; SmallBank and YCSB never
+  // reach it). Two banks' passive commits fit (the runner sizes QPs with
+  // 2 x this x coroutines).
+  static constexpr uint32_t kMaxInFlightPerNode = 128;
   explicit OneSidedBatch(Coordinator& c);
   void reset() { n_ = 0; }
   // A zeroed request for `node`, appended to its list (nullptr when full).
@@ -173,6 +179,9 @@ class OneSidedBatch {
   // access's tuple: how every protocol releases a lock one-sided. False when full.
   bool add_unlock(const Access& a);
   bool empty() const { return n_ == 0; }
+  // Whether post_only() can post it all at once (no node's list is longer
+  // than kMaxInFlightPerNode); else execute() it.
+  bool fits_in_flight() const;
   // Posts everything added now; co_await the result for the completions:
   // true if every request succeeded. No coroutine frame of its own, as
   // every stage of every attempt goes through here (with
@@ -198,7 +207,9 @@ class OneSidedBatch {
   // After the completions of execute(): the round trip counted (if one was
   // waited for), failed QPs reconnected, the batch emptied.
   bool complete(bool waited);
-  runtime::Task<bool> execute_serial();
+  // Posts in chunks of kMaxInFlightPerNode per node, each awaited; node by
+  // node when `serial` (txn.options.outstanding_requests off).
+  runtime::Task<bool> execute_chunked(bool serial);
   rdma::WorkRequest* head[kMaxNodes];
   rdma::WorkRequest* tail[kMaxNodes];
   runtime::WaitGroup wg_;  // execute()'s completions
@@ -325,6 +336,12 @@ class Coordinator {
   runtime::Task<bool> run_commit(Txn& t);
   // Releases what the attempt holds (the protocol's release module).
   runtime::Task<void> run_release(Txn& t);
+  // The attempt's inserts (Txn::insert) on their owners, before the commit
+  // stage; false: one failed (counted in insert_errors, the ones done
+  // erased again, the attempt fails as a workload error).
+  bool apply_inserts(Txn& t);
+  // Erases the attempt's first `n` inserts (a commit stage that failed after them).
+  void undo_inserts(Txn& t, uint32_t n);
 
   // The coordinator's life: the protocol's loop (Protocol::run_coordinator,
   // by default run_closed_loop()), then what is left in flight settled.
@@ -381,6 +398,7 @@ class Coordinator {
   ItemBatch items_;
   ItemBatch aux_items_;
   ItemBatch commit_items_;
+  std::vector<std::byte> insert_buf_;    // Txn::insert records: kMaxInserts x the largest record
   std::vector<std::byte> access_state_;  // Txn::state<T>: kMaxAccesses x the protocol's bytes
   std::unique_ptr<history::TxnTrace> trace_;  // recording only
   Txn txn_;

@@ -47,7 +47,7 @@ inline constexpr uint32_t pad8(uint32_t n) { return (n + 7u) & ~7u; }
 
 class ItemBatch {
  public:
-  static constexpr uint32_t kMaxCalls = 16;
+  static constexpr uint32_t kMaxCalls = 32;  // a bit each in a uint32_t (judge_unlocks)
   // `bank`: which of the coordinator's request/reply buffer banks it uses
   // (a batch left in flight must not share buffers with the next stage's).
   ItemBatch(Coordinator& c, rpc::HandlerId handler, uint32_t bank = 0);

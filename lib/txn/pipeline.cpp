@@ -24,12 +24,19 @@ runtime::Task<bool> Coordinator::run_fetch(Txn& t, uint32_t from) {
 
 runtime::Task<bool> Coordinator::run_commit(Txn& t) {
   for (Stage s : kCommitPipeline) {
+    // Inserted rows go in once nothing before the commit can abort
+    // (txn.hpp: a row is never visible before its guard's new value).
+    if (s == Stage::kCommit && t.inserts() != 0 && !apply_inserts(t)) {
+      co_await run_release(t);
+      co_return false;
+    }
     StageModule* m = e_.protocol().stage(s);
     if (m == nullptr) continue;
     const uint64_t t0 = phase_clock();
     const bool ok = co_await m->run(*this, t, 0);
     add_phase(static_cast<Phase>(s), t0);
     if (!ok) {
+      if (s == Stage::kCommit) undo_inserts(t, t.inserts());
       co_await run_release(t);
       co_return false;
     }

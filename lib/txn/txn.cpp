@@ -5,6 +5,8 @@
 
 namespace rdtx::txn {
 
+static_assert(sizeof(ItemList::idx) / sizeof(uint32_t) == Txn::kMaxAccesses);
+
 const char* to_string(Stage s) {
   switch (s) {
     case Stage::kFetch: return "fetch";
@@ -44,6 +46,7 @@ void Txn::reset(uint64_t id) {
   round_ = 0;
   reason_ = AbortReason::kNone;
   overflow_ = false;
+  n_ins_ = 0;
 }
 
 int Txn::declare(TableId table, Key key, AccessMode mode) {
@@ -60,7 +63,7 @@ int Txn::declare(TableId table, Key key, AccessMode mode) {
       return static_cast<int>(i);
     }
   }
-  if (n_ == kMaxAccesses || !co_->db().has_table(table)) {
+  if (n_ == kMaxAccesses || !co_->db().has_table(table) || co_->db().def(table).replicated) {
     overflow_ = true;
     return 0;
   }
@@ -75,6 +78,35 @@ int Txn::declare(TableId table, Key key, AccessMode mode) {
   if (state_bytes_ != 0) std::memset(state_ + static_cast<size_t>(n_) * state_bytes_, 0, state_bytes_);
   if (const store::LocationCache* cache = co_->engine().cache()) cache->prefetch(table, key);
   return static_cast<int>(n_++);
+}
+
+int Txn::insert(TableId table, Key key) {
+  const Database& db = co_->db();
+  if (n_ins_ == kMaxInserts || !db.has_table(table) || db.def(table).replicated) {
+    overflow_ = true;
+    return 0;
+  }
+  Insert& in = ins_[n_ins_];
+  in.table = table;
+  in.key = key;
+  in.node = db.owner(table, key);
+  in.record = ins_buf_ + static_cast<size_t>(n_ins_) * ins_stride_;
+  std::memset(in.record, 0, db.def(table).record_bytes);
+  return static_cast<int>(n_ins_++);
+}
+
+std::span<std::byte> Txn::inserted_record(int k) {
+  const Insert& in = ins_[k];
+  return {in.record, co_->db().def(in.table).record_bytes};
+}
+
+const std::byte* Txn::replicated(TableId table, Key key) const {
+  Database& db = co_->db();
+  if (!db.has_table(table) || !db.def(table).replicated) return nullptr;
+  const store::Table* tab = db.store(co_->engine().node()).table(table);
+  store::TupleRef ref;
+  if (tab == nullptr || tab->lookup(key, &ref) != 0) return nullptr;
+  return ref.tuple + tab->layout().record_offset();
 }
 
 namespace {

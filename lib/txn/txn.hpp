@@ -11,6 +11,20 @@
 //   t.get_mut<Account>(to).balance += x;
 //   co_return co_await t.commit();                  // false: aborted
 //
+// Rows are inserted with insert(table, key): a row that does not exist yet,
+// at a key that no other transaction can learn before this one commits
+// (TPC-C's orders, numbered from the district's next order id, which this
+// transaction writes: the written row is the guard). The engine inserts the
+// rows on their owner once every stage that can abort has passed (after
+// lock, validate and log, before commit), so a row is never visible before
+// its guard's new value, and erases them again if the commit stage fails.
+// A key present already is a failed check of the run (insert_errors), not an
+// abort: it means the guard did not serialise the inserters.
+//
+// A replicated table (TableDef::replicated: read-only, every node holds all
+// of it, TPC-C's ITEM) is read with replicated(): the local copy, no
+// protocol, no history (nothing writes it).
+//
 // It never mentions protocols or verbs. A read-only transaction declares
 // only reads. An aborted attempt has released everything it held when
 // fetch()/commit() return false; abort_reason() says why. user_abort() ends
@@ -52,15 +66,49 @@ struct Access {
   bool locked = false;        // this attempt holds the tuple's lock
 };
 
+// A row the attempt inserts (Txn::insert).
+struct Insert {
+  TableId table = 0;
+  uint32_t node = 0;  // owner
+  Key key = 0;
+  std::byte* record = nullptr;  // record_bytes, zeroed when declared
+};
+
 class Txn {
  public:
-  static constexpr uint32_t kMaxAccesses = 64;
+  // Accesses of one attempt: TPC-C's Stock-Level (its district, 20 orders,
+  // their lines and the lines' distinct stock rows: at most 1 + 20 + 300 +
+  // 300) and Delivery (10 districts, up to 20 rows each) are the largest
+  // declared sets of the workloads.
+  static constexpr uint32_t kMaxAccesses = 640;
+  static constexpr uint32_t kMaxInserts = 32;
 
   // Declaring: returns the access index used with get()/get_mut().
   // Declaring the same (table, key) twice returns the first index (a read
   // later declared as a write is upgraded if not fetched yet).
   int read(TableId table, Key key) { return declare(table, key, AccessMode::kRead); }
   int write(TableId table, Key key) { return declare(table, key, AccessMode::kWrite); }
+
+  // Declares the insert of a new row; returns its index for
+  // inserted<R>(k). Its record starts zeroed. Only on the coordinator's own
+  // node (a remote owner fails the attempt as a workload error).
+  int insert(TableId table, Key key);
+  uint32_t inserts() const { return n_ins_; }
+  const Insert& insert_at(uint32_t k) const { return ins_[k]; }
+  std::span<std::byte> inserted_record(int k);
+  template <typename R>
+  R& inserted(int k) {
+    static_assert(std::is_trivially_copyable_v<R>);
+    return *reinterpret_cast<R*>(inserted_record(k).data());
+  }
+  // The record of `key` in replicated table `table` on this node (nullptr:
+  // absent or not a replicated table).
+  const std::byte* replicated(TableId table, Key key) const;
+  template <typename R>
+  const R* replicated(TableId table, Key key) const {
+    static_assert(std::is_trivially_copyable_v<R>);
+    return reinterpret_cast<const R*>(replicated(table, key));
+  }
 
   // Fetches every access declared since the last fetch. False: aborted.
   runtime::Task<bool> fetch();
@@ -117,6 +165,10 @@ class Txn {
   uint32_t round_ = 0;
   AbortReason reason_ = AbortReason::kNone;
   bool overflow_ = false;  // more than kMaxAccesses declared: the attempt aborts
+  uint32_t n_ins_ = 0;
+  std::byte* ins_buf_ = nullptr;  // kMaxInserts records of ins_stride_ bytes (the coordinator's)
+  uint32_t ins_stride_ = 0;
+  Insert ins_[kMaxInserts];
   Access acc_[kMaxAccesses];
 };
 

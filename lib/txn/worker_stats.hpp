@@ -41,6 +41,7 @@ struct WorkerStats {
   uint64_t commit_errors = 0;                     // commits/releases an owner refused or never answered
   uint64_t commit_retries = 0;                    // commit/release messages sent again (no answer in time)
   uint64_t cancel_failures = 0;                   // attempts that could not be cancelled at an owner
+  uint64_t insert_errors = 0;                     // inserts that failed (Txn::insert: full table, duplicate key)
   // Replication (replication.hpp): entries and bytes logged by committed
   // transactions (measured window), waits for a full ring, entries a backup
   // refused or that never got an answer, records the appliers installed.
@@ -89,6 +90,7 @@ inline constexpr WorkerCounter kWorkerCounters[] = {
     {"commit_errors", "commit errors", &WorkerStats::commit_errors},
     {"commit_retries", "commit retries", &WorkerStats::commit_retries},
     {"cancel_failures", "cancels unanswered", &WorkerStats::cancel_failures},
+    {"insert_errors", "insert errors", &WorkerStats::insert_errors},
     {"log_entries", "log entries", &WorkerStats::log_entries},
     {"log_bytes", "log bytes", &WorkerStats::log_bytes},
     {"log_full_waits", "log ring full waits", &WorkerStats::log_full_waits},

@@ -206,7 +206,7 @@ runtime::Task<bool> release_locks(Coordinator& c, Txn& t, Primitive p, uint64_t 
 // The accesses [from, to) matching `pred`, as an index list.
 struct ItemList {
   uint32_t n = 0;
-  uint32_t idx[64];
+  uint32_t idx[640];  // Txn::kMaxAccesses (txn.hpp is not included here)
   std::span<const uint32_t> span() const { return {idx, n}; }
   bool empty() const { return n == 0; }
 };

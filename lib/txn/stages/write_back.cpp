@@ -118,7 +118,7 @@ Task<bool> write_back_onesided(Coordinator& c, Txn& t, WriteBackSpec spec) {
     a.locked = false;
   }
   if (batch.empty()) co_return true;
-  if (o.passive_ack) {
+  if (o.passive_ack && batch.fits_in_flight()) {
     if (!batch.post_only(c.pending_commit())) ++c.engine().stats().commit_errors;
     co_return true;
   }
@@ -134,7 +134,7 @@ Task<bool> release_onesided(Coordinator& c, Txn& t) {
     batch.add_unlock(a);
     a.locked = false;
   }
-  if (c.engine().options().passive_ack) {
+  if (c.engine().options().passive_ack && batch.fits_in_flight()) {
     if (!batch.post_only(c.pending_commit())) ++c.engine().stats().commit_errors;
   } else if (!co_await batch.execute()) {
     ++c.engine().stats().commit_errors;
