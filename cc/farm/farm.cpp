@@ -393,7 +393,7 @@ class Messenger final : public Service {
       const store::TupleLayout& l = tab->layout();
       std::byte* t = ref.tuple;
       store::store_words(reinterpret_cast<uint64_t*>(t + l.record_offset()), reinterpret_cast<const uint64_t*>(data),
-                         rec.len / 8);
+                         pad8(rec.len) / 8);  // the entry carries the record padded to words
       if (rec_hist) word_at(t, db_.history_word_offset()).store(txn, std::memory_order_relaxed);
       if (replicated) {
         const uint32_t off = db_.replication_word_offset();

@@ -153,8 +153,8 @@ void Table::write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> r
   // The other slots of a reused tuple start empty too.
   for (uint32_t i = rec_words; i < rec_words * layout_.record_slots; ++i)
     store_word(rec + i, 0, std::memory_order_relaxed);
-  if (init_tuple_ != nullptr) init_tuple_(t, layout_);
   for (const MetaWord& m : meta) store_word(w + m.offset / 8, m.value, std::memory_order_relaxed);
+  if (init_tuple_ != nullptr) init_tuple_(t, layout_);
 }
 
 int Table::insert(uint64_t key, std::span<const std::byte> record, TupleRef* ref, std::span<const MetaWord> meta) {

@@ -132,8 +132,9 @@ class Table {
   // and zeroed metadata. 0 with *ref (if given); -EEXIST: the key is
   // present; -ENOSPC: no free tuple or no overflow bucket left; -EINVAL:
   // record too long; -EBADMSG: the key's index chain is corrupt.
-  // `meta`: metadata words set after init_tuple and before the tuple is
-  // published (the engine's hidden history word: the inserter's id).
+  // `meta`: metadata words set before init_tuple (which may read them: MVCC
+  // checksums its version with its writer) and before the tuple is
+  // published (the engine's hidden history words: the inserter's id).
   struct MetaWord {
     uint32_t offset;  // a multiple of 8, below layout().header_offset()
     uint64_t value;

@@ -263,9 +263,13 @@ bool Coordinator::apply_inserts(Txn& t) {
     store::Table* tab = db.is_local(in.node) && in.node == e_.node() ? db.store(in.node).table(in.table) : nullptr;
     int rc = -EXDEV;
     if (tab != nullptr) {
-      const store::Table::MetaWord w{db.history_word_offset(0), t.id()};
-      rc = tab->insert(in.key, {in.record, def.record_bytes}, nullptr,
-                       db.recording() ? std::span(&w, 1) : std::span<const store::Table::MetaWord>{});
+      // Recording: every record slot's writer is the inserter (the record
+      // and, for MVCC, version 0, which init_tuple makes of it).
+      store::Table::MetaWord w[8];
+      uint32_t nw = 0;
+      for (uint32_t k = 0; db.recording() && k < tab->layout().record_slots && k < 8; ++k)
+        w[nw++] = {db.history_word_offset(k), t.id()};
+      rc = tab->insert(in.key, {in.record, def.record_bytes}, nullptr, std::span(w, nw));
     }
     if (rc == 0) continue;
     // Every failure fails the run (insert_errors): a full table, a key

@@ -60,6 +60,7 @@ std::vector<Combo> combos() {
       v.push_back(stall);
     }
   }
+  std::erase_if(v, refused);
   return v;
 }
 

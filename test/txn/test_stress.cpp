@@ -64,6 +64,7 @@ std::vector<Combo> combos() {
       v.push_back(repl);
     }
   }
+  std::erase_if(v, refused);
   return v;
 }
 

@@ -148,11 +148,22 @@ TEST(WorkloadRegistry, ListsEveryRegisteredWorkloadSortedByName) {
 TEST(WorkloadRegistry, PrimitiveCombosCoverEveryWorkloadAndProtocol) {
   const std::vector<Pipeline> counters = pipelines_of("counters");
   EXPECT_EQ(counters, pipelines_of("smallbank"));
-  for (const std::string& w : workload_names()) EXPECT_EQ(pipelines_of(w), counters) << w;
+  // Every workload gets the same runs, less those refused by design
+  // (refusal(): TPC-C refuses CALVIN).
+  size_t total = 0;
+  for (const std::string& w : workload_names()) {
+    std::vector<Pipeline> expect;
+    for (const Pipeline& p : counters) {
+      Combo cb{w, std::get<0>(p), std::get<1>(p), std::get<2>(p), std::get<3>(p), std::get<4>(p)};
+      if (!refused(cb)) expect.push_back(p);
+    }
+    EXPECT_EQ(pipelines_of(w), expect) << w;
+    total += expect.size();
+  }
   std::map<std::string, size_t> per_protocol;
   for (const Pipeline& p : counters) ++per_protocol[std::get<0>(p)];
   for (const std::string& p : protocol_names()) EXPECT_GT(per_protocol[p], 0u) << p << " has no run of counters";
-  EXPECT_EQ(primitive_combos().size(), workload_names().size() * counters.size());
+  EXPECT_EQ(primitive_combos().size(), total);
 }
 
 TEST(WorkloadRegistry, ContendedSettingIsApplied) {

@@ -321,7 +321,7 @@ Result<void> Tpcc::load(store::Store& s, uint32_t partition) const {
     nstring(r, x.zip, 4);
     std::memcpy(x.zip + 4, "11111", 5);
     x.tax = static_cast<int32_t>(uniform(r, 0, 2000));
-    x.ytd = 300'000 * 100;
+    x.ytd = int64_t{kDistricts} * C * 10 * 100;  // 300,000.00 with 3,000 customers: the loaded history
     put(rec, x);
     return wkey(w);
   }));
@@ -337,7 +337,7 @@ Result<void> Tpcc::load(store::Store& s, uint32_t partition) const {
     nstring(r, x.zip, 4);
     std::memcpy(x.zip + 4, "11111", 5);
     x.tax = static_cast<int32_t>(uniform(r, 0, 2000));
-    x.ytd = 30'000 * 100;
+    x.ytd = int64_t{C} * 10 * 100;  // 30,000.00 with 3,000 customers
     x.next_o_id = C + 1;
     put(rec, x);
     return dkey(w, d);
