@@ -74,6 +74,14 @@ std::vector<Combo> combos() {
 
 class ProtocolTest : public testing::TestWithParam<Combo> {};
 
+// Whether a workload's transactions read rows that others write without
+// writing them themselves (plain reads): what MVCC without read timestamps
+// and SUNDIAL without lease renewal get wrong. TPC-C/no has none: New-Order
+// reads only rows nothing writes in that mode (WAREHOUSE, CUSTOMER) and
+// read-modify-writes the rest, so those variants are correct on it (its
+// histories have no rw edge).
+bool reads_unwritten_rows(const std::string& w) { return w != "tpcc/neworder"; }
+
 }  // namespace
 
 TEST_P(ProtocolTest, UnderContentionKeepsInvariantsAndIsSerializable) {
@@ -168,7 +176,7 @@ TEST(BrokenProtocol, MvccWithoutReadTimestampIsCaught) {
       if (p == Primitive::kRpc && base_workload(w) == "smallbank") continue;
       SCOPED_TRACE(w + (p == Primitive::kRpc ? " rpc" : " onesided"));
       Combo cb{w, "mvcc-broken-norts", p, Primitive::kOneSided, Primitive::kOneSided, p};
-      if (refused(cb)) continue;
+      if (refused(cb) || !reads_unwritten_rows(w)) continue;
       // (SmallBank's hstore flavour draws hot once per transaction, so its
       // chains need the same few accounts: it may take more than one run.)
       auto out = until_caught(cb);
@@ -221,7 +229,7 @@ TEST(BrokenProtocol, FarmWithoutValidateIsCaught) {
 TEST(BrokenProtocol, UnrenewedSundialIsCaught) {
   for (const std::string& w : workload_names()) {
     SCOPED_TRACE(w);
-    if (refused(Combo{w, "sundial-unrenewed"})) continue;
+    if (refused(Combo{w, "sundial-unrenewed"}) || !reads_unwritten_rows(w)) continue;
     auto out = until_caught(Combo{w, "sundial-unrenewed"});
     ASSERT_TRUE(out.ok()) << out.error().message;
     EXPECT_FALSE(out->check.certified) << "certified in 8 runs: " << out->check_text;
