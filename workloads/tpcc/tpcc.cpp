@@ -202,7 +202,7 @@ void Tpcc::add_schema(config::Schema& s) {
   s.add_int("tpcc.warehouses_per_node", 1, 1, 1024, "warehouses each node holds");
   s.add_int("tpcc.customers_per_district", 3000, 30, 3000, "customers (and loaded orders) per district (spec: 3000)");
   s.add_int("tpcc.items", 100'000, 100, 100'000, "items (spec: 100,000)");
-  s.add_int("tpcc.order_capacity", 20'000, 60, 1 << 27,
+  s.add_int("tpcc.order_capacity", 20'000, 31, 1 << 27,
             "orders one district can hold, loaded ones included: sizes ORDER, NEW-ORDER, ORDER-LINE and HISTORY "
             "(a run that fills a table fails naming it)");
   s.add_string("tpcc.mix", "",
@@ -996,12 +996,14 @@ const txn::WorkloadDef kTpcc = {
     // meet on warehouse, district and stock rows. (With one warehouse per
     // node, one-sided WAITDIE makes almost no progress with 16 coordinators
     // a node: doc/txn.md "WAITDIE".)
-    {"tpcc.warehouses_per_node=4", "tpcc.customers_per_district=30", "tpcc.items=1000", "tpcc.order_capacity=600"},
+    // 300 orders a district: room for 270 New-Orders each, ~10,000 a node,
+    // many seconds of a contended run (a fuller table fails the run loudly).
+    {"tpcc.warehouses_per_node=4", "tpcc.customers_per_district=30", "tpcc.items=1000", "tpcc.order_capacity=300"},
     // TPC-C/no: New-Order only, every line remote (as DrTM+H and RCC run
-    // it); 8 warehouses and 10,000 items, as with fewer every order's ten
+    // it); 8 warehouses and 5,000 items, as with fewer every order's ten
     // remote stock rows meet on a few hot items of the other nodes.
     {{"neworder", {"tpcc.mode=neworder", "tpcc.remote_item_percent=100", "tpcc.warehouses_per_node=8",
-                   "tpcc.customers_per_district=30", "tpcc.items=10000", "tpcc.order_capacity=600"}}},
+                   "tpcc.customers_per_district=30", "tpcc.items=5000", "tpcc.order_capacity=300"}}},
 };
 RDTX_REGISTER_WORKLOAD(kTpcc)
 
