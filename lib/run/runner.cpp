@@ -187,9 +187,14 @@ Result<RunResult> run(const RunConfig& rc) {
   auto db = Database::create(c, tables, txn::tuple_shape(*rc.protocol), rc.options.record_history, *region);
   if (!db.ok()) return db.error();
   if (boot != nullptr) RDTX_TRY((*db)->exchange_descriptors(all_gather));
+  const uint64_t load_t0 = env::tsc();
   for (uint32_t n = 0; n < c.nodes(); ++n)
     if (c.is_local(n)) RDTX_TRY(rc.workload->load((*db)->store(n), n));
   for (const Database::BackupCopy& b : (*db)->backups()) RDTX_TRY(rc.workload->load(*b.store, b.partition));
+  const double load_seconds = env::tsc_to_ns(env::tsc() - load_t0) / 1e9;
+  uint64_t table_bytes = 0;
+  for (uint32_t n = 0; n < c.nodes(); ++n)
+    if (c.is_local(n)) table_bytes += (*db)->store(n).memory_report().total_bytes();
 
   std::vector<std::unique_ptr<WorkerEngine>> engines;
   const uint64_t epoch = env::tsc();
@@ -242,6 +247,8 @@ Result<RunResult> run(const RunConfig& rc) {
     });
   }
   RunResult res;
+  res.load_seconds = load_seconds;
+  res.table_bytes = table_bytes;
   res.abort_reasons = txn::abort_reason_names(*rc.protocol);
   res.isolation = rc.protocol->isolation;
   Progress progress(rc.progress_interval_s, engines, t0, measure_at);

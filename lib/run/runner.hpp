@@ -73,6 +73,10 @@ struct RunResult {
   // every backup equals its primary after the run (ok with replicas = 1).
   uint32_t replicas = 1;
   std::string placement;
+  // Loading this process's partitions (and backup copies): seconds, and the
+  // tables' memory (rows, index and bookkeeping) per local node.
+  double load_seconds = 0;
+  uint64_t table_bytes = 0;
   Result<void> replicas_equal;
   store::LocationCacheStats cache;
   uint64_t rpc_malformed = 0, rpc_timeouts = 0;
