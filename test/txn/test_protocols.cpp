@@ -101,6 +101,7 @@ TEST_P(ProtocolTest, UnderContentionKeepsInvariantsAndIsSerializable) {
   }
   EXPECT_EQ(r.total.aborts[static_cast<int>(AbortReason::kNetwork)], 0u);
   EXPECT_EQ(r.total.commit_errors, 0u);
+  EXPECT_EQ(r.total.insert_errors, 0u) << "a row inserted twice, or a table full";
   // Replication: every backup equals its primary after the run, and the
   // log stage did work (entries sent, records applied on the backups).
   EXPECT_TRUE(r.replicas_equal.ok()) << r.replicas_equal.error().message;

@@ -42,6 +42,9 @@ uint64_t seed() { return stress_seed(); }
 std::vector<Combo> combos() {
   std::vector<Combo> v;
   for (const Combo& base : primitive_combos()) {
+    // TPC-C/no runs in test_protocols; here TPC-C's full mix stands for both
+    // (CI time: each TPC-C run loads twelve tables).
+    if (base.workload == "tpcc/neworder") continue;
     Combo all = base;  // every optimisation on
     v.push_back(all);
     Combo sync = base;  // commits and releases acknowledged before going on
@@ -107,7 +110,7 @@ TEST_P(StressTest, SerializableWithInvariants) {
                   (conflicts_abort(cb.protocol) ? r.total.aborts_total() > 0 : non_user_aborts(r) == 0) &&
                   r.total.commit_errors == 0 && r.rpc_malformed == 0 &&
                   r.total.aborts[static_cast<int>(AbortReason::kNetwork)] == 0 && r.replicas_equal.ok() &&
-                  r.total.log_errors == 0;
+                  r.total.log_errors == 0 && r.total.insert_errors == 0;
   if (ok) return;
   SCOPED_TRACE(failure_help(*out, name));
   SCOPED_TRACE(summary(r));
@@ -125,6 +128,7 @@ TEST_P(StressTest, SerializableWithInvariants) {
   EXPECT_EQ(r.total.aborts[static_cast<int>(AbortReason::kNetwork)], 0u);
   EXPECT_TRUE(r.replicas_equal.ok()) << r.replicas_equal.error().message;
   EXPECT_EQ(r.total.log_errors, 0u);
+  EXPECT_EQ(r.total.insert_errors, 0u) << "a row inserted twice, or a table full";
 }
 
 INSTANTIATE_TEST_SUITE_P(Stress, StressTest, testing::ValuesIn(combos()),
@@ -153,6 +157,15 @@ INSTANTIATE_TEST_SUITE_P(Broken, BrokenTest, testing::ValuesIn([] {
                              // shared by 24 coroutines did not in 1 s (five seeds tried). The same
                              // protocol's one-sided and hybrid reads are caught there.
                              if (c.protocol == "mvcc" && c.workload == "smallbank" && c.fetch == Primitive::kRpc) continue;
+                             // Left out: MVCC without read timestamps on TPC-C. TPC-C/no has no
+                             // plain read of a written row (the variant is correct there); the
+                             // full mix shows it only in some runs of 0.2 s: test_protocols'
+                             // MvccWithoutReadTimestampIsCaught gives it up to 8 seeds.
+                             if (c.protocol == "mvcc" && c.workload.rfind("tpcc", 0) == 0) continue;
+                             // TPC-C/no (every access a read-modify-write of a written row, or a
+                             // read of a row nothing writes) hides what skipping validation breaks
+                             // on some lock paths (OCC's RPC lock reads the tuple under the lock).
+                             if (c.workload == "tpcc/neworder") continue;
                              if (c.protocol == "occ" || c.protocol == "mvcc" || c.protocol == "calvin") {
                                c.protocol = c.protocol == "occ"    ? "occ-unvalidated"
                                             : c.protocol == "mvcc" ? "mvcc-broken-norts"
@@ -177,7 +190,8 @@ TEST_P(BrokenSundialTest, CheckerCatchesUnrenewedSundial) {
 INSTANTIATE_TEST_SUITE_P(Broken, BrokenSundialTest, testing::ValuesIn([] {
                            std::vector<Combo> v;
                            for (Combo c : primitive_combos())
-                             if (c.protocol == "sundial") {
+                             // (Not on TPC-C: as for MVCC above; test_protocols' until_caught.)
+                             if (c.protocol == "sundial" && c.workload.rfind("tpcc", 0) != 0) {
                                c.protocol = "sundial-unrenewed";
                                v.push_back(c);
                              }
