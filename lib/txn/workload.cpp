@@ -3,6 +3,9 @@
 // every generated test list comes out in the same order.
 #include "txn/workload.hpp"
 
+#include <cstdlib>
+#include <string>
+
 #include <algorithm>
 #include <cstring>
 
@@ -38,6 +41,25 @@ Result<void> Workload::check(Database& db, int64_t committed_delta) const {
     sum += *part;
   }
   return check_total(sum, db.nodes(), committed_delta);
+}
+
+std::string parse_mix(const std::string& text, uint32_t* out, size_t n) {
+  size_t pos = 0;
+  uint32_t sum = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t end = text.find(',', pos);
+    if ((k + 1 < n) != (end != std::string::npos))
+      return "expected " + std::to_string(n) + " comma-separated percentages";
+    const std::string item = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    char* rest = nullptr;
+    const unsigned long v = std::strtoul(item.c_str(), &rest, 10);
+    if (item.empty() || *rest != '\0' || v > 100) return "'" + item + "' is not a percentage";
+    out[k] = static_cast<uint32_t>(v);
+    sum += out[k];
+    pos = end + 1;
+  }
+  if (sum != 100) return "the percentages sum to " + std::to_string(sum) + ", not 100";
+  return "";
 }
 
 }  // namespace rdtx::txn

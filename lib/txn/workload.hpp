@@ -60,6 +60,20 @@ class Rng {
   uint64_t s_[4];
 };
 
+// splitmix64's finalizer: a deterministic 64-bit hash, for loaded values
+// that any process must be able to recompute (SmallBank's balances, TPC-C's
+// rows).
+inline uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Parses a transaction mix "a,b,..." of `n` percentages summing to 100 into
+// out[0..n): "" on success, else why not (for a key's error message).
+std::string parse_mix(const std::string& text, uint32_t* out, size_t n);
+
 struct TxnInput {
   uint16_t type = 0;
   uint32_t home_node = 0;

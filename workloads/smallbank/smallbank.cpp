@@ -26,33 +26,6 @@ namespace {
 constexpr uint32_t kHStoreMix[6] = {15, 15, 15, 25, 15, 15};
 constexpr uint32_t kDrtmhMix[6] = {16, 17, 17, 17, 16, 17};
 
-// Parses "a,b,c,d,e,f" (six percentages summing to 100); "" on success,
-// else why not.
-std::string parse_mix(const std::string& text, uint32_t out[6]) {
-  size_t pos = 0;
-  uint32_t sum = 0;
-  for (int k = 0; k < 6; ++k) {
-    size_t end = text.find(',', pos);
-    if ((k < 5) != (end != std::string::npos)) return "expected six comma-separated percentages";
-    std::string item = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-    char* rest = nullptr;
-    unsigned long v = std::strtoul(item.c_str(), &rest, 10);
-    if (item.empty() || *rest != '\0' || v > 100) return "'" + item + "' is not a percentage";
-    out[k] = static_cast<uint32_t>(v);
-    sum += out[k];
-    pos = end + 1;
-  }
-  if (sum != 100) return "the percentages sum to " + std::to_string(sum) + ", not 100";
-  return "";
-}
-
-uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 }  // namespace
 
 int64_t SmallBank::initial_balance(txn::TableId table, uint64_t key) {
@@ -60,7 +33,7 @@ int64_t SmallBank::initial_balance(txn::TableId table, uint64_t key) {
   // draws it; a hash of (table, key) rather than a generator's stream, so
   // that check_total() can recompute the initial total of every node.
   const uint64_t span = static_cast<uint64_t>(kMaxBalance - kMinBalance + 1);
-  return (kMinBalance + static_cast<int64_t>(splitmix(key * 2 + table) % span)) * kCents;
+  return (kMinBalance + static_cast<int64_t>(txn::mix64(key * 2 + table) % span)) * kCents;
 }
 
 void SmallBank::add_schema(config::Schema& s) {
@@ -96,7 +69,7 @@ void SmallBank::add_schema(config::Schema& s) {
              ") is the drtmh flavour's key; smallbank.flavor = \"hstore\" reads smallbank.hot_percent";
     if (const std::string& m = c.get_string("smallbank.mix"); !m.empty()) {
       uint32_t mix[6];
-      if (std::string why = parse_mix(m, mix); !why.empty())
+      if (std::string why = txn::parse_mix(m, mix, 6); !why.empty())
         return "smallbank.mix = \"" + m + "\" (" + c.origin("smallbank.mix") + "): " + why;
     }
     return "";
@@ -112,7 +85,7 @@ SmallBank::Params SmallBank::params_from(const config::Config& cfg, uint32_t nod
   p.tx_hot = static_cast<uint32_t>(cfg.get_int("smallbank.tx_hot"));
   const uint32_t* mix = p.flavor == Flavor::kDrtmh ? kDrtmhMix : kHStoreMix;
   std::copy(mix, mix + 6, p.mix);
-  if (const std::string& m = cfg.get_string("smallbank.mix"); !m.empty()) parse_mix(m, p.mix);  // checked above
+  if (const std::string& m = cfg.get_string("smallbank.mix"); !m.empty()) txn::parse_mix(m, p.mix, 6);  // checked above
   p.nodes = nodes;
   return p;
 }

@@ -99,13 +99,6 @@ uint32_t partition_fn(uint64_t key, uint64_t arg) {
   return n < nodes ? static_cast<uint32_t>(n) : nodes - 1;
 }
 
-uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // Uniform in [lo, hi].
 uint32_t uniform(txn::Rng& r, uint32_t lo, uint32_t hi) { return lo + static_cast<uint32_t>(r() % (hi - lo + 1)); }
 
@@ -139,6 +132,23 @@ void data_string(txn::Rng& r, char* out, uint32_t size) {
   }
 }
 
+// The address columns (clause 4.3.3.1: random strings, zip four digits
+// then 11111), and with W_NAME/D_NAME.
+template <typename Row>
+void address(txn::Rng& r, Row& x) {
+  astring(r, x.street_1, sizeof x.street_1, 10);
+  astring(r, x.street_2, sizeof x.street_2, 10);
+  astring(r, x.city, sizeof x.city, 10);
+  astring(r, x.state, 2, 2);
+  nstring(r, x.zip, 4);
+  std::memcpy(x.zip + 4, "11111", 5);
+}
+template <typename Row>
+void name_and_address(txn::Rng& r, Row& x) {
+  astring(r, x.name, sizeof x.name, 6);
+  address(r, x);
+}
+
 // C_LAST from a number 0..999: three syllables (clause 4.3.2.3).
 void last_name(uint32_t n, char out[16]) {
   static constexpr const char* kSyl[10] = {"BAR", "OUGHT", "ABLE", "PRI", "PRES", "ESE", "ANTI", "CALLY", "ATION", "EING"};
@@ -154,29 +164,11 @@ void last_name(uint32_t n, char out[16]) {
 // The standard mix, in Type order.
 constexpr uint32_t kStandardMix[5] = {45, 43, 4, 4, 4};
 
-std::string parse_mix(const std::string& text, uint32_t out[5]) {
-  size_t pos = 0;
-  uint32_t sum = 0;
-  for (int k = 0; k < 5; ++k) {
-    size_t end = text.find(',', pos);
-    if ((k < 4) != (end != std::string::npos)) return "expected five comma-separated percentages";
-    std::string item = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-    char* rest = nullptr;
-    unsigned long v = std::strtoul(item.c_str(), &rest, 10);
-    if (item.empty() || *rest != '\0' || v > 100) return "'" + item + "' is not a percentage";
-    out[k] = static_cast<uint32_t>(v);
-    sum += out[k];
-    pos = end + 1;
-  }
-  if (sum != 100) return "the percentages sum to " + std::to_string(sum) + ", not 100";
-  return "";
-}
-
 // Loaded orders per district are as many as its customers (3,000); the last
 // 30% (900) are undelivered (clause 4.3.3.1).
 uint32_t undelivered(uint32_t customers) { return customers * 9 / 30; }
 // O_OL_CNT of a loaded order: uniform 5..15, a function of its key.
-uint32_t loaded_ol_cnt(uint64_t w, uint64_t d, uint64_t o) { return 5 + splitmix(okey(w, d, o) ^ 0x011c) % 11; }
+uint32_t loaded_ol_cnt(uint64_t w, uint64_t d, uint64_t o) { return 5 + txn::mix64(okey(w, d, o) ^ 0x011c) % 11; }
 
 // New-Order's lines, from the input (an attempt is retried with the same
 // input, so the lines are drawn again from the same seed).
@@ -215,7 +207,7 @@ void Tpcc::add_schema(config::Schema& s) {
   s.add_check([](const config::Config& c) -> std::string {
     if (const std::string& m = c.get_string("tpcc.mix"); !m.empty()) {
       uint32_t mix[5];
-      if (std::string why = parse_mix(m, mix); !why.empty())
+      if (std::string why = txn::parse_mix(m, mix, 5); !why.empty())
         return "tpcc.mix = \"" + m + "\" (" + c.origin("tpcc.mix") + "): " + why;
     }
     if (c.get_int("tpcc.order_capacity") <= c.get_int("tpcc.customers_per_district"))
@@ -233,7 +225,7 @@ Tpcc::Params Tpcc::params_from(const config::Config& cfg, uint32_t nodes) {
   p.items = static_cast<uint32_t>(cfg.get_int("tpcc.items"));
   p.order_capacity = static_cast<uint32_t>(cfg.get_int("tpcc.order_capacity"));
   std::copy(kStandardMix, kStandardMix + 5, p.mix);
-  if (const std::string& m = cfg.get_string("tpcc.mix"); !m.empty()) parse_mix(m, p.mix);  // checked above
+  if (const std::string& m = cfg.get_string("tpcc.mix"); !m.empty()) txn::parse_mix(m, p.mix, 5);  // checked above
   p.remote_item_percent = static_cast<uint32_t>(cfg.get_int("tpcc.remote_item_percent"));
   p.remote_payment_percent = static_cast<uint32_t>(cfg.get_int("tpcc.remote_payment_percent"));
   p.by_name_percent = static_cast<uint32_t>(cfg.get_int("tpcc.by_name_percent"));
@@ -246,6 +238,7 @@ Tpcc::Params Tpcc::params_from(const config::Config& cfg, uint32_t nodes) {
   uint32_t delta;
   do delta = uniform(r, 65, 119);
   while (delta == 96 || delta == 112);
+  p.c_last_load = c_load;
   p.c_last_run = (c_load + delta) % 256;
   p.c_id_run = uniform(r, 0, 1023);
   p.ol_i_id_run = uniform(r, 0, 8191);
@@ -253,14 +246,6 @@ Tpcc::Params Tpcc::params_from(const config::Config& cfg, uint32_t nodes) {
 }
 
 Tpcc::Tpcc(const Params& p) : p_(p) {}
-
-namespace {
-// C_LOAD, from the same seed as params_from() (its first draw).
-uint32_t c_load_of(uint32_t c_last_run) {
-  (void)c_last_run;
-  return 0;
-}
-}  // namespace
 
 std::vector<txn::TableDef> Tpcc::tables(uint32_t nodes) const {
   const uint32_t wpn = p_.warehouses_per_node;
@@ -285,7 +270,6 @@ std::vector<txn::TableDef> Tpcc::tables(uint32_t nodes) const {
       {kLastOrder, "last_order", sizeof(OrderRef), districts * p_.customers, part},
       {kNoHead, "new_order_head", sizeof(OrderRef), districts, part},
   };
-  (void)c_load_of;
   return t;
 }
 
@@ -295,8 +279,8 @@ Result<void> Tpcc::load(store::Store& s, uint32_t partition) const {
   const uint32_t wpn = p_.warehouses_per_node, C = p_.customers, I = p_.items;
   const uint32_t first_w = partition * wpn + 1;
   const uint32_t names = std::min(C, 1000u);
-  const uint32_t c_load = 0x5a;  // C for C_LAST at load; the run's differs by 65..119 (see params_from)
-  auto rng_of = [](uint32_t table, uint64_t key) { return txn::Rng(splitmix(key * 31 + table)); };
+  const uint32_t c_load = p_.c_last_load;  // C for C_LAST at load; the run's differs by 65..119 (params_from)
+  auto rng_of = [](uint32_t table, uint64_t key) { return txn::Rng(txn::mix64(key * 31 + table)); };
   auto put = [](std::span<std::byte> rec, const auto& r) { std::memcpy(rec.data(), &r, sizeof r); };
 
   RDTX_TRY(store::load(*s.table(kItem), I, [&](uint64_t row, std::span<std::byte> rec) {
@@ -313,13 +297,7 @@ Result<void> Tpcc::load(store::Store& s, uint32_t partition) const {
     const uint64_t w = first_w + row;
     txn::Rng r = rng_of(kWarehouse, w);
     Warehouse x{};
-    astring(r, x.name, sizeof x.name, 6);
-    astring(r, x.street_1, sizeof x.street_1, 10);
-    astring(r, x.street_2, sizeof x.street_2, 10);
-    astring(r, x.city, sizeof x.city, 10);
-    astring(r, x.state, 2, 2);
-    nstring(r, x.zip, 4);
-    std::memcpy(x.zip + 4, "11111", 5);
+    name_and_address(r, x);
     x.tax = static_cast<int32_t>(uniform(r, 0, 2000));
     x.ytd = int64_t{kDistricts} * C * 10 * 100;  // 300,000.00 with 3,000 customers: the loaded history
     put(rec, x);
@@ -329,13 +307,7 @@ Result<void> Tpcc::load(store::Store& s, uint32_t partition) const {
     const uint64_t w = first_w + row / kDistricts, d = row % kDistricts + 1;
     txn::Rng r = rng_of(kDistrict, dkey(w, d));
     District x{};
-    astring(r, x.name, sizeof x.name, 6);
-    astring(r, x.street_1, sizeof x.street_1, 10);
-    astring(r, x.street_2, sizeof x.street_2, 10);
-    astring(r, x.city, sizeof x.city, 10);
-    astring(r, x.state, 2, 2);
-    nstring(r, x.zip, 4);
-    std::memcpy(x.zip + 4, "11111", 5);
+    name_and_address(r, x);
     x.tax = static_cast<int32_t>(uniform(r, 0, 2000));
     x.ytd = int64_t{C} * 10 * 100;  // 30,000.00 with 3,000 customers
     x.next_o_id = C + 1;
@@ -350,12 +322,7 @@ Result<void> Tpcc::load(store::Store& s, uint32_t partition) const {
     std::memcpy(x.middle, "OE", 2);
     last_name(c <= names ? static_cast<uint32_t>(c - 1) : nurand(r, nurand_a(names, 255, 1000), 0, names - 1, c_load),
               x.last);
-    astring(r, x.street_1, sizeof x.street_1, 10);
-    astring(r, x.street_2, sizeof x.street_2, 10);
-    astring(r, x.city, sizeof x.city, 10);
-    astring(r, x.state, 2, 2);
-    nstring(r, x.zip, 4);
-    std::memcpy(x.zip + 4, "11111", 5);
+    address(r, x);
     nstring(r, x.phone, sizeof x.phone);
     x.since = kLoadDate;
     std::memcpy(x.credit, r() % 10 == 0 ? "BC" : "GC", 2);
@@ -408,7 +375,7 @@ Result<void> Tpcc::load(store::Store& s, uint32_t partition) const {
                             kMaxPerName, first_w + wi, d);
         e.ids[e.count++] = n.c;
       }
-      txn::Rng r(splitmix(dkey(first_w + wi, d) ^ 0x0bde7));
+      txn::Rng r(txn::mix64(dkey(first_w + wi, d) ^ 0x0bde7));
       uint32_t* perm = &order_customer[dist * C];
       for (uint32_t k = 0; k < C; ++k) perm[k] = k + 1;
       for (uint32_t k = C - 1; k > 0; --k) std::swap(perm[k], perm[r() % (k + 1)]);
@@ -815,7 +782,7 @@ void for_each_live(store::Table& tab, Fn&& fn) {
   }
 }
 
-uint64_t customer_fingerprint(uint64_t c_key) { return splitmix(c_key ^ 0xcc10) | 1; }
+uint64_t customer_fingerprint(uint64_t c_key) { return txn::mix64(c_key ^ 0xcc10) | 1; }
 }  // namespace
 
 Result<int64_t> Tpcc::check_node(txn::Database& db, uint32_t node) const {

@@ -66,7 +66,7 @@ class Tpcc final : public txn::Workload {
     uint32_t by_name_percent = 60;         // Payment and Order-Status (2.5.1.2, 2.6.1.2)
     uint32_t rollback_percent = 1;         // New-Order on an unused item (2.4.1.4)
     uint32_t nodes = 1;
-    uint32_t c_last_run = 0, c_id_run = 0, ol_i_id_run = 0;  // NURand C (2.1.6), from the seed
+    uint32_t c_last_load = 0, c_last_run = 0, c_id_run = 0, ol_i_id_run = 0;  // NURand C (2.1.6), from the seed
   };
   static void add_schema(config::Schema& s);
   static Params params_from(const config::Config& cfg, uint32_t nodes);
