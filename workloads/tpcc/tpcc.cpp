@@ -963,14 +963,15 @@ const txn::WorkloadDef kTpcc = {
     // meet on warehouse, district and stock rows. (With one warehouse per
     // node, one-sided WAITDIE makes almost no progress with 16 coordinators
     // a node: doc/txn.md "WAITDIE".)
-    // 300 orders a district: room for 270 New-Orders each, ~10,000 a node,
-    // many seconds of a contended run (a fuller table fails the run loudly).
-    {"tpcc.warehouses_per_node=4", "tpcc.customers_per_district=30", "tpcc.items=1000", "tpcc.order_capacity=300"},
+    // 1,000 orders a district: room for 970 New-Orders each, ~39,000 a node,
+    // several seconds of a contended run even across processes (a full
+    // table fails the run loudly).
+    {"tpcc.warehouses_per_node=4", "tpcc.customers_per_district=30", "tpcc.items=1000", "tpcc.order_capacity=1000"},
     // TPC-C/no: New-Order only, every line remote (as DrTM+H and RCC run
     // it); 8 warehouses and 5,000 items, as with fewer every order's ten
     // remote stock rows meet on a few hot items of the other nodes.
     {{"neworder", {"tpcc.mode=neworder", "tpcc.remote_item_percent=100", "tpcc.warehouses_per_node=8",
-                   "tpcc.customers_per_district=30", "tpcc.items=5000", "tpcc.order_capacity=300"}}},
+                   "tpcc.customers_per_district=30", "tpcc.items=5000", "tpcc.order_capacity=1000"}}},
 };
 RDTX_REGISTER_WORKLOAD(kTpcc)
 
