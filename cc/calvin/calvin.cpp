@@ -987,6 +987,7 @@ const ProtocolDef kDef = {
     // commit to log from; replicating CALVIN means replicating its input
     // batches (RCC omits it), not done yet.
     false,
+    true,  // needs_declared_sets
 };
 RDTX_REGISTER_PROTOCOL(kDef)
 
@@ -1015,6 +1016,7 @@ const ProtocolDef kEarlyReadsForTests = {
     // commit to log from; replicating CALVIN means replicating its input
     // batches (RCC omits it), not done yet.
     false,
+    true,  // needs_declared_sets
 };
 RDTX_REGISTER_PROTOCOL(kEarlyReadsForTests)
 

@@ -66,7 +66,7 @@ Result<void> exchange_results(cluster::Bootstrap& boot, cluster::Cluster& c, txn
     if (!r.get(&s) || !r.get(&d) || !r.get(&l) || !r.get_vector(&e) || !r.get_vector(&dg) || !r.done())
       return make_error(EPROTO, "node %u sent malformed checks", n);
     digests.insert(digests.end(), dg.begin(), dg.end());
-    sum += s;
+    sum = txn::Workload::add_shares(sum, s);
     delta += d;
     locks += l;
     if (!e.empty() && first_error.empty())

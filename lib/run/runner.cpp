@@ -141,6 +141,22 @@ Result<RunResult> run(const RunConfig& rc) {
     return make_error(EINVAL, "cluster.workers_per_node = %u exceeds %u", rc.cluster.workers_per_node,
                       txn::kMaxWorkersPerNode);
 
+  // Refusals that need nothing loaded, checked before anything is: what
+  // the workload cannot give the protocol or the replication.
+  if (rc.cluster.replicas > 1 && rc.workload->inserts())
+    return make_error(EINVAL,
+                      "workload %s inserts rows, which the log stage does not replicate yet: cluster.replicas must be 1",
+                      rc.workload->name());
+  if (rc.protocol->needs_declared_sets) {
+    const std::vector<std::string> types = rc.workload->type_names();
+    for (uint16_t t = 0; t < types.size(); ++t)
+      if (!rc.workload->declares(t))
+        return make_error(EINVAL,
+                          "protocol %s: workload '%s' does not declare the read/write set of transaction type '%s' up "
+                          "front (Workload::declare), which it needs",
+                          rc.protocol->name, rc.workload->name(), types[t].c_str());
+  }
+
   cluster::ClusterConfig cc = sized_cluster(rc);
   auto tables = rc.workload->tables(cc.nodes);
   cluster::Bootstrap* boot = rc.bootstrap;

@@ -169,6 +169,10 @@ struct ProtocolDef {
   // workload's new record in slot 0, and the commit stage writes the copy's
   // hidden words (the replication word among them) to the primary.
   bool replicable = true;
+  // The protocol needs every transaction's read/write set before it runs
+  // (Workload::declare: CALVIN); a workload with a type that does not
+  // declare is refused before anything is loaded.
+  bool needs_declared_sets = false;
 };
 
 // The tuples a protocol's tables are made of.

@@ -38,7 +38,7 @@ Result<void> Workload::check(Database& db, int64_t committed_delta) const {
   for (uint32_t n = 0; n < db.nodes(); ++n) {
     auto part = check_node(db, n);
     if (!part.ok()) return part.error();
-    sum += *part;
+    sum = add_shares(sum, *part);
   }
   return check_total(sum, db.nodes(), committed_delta);
 }

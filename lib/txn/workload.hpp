@@ -146,6 +146,11 @@ class Workload {
   virtual Result<void> check_total(int64_t sum, uint32_t nodes, int64_t committed_delta) const = 0;
   // Both, over every node of `db` (all in this process).
   Result<void> check(Database& db, int64_t committed_delta) const;
+  // Shares add modulo 2^64 (TPC-C's are fingerprints that wrap; a sum of
+  // money never gets near it): no signed overflow.
+  static int64_t add_shares(int64_t a, int64_t b) {
+    return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  }
 };
 
 // Another contended setting of a workload (e.g. another flavour): the

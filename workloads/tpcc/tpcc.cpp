@@ -968,10 +968,10 @@ const txn::WorkloadDef kTpcc = {
     // table fails the run loudly).
     {"tpcc.warehouses_per_node=4", "tpcc.customers_per_district=30", "tpcc.items=1000", "tpcc.order_capacity=1000"},
     // TPC-C/no: New-Order only, every line remote (as DrTM+H and RCC run
-    // it); 8 warehouses and 5,000 items, as with fewer every order's ten
-    // remote stock rows meet on a few hot items of the other nodes.
-    {{"neworder", {"tpcc.mode=neworder", "tpcc.remote_item_percent=100", "tpcc.warehouses_per_node=8",
-                   "tpcc.customers_per_district=30", "tpcc.items=5000", "tpcc.order_capacity=1000"}}},
+    // it); 5,000 items, as with 1,000 every order's ten remote stock rows
+    // meet on a few hot items of the other nodes.
+    {{"neworder", {"tpcc.mode=neworder", "tpcc.remote_item_percent=100", "tpcc.warehouses_per_node=4",
+                   "tpcc.customers_per_district=30", "tpcc.items=5000", "tpcc.order_capacity=600"}}},
 };
 RDTX_REGISTER_WORKLOAD(kTpcc)
 
