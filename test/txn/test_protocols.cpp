@@ -204,7 +204,9 @@ TEST(BrokenProtocol, UnvalidatedOccIsCaught) {
   for (const std::string& w : workload_names()) {
     SCOPED_TRACE(w);
     if (refused(Combo{w, "occ-unvalidated"})) continue;
-    auto out = run_contended(Combo{w, "occ-unvalidated"}, 1, 0.25);
+    // Up to 8 runs: on TPC-C/no a sanitizer build's slower run may not
+    // meet the interleaving in the first.
+    auto out = until_caught(Combo{w, "occ-unvalidated"});
     ASSERT_TRUE(out.ok()) << out.error().message;
     EXPECT_TRUE(caught(*out)) << what_caught(*out);
     if (out->check.certified) continue;  // caught by the run's checks
