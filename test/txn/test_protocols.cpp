@@ -196,7 +196,9 @@ TEST(BrokenProtocol, MvccWithoutReadTimestampIsCaught) {
       auto out = until_caught(cb);
       ASSERT_TRUE(out.ok()) << out.error().message;
       EXPECT_TRUE(caught(*out)) << what_caught(*out);
-      if (!out->check.certified) EXPECT_TRUE(cycle_shown(*out)) << out->check_text;
+      if (!out->check.certified) {
+      EXPECT_TRUE(cycle_shown(*out)) << out->check_text;
+    }
     }
 }
 
@@ -231,7 +233,9 @@ TEST(BrokenProtocol, FarmWithoutValidateIsCaught) {
                             [](const Outcome& o) { EXPECT_EQ(o.run.locks_left, 0u); });
     ASSERT_TRUE(out.ok()) << out.error().message;
     EXPECT_TRUE(caught(*out)) << "not caught in 8 runs: " << what_caught(*out);
-    if (!out->check.certified) EXPECT_TRUE(cycle_shown(*out)) << out->check_text;
+    if (!out->check.certified) {
+      EXPECT_TRUE(cycle_shown(*out)) << out->check_text;
+    }
   }
 }
 
@@ -250,7 +254,9 @@ TEST(BrokenProtocol, UnrenewedSundialIsCaught) {
     auto out = until_caught(Combo{w, "sundial-unrenewed"});
     ASSERT_TRUE(out.ok()) << out.error().message;
     EXPECT_TRUE(caught(*out)) << "not caught in 8 runs: " << what_caught(*out);
-    if (!out->check.certified) EXPECT_TRUE(cycle_shown(*out)) << out->check_text;
+    if (!out->check.certified) {
+      EXPECT_TRUE(cycle_shown(*out)) << out->check_text;
+    }
   }
 }
 
