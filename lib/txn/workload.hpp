@@ -178,6 +178,12 @@ struct WorkloadDef {
   std::vector<const char*> contended;
   // More contended settings the tests run too (one per flavour, say).
   std::vector<WorkloadVariant> variants = {};
+  // Overrides applied after `contended` (or a variant's) for runs of at
+  // most kShortRunSeconds, the generated test suites' runs: room for what a
+  // short run inserts and no more, so that its tables load and map quickly
+  // (TPC-C: orders a district). Empty if the contended setting is small.
+  std::vector<const char*> short_run = {};
+  static constexpr double kShortRunSeconds = 0.5;
 };
 
 void register_workload(const WorkloadDef* def);

@@ -146,7 +146,9 @@ TEST(Recorder, StreamsAHistoryLargerThanItsBuffer) {
     SCOPED_TRACE(mode);
     const bool poll = mode == kPolled;
     Recorder rec = make(options(0, 0, 4096));
-    if (mode == kBackground) ASSERT_TRUE(rec.stream_in_background().ok());
+    if (mode == kBackground) {
+      ASSERT_TRUE(rec.stream_in_background().ok());
+    }
     const RecorderOptions& o = rec.options();
     TxnTrace t(8);
     std::vector<Version> cur(5);
@@ -158,7 +160,9 @@ TEST(Recorder, StreamsAHistoryLargerThanItsBuffer) {
       cur[i % 5] = {id, 0};
       rec.commit(t);
       if (poll) rec.flush_pending();  // as the engine's poller does, between transactions
-      if (poll) EXPECT_FALSE(rec.write_pending());
+      if (poll) {
+        EXPECT_FALSE(rec.write_pending());
+      }
       if (mode == kBackground && i % 2 == 0) rec.flush_pending();
     }
     if (mode == kBackground) {

@@ -134,33 +134,11 @@ TEST_P(ProtocolTest, UnderContentionKeepsInvariantsAndIsSerializable) {
 INSTANTIATE_TEST_SUITE_P(All, ProtocolTest, testing::ValuesIn(combos()),
                          [](const testing::TestParamInfo<Combo>& i) { return name_of(i.param); });
 
-// Caught: the history is not certified, or the run's own checks failed: a
-// row inserted twice (insert_errors: two inserters the guard did not
-// serialise, TPC-C's New-Orders on one D_NEXT_O_ID) or a workload condition
-// broken. (TPC-C/no's anomalies under a broken protocol often show so
-// first: the second New-Order of a lost update fails its insert.)
-bool caught(const Outcome& o) {
-  return !o.check.certified || o.run.total.insert_errors > 0 || !o.run.invariants.ok();
-}
-std::string what_caught(const Outcome& o) {
-  return o.check_text + "\ninsert errors " + std::to_string(o.run.total.insert_errors) + ", invariants " +
-         (o.run.invariants.ok() ? "ok" : o.run.invariants.error().message);
-}
-
 // A broken variant whose anomaly needs a rare interleaving: runs of 0.25 s
-// with seeds 1..8 until one is caught (one is enough in an
-// optimised build; a sanitizer build commits 10-20x fewer transactions).
-// `each` checks every run; the result is the first caught run, or the last.
+// with seeds 1..8 until one is caught (contention.hpp: until_caught).
 template <typename Each>
 Result<Outcome> until_caught(const Combo& cb, Each each) {
-  Result<Outcome> out = make_error(EINVAL, "not run");
-  for (uint64_t seed = 1; seed <= 8; ++seed) {
-    out = run_contended(cb, seed, 0.25);
-    if (!out.ok()) break;
-    each(*out);
-    if (caught(*out)) break;
-  }
-  return out;
+  return testing_contention::until_caught(cb, 1, 0.25, each);
 }
 Result<Outcome> until_caught(const Combo& cb) {
   return until_caught(cb, [](const Outcome&) {});
