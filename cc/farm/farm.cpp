@@ -572,7 +572,8 @@ Task<bool> read_request_head(Farm& p, Coordinator& c, uint32_t node) {
 // decisions. A full log: READ its head again, wait if it is still full.
 // False only when the worker is stopping and a log stays full.
 Task<bool> reserve(Farm& p, Coordinator& c, uint64_t mask, const uint32_t* bytes, uint64_t keep, uint64_t* pos) {
-  for (int late = 0;;) {
+  int failed_reads = 0;
+  for (StopBudget budget;;) {
     uint32_t full = UINT32_MAX;
     for (uint32_t n = 0; n < p.nodes && full == UINT32_MAX; ++n)
       if ((mask >> n & 1) && !p.req[n].fits(bytes[n], p.cap, p.promised[n] + keep)) full = n;
@@ -582,10 +583,9 @@ Task<bool> reserve(Farm& p, Coordinator& c, uint64_t mask, const uint32_t* bytes
       co_return true;
     }
     const uint64_t was = p.req[full].head;
-    if (!co_await read_request_head(p, c, full)) ++late;
+    if (!co_await read_request_head(p, c, full)) ++failed_reads;
     if (p.req[full].head != was) continue;
-    late += runtime::Worker::current()->stopping();
-    if (late > 3) co_return false;
+    if (budget.spent() || failed_reads > 3) co_return false;
     co_await runtime::sleep_for(kFullWaitNs);
   }
 }
@@ -595,12 +595,11 @@ Task<bool> reserve(Farm& p, Coordinator& c, uint64_t mask, const uint32_t* bytes
 // waits at a hole in its log).
 template <typename Fill>
 Task<bool> write_until_landed(Coordinator& c, Fill fill) {
-  for (int late = 0;;) {
+  for (StopBudget budget;;) {
     OneSidedBatch& batch = c.onesided();
     fill(batch);
     if (co_await batch.execute()) co_return true;
-    late += runtime::Worker::current()->stopping();
-    if (late > 3) co_return false;
+    if (budget.spent()) co_return false;
   }
 }
 

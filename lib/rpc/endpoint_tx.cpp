@@ -107,19 +107,27 @@ void Endpoint::flush(uint64_t now) {
   for (size_t i = 0; i < m.active.size(); ++i) {
     const uint32_t dest = m.active[i];
     Impl::Peer& p = m.peers[dest];
-    if (p.wait_head != kNoBuffer) [[unlikely]]
+    // Blocked: a datagram is due and no credit lets it go. (Datagrams left
+    // waiting count even with no datagram open: when the send buffers all
+    // wait for this peer's credits, no message can open one, and a lost
+    // credit return must still be noticed and taken back.)
+    bool blocked = false;
+    if (p.wait_head != kNoBuffer) [[unlikely]] {
       while (p.wait_head != kNoBuffer && p.credits > 0) n = stage(n, dest, m.dequeue(p), true);
+      blocked = p.wait_head != kNoBuffer;
+    }
     if (p.buf != kNoBuffer && (p.urgent || (p.since_tsc != 0 && aged(p.since_tsc, now, m.passive_delay_tsc)))) {
       if (p.wait_head == kNoBuffer && p.credits > 0) [[likely]] {
         n = stage(n, dest, m.close_open(p), true);
         p.listed = false;  // nothing left for it
         continue;
       }
-      if (!p.stalled) {
-        p.stalled = true;  // it keeps taking messages until a credit comes
-        p.stalled_tsc = now;
-        ++stats_.credit_stalls;
-      }
+      blocked = true;
+    }
+    if (blocked && !p.stalled) {
+      p.stalled = true;  // it keeps taking messages until a credit comes
+      p.stalled_tsc = now;
+      ++stats_.credit_stalls;
     }
     if (p.busy()) {
       m.active[keep++] = dest;

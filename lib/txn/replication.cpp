@@ -404,7 +404,7 @@ class LogStage final : public StageModule {
     // A lost call is sent again (an entry appended twice applies once: the
     // same sequence); a full ring is waited for.
     bool ok = co_await batch.call();
-    for (int late = 0;;) {
+    for (StopBudget budget;;) {
       bool again = !ok;
       for (uint32_t k = 0; k < batch.calls(); ++k) {
         bool full = false;
@@ -419,8 +419,7 @@ class LogStage final : public StageModule {
         }
       }
       if (!again) break;
-      late += runtime::Worker::current()->stopping();
-      if (late > 3) {
+      if (budget.spent()) {
         batch.for_each_failed_item([&](uint32_t) { ++st.log_errors; });
         break;
       }
@@ -479,7 +478,8 @@ class LogStage final : public StageModule {
     // applier stops at a reserved entry until it lands); a full ring: READ
     // its head again, and wait if it is still full.
     uint64_t pos[kMaxNodes] = {};
-    for (int late = 0;;) {
+    int failed_reads = 0;
+    for (StopBudget budget;;) {
       uint32_t full = UINT32_MAX;
       for (uint32_t b = 0; b < nodes && full == UINT32_MAX; ++b)
         if (count[b] != 0 && !ring_[b].fits(bytes[b], cap_)) full = b;
@@ -489,18 +489,17 @@ class LogStage final : public StageModule {
         break;
       }
       const uint64_t was = ring_[full].head;
-      if (!co_await read_head(c, full)) ++late;
+      if (!co_await read_head(c, full)) ++failed_reads;
       if (ring_[full].head != was) continue;  // room was freed: try again at once
       ++st.log_full_waits;
-      late += runtime::Worker::current()->stopping();
-      if (late > 3) {
+      if (budget.spent() || failed_reads > 3) {
         ++st.log_errors;
         co_return true;
       }
       co_await runtime::sleep_for(kApplyPeriodNs);
     }
     // Seal and WRITE.
-    for (int late = 0;;) {
+    for (StopBudget budget;;) {
       OneSidedBatch& batch = c.onesided();
       for (uint32_t b = 0; b < nodes; ++b) {
         if (count[b] == 0) continue;
@@ -517,8 +516,7 @@ class LogStage final : public StageModule {
       }
       if (co_await batch.execute()) break;
       // A failed QP was reconnected: WRITE the same bytes again.
-      late += runtime::Worker::current()->stopping();
-      if (late > 3) {
+      if (budget.spent()) {
         ++st.log_errors;
         break;
       }

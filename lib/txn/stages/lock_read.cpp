@@ -14,11 +14,6 @@ using runtime::Task;
 
 namespace {
 
-// A cancel is re-sent until its owner answers: a stalled owner answers
-// when it resumes. Only a worker that is stopping gives up (after this many
-// more tries), and the run's checks then report it.
-constexpr int kTriesWhenStopping = 3;
-
 uint64_t load8(const std::byte* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
@@ -102,10 +97,10 @@ Task<bool> cancel_failed(Coordinator& c, Txn& t, const ItemBatch& failed, uint64
   else failed.for_each_failed_item(add);
   bool ok = co_await cancel.call();
   if (!ok) c.lock_value_lingers();  // a copy of the cancel may still arrive
-  for (int late = 0; !ok && late < kTriesWhenStopping;) {
-    late += runtime::Worker::current()->stopping();
-    ok = co_await cancel.retry_failed();
-  }
+  // Re-sent until its owner answers (a stalled owner answers when it
+  // resumes); only a stopping worker gives up (StopBudget), and the run's
+  // checks then report it.
+  for (StopBudget budget; !ok && !budget.spent();) ok = co_await cancel.retry_failed();
   if (!ok) ++c.engine().stats().cancel_failures;  // a lock may be left: the run's check says so
   auto unheld = [&](uint32_t i) { t.access(i).locked = false; };
   if (all) failed.for_each_item(unheld);

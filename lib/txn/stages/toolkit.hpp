@@ -31,6 +31,8 @@
 #include <vector>
 
 #include "base/result.hpp"
+#include "env/tsc.hpp"
+#include "runtime/worker.hpp"
 #include "runtime/task.hpp"
 #include "rpc/endpoint.hpp"
 #include "txn/types.hpp"
@@ -188,6 +190,29 @@ struct WriteBackSpec {
 };
 // Yields true (the transaction committed whatever the messages' fate).
 runtime::Task<bool> write_back_unlock(Coordinator& c, Txn& t, Primitive p, WriteBackSpec spec, uint64_t value);
+
+// How long a coordinator keeps re-sending what must reach its owner (a
+// write-back, a release, a cancel, a log entry) after its worker was asked
+// to stop: 1 s, half the in-process run's drain (and a fifth of a process
+// run's), many RPC timeouts even at the default 100 ms. Then it gives up
+// and the run's checks count what was not answered (commit_errors,
+// cancel_failures, log_errors). A count of tries instead gave up within
+// microseconds when sends failed at once for want of buffers (the chaos
+// suite on TPC-C).
+class StopBudget {
+ public:
+  static constexpr uint64_t kStopRetryNs = 1'000'000'000;
+  // True once the calling worker has been stopping for kStopRetryNs.
+  bool spent() {
+    if (!runtime::Worker::current()->stopping()) return false;
+    const uint64_t now = env::tsc();
+    if (deadline_ == 0) deadline_ = now + env::ns_to_tsc(kStopRetryNs);
+    return now >= deadline_;
+  }
+
+ private:
+  uint64_t deadline_ = 0;
+};
 
 // Settling a write-back/release batch: judge_unlocks() checks the owners'
 // answers of the calls not judged yet (bit k of `judged`: call k was) and

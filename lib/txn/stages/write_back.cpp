@@ -13,11 +13,6 @@ using runtime::Task;
 
 namespace {
 
-// Unanswered write-backs and releases are re-sent until every owner
-// answered (a stalled owner answers when it resumes); only a stopping worker
-// gives up, after this many more tries, and the run's checks report it.
-constexpr int kTriesWhenStopping = 3;
-
 // Adds the RPC items of a write-back (or, with !write, a release).
 void add_unlock_items(Coordinator& c, Txn& t, ItemBatch& batch, WriteBackSpec spec, uint64_t value, bool write) {
   const uint32_t first = spec.version_offset != 0 ? spec.version_offset : spec.body_offset;
@@ -52,10 +47,12 @@ uint32_t judge_unlocks(Coordinator& c, ItemBatch& batch, uint32_t judged, bool f
 // Re-sends what got no answer until every owner answered. A re-sent message
 // whose owner no longer sees the lock held was applied by an earlier copy.
 Task<void> retry_unlocks(Coordinator& c, ItemBatch& batch, uint32_t judged) {
+  // Unanswered write-backs and releases are re-sent until every owner
+  // answered (a stalled owner answers when it resumes); only a stopping
+  // worker gives up (StopBudget), and the run's checks report it.
   WorkerStats& st = c.engine().stats();
-  for (int late = 0;;) {
-    late += runtime::Worker::current()->stopping();
-    if (late > kTriesWhenStopping) {
+  for (StopBudget budget;;) {
+    if (budget.spent()) {
       batch.for_each_failed_item([&](uint32_t) { ++st.commit_errors; });
       co_return;
     }
