@@ -143,10 +143,6 @@ Result<RunResult> run(const RunConfig& rc) {
 
   // Refusals that need nothing loaded, checked before anything is: what
   // the workload cannot give the protocol or the replication.
-  if (rc.cluster.replicas > 1 && rc.workload->inserts())
-    return make_error(EINVAL,
-                      "workload %s inserts rows, which the log stage does not replicate yet: cluster.replicas must be 1",
-                      rc.workload->name());
   if (rc.protocol->needs_declared_sets) {
     const std::vector<std::string> types = rc.workload->type_names();
     for (uint16_t t = 0; t < types.size(); ++t)

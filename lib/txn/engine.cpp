@@ -128,11 +128,6 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
     // Replication: the engine's log stage and the backups' applier
     // (replication.hpp), for every protocol that can take it.
     if (db_.replicas() > 1) {
-      if (workload_.inserts())
-        return make_error(EINVAL,
-                          "workload %s inserts rows, which the log stage does not replicate yet: cluster.replicas "
-                          "must be 1",
-                          workload_.name());
       if (!def_.replicable)
         return make_error(EINVAL, "protocol %s does not replicate through the log stage: cluster.replicas must be 1",
                           def_.name);

@@ -23,6 +23,11 @@ bool ItemBatch::add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const st
 bool ItemBatch::add_to(uint32_t node, uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const std::byte> data,
                        uint32_t reply_data, const uint64_t* prefix) {
   const Access& a = c_.txn().access(i);
+  return add_item(node, i, a.table, a.key, arg0, arg1, data, reply_data, prefix);
+}
+
+bool ItemBatch::add_item(uint32_t node, uint32_t i, TableId table, Key key, uint64_t arg0, uint64_t arg1,
+                         std::span<const std::byte> data, uint32_t reply_data, const uint64_t* prefix) {
   const uint32_t data_len = static_cast<uint32_t>(data.size()) + (prefix ? 8 : 0);
   const uint32_t req_need = sizeof(ItemHeader) + pad8(data_len);
   const uint32_t rep_need = sizeof(ItemReply) + pad8(reply_data);
@@ -43,7 +48,7 @@ bool ItemBatch::add_to(uint32_t node, uint32_t i, uint64_t arg0, uint64_t arg1, 
     cur_[node] = k;
   }
   Call& cl = calls_[k];
-  ItemHeader h{a.table, data_len, a.key, arg0, arg1};
+  ItemHeader h{table, data_len, key, arg0, arg1};
   std::byte* d = cl.req + cl.req_len;
   std::memcpy(d, &h, sizeof h);
   d += sizeof h;

@@ -63,6 +63,10 @@ class ItemBatch {
   // writes to the owner's backups).
   bool add_to(uint32_t node, uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const std::byte> data,
               uint32_t reply_data, const uint64_t* prefix = nullptr);
+  // The same for an item that is not an access (the log stage's inserted
+  // rows): `id` is what the reply and failure callbacks are given for it.
+  bool add_item(uint32_t node, uint32_t id, TableId table, Key key, uint64_t arg0, uint64_t arg1,
+                std::span<const std::byte> data, uint32_t reply_data, const uint64_t* prefix = nullptr);
   // Makes retry_failed() send call k again (its answer asked for it).
   void mark_for_retry(uint32_t k) { calls_[k].reply.status = rpc::CallStatus::kPending; }
   bool empty() const { return ncalls_ == 0; }

@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 
+#include "env/log.hpp"
 #include "store/tuple.hpp"
 #include "txn/engine.hpp"
 #include "txn/item_batch.hpp"
@@ -121,6 +122,8 @@ Result<void> compare_replicas(const Database& db, const std::vector<ReplicaDiges
 }
 
 namespace {
+
+const env::LogType kLogRepl("rdtx.replication");
 
 // Item statuses of log.append.
 constexpr int32_t kLogOk = 0;
@@ -275,31 +278,54 @@ class LogApplier final : public Service {
         ++e_.stats().log_errors;
         return;
       }
-      store::Store* st = db_.backup(e_.node(), db_.owner(rec.table, rec.key));
-      store::Table* tab = st ? st->table(rec.table) : nullptr;
-      store::TupleRef ref;
-      if (tab == nullptr || tab->lookup(rec.key, &ref) != 0) {
-        ++e_.stats().log_errors;  // not a record this node backs up
+      apply_record(rec, data);
+    }
+  }
+
+  // One record image: the backup's tuple takes it if it is newer than what
+  // the tuple holds; a key the backup does not hold yet is inserted with it
+  // (a row the transaction inserted, or one whose insert is still in
+  // another sender's ring: images are complete, so either order converges).
+  void apply_record(const LogRecord& rec, const std::byte* data) {
+    store::Store* st = db_.backup(e_.node(), db_.owner(rec.table, rec.key));
+    store::Table* tab = st ? st->table(rec.table) : nullptr;
+    if (tab == nullptr) {
+      ++e_.stats().log_errors;  // not a partition this node backs up
+      return;
+    }
+    store::TupleRef ref;
+    int rc = tab->lookup(rec.key, &ref);
+    if (rc == -ENOENT) {
+      const store::Table::MetaWord meta[2] = {{kBackupSeqOffset, rec.seq}, {kBackupWriterOffset, rec.writer}};
+      rc = tab->insert(rec.key, {data, rec.len}, nullptr, meta);
+      if (rc == 0) {
+        ++e_.stats().log_applied;
+        return;
+      }
+      // Another applier of this node inserted it meanwhile: newest wins.
+      if (rc == -EEXIST) rc = tab->lookup(rec.key, &ref);
+    }
+    if (rc != 0) {
+      ++e_.stats().log_errors;  // a full backup table, or a corrupt index
+      return;
+    }
+    std::atomic_ref<uint64_t> seq(*reinterpret_cast<uint64_t*>(ref.tuple + kBackupSeqOffset));
+    // Newest image wins; another worker's applier copying into the same
+    // tuple holds the busy bit for the length of one record copy.
+    uint64_t cur = seq.load(std::memory_order_acquire);
+    for (;;) {
+      if ((cur & ~kBusy) >= rec.seq) break;
+      if (cur & kBusy) {
+        cur = seq.load(std::memory_order_acquire);
         continue;
       }
-      std::atomic_ref<uint64_t> seq(*reinterpret_cast<uint64_t*>(ref.tuple + kBackupSeqOffset));
-      // Newest image wins; another worker's applier copying into the same
-      // tuple holds the busy bit for the length of one record copy.
-      uint64_t cur = seq.load(std::memory_order_acquire);
-      for (;;) {
-        if ((cur & ~kBusy) >= rec.seq) break;
-        if (cur & kBusy) {
-          cur = seq.load(std::memory_order_acquire);
-          continue;
-        }
-        if (seq.compare_exchange_weak(cur, rec.seq | kBusy, std::memory_order_acquire)) {
-          std::memcpy(ref.tuple + tab->layout().record_offset(), data, rec.len);
-          store::store_word(reinterpret_cast<uint64_t*>(ref.tuple + kBackupWriterOffset), rec.writer,
-                            std::memory_order_relaxed);
-          seq.store(rec.seq, std::memory_order_release);
-          ++e_.stats().log_applied;
-          break;
-        }
+      if (seq.compare_exchange_weak(cur, rec.seq | kBusy, std::memory_order_acquire)) {
+        std::memcpy(ref.tuple + tab->layout().record_offset(), data, rec.len);
+        store::store_word(reinterpret_cast<uint64_t*>(ref.tuple + kBackupWriterOffset), rec.writer,
+                          std::memory_order_relaxed);
+        seq.store(rec.seq, std::memory_order_release);
+        ++e_.stats().log_applied;
+        break;
       }
     }
   }
@@ -327,14 +353,14 @@ class LogStage final : public StageModule {
     uint32_t max_record = 0;
     for (TableId t = 0; t < e_.db().tables(); ++t)
       if (e_.db().has_table(t)) max_record = std::max(max_record, e_.db().def(t).record_bytes);
-    per_co_ = uint64_t{Txn::kMaxAccesses} * (e_.db().replicas() - 1) * (sizeof(LogRecord) + pad8(max_record)) +
-              uint64_t{e_.db().nodes()} * (kEntryOverhead + sizeof(EntryHead) + 8);
-    if (per_co_ > cap_ / 2)
-      return make_error(EINVAL,
-                        "one-sided logging: an entry of up to %llu bytes (%u accesses of %u-byte records) does not "
-                        "fit half a %u-byte log ring",
-                        static_cast<unsigned long long>(per_co_), Txn::kMaxAccesses, max_record,
-                        static_cast<unsigned>(cap_));
+    // Room for the entries of every backup node at once, as large as the
+    // largest transaction could need, but no more than half a ring: an
+    // entry never exceeds that (a larger transaction fails the run, see
+    // log_onesided), and the last 8 bytes take READs of a ring's head.
+    const uint64_t worst =
+        uint64_t{Txn::kMaxAccesses + Txn::kMaxInserts} * (e_.db().replicas() - 1) * (sizeof(LogRecord) + pad8(max_record)) +
+        uint64_t{e_.db().nodes()} * (kEntryOverhead + sizeof(EntryHead) + 8) + 8;
+    per_co_ = std::min<uint64_t>(worst, cap_ / 2);
     rdma::Device& dev = *e_.ctx().device;
     auto mem = dev.alloc_memory(per_co_ * e_.options().coroutines);
     if (!mem.ok()) return make_error(mem.error().code, "log staging: %s", mem.error().message.c_str());
@@ -366,7 +392,7 @@ class LogStage final : public StageModule {
       std::memcpy(a.copy + seq_off, &seq, 8);
       ++writes;
     }
-    if (writes == 0) co_return true;  // read-only: nothing to log
+    if (writes == 0 && t.inserts() == 0) co_return true;  // read-only: nothing to log
     if (onesided_) co_return co_await log_onesided(c, t, skip);
     co_return co_await log_rpc(c, t, skip);
   }
@@ -375,31 +401,61 @@ class LogStage final : public StageModule {
   // The backups of access a's partition this entry goes to (the broken
   // variant leaves the first out).
   static uint32_t first_backup(bool skip) { return skip ? 2 : 1; }
+  static TableId table_of(Txn& t, uint32_t id) {
+    return id < Txn::kMaxAccesses ? t.access(id).table : t.insert_at(id - Txn::kMaxAccesses).table;
+  }
 
-  Task<bool> log_rpc(Coordinator& c, Txn& t, bool skip) {
-    Database& db = c.db();
+  // One logged record: a written access (its image and the sequence the
+  // stage gave it) or an inserted row (sequence 0, as its primary tuple
+  // starts); `id` is the access index, or Txn::kMaxAccesses + the insert's.
+  struct Logged {
+    uint32_t id;
+    TableId table;
+    Key key;
+    uint32_t node;  // the primary
+    uint64_t seq;
+    std::span<const std::byte> record;
+  };
+  template <typename Fn>
+  static void for_each_logged(const Database& db, Txn& t, Fn&& fn) {
     const uint32_t seq_off = db.replication_word_offset();
-    const uint64_t writer = db.recording() ? t.id() : 0;
-    WorkerStats& st = c.engine().stats();
-    ItemBatch& batch = c.items(handler_);
     for (uint32_t i = 0; i < t.size(); ++i) {
-      Access& a = t.access(i);
+      const Access& a = t.access(i);
       if (a.mode != AccessMode::kWrite) continue;
       uint64_t seq;
       std::memcpy(&seq, a.copy + seq_off, 8);
-      const std::span<const std::byte> rec = t.record(static_cast<int>(i));
-      for (uint32_t k = first_backup(skip); k < db.replicas(); ++k)
-        if (!batch.add_to(backup_node(a.node, k, db.nodes()), i, seq, writer, rec, 0)) {
-          ++st.log_errors;  // more than a batch holds: cannot happen within Txn::kMaxAccesses
-          co_return true;
-        }
+      fn(Logged{i, a.table, a.key, a.node, seq, t.record(static_cast<int>(i))});
+    }
+    for (uint32_t k = 0; k < t.inserts(); ++k) {
+      const Insert& in = t.insert_at(k);
+      fn(Logged{Txn::kMaxAccesses + k, in.table, in.key, in.node, 0, {in.record, db.def(in.table).record_bytes}});
+    }
+  }
+
+  Task<bool> log_rpc(Coordinator& c, Txn& t, bool skip) {
+    Database& db = c.db();
+    const uint64_t writer = db.recording() ? t.id() : 0;
+    WorkerStats& st = c.engine().stats();
+    ItemBatch& batch = c.items(handler_);
+    bool fits = true;
+    for_each_logged(db, t, [&](const Logged& r) {
+      for (uint32_t k = first_backup(skip); k < db.replicas() && fits; ++k)
+        fits = batch.add_item(backup_node(r.node, k, db.nodes()), r.id, r.table, r.key, r.seq, writer, r.record, 0);
+    });
+    if (!fits) {
+      // More than ItemBatch::kMaxCalls datagrams of records: the run fails
+      // (log_errors) rather than commit what its backups do not have.
+      if (st.log_errors++ == 0)
+        RDTX_LOG(kLogRepl, Error, "RPC logging: a transaction's records need more than %u calls to its backups",
+                 ItemBatch::kMaxCalls);
+      co_return true;
     }
     if (batch.empty()) co_return true;
     if (c.engine().measuring()) {
       st.log_entries += batch.calls();
       st.log_bytes += uint64_t{batch.calls()} * kEntryOverhead;
       batch.for_each_item(
-          [&](uint32_t i) { st.log_bytes += sizeof(LogRecord) + pad8(db.def(t.access(i).table).record_bytes); });
+          [&](uint32_t i) { st.log_bytes += sizeof(LogRecord) + pad8(db.def(table_of(t, i)).record_bytes); });
     }
     // A lost call is sent again (an entry appended twice applies once: the
     // same sequence); a full ring is waited for.
@@ -435,20 +491,30 @@ class LogStage final : public StageModule {
   Task<bool> log_onesided(Coordinator& c, Txn& t, bool skip) {
     Database& db = c.db();
     const uint32_t nodes = db.nodes();
-    const uint32_t seq_off = db.replication_word_offset();
     const uint64_t writer = db.recording() ? t.id() : 0;
     WorkerStats& st = c.engine().stats();
     std::byte* stage = static_cast<std::byte*>(staging_->data()) + per_co_ * c.index();
     // Entry bytes and record count per backup node.
     uint32_t bytes[kMaxNodes] = {}, count[kMaxNodes] = {};
-    for (uint32_t i = 0; i < t.size(); ++i) {
-      const Access& a = t.access(i);
-      if (a.mode != AccessMode::kWrite) continue;
+    for_each_logged(db, t, [&](const Logged& r) {
       for (uint32_t k = first_backup(skip); k < db.replicas(); ++k) {
-        const uint32_t b = backup_node(a.node, k, nodes);
-        bytes[b] += sizeof(LogRecord) + pad8(db.def(a.table).record_bytes);
+        const uint32_t b = backup_node(r.node, k, nodes);
+        bytes[b] += sizeof(LogRecord) + pad8(static_cast<uint32_t>(r.record.size()));
         ++count[b];
       }
+    });
+    uint64_t need = 8;
+    for (uint32_t b = 0; b < nodes; ++b)
+      if (count[b] != 0) need += sizeof(EntryHead) + bytes[b] + kEntryOverhead;
+    if (need > per_co_) {
+      // Larger than half a ring: the run fails (log_errors) rather than
+      // commit what its backups do not have.
+      if (st.log_errors++ == 0)
+        RDTX_LOG(kLogRepl, Error,
+                 "one-sided logging: a transaction's entries (%llu bytes) exceed half a %llu-byte log ring: raise "
+                 "txn.log_ring_kb",
+                 static_cast<unsigned long long>(need), static_cast<unsigned long long>(cap_));
+      co_return true;
     }
     // Lay each entry out: [skip marker room][entry], positions set below.
     uint64_t at[kMaxNodes] = {};
@@ -460,18 +526,15 @@ class LogStage final : public StageModule {
       used += sizeof(EntryHead) + bytes[b];
       std::byte* p = stage + at[b];
       uint32_t off = sizeof(EntryHead);
-      for (uint32_t i = 0; i < t.size(); ++i) {
-        const Access& a = t.access(i);
-        if (a.mode != AccessMode::kWrite) continue;
+      for_each_logged(db, t, [&](const Logged& r) {
         bool here = false;
-        for (uint32_t k = first_backup(skip); k < db.replicas(); ++k) here |= backup_node(a.node, k, nodes) == b;
-        if (!here) continue;
-        LogRecord rec{a.table, db.def(a.table).record_bytes, a.key, 0, writer};
-        std::memcpy(&rec.seq, a.copy + seq_off, 8);
+        for (uint32_t k = first_backup(skip); k < db.replicas(); ++k) here |= backup_node(r.node, k, nodes) == b;
+        if (!here) return;
+        const LogRecord rec{r.table, static_cast<uint32_t>(r.record.size()), r.key, r.seq, writer};
         std::memcpy(p + off, &rec, sizeof rec);
-        std::memcpy(p + off + sizeof rec, t.record(static_cast<int>(i)).data(), rec.len);
+        std::memcpy(p + off + sizeof rec, r.record.data(), rec.len);
         off += sizeof rec + pad8(rec.len);
-      }
+      });
     }
     // Reserve the room in every ring at once (no wait in between, so no
     // coroutine ever holds room in one ring while it waits for another: an

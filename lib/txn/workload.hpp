@@ -133,10 +133,6 @@ class Workload {
     (void)type;
     return false;
   }
-  // Whether some transaction type inserts rows (Txn::insert): the log
-  // stage does not replicate inserts yet, so such a workload refuses
-  // cluster.replicas > 1.
-  virtual bool inserts() const { return false; }
   // Invariants after a run, in two parts so that each process of a
   // multi-process cluster checks the partitions it holds: check_node()
   // checks what node `node`'s partition holds and returns its share of the

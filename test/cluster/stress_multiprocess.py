@@ -81,11 +81,8 @@ def protocol_of(preset):
         return tomllib.load(f).get("txn", {}).get("protocol", "")
 
 
-# TPC-C inserts rows, which the log stage does not replicate yet: it refuses
-# cluster.replicas > 1 (doc/workloads.md "TPC-C"; test_protocols checks the refusal).
-INSERTING = {"tpcc"}
 runs += [(w, p, " @ 3 replicas, random word order", x + replicated(p) + ADVERSARIAL) for w, p, x in presets
-         if protocol_of(p) in REPLICABLE and w not in INSERTING]
+         if protocol_of(p) in REPLICABLE]
 print(f"stress-multiprocess: seed {SEED} (RDTX_STRESS_SEED); workloads {', '.join(sorted(HOT))}", flush=True)
 for workload, preset, label, extra in runs:
     name = f"{workload}: {os.path.relpath(preset, CONF)}{label}"

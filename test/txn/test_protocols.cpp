@@ -292,8 +292,7 @@ TEST(BrokenProtocol, CalvinWithEarlyReadsIsCaught) {
 
 // What the suites leave out (refusal()) is refused at load with an error
 // that names the protocol or the workload and the reason, never run half
-// way: CALVIN on a workload with a type whose set it cannot know up front,
-// replication of a workload that inserts rows.
+// way: CALVIN on a workload with a type whose set it cannot know up front.
 TEST(Refusals, NameWhatIsRefused) {
   size_t checked = 0;
   for (const std::string& w : workload_names())
@@ -314,5 +313,5 @@ TEST(Refusals, NameWhatIsRefused) {
             << out.error().message;
         ++checked;
       }
-  EXPECT_GT(checked, 0u) << "TPC-C refuses CALVIN and replication: the test must see those";
+  EXPECT_GT(checked, 0u) << "TPC-C refuses CALVIN: the test must see that";
 }

@@ -78,7 +78,6 @@ class Tpcc final : public txn::Workload {
   std::vector<std::string> type_names() const override;
   void generate(txn::Rng& rng, uint32_t home_node, txn::TxnInput& in) const override;
   runtime::Task<bool> execute(txn::Txn& t, const txn::TxnInput& in, int64_t* delta) const override;
-  bool inserts() const override { return true; }
   Result<int64_t> check_node(txn::Database& db, uint32_t node) const override;
   Result<void> check_total(int64_t sum, uint32_t nodes, int64_t committed_delta) const override;
 
