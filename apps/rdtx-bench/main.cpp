@@ -95,7 +95,7 @@ Examples:
   rdtx-bench -- --config conf/default.toml
   rdtx-bench -l 0 --no-huge --no-pci -- --config conf/smallbank/occ-onesided.toml --duration 3
   rdtx-bench -- --config conf/smallbank/nowait-rpc.toml --set cluster.devargs=shm,latency_ns=2000
-  rdtx-bench -- --config conf/emulations/fasst.toml --set txn.coroutines=16 --json fasst.json
+  rdtx-bench -- --config conf/emulations/smallbank/fasst.toml --set txn.coroutines=16 --json fasst.json
 )";
 
 [[noreturn]] void usage_error(const std::string& msg) {
