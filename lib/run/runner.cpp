@@ -122,8 +122,7 @@ cluster::ClusterConfig sized_cluster(const RunConfig& rc) {
         txn::tuple_layout(txn::tuple_shape(*rc.protocol), rc.options.record_history, t.record_bytes, cc.replicas);
     max_tuple = std::max(max_tuple, l.tuple_bytes());
   }
-  uint32_t slot = (std::max<uint32_t>(max_tuple + 8, store::kBucketBytes) + 63) & ~63u;
-  cc.scratch_bytes = (static_cast<size_t>(slot) + 128) * Txn::kMaxAccesses * rc.options.scratch_banks * rc.options.coroutines;
+  cc.scratch_bytes = txn::scratch_bytes_for_tuple(max_tuple, rc.options.coroutines, rc.options.scratch_banks);
   cc.max_outstanding =
       std::max<uint32_t>(cc.max_outstanding, 2 * txn::OneSidedBatch::kMaxInFlightPerNode * rc.options.coroutines);
   return cc;

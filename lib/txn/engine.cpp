@@ -29,18 +29,26 @@ void WorkerEngine::publish_live() {
 
 namespace {
 // Per access: a tuple copy (plus an 8-byte word after it) or a bucket.
-uint32_t slot_bytes_for(const Database& db) {
-  uint32_t b = std::max<uint32_t>(db.max_tuple_bytes() + 8, store::kBucketBytes);
+uint32_t slot_bytes_for_tuple(uint32_t max_tuple_bytes) {
+  uint32_t b = std::max<uint32_t>(max_tuple_bytes + 8, store::kBucketBytes);
   return (b + 63) & ~63u;
 }
+uint32_t slot_bytes_for(const Database& db) { return slot_bytes_for_tuple(db.max_tuple_bytes()); }
 }  // namespace
 
 // Request/reply buffer banks of a coordinator: items, aux_items, commit_items.
 constexpr uint32_t kBatchBanks = 3;
 
+// After a coordinator's banks: the landing place of its confirmation READs.
+constexpr size_t kProbeBytes = 64;
+
+size_t scratch_bytes_for_tuple(uint32_t max_tuple_bytes, uint32_t coroutines, uint32_t banks) {
+  size_t per_bank = static_cast<size_t>(slot_bytes_for_tuple(max_tuple_bytes)) * Txn::kMaxAccesses + 128 * Txn::kMaxAccesses;
+  return (per_bank * banks + kProbeBytes) * coroutines;
+}
+
 size_t scratch_bytes_needed(const Database& db, uint32_t coroutines, uint32_t banks) {
-  size_t per_bank = static_cast<size_t>(slot_bytes_for(db)) * Txn::kMaxAccesses + 128 * Txn::kMaxAccesses;
-  return per_bank * banks * coroutines;
+  return scratch_bytes_for_tuple(db.max_tuple_bytes(), coroutines, banks);
 }
 
 WorkerEngine::WorkerEngine(cluster::WorkerContext& w, Database& db, const Options& opts, const ProtocolDef& proto,
@@ -57,6 +65,7 @@ WorkerEngine::WorkerEngine(cluster::WorkerContext& w, Database& db, const Option
   stats_.attempts_by_type.resize(workload.type_names().size());
   stats_.issued_by_type.resize(workload.type_names().size());
   live_ = std::make_unique<stats::Published<LiveStats>>();
+  qp_acks_.resize(w.qps.size());
 }
 
 WorkerEngine::~WorkerEngine() {
@@ -169,7 +178,7 @@ Coordinator::Coordinator(WorkerEngine& e, uint32_t index, std::byte* scratch, si
       index_(index),
       scratch_(scratch),
       banks_(e.options().scratch_banks),
-      bank_bytes_(scratch_bytes / e.options().scratch_banks),
+      bank_bytes_((scratch_bytes - kProbeBytes) / e.options().scratch_banks),
       slot_bytes_(slot_bytes_for(e.db())),
       rng_(seed),
       onesided_(*this),
@@ -177,6 +186,7 @@ Coordinator::Coordinator(WorkerEngine& e, uint32_t index, std::byte* scratch, si
       aux_items_(*this, 0, 1),
       commit_items_(*this, 0, 2) {
   extra_offset_ = static_cast<size_t>(slot_bytes_) * Txn::kMaxAccesses;
+  probe_ = scratch_ + banks_ * bank_bytes_;
   rpc_buf_bytes_ = e.ctx().rpc->max_payload();
   rpc_bufs_.resize(2 * kBatchBanks * ItemBatch::kMaxCalls * rpc_buf_bytes_);
   access_state_.resize(static_cast<size_t>(Txn::kMaxAccesses) * ((e.protocol_def().access_state_bytes + 7) & ~7u));
@@ -394,12 +404,53 @@ void Coordinator::renew_timestamp(Txn& t) {
 }
 
 runtime::Task<void> Coordinator::settle_pending_commit() {
-  runtime::WaitGroup& wg = pending_commit_[bank_];
+  PendingCommit& p = pending_commit_[bank_];
+  runtime::WaitGroup& wg = p.wg;
   if (wg.remaining() > 0) {
     bool ok = co_await wg.wait();
     if (!ok) ++e_.stats().commit_errors;
   }
   wg.reset(0);
+  if (p.nodes == 0) co_return;
+  // Unsignaled: confirmed once a later signaled post on the same QP has
+  // completed: another coordinator's, awaited by it (this one yields until
+  // it is in), or, where none is in flight, one 8-byte READ of the node's
+  // first table, signaled, posted behind and awaited (counted: probes).
+  for (bool waiting = true; waiting;) {
+    waiting = false;
+    for (uint32_t k = 0; k < p.nodes && !waiting; ++k) {
+      const QpAck& ack = e_.qp_ack(p.node[k], index_);
+      const uint64_t t = p.ticket[p.node[k]];
+      waiting = ack.confirmed < t && ack.failed < t && ack.awaited > t;
+    }
+    if (waiting) co_await runtime::yield();
+  }
+  for (int round = 0; round < 2; ++round) {
+    OneSidedBatch& probe = onesided();
+    for (uint32_t k = 0; k < p.nodes; ++k) {
+      const uint32_t nd = p.node[k];
+      const QpAck& ack = e_.qp_ack(nd, index_);
+      if (ack.confirmed >= p.ticket[nd]) continue;
+      if (ack.failed >= p.ticket[nd] || round == 1) {
+        ++e_.stats().commit_errors;  // its QP failed, or the READ behind it did
+        p.ticket[nd] = 0;
+        continue;
+      }
+      TableId t = 0;
+      while (!e_.db().has_table(t)) ++t;
+      rdma::WorkRequest* wr = probe.add(nd);
+      wr->opcode = rdma::Opcode::kRead;
+      wr->local = probe_;
+      wr->length = 8;
+      wr->remote_addr = descriptor(nd, t).heap_addr;
+      wr->rkey = descriptor(nd, t).rkey;
+    }
+    if (probe.empty()) break;
+    if (e_.measuring()) ++e_.stats().commit_probes;
+    (void)co_await probe.execute();
+  }
+  for (uint32_t k = 0; k < p.nodes; ++k) p.ticket[p.node[k]] = 0;
+  p.nodes = 0;
 }
 
 OneSidedBatch::OneSidedBatch(Coordinator& c) : c_(c) {}
@@ -448,11 +499,15 @@ bool OneSidedBatch::add_unlock(const Access& a) {
   return true;
 }
 
-bool OneSidedBatch::post_node(uint32_t nd, runtime::WaitGroup& wg, bool doorbell) {
-  tail[nd]->flags |= rdma::kSignaled;
-  tail[nd]->wr_id = runtime::CqPoller::wr_id(&wg);
-  wg.add(1);
+bool OneSidedBatch::post_node(uint32_t nd, runtime::WaitGroup& wg, bool doorbell, bool signaled) {
+  if (signaled) {
+    tail[nd]->flags |= rdma::kSignaled;
+    tail[nd]->wr_id = runtime::CqPoller::wr_id(&wg);
+    wg.add(1);
+  }
   rdma::QueuePair* qp = c_.engine().ctx().qp_to(nd, c_.index());
+  QpAck& ack = c_.engine().qp_ack(nd, c_.index());
+  post_no[nd] = ++ack.posted;
   rdma::WorkRequest* bad = nullptr;
   if (doorbell) {
     c_.count_doorbell();
@@ -469,7 +524,8 @@ bool OneSidedBatch::post_node(uint32_t nd, runtime::WaitGroup& wg, bool doorbell
     }
     if (r == nullptr) return true;
   }
-  wg.done(false);
+  if (signaled) wg.done(false);
+  ack.failed = ack.posted;  // part of it may be posted: in doubt
   return false;
 }
 
@@ -489,18 +545,30 @@ OneSidedBatch::Execution OneSidedBatch::execute() {
   if (n_ > kMaxInFlightPerNode && !fits_in_flight()) return Execution(execute_chunked(false));
   link_per_node();
   for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd)
-    if (head[nd] && !post_node(nd, wg_, o.doorbell_batching)) posted_ok_ = false;
+    if (head[nd]) {
+      if (post_node(nd, wg_, o.doorbell_batching)) c_.engine().qp_ack(nd, c_.index()).awaited = post_no[nd];
+      else posted_ok_ = false;
+    }
   return Execution(this);
 }
 
 bool OneSidedBatch::complete(bool waited) {
   if (waited) c_.count_round_trip();
   const bool ok = posted_ok_ && !wg_.failed();
-  if (!ok && n_ != 0) {
-    // A failed verb leaves its QP in the error state: bring it back.
-    for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd)
-      if (head[nd]) (void)c_.engine().ctx().reconnect(nd, c_.index());
-  }
+  if (n_ != 0)
+    for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd) {
+      if (!head[nd]) continue;
+      QpAck& ack = c_.engine().qp_ack(nd, c_.index());
+      if (ok) {
+        // Every post before this one on the QP has completed too.
+        ack.confirmed = std::max(ack.confirmed, post_no[nd]);
+      } else {
+        // A failed verb leaves its QP in the error state: bring it back;
+        // what was posted on it unconfirmed is in doubt.
+        ack.failed = ack.posted;
+        (void)c_.engine().ctx().reconnect(nd, c_.index());
+      }
+    }
   n_ = 0;
   return ok;
 }
@@ -526,8 +594,12 @@ runtime::Task<bool> OneSidedBatch::execute_chunked(bool serial) {
       head[nd] = next[nd];
       tail[nd] = last;
       next[nd] = rest;
-      if (post_node(nd, wg_, doorbell)) posted = true;
-      else posted_ok_ = false;
+      if (post_node(nd, wg_, doorbell)) {
+        posted = true;
+        c_.engine().qp_ack(nd, c_.index()).awaited = post_no[nd];
+      } else {
+        posted_ok_ = false;
+      }
     }
     if (posted) {
       posted_ok_ &= co_await wg_.wait();
@@ -542,13 +614,17 @@ runtime::Task<bool> OneSidedBatch::execute_chunked(bool serial) {
   co_return complete(false);
 }
 
-bool OneSidedBatch::post_only(runtime::WaitGroup& wg) {
+bool OneSidedBatch::post_only(PendingCommit& p) {
   if (n_ == 0) return true;
   if (!fits_in_flight()) return false;  // callers check fits_in_flight() first
   link_per_node();
+  const bool signaled = !c_.engine().options().unsignaled_commit;
   bool ok = true;
-  for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd)
-    if (head[nd] && !post_node(nd, wg, true)) ok = false;
+  for (uint32_t nd = 0; nd < c_.db().nodes(); ++nd) {
+    if (!head[nd]) continue;
+    if (!post_node(nd, p.wg, true, signaled)) ok = false;
+    else if (!signaled) p.add(nd, post_no[nd]);
+  }
   n_ = 0;
   return ok;
 }

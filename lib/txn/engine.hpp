@@ -48,8 +48,38 @@ class WorkerEngine;
 
 inline constexpr uint32_t kMaxNodes = 64;
 
+// What a worker knows of one of its RC QPs' send queues, for unsignaled
+// commits (txn.options.unsignaled_commit): posts through OneSidedBatch are
+// numbered; a signaled post that completed successfully confirms every
+// post before it on that QP (an RC send queue completes in order), and a
+// reconnect (after an error) leaves every unconfirmed post in doubt.
+struct QpAck {
+  uint64_t posted = 0;     // number of the last post
+  uint64_t awaited = 0;    // number of the last post someone awaits (OneSidedBatch::execute)
+  uint64_t confirmed = 0;  // every post up to this one completed
+  uint64_t failed = 0;     // posts after `confirmed` up to this one may have failed
+};
+
+// A commit (or release) of one scratch bank left in flight with
+// passive_ack: signaled, its WaitGroup; unsignaled, the post number of its
+// requests on each node's QP.
+struct PendingCommit {
+  runtime::WaitGroup wg;
+  uint32_t nodes = 0;                // entries of node[] used
+  uint32_t node[kMaxNodes] = {};
+  uint64_t ticket[kMaxNodes] = {};   // by node: its post number (0: none)
+  bool in_flight() const { return wg.remaining() > 0 || wg.failed() || nodes > 0; }
+  void add(uint32_t nd, uint64_t post) {
+    if (ticket[nd] == 0) node[nodes++] = nd;
+    ticket[nd] = post;
+  }
+};
+
 // Registered scratch memory a worker needs for `coroutines` coordinators.
 size_t scratch_bytes_needed(const Database& db, uint32_t coroutines, uint32_t banks);
+// The same from the largest tuple (the runner sizes workers' scratch before
+// the database exists).
+size_t scratch_bytes_for_tuple(uint32_t max_tuple_bytes, uint32_t coroutines, uint32_t banks);
 
 // Handler ids below this are left to components outside the engine.
 inline constexpr rpc::HandlerId kFirstEngineHandler = 8;
@@ -61,6 +91,8 @@ class WorkerEngine {
   ~WorkerEngine();
 
   cluster::WorkerContext& ctx() { return w_; }
+  // The worker's record of the QP to `node` that coordinator `user` posts on.
+  QpAck& qp_ack(uint32_t node, uint32_t user) { return qp_acks_[w_.qp_index(node, user)]; }
   Database& db() { return db_; }
   const Options& options() const { return opts_; }
   Protocol& protocol() { return *protocol_; }
@@ -144,6 +176,7 @@ class WorkerEngine {
   rpc::HandlerId next_handler_ = kFirstEngineHandler;
   std::optional<history::Recorder> recorder_;
   WorkerStats stats_;
+  std::vector<QpAck> qp_acks_;  // by WorkerContext::qp_index
   LiveStats live_counts_;  // the worker's own copy, counted as it goes
   std::unique_ptr<stats::Published<LiveStats>> live_;
   size_t scratch_per_co_ = 0;
@@ -188,10 +221,13 @@ class OneSidedBatch {
   // txn.options.outstanding_requests off, node by node: then a task).
   class Execution;
   Execution execute();
-  // Posts everything with `wg` on each node's last request and returns
-  // without waiting (passive acknowledgement): whoever reuses the memory
-  // the requests read from awaits `wg` first. False if a post failed.
-  bool post_only(runtime::WaitGroup& wg);
+  // Posts everything and returns without waiting (passive
+  // acknowledgement), recorded in `p`: `p.wg` on each node's last request,
+  // or with txn.options.unsignaled_commit every request unsignaled and its
+  // post number per node; whoever reuses the memory the requests read from
+  // settles `p` first (Coordinator::settle_pending_commit). False if a post
+  // failed.
+  bool post_only(PendingCommit& p);
 
  private:
   Coordinator& c_;
@@ -201,9 +237,10 @@ class OneSidedBatch {
   // Each node's requests linked in the order they were added (and counted).
   void link_per_node();
   void count(const rdma::WorkRequest& wr);
-  // Posts node `nd`'s list, `wg` on its last request (signaled). False if
-  // the post failed (its share of `wg` is then done, failed).
-  bool post_node(uint32_t nd, runtime::WaitGroup& wg, bool doorbell);
+  // Posts node `nd`'s list, `wg` on its last request (signaled; or none
+  // unsignaled), its post number in post_no[nd]. False if the post failed
+  // (its share of `wg` is then done, failed).
+  bool post_node(uint32_t nd, runtime::WaitGroup& wg, bool doorbell, bool signaled = true);
   // After the completions of execute(): the round trip counted (if one was
   // waited for), failed QPs reconnected, the batch emptied.
   bool complete(bool waited);
@@ -212,6 +249,7 @@ class OneSidedBatch {
   runtime::Task<bool> execute_chunked(bool serial);
   rdma::WorkRequest* head[kMaxNodes];
   rdma::WorkRequest* tail[kMaxNodes];
+  uint64_t post_no[kMaxNodes];  // each node's last post (QpAck::posted)
   runtime::WaitGroup wg_;  // execute()'s completions
   bool posted_ok_ = true;
 };
@@ -289,8 +327,8 @@ class Coordinator {
   // A commit whose completion is acknowledged passively (one-sided WRITEs
   // left in flight, reading the current bank): an attempt waits for it
   // before it reuses that bank (settle_pending_commit()).
-  runtime::WaitGroup& pending_commit() { return pending_commit_[bank_]; }
-  bool commit_in_flight() { return pending_commit_[bank_].remaining() > 0 || pending_commit_[bank_].failed(); }
+  PendingCommit& pending_commit() { return pending_commit_[bank_]; }
+  bool commit_in_flight() { return pending_commit_[bank_].in_flight(); }
   runtime::Task<void> settle_pending_commit();
   // The next transaction's bank (the same one with a single bank).
   void next_bank() { bank_ = banks_ > 1 ? bank_ ^ 1u : 0u; }
@@ -391,7 +429,8 @@ class Coordinator {
   Rng rng_;
   std::vector<std::byte> rpc_bufs_;
   size_t rpc_buf_bytes_ = 0;
-  runtime::WaitGroup pending_commit_[2];  // per scratch bank
+  PendingCommit pending_commit_[2];  // per scratch bank
+  std::byte* probe_ = nullptr;       // 8 registered bytes: confirmation READs land here
   bool release_in_flight_ = false;
   bool lock_value_lingers_ = false;
   OneSidedBatch onesided_;

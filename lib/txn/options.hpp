@@ -26,6 +26,11 @@ struct Options {
   bool doorbell_batching = true;     // one doorbell per QP per batch (CAS+READ, WRITE+WRITE)
   bool outstanding_requests = true;  // requests to all nodes at once, one wait
   bool passive_ack = true;           // commit/release messages not awaited
+  // With passive_ack, one-sided commit and release requests are posted
+  // unsignaled and confirmed by the completion of a later signaled request
+  // on the same QP (DrTM+H's passive ACK), instead of signaling each batch's
+  // last request per node (doc/txn.md "Passive acknowledgement").
+  bool unsignaled_commit = false;
   // Scratch banks per coordinator: with 2, consecutive transactions use
   // alternate banks, so a passively acknowledged commit is awaited only
   // before its bank is reused (as DrTM+H does not wait); with 1, before

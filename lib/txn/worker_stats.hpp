@@ -40,6 +40,7 @@ struct WorkerStats {
   int64_t committed_delta = 0;                    // workload invariant (SmallBank: money)
   uint64_t commit_errors = 0;                     // commits/releases an owner refused or never answered
   uint64_t commit_retries = 0;                    // commit/release messages sent again (no answer in time)
+  uint64_t commit_probes = 0;                     // unsignaled commits confirmed by a READ of their own (no later signaled request)
   uint64_t cancel_failures = 0;                   // attempts that could not be cancelled at an owner
   uint64_t insert_errors = 0;                     // inserts that failed (Txn::insert: full table, duplicate key)
   // Replication (replication.hpp): entries and bytes logged by committed
@@ -89,6 +90,7 @@ inline constexpr WorkerCounter kWorkerCounters[] = {
     {"attempts", "attempts", &WorkerStats::attempts},
     {"commit_errors", "commit errors", &WorkerStats::commit_errors},
     {"commit_retries", "commit retries", &WorkerStats::commit_retries},
+    {"commit_probes", "commit probes", &WorkerStats::commit_probes},
     {"cancel_failures", "cancels unanswered", &WorkerStats::cancel_failures},
     {"insert_errors", "insert errors", &WorkerStats::insert_errors},
     {"log_entries", "log entries", &WorkerStats::log_entries},

@@ -49,6 +49,12 @@ std::vector<Combo> combos() {
       Combo banks{w, p};
       banks.scratch_banks = 2;
       v.push_back(banks);
+      // Unsignaled commits (DrTM+H's passive ACK), one bank: the next
+      // transaction reuses the scratch its commit WRITEs read from once a
+      // later signaled request on the QP has completed, or a probe READ.
+      Combo unsignaled{w, p};
+      unsignaled.unsignaled = true;
+      v.push_back(unsignaled);
       // 3-way replication: the log stage and the backups' appliers, the
       // replicas compared after the run; once with the protocol's one-sided
       // stages, once all RPC, once with two workers per node (appliers of

@@ -54,9 +54,13 @@ std::vector<Combo> combos() {
     plain.doorbell = false;
     plain.outstanding = false;
     v.push_back(plain);
-    Combo busy = base;  // no location cache, many coroutines spread over several QPs per node, two scratch banks
+    // No location cache, many coroutines spread over several QPs per node,
+    // two scratch banks, unsignaled commits confirmed by other coroutines'
+    // requests on the shared QPs.
+    Combo busy = base;
     busy.cache = false;
     busy.scratch_banks = 2;
+    busy.unsignaled = true;
     busy.coroutines = 32;
     busy.qps_per_node = 4;
     v.push_back(busy);
