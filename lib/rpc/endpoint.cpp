@@ -222,9 +222,10 @@ int Endpoint::poll() {
   return work + expire_calls(now);
 }
 
-bool Batch::call(uint32_t dest, HandlerId h, std::span<const std::byte> req, Reply* reply) {
+bool Batch::call(uint32_t dest, HandlerId h, std::span<const std::byte> req, Reply* reply, bool lazy) {
   uint64_t cookie = ep_.start_call(dest, reply, &wg_);
-  if (cookie == 0 || !ep_.append(dest, Kind::kRequest, h, WireStatus::kOk, cookie, req, true)) {
+  if (cookie == 0 ||
+      !ep_.append(dest, lazy ? Kind::kLazyRequest : Kind::kRequest, h, WireStatus::kOk, cookie, req, true)) {
     if (cookie != 0) {
       auto& m = *ep_.impl_;
       uint32_t idx = cookie_slot(cookie);

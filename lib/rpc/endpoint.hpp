@@ -13,7 +13,10 @@
 // - call: the reply is awaited; a call not answered within `timeout_ns`
 //   fails with kTimeout (a datagram may be lost, or the peer gone). A late
 //   reply is matched by slot and generation (the cookie) and counted as
-//   stale: it never completes a newer call that reuses the slot.
+//   stale: it never completes a newer call that reuses the slot. A lazy
+//   call's reply is sent like a passive ack (below): it rides on the
+//   server's next datagram to the caller, or goes after `passive_delay_ns`;
+//   the caller still awaits it (later) and sees its status and data.
 // - oneway: no reply at all.
 // - passive (passive ACK): the handler's reply is an ack that is not on the
 //   caller's critical path: send() does not wait for it, the server does not
@@ -264,7 +267,11 @@ class Batch {
   // Each returns false (and the request is not sent) if it cannot be queued:
   // payload larger than max_payload(), no send buffer, call table full, or
   // unknown destination. A failed call() has reply->status kSendFailed.
-  bool call(uint32_t dest, HandlerId h, std::span<const std::byte> req, Reply* reply);
+  // `lazy`: the server's reply may wait for a ride on its next message to
+  // this endpoint, or passive_delay_ns at the latest (DrTM+H's piggybacked
+  // acknowledgement, for a reply the caller needs only later); otherwise it
+  // goes with the server's next flush.
+  bool call(uint32_t dest, HandlerId h, std::span<const std::byte> req, Reply* reply, bool lazy = false);
   bool oneway(uint32_t dest, HandlerId h, std::span<const std::byte> req);
   bool passive(uint32_t dest, HandlerId h, std::span<const std::byte> req);
 

@@ -33,6 +33,7 @@ std::optional<Malformed> validate(const std::byte* d, uint32_t len, size_t npeer
     if (mh.len > len - off - sizeof(MsgHeader)) return Malformed::kLength;
     switch (mh.kind) {
       case Kind::kRequest:
+      case Kind::kLazyRequest:
       case Kind::kOneway:
       case Kind::kPassive:
         if (mh.handler >= kMaxHandlers) return Malformed::kHandler;

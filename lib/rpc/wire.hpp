@@ -20,7 +20,7 @@
 namespace rdtx::rpc {
 
 inline constexpr uint16_t kMagic = 0x5254;  // "RT"
-inline constexpr uint8_t kVersion = 3;
+inline constexpr uint8_t kVersion = 4;
 
 struct DatagramHeader {
   uint16_t magic;
@@ -40,6 +40,7 @@ enum class Kind : uint8_t {
   kOneway = 2,   // no reply
   kPassive = 3,  // a reply (ack) is wanted but not awaited: it may ride on later traffic
   kReply = 4,
+  kLazyRequest = 5,  // a reply is wanted and awaited, but not soon: it may ride on later traffic
 };
 
 // Status carried by a reply.

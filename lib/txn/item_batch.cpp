@@ -79,11 +79,11 @@ runtime::Task<bool> ItemBatch::call() {
   co_return ok;
 }
 
-void ItemBatch::start() {
+void ItemBatch::start(bool lazy) {
   inflight_.emplace(*c_.engine().ctx().rpc);
   for (uint32_t k = 0; k < ncalls_; ++k) {
     inflight_->call(calls_[k].dest, handler_, std::span<const std::byte>(calls_[k].req, calls_[k].req_len),
-                    &calls_[k].reply);
+                    &calls_[k].reply, lazy);
     c_.count_verb(stats::Verb::kSend, calls_[k].req_len);
   }
   if (ncalls_ > 0) c_.count_doorbell();

@@ -73,8 +73,9 @@ class ItemBatch {
   // Sends all calls and waits for every reply. False: a call failed.
   runtime::Task<bool> call();
   // Sends all calls without waiting; finish() awaits them later (the batch
-  // and its buffers stay untouched meanwhile).
-  void start();
+  // and its buffers stay untouched meanwhile). `lazy`: the replies may ride
+  // on the owners' later messages (rpc::Batch::call).
+  void start(bool lazy = false);
   bool in_flight() const { return inflight_.has_value(); }
   // The calls start() sent: co_await finish() (false: a call failed), then
   // end_flight(). (An awaitable, not a task: no coroutine frame.)

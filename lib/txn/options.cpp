@@ -51,12 +51,15 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   schema.add_bool("txn.options.unsignaled_commit", false,
                   "with passive_ack: one-sided commit/release requests posted unsignaled, confirmed by a later "
                   "signaled request on the same QP (DrTM+H); false: each batch's last request per node is signaled");
-  schema.add_check([](const config::Config& cfg) -> std::string {
-    if (!cfg.get_bool("txn.options.unsignaled_commit") || cfg.get_bool("txn.options.passive_ack")) return "";
-    return "txn.options.unsignaled_commit = true (" + cfg.origin("txn.options.unsignaled_commit") +
-           ") needs txn.options.passive_ack = true (" + cfg.origin("txn.options.passive_ack") +
-           "): an awaited commit is signaled";
-  });
+  schema.add_bool("txn.options.piggyback_ack", false,
+                  "with passive_ack: RPC write-back/release replies ride on the owner's next message to the "
+                  "coordinator (or go after 20 us) instead of at once (DrTM+H)");
+  for (const char* key : {"txn.options.unsignaled_commit", "txn.options.piggyback_ack"})
+    schema.add_check([key](const config::Config& cfg) -> std::string {
+      if (!cfg.get_bool(key) || cfg.get_bool("txn.options.passive_ack")) return "";
+      return std::string(key) + " = true (" + cfg.origin(key) + ") needs txn.options.passive_ack = true (" +
+             cfg.origin("txn.options.passive_ack") + "): an awaited commit is acknowledged at once";
+    });
   schema.add_int("txn.options.scratch_banks", 1, 1, 2,
                  "scratch banks per coroutine: 2 = a passively acknowledged commit is awaited only before its bank "
                  "is reused, two transactions later (DrTM+H); 1 = before the coroutine's next transaction");
@@ -164,6 +167,7 @@ Options options_from(const config::Config& cfg) {
   o.outstanding_requests = cfg.get_bool("txn.options.outstanding_requests");
   o.passive_ack = cfg.get_bool("txn.options.passive_ack");
   o.unsignaled_commit = cfg.get_bool("txn.options.unsignaled_commit");
+  o.piggyback_ack = cfg.get_bool("txn.options.piggyback_ack");
   o.scratch_banks = static_cast<uint32_t>(cfg.get_int("txn.options.scratch_banks"));
   o.location_cache = cfg.get_bool("txn.options.location_cache");
   o.location_cache_entries = static_cast<uint32_t>(cfg.get_int("txn.options.location_cache_entries"));

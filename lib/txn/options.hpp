@@ -31,6 +31,10 @@ struct Options {
   // on the same QP (DrTM+H's passive ACK), instead of signaling each batch's
   // last request per node (doc/txn.md "Passive acknowledgement").
   bool unsignaled_commit = false;
+  // With passive_ack, RPC write-backs and releases ask for lazy replies:
+  // the owner's reply rides on its next message to the coordinator (or
+  // goes after the RPC passive delay), DrTM+H's piggybacked acknowledgement.
+  bool piggyback_ack = false;
   // Scratch banks per coordinator: with 2, consecutive transactions use
   // alternate banks, so a passively acknowledged commit is awaited only
   // before its bank is reused (as DrTM+H does not wait); with 1, before

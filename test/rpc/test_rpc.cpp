@@ -281,6 +281,44 @@ TEST(Rpc, PassiveAcksRideOnTheNextReply) {
   EXPECT_EQ(server.stats().datagrams_sent, 1u) << "reply and ack shared one datagram";
 }
 
+// A lazy call (piggybacked acknowledgement): its reply waits at the server
+// for a ride, comes with the reply to the next urgent call, and completes
+// the lazy call with its own status and data.
+TEST(Rpc, LazyCallRepliesRideOnTheNextReply) {
+  EndpointConfig cfg = Cluster::small_config();
+  cfg.passive_delay_ns = 10'000'000'000;  // never alone within this test
+  Cluster c(2, 1, cfg);
+  Endpoint& client = *c.eps[0];
+  Endpoint& server = *c.eps[1];
+  uint64_t lazy_out = 0;
+  Reply lazy{reinterpret_cast<std::byte*>(&lazy_out), 8};
+  bool lazy_done = false;
+  c.workers[0]->spawn([](Endpoint& ep, Reply& r, bool& done) -> Task<void> {
+    Batch b(ep);
+    uint64_t v = 41;
+    EXPECT_TRUE(b.call(1, kEcho, bytes_of(v), &r, true));
+    EXPECT_TRUE(co_await b.send());  // the reply comes later
+    done = true;
+  }(client, lazy, lazy_done));
+  c.run_for_ms(5);
+  EXPECT_FALSE(lazy_done) << "the lazy reply was sent at once";
+  EXPECT_EQ(lazy.status, CallStatus::kPending);
+  EXPECT_EQ(server.stats().datagrams_sent, 0u) << "the server held the reply";
+  c.workers[0]->spawn([](Endpoint& ep) -> Task<void> {
+    Batch b(ep);
+    uint64_t v = 9, out = 0;
+    Reply r{reinterpret_cast<std::byte*>(&out), 8};
+    b.call(1, kEcho, bytes_of(v), &r);
+    EXPECT_TRUE(co_await b.send());
+    EXPECT_EQ(out, 9u);
+  }(client));
+  c.run_until_idle();
+  EXPECT_TRUE(lazy_done);
+  EXPECT_EQ(lazy.status, CallStatus::kOk);
+  EXPECT_EQ(lazy_out, 41u);
+  EXPECT_EQ(server.stats().datagrams_sent, 1u) << "both replies shared one datagram";
+}
+
 // Only a lower bound on time is asserted: a loaded machine may preempt the
 // test for longer than the delay, never make the ack come early.
 TEST(Rpc, PassiveAcksAreSentAloneAfterTheDelay) {

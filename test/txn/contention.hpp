@@ -39,6 +39,7 @@ struct Combo {
   bool passive_ack = true;
   uint32_t scratch_banks = 1;  // txn.options.scratch_banks
   bool unsignaled = false;     // txn.options.unsignaled_commit
+  bool piggyback = false;      // txn.options.piggyback_ack
   bool doorbell = true;
   bool outstanding = true;
   bool cache = true;
@@ -68,6 +69,7 @@ inline std::string name_of(const Combo& c) {
   if (!c.passive_ack) n += "_sync";
   if (c.scratch_banks != 1) n += "_banks" + std::to_string(c.scratch_banks);
   if (c.unsignaled) n += "_unsignaled";
+  if (c.piggyback) n += "_piggyback";
   if (!c.doorbell) n += "_nodoorbell";
   if (!c.outstanding) n += "_serial";
   if (!c.cache) n += "_nocache";
@@ -284,6 +286,7 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   rc.options.passive_ack = c.passive_ack;
   rc.options.scratch_banks = c.scratch_banks;
   rc.options.unsignaled_commit = c.unsignaled;
+  rc.options.piggyback_ack = c.piggyback;
   rc.options.doorbell_batching = c.doorbell;
   rc.options.outstanding_requests = c.outstanding;
   rc.options.location_cache = c.cache;

@@ -37,6 +37,13 @@ std::vector<Combo> combos() {
     lossy.faults = "ud_drop=0.002,ud_dup=0.002,ud_delay=0.005,ud_delay_ns=500000,seed=" + s;
     lossy.rpc_timeout_ns = 2'000'000;
     v.push_back(lossy);
+    // RPC commits whose replies ride on later traffic (piggyback_ack): a
+    // lost lazy reply is a timed-out call, re-sent.
+    if (base.commit == Primitive::kRpc) {
+      Combo lazy = lossy;
+      lazy.piggyback = true;
+      v.push_back(lazy);
+    }
     // Node 1 stalls for 200 ms, 50 ms into the run (100x the RPC timeout);
     // the measured window starts after the stall.
     Combo stall = base;

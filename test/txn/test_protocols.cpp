@@ -35,6 +35,10 @@ std::vector<Combo> combos() {
       Combo sync_rpc{w, p, P::kRpc, P::kRpc, P::kRpc, P::kRpc, P::kRpc};
       sync_rpc.passive_ack = false;
       if (all_rpc) v.push_back(sync_rpc);
+      // All RPC with piggybacked write-back and release replies (DrTM+H).
+      Combo piggy{w, p, P::kRpc, P::kRpc, P::kRpc, P::kRpc, P::kRpc};
+      piggy.piggyback = true;
+      if (all_rpc) v.push_back(piggy);
       // Coroutines spread over several RC QPs per node (cluster.qps_per_node):
       // requests of different coroutines to one node are no longer ordered.
       // Two workers per node, each with its own device context: each must use

@@ -56,11 +56,12 @@ std::vector<Combo> combos() {
     v.push_back(plain);
     // No location cache, many coroutines spread over several QPs per node,
     // two scratch banks, unsignaled commits confirmed by other coroutines'
-    // requests on the shared QPs.
+    // requests on the shared QPs, RPC commit replies piggybacked.
     Combo busy = base;
     busy.cache = false;
     busy.scratch_banks = 2;
     busy.unsignaled = true;
+    busy.piggyback = true;
     busy.coroutines = 32;
     busy.qps_per_node = 4;
     v.push_back(busy);

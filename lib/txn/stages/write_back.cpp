@@ -73,7 +73,7 @@ Task<bool> unlock_rpc(Coordinator& c, Txn& t, WriteBackSpec spec, uint64_t value
   add_unlock_items(c, t, batch, spec, value, write);
   if (batch.empty()) co_return true;
   if (c.engine().options().passive_ack) {
-    batch.start();
+    batch.start(c.engine().options().piggyback_ack);
     if (!write) c.mark_release_in_flight();
     co_return true;
   }
