@@ -987,7 +987,8 @@ const ProtocolDef kDef = {
     // commit to log from; replicating CALVIN means replicating its input
     // batches (RCC omits it), not done yet.
     false,
-    true,  // needs_declared_sets
+    true,   // needs_declared_sets
+    false,  // relocates_rows: its members install writes themselves, not through the engine's commit pipeline
 };
 RDTX_REGISTER_PROTOCOL(kDef)
 
@@ -1016,7 +1017,8 @@ const ProtocolDef kEarlyReadsForTests = {
     // commit to log from; replicating CALVIN means replicating its input
     // batches (RCC omits it), not done yet.
     false,
-    true,  // needs_declared_sets
+    true,   // needs_declared_sets
+    false,  // relocates_rows: its members install writes themselves, not through the engine's commit pipeline
 };
 RDTX_REGISTER_PROTOCOL(kEarlyReadsForTests)
 

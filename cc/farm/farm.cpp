@@ -93,6 +93,9 @@ struct LockRec {
   uint64_t state;    // the tuple's incarnation seen at execute (store state word)
 };
 static_assert(sizeof(LockRec) == 32);
+// LockRec::table bit: the coordinator erases or relocates the row itself
+// (Txn::erase, Txn::relocate) before COMMIT-PRIMARY, which leaves it alone.
+constexpr uint32_t kRecChanged = 1u << 31;
 
 // ABORT, COMMIT-PRIMARY and LOCK replies: head + MsgHead + trailer.
 constexpr uint32_t kSmallEntry = ringlog::kEntryOverhead + sizeof(MsgHead);
@@ -320,8 +323,9 @@ class Messenger final : public Service {
       std::memcpy(&rec, e + off, sizeof rec);
       const std::byte* data = e + off + sizeof rec;
       off += sizeof rec + pad8(rec.len);
-      if (off > bytes - 8 || !db_.has_table(rec.table) || rec.len != db_.def(rec.table).record_bytes) return false;
-      store::Table* tab = st.table(rec.table);
+      const uint32_t table = rec.table & ~kRecChanged;
+      if (off > bytes - 8 || !db_.has_table(table) || rec.len != db_.def(table).record_bytes) return false;
+      store::Table* tab = st.table(table);
       store::TupleRef ref;
       if (tab == nullptr || tab->lookup(rec.key, &ref) != 0) ref.tuple = nullptr;
       if (!fn(rec, data, ref, tab)) return true;
@@ -386,6 +390,7 @@ class Messenger final : public Service {
     const bool replicated = db_.replicas() > 1;
     each_record(e, n, ~0u, [&](const LockRec& rec, const std::byte* data, const store::TupleRef& ref,
                                 store::Table* tab) {
+      if (rec.table & kRecChanged) return true;  // erased or moved by its coordinator, still locked
       if (ref.tuple == nullptr || word_at(ref.tuple, kLockOff).load(std::memory_order_acquire) != txn) {
         ++e_.stats().commit_errors;  // locked by this LOCK: cannot happen
         return true;
@@ -635,7 +640,8 @@ Task<bool> lock(Farm& p, Coordinator& c, Txn& t, uint32_t) {
     for (uint32_t i = 0; i < t.size(); ++i) {
       const Access& a = t.access(i);
       if (a.mode != AccessMode::kWrite || a.node != n) continue;
-      const LockRec rec{a.table, db.def(a.table).record_bytes, a.key, t.state<AccessState>(i).version, a.state};
+      const LockRec rec{a.table | (a.change != RowChange::kNone ? kRecChanged : 0u), db.def(a.table).record_bytes, a.key,
+                        t.state<AccessState>(i).version, a.state};
       std::memcpy(e + off, &rec, sizeof rec);
       std::memcpy(e + off + sizeof rec, t.record(static_cast<int>(i)).data(), rec.len);
       off += sizeof rec + pad8(rec.len);

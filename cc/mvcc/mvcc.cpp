@@ -703,6 +703,11 @@ const ProtocolDef kDef = {
     false,
     kVersions,
     init_tuple,
+    nullptr,
+    nullptr,
+    true,
+    false,
+    false,  // relocates_rows: a moved row would lose its older versions
 };
 
 const ProtocolDef kNoReadTimestampForTests = {
@@ -719,6 +724,11 @@ const ProtocolDef kNoReadTimestampForTests = {
     true,
     kDef.extra_record_slots,
     kDef.init_tuple,
+    nullptr,
+    nullptr,
+    true,
+    false,
+    false,
 };
 
 RDTX_REGISTER_PROTOCOL(kDef)

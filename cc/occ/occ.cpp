@@ -138,6 +138,7 @@ Task<bool> lock(Occ& p, Coordinator& c, Txn& t, uint32_t) {
     if (res[k] != LockResult::kGranted) {
       if (t.abort_reason() == AbortReason::kNone)
         t.fail(res[k] == LockResult::kConflict || res[k] == LockResult::kNotAttempted ? kLockConflict
+               : res[k] == LockResult::kStale                                          ? kValidation
                                                                                         : AbortReason::kNetwork);
       ok = false;
       continue;

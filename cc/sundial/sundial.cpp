@@ -523,6 +523,14 @@ const ProtocolDef kDef = {
     Stage::kFetch,
     lock_word0_held,
     create,
+    false,
+    0,
+    nullptr,
+    nullptr,
+    nullptr,
+    true,
+    false,
+    false,  // relocates_rows: a moved row would start with an empty lease [0, 0]
 };
 
 const ProtocolDef kUnrenewedForTests = {
@@ -537,6 +545,13 @@ const ProtocolDef kUnrenewedForTests = {
     kDef.lock_held,
     create_unrenewed,
     true,
+    0,
+    nullptr,
+    nullptr,
+    nullptr,
+    true,
+    false,
+    false,
 };
 
 RDTX_REGISTER_PROTOCOL(kDef)

@@ -61,6 +61,10 @@ class TxnTrace {
   void erase(uint32_t table, uint64_t key, Version replaced, uint16_t seq = 0) {
     add(table, key, Op::kDelete, 0, kInitialVersion, replaced, seq);
   }
+  // A delete of the row whose version `seen` the transaction read.
+  void read_erase(uint32_t table, uint64_t key, Version seen, Version replaced, uint16_t seq = 0) {
+    add(table, key, Op::kDelete, kAccessReads, seen, replaced, seq);
+  }
 
   TxnId id() const { return rec_.id; }
   const TxnRecord& record() const { return rec_; }

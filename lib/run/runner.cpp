@@ -152,6 +152,12 @@ Result<RunResult> run(const RunConfig& rc) {
                           rc.protocol->name, rc.workload->name(), types[t].c_str());
   }
 
+  if (rc.workload->relocates() && !rc.protocol->relocates_rows)
+    return make_error(EINVAL,
+                      "protocol %s cannot relocate rows (a moved row would lose the timestamps its versions or "
+                      "leases carry), which workload '%s' does with its settings",
+                      rc.protocol->name, rc.workload->name());
+
   cluster::ClusterConfig cc = sized_cluster(rc);
   auto tables = rc.workload->tables(cc.nodes);
   cluster::Bootstrap* boot = rc.bootstrap;

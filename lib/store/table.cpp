@@ -157,6 +157,16 @@ void Table::write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> r
   if (init_tuple_ != nullptr) init_tuple_(t, layout_);
 }
 
+uint64_t Table::next_live_state(uint64_t old) {
+  // A fresh incarnation of the table: no live state is ever given twice,
+  // to this tuple or another. A free tuple is dead (even state) below it,
+  // unless a peer scribbled on it: then past that value, so that the
+  // tuple's states still only grow.
+  uint64_t state = (incarnations_.fetch_add(1, std::memory_order_relaxed) << 1) | 1;
+  if (state <= old) state = (old | 1) + 2;
+  return state;
+}
+
 int Table::insert(uint64_t key, std::span<const std::byte> record, TupleRef* ref, std::span<const MetaWord> meta) {
   if (record.size() > layout_.record_bytes) return -EINVAL;
   for (const MetaWord& m : meta)
@@ -169,10 +179,7 @@ int Table::insert(uint64_t key, std::span<const std::byte> record, TupleRef* ref
   if (got < 0) return -ENOSPC;  // the reserved slot simply stays empty
   auto i = static_cast<uint32_t>(got);
   std::byte* t = tuple(i);
-  uint64_t old = load_word(state_word(t), std::memory_order_relaxed);
-  // A free tuple is dead (even state). If a peer wrote an odd value into it,
-  // skip to the next live value so that states still only grow.
-  uint64_t state = is_live(old) ? old + 2 : old + 1;
+  const uint64_t state = next_live_state(load_word(state_word(t), std::memory_order_relaxed));
   // Seqlock write side (pairs with copy_tuple()'s acquire fence): a reader
   // of the previous incarnation that sees any word written below also sees
   // the dead state erase() stored, which the allocator handed over to us.
@@ -207,6 +214,38 @@ int Table::erase(uint64_t key) {
   store_word(words_mut(state_word(t)), state + 1, std::memory_order_release);
   alloc_.release(i);
   live_.fetch_sub(1, std::memory_order_relaxed);
+  return 0;
+}
+
+int Table::relocate(uint64_t key, std::span<const std::byte> record, TupleRef* ref, std::span<const MetaWord> meta) {
+  if (record.size() > layout_.record_bytes) return -EINVAL;
+  for (const MetaWord& m : meta)
+    if (m.offset % 8 != 0 || m.offset >= layout_.header_offset()) return -EINVAL;
+  HashIndex::ChainLock lock(index_, key);
+  IndexSlot* slot = nullptr;
+  int rc = index_.locate(lock, key, &slot);
+  if (rc != 0) return rc;
+  const uint64_t v = load_word(&slot->value, std::memory_order_relaxed);
+  const uint32_t from = slot_tuple(v);
+  std::byte* old_t = tuple(from);
+  const uint64_t old_state = load_word(state_word(old_t), std::memory_order_relaxed);
+  if (!is_live(old_state) || state_low(old_state) != slot_state(v) ||
+      load_word(key_word(old_t), std::memory_order_relaxed) != key)
+    return -EBADMSG;
+  const int64_t got = alloc_.allocate();
+  if (got < 0) return -ENOSPC;
+  const auto i = static_cast<uint32_t>(got);
+  std::byte* t = tuple(i);
+  const uint64_t state = next_live_state(load_word(state_word(t), std::memory_order_relaxed));
+  std::atomic_thread_fence(std::memory_order_release);  // as insert(): seqlock write side
+  write_tuple(t, key, record, meta);
+  store_word(words_mut(state_word(t)), state, std::memory_order_release);
+  // The slot names the new tuple before the old one dies: a lookup finds
+  // one of the two live, never neither.
+  store_word(&slot->value, slot_value(i, state), std::memory_order_release);
+  store_word(words_mut(state_word(old_t)), old_state + 1, std::memory_order_release);
+  alloc_.release(from);
+  if (ref != nullptr) *ref = TupleRef{t, i, state};
   return 0;
 }
 

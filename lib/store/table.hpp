@@ -145,6 +145,14 @@ class Table {
   // free for reuse. 0; -ENOENT: absent; -EBADMSG: the slot names a tuple
   // that is not this key's (corrupt index; nothing is changed).
   int erase(uint64_t key);
+  // Moves live `key` to a free tuple holding `record` and `meta` (as
+  // insert() writes them), in one step for readers: the key's index slot
+  // names the new tuple from then on, and the old tuple is dead (next
+  // incarnation) and free for reuse by any key. 0 with *ref (if given);
+  // -ENOENT: absent; -ENOSPC: no free tuple (nothing changed); -EINVAL:
+  // record too long; -EBADMSG: corrupt index (nothing changed).
+  int relocate(uint64_t key, std::span<const std::byte> record, TupleRef* ref = nullptr,
+               std::span<const MetaWord> meta = {});
 
   uint32_t id() const { return id_; }
   const std::string& name() const { return name_; }
@@ -175,6 +183,7 @@ class Table {
   const uint64_t* key_word(const std::byte* t) const {
     return reinterpret_cast<const uint64_t*>(t + layout_.key_offset());
   }
+  uint64_t next_live_state(uint64_t old);
   void write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> record, std::span<const MetaWord> meta);
 
   uint32_t id_;
@@ -191,6 +200,7 @@ class Table {
   HashIndex index_;
   TupleAllocator alloc_;
   std::atomic<uint64_t> live_{0};
+  std::atomic<uint64_t> incarnations_{0};  // of the table's tuples, given out by next_live_state()
 };
 
 }  // namespace rdtx::store

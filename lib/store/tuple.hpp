@@ -15,12 +15,16 @@
 // validation READ of [0, meta_bytes + 16) covers the protocol's versions and
 // the store's state word in one go.
 //
-// The state word is incarnation << 1 | live. It only ever increases, by one
-// per transition: insert makes a dead tuple live (2i -> 2i+1), erase makes it
-// dead again with the next incarnation (2i+1 -> 2i+2). A reader that saw
-// state s and later sees s again therefore knows the tuple held the same key
+// The state word is incarnation << 1 | live. Incarnations are numbered per
+// table: every insert (or relocation) gives its tuple the table's next one,
+// so no two live tuples of a table, and no two lives of one tuple, ever
+// share a state; erase makes a tuple dead (2i+1 -> 2i+2), below any
+// incarnation still to come. A tuple's state therefore only grows. A reader
+// that saw state s and later sees s again knows the tuple held the same key
 // and incarnation in between; a reference that kept s detects any delete or
-// reuse of the tuple as a different state. A never-used tuple has state 0.
+// reuse of the tuple as a different state, and a state seen in one tuple
+// cannot be mistaken for another tuple's (a row that moved). A never-used
+// tuple has state 0.
 //
 // Words of a tuple are accessed with std::atomic_ref on the owner (several
 // threads of a node share a table) and copied without any atomicity by

@@ -214,7 +214,9 @@ void Coordinator::record_outcome(uint32_t type, bool committed) {
     if (!a.fetched) continue;  // an aborted attempt's accesses that never saw a version
     // Every write of the Txn API is computed from the fetched copy, so it is
     // a read-modify-write: the version it saw and the one it replaced.
-    if (a.mode == AccessMode::kWrite)
+    if (a.mode == AccessMode::kWrite && a.change == RowChange::kErase && committed)
+      tr.read_erase(a.table, a.key, {a.writer, 0}, {a.replaced, 0});
+    else if (a.mode == AccessMode::kWrite)
       tr.read_modify_write(a.table, a.key, {a.writer, 0}, {a.replaced, 0});
     else
       tr.read(a.table, a.key, {a.writer, 0});
@@ -294,6 +296,72 @@ bool Coordinator::apply_inserts(Txn& t) {
     return false;
   }
   return true;
+}
+
+bool Coordinator::check_row_changes(Txn& t) {
+  if (t.row_changes() == 0) return true;
+  Database& db = e_.db();
+  for (uint32_t i = 0; i < t.size(); ++i) {
+    const Access& a = t.access(i);
+    if (a.change == RowChange::kNone || (db.is_local(a.node) && a.node == e_.node())) continue;
+    if (e_.stats().insert_errors++ == 0)
+      RDTX_LOG(kLog, Error,
+               "%s of key %llu of table %s failed: the row belongs to node %u (row changes are local to the "
+               "coordinator, node %u)",
+               a.change == RowChange::kErase ? "erase" : "relocation", static_cast<unsigned long long>(a.key),
+               db.def(a.table).name.c_str(), a.node, e_.node());
+    t.fail(AbortReason::kUser);
+    return false;
+  }
+  return true;
+}
+
+void Coordinator::apply_row_changes(Txn& t) {
+  Database& db = e_.db();
+  for (uint32_t i = 0; i < t.size(); ++i) {
+    Access& a = t.access(i);
+    if (a.change == RowChange::kNone) continue;
+    store::Table* tab = db.store(a.node).table(a.table);
+    int rc;
+    if (a.change == RowChange::kErase) {
+      rc = tab->erase(a.key);
+    } else {
+      // The new tuple starts as an insert's (the protocol's init_tuple) with
+      // the hidden words of the version this attempt installs: its id in
+      // every record slot's history word, the sequence the log stage gave
+      // the backups.
+      store::Table::MetaWord w[9];
+      uint32_t nw = 0;
+      for (uint32_t k = 0; db.recording() && k < tab->layout().record_slots && k < 8; ++k)
+        w[nw++] = {db.history_word_offset(k), t.id()};
+      if (db.replicas() > 1) {
+        uint64_t seq;
+        std::memcpy(&seq, a.copy + db.replication_word_offset(), 8);
+        w[nw++] = {db.replication_word_offset(), seq};
+      }
+      rc = tab->relocate(a.key, t.record(static_cast<int>(i)), nullptr, std::span(w, nw));
+      // No free tuple: the row stays where it is, written back in place
+      // (where a row lives is not part of what commits), and the run fails
+      // as a full table does for inserts.
+      if (rc == -ENOSPC) {
+        if (e_.stats().insert_errors++ == 0)
+          RDTX_LOG(kLog, Error, "relocation of key %llu in table %s on node %u failed: the table is full: raise its capacity",
+                   static_cast<unsigned long long>(a.key), db.def(a.table).name.c_str(), a.node);
+        a.change = RowChange::kNone;
+        continue;
+      }
+    }
+    if (rc != 0) {
+      // Held by this attempt since its fetch: the key cannot have gone.
+      if (e_.stats().commit_errors++ == 0)
+        RDTX_LOG(kLog, Error, "%s of key %llu of table %s failed: %s", a.change == RowChange::kErase ? "erase" : "relocation",
+                 static_cast<unsigned long long>(a.key), db.def(a.table).name.c_str(), strerror(-rc));
+      continue;
+    }
+    // Its old tuple is dead: no write-back, no unlock (the lock word dies
+    // with the incarnation; a reuse starts from zeroed metadata).
+    a.locked = false;
+  }
 }
 
 void Coordinator::undo_inserts(Txn& t, uint32_t n) {

@@ -380,6 +380,14 @@ class Coordinator {
   bool apply_inserts(Txn& t);
   // Erases the attempt's first `n` inserts (a commit stage that failed after them).
   void undo_inserts(Txn& t, uint32_t n);
+  // Row changes (Txn::erase, Txn::relocate): check_row_changes() before
+  // the inserts (false: a row of another node, counted in insert_errors,
+  // the attempt fails as a workload error); apply_row_changes() after them,
+  // before the commit stage: each row is erased or moved while the attempt
+  // still holds it, and left out of the commit stage's write-back and
+  // unlock (Access::locked cleared).
+  bool check_row_changes(Txn& t);
+  void apply_row_changes(Txn& t);
 
   // The coordinator's life: the protocol's loop (Protocol::run_coordinator,
   // by default run_closed_loop()), then what is left in flight settled.

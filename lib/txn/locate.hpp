@@ -32,6 +32,12 @@ runtime::Task<bool> locate_onesided(Coordinator& c, Txn& t, std::span<const uint
 // True if a.copy holds the access's tuple; updates a.state and the cache.
 bool check_fetched(Coordinator& c, Access& a);
 
+// BROKEN, tests only: check_fetched() takes a location-cache hit's tuple
+// without looking at its header (key, incarnation), as a cache that trusts
+// its entries would. The tests that move rows under one-sided fetches
+// (ycsb/relocate) prove the history check catches it. Process-wide.
+void trust_cache_hits_for_tests(bool on);
+
 // Hybrid fetch: accesses [from, t.size()) neither located nor fetched whose
 // location the cache holds are located from it (no network); the others are
 // left for RPC.

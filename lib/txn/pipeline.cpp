@@ -26,9 +26,14 @@ runtime::Task<bool> Coordinator::run_commit(Txn& t) {
   for (Stage s : kCommitPipeline) {
     // Inserted rows go in once nothing before the commit can abort
     // (txn.hpp: a row is never visible before its guard's new value).
-    if (s == Stage::kCommit && t.inserts() != 0 && !apply_inserts(t)) {
-      co_await run_release(t);
-      co_return false;
+    if (s == Stage::kCommit && (t.inserts() != 0 || t.row_changes() != 0)) {
+      if (!check_row_changes(t) || !apply_inserts(t)) {
+        co_await run_release(t);
+        co_return false;
+      }
+      // Nothing can abort from here on (a commit stage does not fail: its
+      // errors are counted and fail the run).
+      if (t.row_changes() != 0) apply_row_changes(t);
     }
     StageModule* m = e_.protocol().stage(s);
     if (m == nullptr) continue;

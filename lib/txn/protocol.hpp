@@ -173,6 +173,12 @@ struct ProtocolDef {
   // (Workload::declare: CALVIN); a workload with a type that does not
   // declare is refused before anything is loaded.
   bool needs_declared_sets = false;
+  // The protocol can run Txn::relocate: a moved row starts its new tuple
+  // from the protocol's init_tuple metadata, which must not lose what
+  // concurrent transactions rely on (MVCC's older versions and SUNDIAL's
+  // leases carry timestamps a fresh tuple would not have). A workload that
+  // relocates rows (Workload::relocates) is refused otherwise.
+  bool relocates_rows = true;
 };
 
 // The tuples a protocol's tables are made of.

@@ -56,6 +56,14 @@ uint64_t word_at(const std::byte* p, uint32_t off) {
 
 // Bit 63 of a backup tuple's sequence word: an applier is copying into it.
 constexpr uint64_t kBusy = uint64_t{1} << 63;
+// Bit 62 of a logged record's sequence, and of the backup tuple's sequence
+// word once applied: the row was erased (Txn::erase) at that sequence. A
+// backup keeps the erased row as a tombstone (left out of its digest), so
+// that an older image still in another sender's ring, or the row's insert,
+// arriving later cannot bring it back: it is older. Tombstones are not
+// reclaimed (a backup table holds every row its primary ever held).
+constexpr uint64_t kErased = uint64_t{1} << 62;
+constexpr uint64_t kSeqBits = kErased - 1;
 
 }  // namespace
 
@@ -80,6 +88,7 @@ std::vector<ReplicaDigest> replica_digests(const Database& db) {
         } else {
           seq = word_at(tuple, kBackupSeqOffset);
           writer = word_at(tuple, kBackupWriterOffset);
+          if (seq & kErased) continue;  // a tombstone: the primary erased the row
         }
         ++d.tuples;
         d.sum += tuple_hash(h.key, seq, writer, tuple + l.record_offset(), l.record_bytes);
@@ -314,7 +323,7 @@ class LogApplier final : public Service {
     // tuple holds the busy bit for the length of one record copy.
     uint64_t cur = seq.load(std::memory_order_acquire);
     for (;;) {
-      if ((cur & ~kBusy) >= rec.seq) break;
+      if ((cur & kSeqBits) >= (rec.seq & kSeqBits)) break;
       if (cur & kBusy) {
         cur = seq.load(std::memory_order_acquire);
         continue;
@@ -424,6 +433,7 @@ class LogStage final : public StageModule {
       if (a.mode != AccessMode::kWrite) continue;
       uint64_t seq;
       std::memcpy(&seq, a.copy + seq_off, 8);
+      if (a.change == RowChange::kErase) seq |= kErased;  // a relocation is a write like any other
       fn(Logged{i, a.table, a.key, a.node, seq, t.record(static_cast<int>(i))});
     }
     for (uint32_t k = 0; k < t.inserts(); ++k) {

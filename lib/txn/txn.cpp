@@ -47,6 +47,7 @@ void Txn::reset(uint64_t id) {
   reason_ = AbortReason::kNone;
   overflow_ = false;
   n_ins_ = 0;
+  n_chg_ = 0;
 }
 
 int Txn::declare(TableId table, Key key, AccessMode mode) {
@@ -93,6 +94,15 @@ int Txn::insert(TableId table, Key key) {
   in.record = ins_buf_ + static_cast<size_t>(n_ins_) * ins_stride_;
   std::memset(in.record, 0, db.def(table).record_bytes);
   return static_cast<int>(n_ins_++);
+}
+
+void Txn::change(int i, RowChange c) {
+  if (i < 0 || static_cast<uint32_t>(i) >= n_ || acc_[i].mode != AccessMode::kWrite) {
+    overflow_ = true;  // a declaration error: the attempt aborts (kUser)
+    return;
+  }
+  if (acc_[i].change == RowChange::kNone) ++n_chg_;
+  acc_[i].change = c;
 }
 
 std::span<std::byte> Txn::inserted_record(int k) {

@@ -48,6 +48,14 @@ namespace rdtx::txn {
 
 class Coordinator;
 
+// What the commit does with a written row besides installing its new value
+// (Txn::erase, Txn::relocate).
+enum class RowChange : uint8_t {
+  kNone,
+  kErase,     // the row is deleted
+  kRelocate,  // the row, with its new value, moves to another tuple of its table
+};
+
 struct Access {
   TableId table = 0;
   uint32_t node = 0;  // owner
@@ -64,6 +72,7 @@ struct Access {
   bool located = false;       // tuple_addr and a hint are known
   bool fetched = false;
   bool locked = false;        // this attempt holds the tuple's lock
+  RowChange change = RowChange::kNone;
 };
 
 // A row the attempt inserts (Txn::insert).
@@ -101,6 +110,18 @@ class Txn {
     static_assert(std::is_trivially_copyable_v<R>);
     return *reinterpret_cast<R*>(inserted_record(k).data());
   }
+  // Deletes the row of write access i when the attempt commits; relocate()
+  // moves it, with its new value, to another tuple of its table (a row
+  // leaving its tuple, and the tuple taken by another row, is what every
+  // location held by a peer must survive: the tests' churn). Like inserts,
+  // only rows of the coordinator's own node, applied once every stage that
+  // can abort has passed (the row still locked), so no transaction sees the
+  // row gone, or moved, before this one committed. Anything else (not a
+  // write, another node's row) fails the attempt as a workload error.
+  void erase(int i) { change(i, RowChange::kErase); }
+  void relocate(int i) { change(i, RowChange::kRelocate); }
+  uint32_t row_changes() const { return n_chg_; }
+
   // The record of `key` in replicated table `table` on this node (nullptr:
   // absent or not a replicated table).
   const std::byte* replicated(TableId table, Key key) const;
@@ -152,6 +173,7 @@ class Txn {
  private:
   friend class Coordinator;
   int declare(TableId table, Key key, AccessMode mode);
+  void change(int i, RowChange c);
   runtime::Task<bool> abort_declared();
   void reset(uint64_t id);
 
@@ -166,6 +188,7 @@ class Txn {
   AbortReason reason_ = AbortReason::kNone;
   bool overflow_ = false;  // more than kMaxAccesses declared: the attempt aborts
   uint32_t n_ins_ = 0;
+  uint32_t n_chg_ = 0;  // accesses with a RowChange
   std::byte* ins_buf_ = nullptr;  // kMaxInserts records of ins_stride_ bytes (the coordinator's)
   uint32_t ins_stride_ = 0;
   Insert ins_[kMaxInserts];

@@ -126,6 +126,9 @@ class Workload {
     (void)out;
     return false;
   }
+  // Whether some transaction moves rows (Txn::relocate): refused by a
+  // protocol that cannot (ProtocolDef::relocates_rows).
+  virtual bool relocates() const { return false; }
   // Whether every input of transaction type `type` declares (declare()
   // returns true): what a protocol that needs declared sets checks at
   // creation. The default: none does.

@@ -133,7 +133,7 @@ TEST(LocationCache, StaleEntriesAreDetectedInvalidatedAndRelookedUp) {
   EXPECT_FALSE(f.cache_hit) << "a new incarnation must not pass as a hit";
   EXPECT_EQ(cache.stats().stale, 2u);
   EXPECT_EQ(f.remote_addr, second_addr);
-  EXPECT_EQ(incarnation(f.state), incarnation(second_state) + 1);
+  EXPECT_GT(incarnation(f.state), incarnation(second_state));
   EXPECT_EQ(record_version(f.tuple + d.layout().record_offset()), 3u);
   f = c.fetch(d, 1, &cache);
   EXPECT_TRUE(f.cache_hit) << "refilled with the new incarnation";

@@ -183,6 +183,52 @@ TEST(Table, ReinsertAfterEraseIsANewIncarnation) {
   EXPECT_EQ(record_version(copy.data() + t->layout().record_offset()), 2u);
 }
 
+// Incarnations are the table's: two tuples never show the same live state,
+// so a state kept from one tuple cannot pass for another's.
+TEST(Table, LiveStatesAreUniqueAcrossTuples) {
+  OneNode n;
+  Table* t = must(n.store.create_table(spec(10)));
+  TupleRef a, b, c;
+  ASSERT_EQ(insert(*t, 1, 1, &a), 0);
+  ASSERT_EQ(insert(*t, 2, 1, &b), 0);
+  ASSERT_EQ(t->erase(1), 0);
+  ASSERT_EQ(insert(*t, 3, 1, &c), 0);
+  EXPECT_EQ(c.index, a.index);
+  EXPECT_NE(a.state, b.state);
+  EXPECT_GT(c.state, b.state);
+  EXPECT_GT(c.state, a.state + 1) << "above the dead state erase left";
+}
+
+// A relocation moves a live key to another tuple in one step: the key is
+// found at every moment, its old tuple is dead and taken by the next
+// insert, and the reference to the old place fails.
+TEST(Table, RelocateMovesAKeyAndFreesItsTuple) {
+  OneNode n;
+  Table* t = must(n.store.create_table(spec(4)));
+  TupleRef before, after, other;
+  ASSERT_EQ(insert(*t, 7, 1, &before), 0);
+  const auto rec = make_record(7, 5, t->layout().record_bytes);
+  ASSERT_EQ(t->relocate(7, rec, &after), 0);
+  EXPECT_NE(after.index, before.index);
+  EXPECT_GT(after.state, before.state);
+  EXPECT_EQ(t->size(), 1u);
+  TupleRef found;
+  ASSERT_EQ(t->lookup(7, &found), 0);
+  EXPECT_EQ(found.index, after.index);
+  EXPECT_EQ(record_version(found.tuple + t->layout().record_offset()), 5u);
+  std::vector<std::byte> copy(t->tuple_bytes());
+  EXPECT_FALSE(t->copy_tuple(before, copy.data())) << "the old place is dead";
+  ASSERT_EQ(insert(*t, 8, 1, &other), 0);
+  EXPECT_EQ(other.index, before.index) << "the freed tuple is taken by another key";
+  EXPECT_EQ(t->relocate(9, rec), -ENOENT);
+  // Full: nothing changes.
+  ASSERT_EQ(insert(*t, 10, 1), 0);
+  ASSERT_EQ(insert(*t, 11, 1), 0);
+  EXPECT_EQ(t->relocate(7, rec), -ENOSPC);
+  ASSERT_EQ(t->lookup(7, &found), 0);
+  EXPECT_EQ(found.index, after.index);
+}
+
 TEST(Table, FullTableAndFullOverflowAreErrorsThatLeaveNothingBehind) {
   OneNode n;
   Table* t = must(n.store.create_table(spec(10)));

@@ -128,6 +128,7 @@ inline std::string refusal(const Combo& c) {
     if (std::string(d->name).rfind("calvin", 0) == 0)
       for (uint16_t t = 0; t < (*w)->type_names().size(); ++t)
         if (!(*w)->declares(t)) why = "does not declare the read/write set of transaction type";
+    if (why.empty() && (*w)->relocates() && !d->relocates_rows) why = "cannot relocate rows";
   }
   return known[id] = why;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "test/txn/contention.hpp"
+#include "txn/locate.hpp"
 
 using namespace rdtx;
 using namespace rdtx::txn;
@@ -246,6 +247,30 @@ TEST(BrokenProtocol, UnrenewedSundialIsCaught) {
       EXPECT_TRUE(cycle_shown(*out)) << out->check_text;
     }
   }
+}
+
+// Locations are checked, not trusted: with rows moving between tuples
+// (ycsb/relocate: a moved row's old tuple is taken by the next move, for
+// another key), a location cache that trusts its hits without looking at
+// the row's header (key, incarnation) reads and locks other keys' tuples.
+// Caught for every protocol that fetches one-sided and runs the workload.
+// The real check is what makes the same runs pass (the generated suite).
+TEST(BrokenProtocol, TrustedCacheHitsAreCaughtWhenRowsMove) {
+  struct Trust {
+    Trust() { txn::trust_cache_hits_for_tests(true); }
+    ~Trust() { txn::trust_cache_hits_for_tests(false); }
+  } trust;
+  uint32_t ran = 0;
+  for (const std::string& p : protocol_names()) {
+    Combo cb{"ycsb/relocate", p};
+    if (refused(cb)) continue;
+    SCOPED_TRACE(p);
+    ++ran;
+    auto out = until_caught(cb);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    EXPECT_TRUE(caught(*out)) << "not caught in 8 runs: " << what_caught(*out);
+  }
+  EXPECT_GE(ran, 4u) << "nowait, waitdie, occ, farm at least";
 }
 
 // Replication is not vacuous: the log stage that leaves out one backup's

@@ -78,6 +78,9 @@ void Ycsb::add_schema(config::Schema& s) {
   s.add_int("ycsb.compute_percent", 0, 0, 95,
             "local computation as a percent of the transaction's latency (RCC: 5), calibrated per worker");
   s.add_bool("ycsb.compute_yield", false, "spend the computation in a sleep that lets the other coroutines run");
+  s.add_int("ycsb.relocate_percent", 0, 0, 100,
+            "percent of read-modify-writes of the coordinator's own records that also move the record to another "
+            "tuple (delete and reinsert: peers' locations go stale; tests)");
   s.add_check([](const config::Config& c) -> std::string {
     if (c.get_int("ycsb.compute_ns") > 0 && c.get_int("ycsb.compute_percent") > 0)
       return "ycsb.compute_ns (" + c.origin("ycsb.compute_ns") + ") and ycsb.compute_percent (" +
@@ -120,6 +123,7 @@ Ycsb::Params Ycsb::params_from(const config::Config& cfg, uint32_t nodes) {
   p.compute_ns = static_cast<uint64_t>(cfg.get_int("ycsb.compute_ns"));
   p.compute_percent = static_cast<uint32_t>(cfg.get_int("ycsb.compute_percent"));
   p.compute_yield = cfg.get_bool("ycsb.compute_yield");
+  p.relocate_percent = static_cast<uint32_t>(cfg.get_int("ycsb.relocate_percent"));
   p.nodes = nodes;
   return p;
 }
@@ -139,7 +143,10 @@ Ycsb::Ycsb(const Params& p) : id_(++g_ycsb_ids), p_(p), n_(p.records_per_node * 
 
 std::vector<txn::TableDef> Ycsb::tables(uint32_t nodes) const {
   auto part = store::Partitioner::range(nodes, p_.records_per_node * nodes);
-  return {{kTable, "usertable", p_.record_bytes, static_cast<uint32_t>(p_.records_per_node), part.value()}};
+  // Relocations take a free tuple before they give theirs back: one per
+  // worker thread at a time; kRelocationSlack is plenty.
+  const uint64_t cap = p_.records_per_node + (p_.relocate_percent > 0 ? kRelocationSlack : 0);
+  return {{kTable, "usertable", p_.record_bytes, static_cast<uint32_t>(cap), part.value()}};
 }
 
 Result<void> Ycsb::load(store::Store& s, uint32_t partition) const {
@@ -198,6 +205,13 @@ void Ycsb::generate(txn::Rng& rng, uint32_t home_node, txn::TxnInput& in) const 
     writes += write;
     in.args[i] = key << 1 | (write ? 1 : 0);
   }
+  // Which writes also relocate their record (bit i): own records only.
+  in.args[kMaxOps] = 0;
+  if (p_.relocate_percent > 0)
+    for (uint32_t i = 0; i < p_.ops_per_txn; ++i)
+      if ((in.args[i] & 1) && (in.args[i] >> 1) / p_.records_per_node == home_node &&
+          rng() % 100 < p_.relocate_percent)
+        in.args[kMaxOps] |= uint64_t{1} << i;
   in.type = writes > 0 ? 1 : 0;
 }
 
@@ -234,6 +248,7 @@ Task<bool> Ycsb::execute(Txn& t, const txn::TxnInput& in, int64_t* delta) const 
     if (in.args[i] & 1) {
       fill(t.mutable_record(idx[i]), key, w + 1);
       ++writes;
+      if (in.args[kMaxOps] >> i & 1) t.relocate(idx[i]);
     }
   }
   uint64_t compute_ns = p_.compute_ns;
@@ -361,6 +376,11 @@ const txn::WorkloadDef kYcsb = {
     // transaction, half of them read-modify-writes.
     {"ycsb.records_per_node=500", "ycsb.distribution=hotspot", "ycsb.hot_records_per_node=16", "ycsb.hot_percent=80",
      "ycsb.ops_per_txn=4", "ycsb.read_percent=50"},
+    // Rows moving between tuples under every primitive's locations (the
+    // location cache, index walks, RPC lookups): half of the own-node
+    // writes relocate.
+    {{"relocate", {"ycsb.records_per_node=500", "ycsb.distribution=hotspot", "ycsb.hot_records_per_node=16",
+                   "ycsb.hot_percent=80", "ycsb.ops_per_txn=4", "ycsb.read_percent=50", "ycsb.relocate_percent=50"}}},
 };
 RDTX_REGISTER_WORKLOAD(kYcsb)
 

@@ -15,6 +15,10 @@
 // calibrated against the TSC (RCC's usleep() blocks its worker thread: no
 // other coroutine runs), or in a yielding sleep if `compute_yield`.
 //
+// Relocation (`relocate_percent`, tests): a read-modify-write of a record
+// of the coordinator's node may also move it to another tuple, whose old
+// tuple the next move takes for another key.
+//
 // Record: {writes, check, payload}: every committed write increments
 // `writes` and rewrites check and payload as functions of (key, writes).
 // Invariants after a run: every record is self-consistent (no torn or
@@ -47,6 +51,11 @@ class Ycsb final : public txn::Workload {
     uint64_t compute_ns = 0;
     uint32_t compute_percent = 0;  // of the transaction's latency (without it)
     bool compute_yield = false;
+    // Percent of the read-modify-writes of a node's own records that also
+    // move the record to another tuple (Txn::relocate): a delete and a
+    // reinsert, so that locations peers hold go stale and tuples change
+    // keys under them (rdtx's test of stale locations, not RCC's YCSB).
+    uint32_t relocate_percent = 0;
     uint32_t nodes = 1;
   };
   static void add_schema(config::Schema& s);
@@ -62,10 +71,12 @@ class Ycsb final : public txn::Workload {
   // The accesses execute() declares, from the input alone (every type does).
   bool declare(const txn::TxnInput& in, txn::DeclaredSet& out) const override;
   bool declares(uint16_t type) const override;
+  bool relocates() const override { return p_.relocate_percent > 0; }
   Result<int64_t> check_node(txn::Database& db, uint32_t node) const override;
   Result<void> check_total(int64_t sum, uint32_t nodes, int64_t committed_delta) const override;
 
-  static constexpr uint32_t kMaxOps = 12;  // TxnInput carries the keys
+  static constexpr uint32_t kMaxOps = 12;  // TxnInput carries the keys (and, in args[kMaxOps], the relocations)
+  static constexpr uint64_t kRelocationSlack = 64;
 
   // Burns `ns` of CPU without yielding: a loop calibrated against the TSC.
   static void burn_ns(uint64_t ns);

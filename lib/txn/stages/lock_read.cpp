@@ -28,6 +28,16 @@ uint32_t span_length(Coordinator& c, const Access& a, const TupleSpan& s) {
   return s.length != 0 ? s.length : c.db().tuple_bytes(a.table) - s.offset;
 }
 
+// False if the span READ under the lock covers the tuple's header and
+// shows another key's tuple or a dead one.
+bool holds_key(Coordinator& c, const Access& a, uint32_t i, const TupleSpan& s) {
+  const store::TupleLayout& l = c.db().layout(a.table);
+  const uint32_t len = span_length(c, a, s);
+  if (s.offset > l.key_offset() || s.offset + len < l.state_offset() + 8) return true;  // cannot tell: the protocol checks
+  const std::byte* x = span_base(c, const_cast<Access&>(a), i, s);
+  return load8(x + l.key_offset()) == a.key && store::is_live(load8(x + l.state_offset()));
+}
+
 Task<bool> lock_read_onesided(Coordinator& c, Txn& t, std::span<const uint32_t> items, uint64_t value,
                               TupleSpan span, LockResult* results, uint64_t* holders) {
   if (items.empty()) co_return true;
@@ -68,6 +78,14 @@ Task<bool> lock_read_onesided(Coordinator& c, Txn& t, std::span<const uint32_t> 
     if (span.into_copy && !check_fetched(c, a)) {
       results[k] = LockResult::kStale;
       stale_locked |= a.locked;
+      continue;
+    }
+    if (!span.into_copy && a.locked && !holds_key(c, a, items[k], span)) {
+      // Locked a tuple that has since become another key's (or none's): the
+      // row moved or went. Given back here, by address: a release by key
+      // (RPC) would look for the row where it is now.
+      results[k] = LockResult::kStale;
+      stale_locked = true;
       continue;
     }
     results[k] = old == 0 ? LockResult::kGranted : LockResult::kConflict;
@@ -128,13 +146,20 @@ Task<bool> lock_read_rpc(Coordinator& c, Txn& t, std::span<const uint32_t> items
     Access& a = t.access(i);
     const uint32_t k = pos[i];
     switch (r.status) {
-      case owner::kOk:
+      case owner::kOk: {
         a.locked = true;
+        // The lock is in the tuple the owner found now, which a one-sided
+        // release or write-back must reach: the row may have moved since
+        // the fetch (Txn::relocate). Its state stays the one fetched, so a
+        // protocol comparing it sees the move.
+        const store::TableDescriptor& d = c.descriptor(a.node, a.table);
+        if (r.tuple_index < d.capacity) a.tuple_addr = d.tuple_addr(static_cast<uint32_t>(r.tuple_index));
         if (data.size() != span_length(c, a, span)) break;  // locked, but the reply is malformed: kFailed
         std::memcpy(span_base(c, a, i, span) + span.offset, data.data(), data.size());
         if (span.into_copy) remember_location(c, a, r.tuple_index, r.state);
         results[k] = LockResult::kGranted;
         break;
+      }
       case owner::kConflict:
         results[k] = LockResult::kConflict;
         holders[k] = r.arg;

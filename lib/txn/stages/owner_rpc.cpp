@@ -116,6 +116,14 @@ int Toolkit::serve_lock_read(std::span<const std::byte> payload, uint32_t first,
     // seq_cst: with a check, the CAS must be ordered before the check's
     // loads (a reader's rts update and this lock cannot both go unseen).
     if (!queued && word_at(ref.tuple, 0).compare_exchange_strong(holder, h.arg0, std::memory_order_seq_cst)) {
+      // Another thread of this node may have erased or moved the key, and
+      // the tuple taken another key, between the lookup and the CAS.
+      if (word_at(ref.tuple, tab->layout().state_offset()).load(std::memory_order_acquire) != ref.state) {
+        word_at(ref.tuple, 0).store(0, std::memory_order_release);
+        put({-EAGAIN, 0, 0, 0, 0}, nullptr, 0);
+        stopped = true;
+        continue;
+      }
       if (check_ != nullptr && !check_(ref.tuple, h.arg0, &seen)) {
         word_at(ref.tuple, 0).store(0, std::memory_order_release);
         put({owner::kRefused, 0, 0, 0, seen}, nullptr, 0);
