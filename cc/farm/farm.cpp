@@ -94,7 +94,8 @@ struct LockRec {
 };
 static_assert(sizeof(LockRec) == 32);
 // LockRec::table bit: the coordinator erases or relocates the row itself
-// (Txn::erase, Txn::relocate) before COMMIT-PRIMARY, which leaves it alone.
+// (Txn::erase, Txn::relocate) before COMMIT-PRIMARY, which then does not
+// find it locked by the transaction, and must not count that as an error.
 constexpr uint32_t kRecChanged = 1u << 31;
 
 // ABORT, COMMIT-PRIMARY and LOCK replies: head + MsgHead + trailer.
@@ -390,9 +391,11 @@ class Messenger final : public Service {
     const bool replicated = db_.replicas() > 1;
     each_record(e, n, ~0u, [&](const LockRec& rec, const std::byte* data, const store::TupleRef& ref,
                                 store::Table* tab) {
-      if (rec.table & kRecChanged) return true;  // erased or moved by its coordinator, still locked
       if (ref.tuple == nullptr || word_at(ref.tuple, kLockOff).load(std::memory_order_acquire) != txn) {
-        ++e_.stats().commit_errors;  // locked by this LOCK: cannot happen
+        // Erased or moved by its coordinator (the lock died with the old
+        // tuple); otherwise locked by this LOCK: cannot happen. (A move that
+        // found no free tuple left the row here, locked: installed below.)
+        if (!(rec.table & kRecChanged)) ++e_.stats().commit_errors;
         return true;
       }
       const store::TupleLayout& l = tab->layout();

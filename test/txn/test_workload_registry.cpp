@@ -208,3 +208,99 @@ TEST(WorkloadRegistry, ContendedRunRunsARegisteredWorkload) {
     EXPECT_TRUE(out->check.certified) << out->check_text;
   }
 }
+
+namespace {
+
+// Counters whose transactions also move their second counter to another
+// tuple (Txn::relocate), with `slack` spare tuples per node.
+class MovingCounters final : public Workload {
+ public:
+  MovingCounters(uint32_t nodes, uint32_t slack) : c_(64, 4, nodes), slack_(slack) {}
+  const char* name() const override { return "moving-counters"; }
+  std::vector<TableDef> tables(uint32_t nodes) const override {
+    auto t = c_.tables(nodes);
+    t[0].capacity_per_node += slack_;
+    return t;
+  }
+  Result<void> load(store::Store& s, uint32_t p) const override { return c_.load(s, p); }
+  std::vector<std::string> type_names() const override { return c_.type_names(); }
+  void generate(Rng& rng, uint32_t home, TxnInput& in) const override { c_.generate(rng, home, in); }
+  runtime::Task<bool> execute(Txn& t, const TxnInput& in, int64_t* delta) const override {
+    const int a = t.write(0, in.args[0]), b = t.write(0, in.args[1]);
+    if (!co_await t.fetch()) co_return false;
+    t.get_mut<int64_t>(a) += 1;
+    t.get_mut<int64_t>(b) += 1;
+    t.relocate(b);
+    const bool ok = co_await t.commit();
+    *delta = ok ? 2 : 0;
+    co_return ok;
+  }
+  bool relocates() const override { return true; }
+  Result<int64_t> check_node(Database& db, uint32_t n) const override { return c_.check_node(db, n); }
+  Result<void> check_total(int64_t sum, uint32_t n, int64_t d) const override { return c_.check_total(sum, n, d); }
+
+ private:
+  Counters c_;
+  uint32_t slack_;
+};
+
+run::RunResult run_moving(MovingCounters& w, uint32_t nodes, const char* protocol, std::string* error = nullptr) {
+  run::RunConfig rc;
+  rc.workload = &w;
+  rc.cluster.nodes = nodes;
+  rc.cluster.devargs = "shm,latency_ns=1000";
+  rc.protocol = find_protocol(protocol);
+  rc.options.coroutines = 4;
+  rc.duration_s = 0.1;
+  rc.warmup_s = 0;
+  rc.seed = 3;
+  rc.single_thread = true;
+  auto r = run::run(rc);
+  if (!r.ok()) {
+    if (error) *error = r.error().message;
+    return {};
+  }
+  return std::move(*r);
+}
+
+}  // namespace
+
+// Row changes are local to the coordinator: a relocation of another node's
+// row fails the run (insert_errors) and its transaction, not retried, while
+// local ones move and every counter stays right.
+TEST(RowChanges, AnotherNodesRowFailsTheRun) {
+  MovingCounters w(2, 64);
+  run::RunResult r = run_moving(w, 2, "occ");
+  EXPECT_GT(r.total.insert_errors, 0u);
+  EXPECT_GT(r.total.commits, 0u);
+  EXPECT_TRUE(r.invariants.ok()) << r.invariants.error().message;
+  EXPECT_EQ(r.locks_left, 0u);
+}
+
+// No free tuple to move into: the row stays, written in place; the run
+// fails ("the table is full") and loses nothing, under each kind of commit.
+TEST(RowChanges, FullTableLeavesTheRowInPlace) {
+  for (const char* p : {"occ", "nowait", "farm"}) {
+    SCOPED_TRACE(p);
+    MovingCounters w(1, 0);
+    run::RunResult r = run_moving(w, 1, p);
+    EXPECT_GT(r.total.insert_errors, 0u);
+    EXPECT_GT(r.total.commits, 0u);
+    EXPECT_TRUE(r.invariants.ok()) << r.invariants.error().message;
+    EXPECT_EQ(r.locks_left, 0u);
+    EXPECT_EQ(r.total.commit_errors, 0u);
+  }
+}
+
+// A protocol that cannot move rows refuses the workload by name, before
+// anything is loaded.
+TEST(RowChanges, ProtocolsThatCannotRelocateRefuse) {
+  for (const char* p : {"mvcc", "sundial"}) {
+    SCOPED_TRACE(p);
+    MovingCounters w(1, 64);
+    std::string err;
+    run_moving(w, 1, p, &err);
+    EXPECT_NE(err.find(std::string("protocol ") + p + " cannot relocate rows"), std::string::npos) << err;
+    EXPECT_NE(err.find("moving-counters"), std::string::npos) << err;
+  }
+}

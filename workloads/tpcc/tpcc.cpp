@@ -43,7 +43,7 @@ struct History {
 };
 struct NewOrder {
   uint32_t o_id, d_id, w_id;
-  uint32_t deleted;  // Delivery's delete (doc/workloads.md: deletes are logical)
+  uint32_t unused;  // 0 (the record is 12 bytes, stored in 16)
 };
 struct Order {
   uint32_t c_id, entry_d;
@@ -716,7 +716,7 @@ Task<bool> Tpcc::delivery(Txn& t, const txn::TxnInput& in) const {
   if (!co_await t.fetch()) co_return false;
   for (uint32_t d = 1; d <= kDistricts; ++d) {
     if (o[d - 1] == 0) continue;
-    if (!broken_delivery_) t.get_mut<NewOrder>(ino[d - 1]).deleted = 1;
+    if (!broken_delivery_) t.erase(ino[d - 1]);  // clause 2.7.4.2: the NEW-ORDER row is deleted
     t.get_mut<OrderRef>(ihead[d - 1]).o_id = o[d - 1] + 1;
     Order& ord = t.get_mut<Order>(io[d - 1]);
     ord.carrier_id = carrier;
@@ -804,7 +804,6 @@ Result<int64_t> Tpcc::check_node(txn::Database& db, uint32_t node) const {
   store::Table& no_t = *s.table(kNewOrderT);
   for_each_live(no_t, [&](uint64_t key, const std::byte* tp) {
     const NewOrder r = record_of<NewOrder>(tp, no_t.layout());
-    if (r.deleted) return;
     DistrictScan& x = dist_of(key >> 40, key >> 32 & 0xff);
     ++x.no_count;
     x.no_min = std::min(x.no_min, r.o_id);
@@ -823,7 +822,7 @@ Result<int64_t> Tpcc::check_node(txn::Database& db, uint32_t node) const {
     x.ol_cnt_sum += r.ol_cnt;
     // CC5: O_CARRIER_ID is null iff a NEW-ORDER row names the order.
     store::TupleRef ref;
-    const bool has_no = no_t.lookup(okey(w, d, o), &ref) == 0 && record_of<NewOrder>(ref.tuple, no_t.layout()).deleted == 0;
+    const bool has_no = no_t.lookup(okey(w, d, o), &ref) == 0;
     if ((r.carrier_id == 0) != has_no) {
       bad = "5: order " + std::to_string(o) + " of warehouse " + std::to_string(w) + " district " + std::to_string(d) +
             (has_no ? " has a carrier and a new-order row" : " has no carrier and no new-order row");
