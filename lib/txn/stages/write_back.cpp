@@ -36,7 +36,9 @@ uint32_t judge_unlocks(Coordinator& c, ItemBatch& batch, uint32_t judged, bool f
     if ((judged >> k & 1) || batch.call_failed(k)) continue;
     judged |= 1u << k;
     const bool wellformed = batch.for_each_reply_of(k, [&](uint32_t, const ItemReply& r, std::span<const std::byte>) {
-      if (r.status == owner::kOk || (!first && r.status == owner::kNotHeld)) return;
+      // A re-sent copy finds the lock free (an earlier copy applied), or
+      // the row gone (applied, then another transaction erased the row).
+      if (r.status == owner::kOk || (!first && (r.status == owner::kNotHeld || r.status == -ENOENT))) return;
       ++st.commit_errors;  // the owner refused: the lock was not this attempt's
     });
     if (!wellformed) ++st.commit_errors;
