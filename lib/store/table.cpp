@@ -167,17 +167,17 @@ uint64_t Table::next_live_state(uint64_t old) {
   return state;
 }
 
-int Table::insert(uint64_t key, std::span<const std::byte> record, TupleRef* ref, std::span<const MetaWord> meta) {
-  if (record.size() > layout_.record_bytes) return -EINVAL;
+bool Table::valid_write(std::span<const std::byte> record, std::span<const MetaWord> meta) const {
+  if (record.size() > layout_.record_bytes) return false;
   for (const MetaWord& m : meta)
-    if (m.offset % 8 != 0 || m.offset >= layout_.header_offset()) return -EINVAL;
-  HashIndex::ChainLock lock(index_, key);
-  IndexSlot* slot = nullptr;
-  int rc = index_.reserve(lock, key, &slot);
-  if (rc != 0) return rc;
-  int64_t got = alloc_.allocate();
-  if (got < 0) return -ENOSPC;  // the reserved slot simply stays empty
-  auto i = static_cast<uint32_t>(got);
+    if (m.offset % 8 != 0 || m.offset >= layout_.header_offset()) return false;
+  return true;
+}
+
+int Table::make_live(uint64_t key, std::span<const std::byte> record, std::span<const MetaWord> meta, TupleRef* out) {
+  const int64_t got = alloc_.allocate();
+  if (got < 0) return -ENOSPC;
+  const auto i = static_cast<uint32_t>(got);
   std::byte* t = tuple(i);
   const uint64_t state = next_live_state(load_word(state_word(t), std::memory_order_relaxed));
   // Seqlock write side (pairs with copy_tuple()'s acquire fence): a reader
@@ -188,9 +188,36 @@ int Table::insert(uint64_t key, std::span<const std::byte> record, TupleRef* ref
   // release: pairs with lookup()'s acquire; the tuple is complete before it
   // is live.
   store_word(words_mut(state_word(t)), state, std::memory_order_release);
-  HashIndex::publish(slot, key, slot_value(i, state));
+  *out = TupleRef{t, i, state};
+  return 0;
+}
+
+int Table::slot_tuple_checked(uint64_t key, const IndexSlot* slot, TupleRef* out) const {
+  const uint64_t v = load_word(&slot->value, std::memory_order_relaxed);
+  const uint32_t i = slot_tuple(v);  // < capacity: checked by locate()
+  std::byte* t = tuple(i);
+  // Under the chain lock only this key's changes touch its tuple, so slot
+  // and tuple agree unless someone scribbled on the index; then changing
+  // the tuple would destroy another key's data.
+  const uint64_t state = load_word(state_word(t), std::memory_order_relaxed);
+  if (!is_live(state) || state_low(state) != slot_state(v) || load_word(key_word(t), std::memory_order_relaxed) != key)
+    return -EBADMSG;
+  *out = TupleRef{t, i, state};
+  return 0;
+}
+
+int Table::insert(uint64_t key, std::span<const std::byte> record, TupleRef* ref, std::span<const MetaWord> meta) {
+  if (!valid_write(record, meta)) return -EINVAL;
+  HashIndex::ChainLock lock(index_, key);
+  IndexSlot* slot = nullptr;
+  int rc = index_.reserve(lock, key, &slot);
+  if (rc != 0) return rc;
+  TupleRef made;
+  rc = make_live(key, record, meta, &made);
+  if (rc != 0) return rc;  // the reserved slot simply stays empty
+  HashIndex::publish(slot, key, slot_value(made.index, made.state));
   live_.fetch_add(1, std::memory_order_relaxed);
-  if (ref != nullptr) *ref = TupleRef{t, i, state};
+  if (ref != nullptr) *ref = made;
   return 0;
 }
 
@@ -199,53 +226,36 @@ int Table::erase(uint64_t key) {
   IndexSlot* slot = nullptr;
   int rc = index_.locate(lock, key, &slot);
   if (rc != 0) return rc;
-  uint64_t v = load_word(&slot->value, std::memory_order_relaxed);
-  uint32_t i = slot_tuple(v);  // < capacity: checked by locate()
-  std::byte* t = tuple(i);
-  // Under the chain lock only this key's insert/erase changes its tuple, so
-  // slot and tuple agree unless someone scribbled on the index; then freeing
-  // the tuple would destroy another key's data.
-  uint64_t state = load_word(state_word(t), std::memory_order_relaxed);
-  if (!is_live(state) || state_low(state) != slot_state(v) || load_word(key_word(t), std::memory_order_relaxed) != key)
-    return -EBADMSG;
+  TupleRef cur;
+  rc = slot_tuple_checked(key, slot, &cur);
+  if (rc != 0) return rc;
   HashIndex::clear(slot);
   // release: readers that re-check the state after copying the tuple
   // (copy_tuple, remote confirmation) see it dead from here on.
-  store_word(words_mut(state_word(t)), state + 1, std::memory_order_release);
-  alloc_.release(i);
+  store_word(words_mut(state_word(cur.tuple)), cur.state + 1, std::memory_order_release);
+  alloc_.release(cur.index);
   live_.fetch_sub(1, std::memory_order_relaxed);
   return 0;
 }
 
 int Table::relocate(uint64_t key, std::span<const std::byte> record, TupleRef* ref, std::span<const MetaWord> meta) {
-  if (record.size() > layout_.record_bytes) return -EINVAL;
-  for (const MetaWord& m : meta)
-    if (m.offset % 8 != 0 || m.offset >= layout_.header_offset()) return -EINVAL;
+  if (!valid_write(record, meta)) return -EINVAL;
   HashIndex::ChainLock lock(index_, key);
   IndexSlot* slot = nullptr;
   int rc = index_.locate(lock, key, &slot);
   if (rc != 0) return rc;
-  const uint64_t v = load_word(&slot->value, std::memory_order_relaxed);
-  const uint32_t from = slot_tuple(v);
-  std::byte* old_t = tuple(from);
-  const uint64_t old_state = load_word(state_word(old_t), std::memory_order_relaxed);
-  if (!is_live(old_state) || state_low(old_state) != slot_state(v) ||
-      load_word(key_word(old_t), std::memory_order_relaxed) != key)
-    return -EBADMSG;
-  const int64_t got = alloc_.allocate();
-  if (got < 0) return -ENOSPC;
-  const auto i = static_cast<uint32_t>(got);
-  std::byte* t = tuple(i);
-  const uint64_t state = next_live_state(load_word(state_word(t), std::memory_order_relaxed));
-  std::atomic_thread_fence(std::memory_order_release);  // as insert(): seqlock write side
-  write_tuple(t, key, record, meta);
-  store_word(words_mut(state_word(t)), state, std::memory_order_release);
+  TupleRef old;
+  rc = slot_tuple_checked(key, slot, &old);
+  if (rc != 0) return rc;
+  TupleRef made;
+  rc = make_live(key, record, meta, &made);
+  if (rc != 0) return rc;
   // The slot names the new tuple before the old one dies: a lookup finds
   // one of the two live, never neither.
-  store_word(&slot->value, slot_value(i, state), std::memory_order_release);
-  store_word(words_mut(state_word(old_t)), old_state + 1, std::memory_order_release);
-  alloc_.release(from);
-  if (ref != nullptr) *ref = TupleRef{t, i, state};
+  store_word(&slot->value, slot_value(made.index, made.state), std::memory_order_release);
+  store_word(words_mut(state_word(old.tuple)), old.state + 1, std::memory_order_release);
+  alloc_.release(old.index);
+  if (ref != nullptr) *ref = made;
   return 0;
 }
 

@@ -184,6 +184,13 @@ class Table {
     return reinterpret_cast<const uint64_t*>(t + layout_.key_offset());
   }
   uint64_t next_live_state(uint64_t old);
+  bool valid_write(std::span<const std::byte> record, std::span<const MetaWord> meta) const;
+  // A free tuple written with key, record and meta, then made live (not yet
+  // in the index); -ENOSPC if none is free.
+  int make_live(uint64_t key, std::span<const std::byte> record, std::span<const MetaWord> meta, TupleRef* out);
+  // Under the key's chain lock: the tuple its used slot names, checked to be
+  // that key's live one (-EBADMSG: a corrupt index).
+  int slot_tuple_checked(uint64_t key, const IndexSlot* slot, TupleRef* out) const;
   void write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> record, std::span<const MetaWord> meta);
 
   uint32_t id_;
