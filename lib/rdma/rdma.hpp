@@ -14,6 +14,7 @@
 // thread.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -125,6 +126,9 @@ struct DeviceCaps {
   uint32_t max_cqe = 0;         // per CQ
   uint32_t max_msg_size = 0;    // UD payload limit (MTU)
   uint64_t max_mr_size = 0;
+  // reserve_memory() works: a region may cover memory committed after its
+  // registration (shm: sparse files; verbs would need on-demand paging).
+  bool lazy_memory = false;
   // Latency model (shm only; 0 for real devices).
   uint64_t latency_ns = 0;
   double bw_gbps = 0;
@@ -194,6 +198,18 @@ class Device {
   virtual const DeviceCaps& caps() const = 0;
 
   virtual Result<std::unique_ptr<DeviceMemory>> alloc_memory(size_t bytes) = 0;
+  // Address space for `reserve` bytes, of which the first `commit` are
+  // backed and zero (as alloc_memory()'s); the rest is committed later, in
+  // any pieces, by DeviceMemory::commit(), and until then holds no memory.
+  // A region registered over all of it reaches each piece as soon as it is
+  // committed, with the same keys: nothing is re-registered or re-sent to
+  // peers. ENOTSUP unless caps().lazy_memory.
+  virtual Result<std::unique_ptr<DeviceMemory>> reserve_memory(size_t reserve, size_t commit) {
+    (void)reserve;
+    (void)commit;
+    return make_error(ENOTSUP, "reserve_memory: device %s cannot commit registered memory later",
+                      caps().name.c_str());
+  }
   virtual Result<MemoryRegion> reg_mr(void* addr, size_t length, uint32_t access) = 0;
   virtual Result<void> dereg_mr(const MemoryRegion& mr) = 0;
 
@@ -218,7 +234,18 @@ class DeviceMemory {
  public:
   virtual ~DeviceMemory() = default;
   virtual void* data() const = 0;
-  virtual size_t size() const = 0;
+  virtual size_t size() const = 0;  // reserved bytes (reserve_memory()), else allocated bytes
+  // Backs [offset, offset + length) of memory from reserve_memory() (page
+  // granularity: the pages the range touches), zero where never committed
+  // before. Errors (nothing committed then): EINVAL outside size(); ENOSPC
+  // or ENOMEM when the machine has no memory for it, with a message saying
+  // where. Memory from alloc_memory() is committed already: a no-op.
+  // Thread-safety: concurrent calls on disjoint ranges are safe.
+  virtual Result<void> commit(size_t offset, size_t length) {
+    if (offset > size() || length > size() - offset)
+      return make_error(EINVAL, "commit(%zu, %zu): outside the %zu bytes allocated", offset, length, size());
+    return {};
+  }
 };
 
 // Opens a device from a devargs string: "<driver>[,key=value]*", for example

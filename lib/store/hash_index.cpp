@@ -1,11 +1,14 @@
 #include "store/hash_index.hpp"
 
+#include <algorithm>
+
 #include <cerrno>
 #include <thread>
 
 namespace rdtx::store {
 
-ScanResult scan_bucket(const Bucket& b, uint64_t key, const IndexGeometry& g, uint64_t* value, uint64_t* next) {
+ScanResult scan_bucket(const Bucket& b, uint64_t at, uint64_t key, const IndexGeometry& g, uint64_t* value,
+                       uint64_t* next) {
   for (const IndexSlot& s : b.slots) {
     // acquire: pairs with publish()'s release store, so the slot's key and
     // the live tuple it names are visible once its value is.
@@ -19,18 +22,27 @@ ScanResult scan_bucket(const Bucket& b, uint64_t key, const IndexGeometry& g, ui
   // seen zeroed rather than with whatever it held before.
   uint64_t n = load_word(&b.next, std::memory_order_acquire);
   if (n == 0) return ScanResult::kEnd;
-  if (!g.valid_next(n)) return ScanResult::kCorrupt;
+  if (!g.valid_next(n, at)) return ScanResult::kCorrupt;
   *next = n;
   return ScanResult::kNext;
 }
 
-HashIndex::HashIndex(std::byte* base, const IndexGeometry& g) : base_(reinterpret_cast<Bucket*>(base)), g_(g) {}
+HashIndex::HashIndex(std::byte* base, const IndexGeometry& g, uint64_t overflow_limit)
+    : base_(reinterpret_cast<Bucket*>(base)), g_(g), overflow_limit_(std::min(overflow_limit, g.overflow)) {}
+
+void HashIndex::raise_overflow_limit(uint64_t limit) {
+  limit = std::min(limit, g_.overflow);
+  uint64_t cur = overflow_limit_.load(std::memory_order_relaxed);
+  while (cur < limit &&
+         !overflow_limit_.compare_exchange_weak(cur, limit, std::memory_order_release, std::memory_order_relaxed)) {
+  }
+}
 
 int HashIndex::find(uint64_t key, uint64_t* value) const {
   uint64_t b = bucket_of(key, g_.buckets);
-  for (uint64_t hops = 0;; ++hops) {
+  for (;;) {
     uint64_t next = 0;
-    switch (scan_bucket(base_[b], key, g_, value, &next)) {
+    switch (scan_bucket(base_[b], b, key, g_, value, &next)) {
       case ScanResult::kFound:
         return 0;
       case ScanResult::kEnd:
@@ -40,8 +52,7 @@ int HashIndex::find(uint64_t key, uint64_t* value) const {
       case ScanResult::kNext:
         break;
     }
-    // A chain has at most `overflow` buckets after its head: more is a cycle.
-    if (hops == g_.overflow) return -EBADMSG;
+    // Links strictly increase (scan_bucket checked): no cycle.
     b = next;
   }
 }
@@ -64,7 +75,7 @@ HashIndex::ChainLock::~ChainLock() { store_word(&head_->lock, 0, std::memory_ord
 template <typename Fn>
 int HashIndex::walk_locked(Bucket* head, Fn&& fn, Bucket** tail) {
   Bucket* b = head;
-  for (uint64_t hops = 0;; ++hops) {
+  for (;;) {
     for (IndexSlot& s : b->slots)
       if (fn(s)) return 1;
     uint64_t n = load_word(&b->next, std::memory_order_relaxed);
@@ -72,7 +83,7 @@ int HashIndex::walk_locked(Bucket* head, Fn&& fn, Bucket** tail) {
       *tail = b;
       return 0;
     }
-    if (!g_.valid_next(n) || hops == g_.overflow) return -EBADMSG;
+    if (!g_.valid_next(n, static_cast<uint64_t>(b - base_))) return -EBADMSG;
     b = base_ + n;
   }
 }
@@ -100,9 +111,11 @@ int HashIndex::reserve(const ChainLock& lock, uint64_t key, IndexSlot** slot) {
 }
 
 int HashIndex::link_overflow(Bucket* tail, IndexSlot** slot) {
+  // acquire: pairs with raise_overflow_limit(); buckets below it are committed.
+  const uint64_t limit = overflow_limit_.load(std::memory_order_acquire);
   uint64_t used = overflow_used_.load(std::memory_order_relaxed);
   do {
-    if (used == g_.overflow) return -ENOSPC;
+    if (used >= limit) return -ENOSPC;
   } while (!overflow_used_.compare_exchange_weak(used, used + 1, std::memory_order_relaxed));
   uint64_t n = g_.buckets + used;
   Bucket* b = base_ + n;

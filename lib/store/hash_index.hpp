@@ -26,11 +26,18 @@
 // So a key present for the whole lookup is always found; a key inserted or
 // erased during it may or may not be.
 //
+// Overflow buckets are handed out in increasing order and only ever linked
+// at a chain's end, so along a chain bucket numbers strictly increase.
 // Every value read from the index (tuple index, next bucket) is checked
-// against the geometry before use, and chains are followed for at most
-// `overflow` hops: a peer that scribbles on the index (it is registered for
-// remote access like the tuples) causes -EBADMSG, never an out-of-bounds
-// access or an endless walk.
+// against the geometry before use, and a link that does not increase is
+// corrupt: a peer that scribbles on the index (it is registered for remote
+// access like the tuples) causes -EBADMSG, never an out-of-bounds access or
+// an endless walk.
+//
+// A growing table (TableSpec::grows) reserves overflow buckets for every
+// tuple it may reach but commits them in steps: the index is told how many
+// it may use (raise_overflow_limit()), and reserve() reports -ENOSPC at that
+// limit so that the table can commit more and retry.
 // Thread-safety: find() from any thread; the ChainLock-taking operations from
 // any thread of the owner node.
 #pragma once
@@ -84,7 +91,10 @@ struct IndexGeometry {
   uint64_t overflow = 0;  // overflow buckets
   uint64_t capacity = 0;  // tuples
 
-  bool valid_next(uint64_t next) const { return next >= buckets && next - buckets < overflow; }
+  // `next` read from bucket `from` of a chain.
+  bool valid_next(uint64_t next, uint64_t from) const {
+    return next > from && next >= buckets && next - buckets < overflow;
+  }
   // A used slot names an existing tuple and a live state.
   bool valid_slot(uint64_t value) const { return slot_tuple(value) < capacity && is_live(slot_state(value)); }
 };
@@ -96,15 +106,18 @@ enum class ScanResult : uint8_t {
   kCorrupt,  // a value that cannot have been written by the owner
 };
 
-// Scans one bucket, in place or as copied by a READ, for a used slot with
-// `key`. Loads are atomic per word (acquire on slot values, pairing with
-// publish()), so the owner's threads may scan while it is modified.
-ScanResult scan_bucket(const Bucket& b, uint64_t key, const IndexGeometry& g, uint64_t* value, uint64_t* next);
+// Scans bucket number `at`, in place or as copied by a READ, for a used
+// slot with `key`. Loads are atomic per word (acquire on slot values,
+// pairing with publish()), so the owner's threads may scan while it is
+// modified.
+ScanResult scan_bucket(const Bucket& b, uint64_t at, uint64_t key, const IndexGeometry& g, uint64_t* value,
+                       uint64_t* next);
 
 class HashIndex {
  public:
-  // `base` holds (buckets + overflow) zeroed, 64-byte aligned buckets.
-  HashIndex(std::byte* base, const IndexGeometry& g);
+  // `base` holds (buckets + overflow) 64-byte aligned buckets, of which the
+  // first buckets + overflow_limit are committed and zeroed.
+  HashIndex(std::byte* base, const IndexGeometry& g, uint64_t overflow_limit);
   HashIndex(const HashIndex&) = delete;
   HashIndex& operator=(const HashIndex&) = delete;
 
@@ -130,7 +143,7 @@ class HashIndex {
   // Under `lock` (taken for `key`): finds an empty slot of the chain, linking
   // a fresh overflow bucket at its end when every slot is used. Returns 0
   // and *slot, -EEXIST if the key has a used slot, -ENOSPC if the overflow
-  // area is exhausted, -EBADMSG if the chain is corrupt. Nothing needs to be
+  // buckets allowed now are used up, -EBADMSG if the chain is corrupt. Nothing needs to be
   // undone if the caller then abandons the slot.
   int reserve(const ChainLock& lock, uint64_t key, IndexSlot** slot);
   // Under the lock: makes a reserved slot map key -> value for readers.
@@ -143,6 +156,10 @@ class HashIndex {
 
   const IndexGeometry& geometry() const { return g_; }
   uint64_t overflow_used() const { return overflow_used_.load(std::memory_order_relaxed); }
+  uint64_t overflow_limit() const { return overflow_limit_.load(std::memory_order_acquire); }
+  // Lets reserve() use overflow buckets [0, limit) (<= geometry().overflow;
+  // never lowers it). Release: they were committed and zeroed before.
+  void raise_overflow_limit(uint64_t limit);
   // Raw bucket access for diagnostics and tests (i < buckets + overflow).
   Bucket* bucket(uint64_t i) { return base_ + i; }
 
@@ -155,6 +172,7 @@ class HashIndex {
   Bucket* base_;
   IndexGeometry g_;
   std::atomic<uint64_t> overflow_used_{0};
+  std::atomic<uint64_t> overflow_limit_;
 };
 
 }  // namespace rdtx::store

@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "store/store_log.hpp"
 
 namespace rdtx::store {
@@ -31,27 +33,56 @@ Result<std::unique_ptr<Table>> Table::create(rdma::Device& dev, uint32_t node_id
     return fail("tuple larger than 1 MiB");
   TupleLayout layout{spec.meta_bytes, spec.record_bytes, spec.record_slots};
 
+  if (spec.grows && spec.max_capacity != 0 && spec.max_capacity < spec.capacity)
+    return fail("max_capacity below capacity");
+  const bool grows = spec.grows && dev.caps().lazy_memory;
+  if (spec.grows && !grows)
+    RDTX_LOG(store_log(), Notice, "table '%s': device %s cannot commit registered memory later: it stays at %u tuples",
+             spec.name.c_str(), dev.caps().name.c_str(), spec.capacity);
   IndexGeometry g;
   g.capacity = spec.capacity;
+  if (grows) {
+    // As many tuples as the machine's memory could hold, unless the spec
+    // says fewer: the reservation is address space, not memory.
+    const uint64_t machine = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE)) /
+                             layout.tuple_bytes();
+    g.capacity = std::clamp<uint64_t>(spec.max_capacity != 0 ? spec.max_capacity : machine, spec.capacity,
+                                      UINT32_MAX - 1);
+  }
   g.buckets = spec.buckets != 0 ? spec.buckets : (uint64_t{spec.capacity} + 3) / 4;
-  g.overflow = spec.overflow_buckets.value_or(g.buckets / 8 + 16);
+  const uint64_t overflow_committed = spec.overflow_buckets.value_or(g.buckets / 8 + 16);
+  g.overflow = overflow_committed;
+  // Growing: enough overflow buckets to index every tuple past the primary
+  // buckets' slots, with one partly used bucket per chain.
+  if (grows) g.overflow += (g.capacity + kSlotsPerBucket - 1) / kSlotsPerBucket + g.buckets;
   // Bucket counts are bounded by what could ever be addressed, so the sizes
   // below cannot wrap.
   if (g.buckets > (1ull << 40) || g.overflow > (1ull << 40)) return fail("bucket count above 2^40");
-  uint64_t index_bytes = (g.buckets + g.overflow) * kBucketBytes;
-  uint64_t heap_bytes = uint64_t{spec.capacity} * layout.tuple_bytes();
-  uint64_t region_bytes = index_bytes + heap_bytes;
+  const uint64_t index_bytes = (g.buckets + g.overflow) * kBucketBytes;
+  const uint64_t heap_bytes = g.capacity * layout.tuple_bytes();
+  const uint64_t region_bytes = index_bytes + heap_bytes;
   if (region_bytes > dev.caps().max_mr_size) return fail("region larger than the device's max_mr_size");
+  const uint64_t index_committed = (g.buckets + overflow_committed) * kBucketBytes;
+  const uint64_t heap_committed = uint64_t{spec.capacity} * layout.tuple_bytes();
 
   // alloc_memory() is page-aligned on every driver we know; over-allocate
   // by one alignment unit rather than rely on it.
-  auto mem = dev.alloc_memory(region_bytes + kAlign);
+  auto mem = grows ? dev.reserve_memory(region_bytes + kAlign, index_committed + kAlign)
+                   : dev.alloc_memory(region_bytes + kAlign);
   if (!mem.ok())
     return make_error(mem.error().code, "table '%s' (id %u): %s", spec.name.c_str(), spec.id,
                       mem.error().message.c_str());
   auto raw = reinterpret_cast<uintptr_t>((*mem)->data());
   auto* base = reinterpret_cast<std::byte*>((raw + kAlign - 1) & ~(kAlign - 1));
-  std::memset(base, 0, region_bytes);
+  if (grows) {
+    auto heap = (*mem)->commit(static_cast<size_t>(base + index_bytes - static_cast<std::byte*>((*mem)->data())),
+                               heap_committed);
+    if (!heap.ok())
+      return make_error(heap.error().code, "table '%s' (id %u): %s", spec.name.c_str(), spec.id,
+                        heap.error().message.c_str());
+  }
+  std::memset(base, 0, index_committed);
+  std::memset(base + index_bytes, 0, heap_committed);
   rdma::Device* const just_dev[] = {&dev};
   if (contexts.empty()) contexts = just_dev;
   std::vector<Registration> regs;
@@ -71,11 +102,11 @@ Result<std::unique_ptr<Table>> Table::create(rdma::Device& dev, uint32_t node_id
     reg_of_context.push_back(static_cast<uint32_t>(regs.size()));
     regs.push_back({ctx, *mr});
   }
-  return std::make_unique<Table>(Key{}, node_id, spec, g, std::move(*mem), base, std::move(regs),
+  return std::make_unique<Table>(Key{}, node_id, spec, g, overflow_committed, std::move(*mem), base, std::move(regs),
                                  std::move(reg_of_context));
 }
 
-Table::Table(Key, uint32_t node_id, const TableSpec& spec, const IndexGeometry& g,
+Table::Table(Key, uint32_t node_id, const TableSpec& spec, const IndexGeometry& g, uint64_t overflow_committed,
              std::unique_ptr<rdma::DeviceMemory> mem, std::byte* base, std::vector<Registration> regs,
              std::vector<uint32_t> reg_of_context)
     : id_(spec.id),
@@ -88,9 +119,11 @@ Table::Table(Key, uint32_t node_id, const TableSpec& spec, const IndexGeometry& 
       mem_(std::move(mem)),
       regs_(std::move(regs)),
       reg_of_context_(std::move(reg_of_context)),
+      base_(base),
       heap_(base + (g.buckets + g.overflow) * kBucketBytes),
-      index_(base, g),
-      alloc_(spec.capacity) {}
+      grows_(g.capacity > spec.capacity || g.overflow > overflow_committed),
+      index_(base, g, overflow_committed),
+      alloc_(static_cast<uint32_t>(g.capacity), spec.capacity) {}
 
 Table::~Table() {
   for (const Registration& reg : regs_) {
@@ -174,9 +207,60 @@ bool Table::valid_write(std::span<const std::byte> record, std::span<const MetaW
   return true;
 }
 
+bool Table::commit(std::byte* from, uint64_t bytes, const char* what) {
+  auto* data = static_cast<std::byte*>(mem_->data());
+  auto r = mem_->commit(static_cast<size_t>(from - data), bytes);
+  if (r.ok()) return true;
+  if (!full_logged_.exchange(true))
+    RDTX_LOG(store_log(), Error, "table '%s' on node %u is full: no memory for more %s: %s", name_.c_str(), node_id_,
+             what, r.error().message.c_str());
+  return false;
+}
+
+bool Table::grow_heap(uint32_t seen) {
+  if (!grows_) return false;
+  std::lock_guard lock(grow_mu_);
+  const uint32_t cur = alloc_.limit();
+  if (cur != seen) return true;  // grown meanwhile: try again
+  if (cur >= alloc_.capacity()) {
+    if (!full_logged_.exchange(true))
+      RDTX_LOG(store_log(), Error, "table '%s' on node %u is full: it holds %u tuples, the most it may grow to",
+               name_.c_str(), node_id_, cur);
+    return false;
+  }
+  const uint64_t step = std::max<uint64_t>(1, kGrowBytes / tuple_bytes_);
+  const auto next = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{cur} + step, alloc_.capacity()));
+  if (!commit(tuple(cur), uint64_t{next - cur} * tuple_bytes_, "tuples")) return false;
+  alloc_.raise_limit(next);
+  return true;
+}
+
+bool Table::grow_overflow(uint64_t seen) {
+  if (!grows_) return false;
+  std::lock_guard lock(grow_mu_);
+  const uint64_t cur = index_.overflow_limit();
+  const IndexGeometry& g = index_.geometry();
+  if (cur != seen) return true;
+  if (cur >= g.overflow) {
+    if (!full_logged_.exchange(true))
+      RDTX_LOG(store_log(), Error, "table '%s' on node %u is full: all %llu overflow buckets of its index are used",
+               name_.c_str(), node_id_, static_cast<unsigned long long>(cur));
+    return false;
+  }
+  const uint64_t next = std::min(cur + kGrowBytes / kBucketBytes, g.overflow);
+  if (!commit(base_ + (g.buckets + cur) * kBucketBytes, (next - cur) * kBucketBytes, "index buckets")) return false;
+  index_.raise_overflow_limit(next);
+  return true;
+}
+
 int Table::make_live(uint64_t key, std::span<const std::byte> record, std::span<const MetaWord> meta, TupleRef* out) {
-  const int64_t got = alloc_.allocate();
-  if (got < 0) return -ENOSPC;
+  int64_t got;
+  for (;;) {
+    const uint32_t seen = alloc_.limit();
+    got = alloc_.allocate();
+    if (got >= 0) break;
+    if (!grow_heap(seen)) return -ENOSPC;
+  }
   const auto i = static_cast<uint32_t>(got);
   std::byte* t = tuple(i);
   const uint64_t state = next_live_state(load_word(state_word(t), std::memory_order_relaxed));
@@ -210,7 +294,12 @@ int Table::insert(uint64_t key, std::span<const std::byte> record, TupleRef* ref
   if (!valid_write(record, meta)) return -EINVAL;
   HashIndex::ChainLock lock(index_, key);
   IndexSlot* slot = nullptr;
-  int rc = index_.reserve(lock, key, &slot);
+  int rc;
+  for (;;) {
+    const uint64_t seen = index_.overflow_limit();
+    rc = index_.reserve(lock, key, &slot);
+    if (rc != -ENOSPC || !grow_overflow(seen)) break;
+  }
   if (rc != 0) return rc;
   TupleRef made;
   rc = make_live(key, record, meta, &made);
@@ -284,14 +373,15 @@ TableMemory Table::memory() const {
   TableMemory m;
   m.id = id_;
   m.name = name_;
-  m.capacity = g.capacity;
+  m.capacity = capacity();
+  m.max_capacity = max_capacity();
   m.live = size();
   m.tuple_bytes = tuple_bytes_;
   m.buckets = g.buckets;
-  m.overflow_buckets = g.overflow;
+  m.overflow_buckets = index_.overflow_limit();
   m.overflow_used = index_.overflow_used();
-  m.index_bytes = (g.buckets + g.overflow) * kBucketBytes;
-  m.heap_bytes = g.capacity * tuple_bytes_;
+  m.index_bytes = (g.buckets + m.overflow_buckets) * kBucketBytes;
+  m.heap_bytes = m.capacity * tuple_bytes_;
   m.host_bytes = alloc_.host_bytes();
   return m;
 }

@@ -8,6 +8,18 @@
 // Region layout: [primary buckets][overflow buckets][tuple heap], each part
 // 64-byte aligned; the memory report (memory()) accounts for each part.
 //
+// Growth. A table whose spec says it grows (TableSpec::grows) reserves
+// address space for max_capacity tuples and for overflow buckets enough to
+// index them, registers all of it once, and commits memory only for
+// `capacity` tuples and the spec's overflow buckets. When an insert finds no
+// free tuple (or its chain no overflow bucket) the inserting thread commits
+// the next kGrowBytes (Device::reserve_memory, DeviceMemory::commit) under a
+// mutex and goes on: once per kGrowBytes of rows, never otherwise. Peers
+// reach the new tuples with the descriptor and keys they already have; the
+// descriptor's capacity is the reservation. The primary buckets stay as
+// sized for `capacity`, so a table grown far past it has longer chains (more
+// READs per one-sided lookup; memory().overflow_used shows it).
+//
 // Inserted tuples start with zeroed protocol metadata and zeroed extra record
 // slots: a protocol that needs other initial values gives TableSpec::init_tuple. Metadata is
 // per incarnation: a reused tuple starts from zero again, which is why a
@@ -26,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -52,7 +65,13 @@ struct TableSpec {
   // protocol's initial metadata (MVCC: the loaded record's version and
   // checksum). Must not touch the header. nullptr: zeroed metadata.
   void (*init_tuple)(std::byte* tuple, const TupleLayout& layout) = nullptr;
-  uint32_t capacity = 0;      // tuples this node can hold, in [1, 2^32-1)
+  uint32_t capacity = 0;      // tuples this node holds memory for at first, in [1, 2^32-1)
+  // Inserts may take the table past `capacity` (see Growth above), up to
+  // max_capacity tuples (0: as many as the machine's memory could hold;
+  // always below 2^32-1). On a device without lazy memory
+  // (DeviceCaps::lazy_memory) the table stays at `capacity`.
+  bool grows = false;
+  uint64_t max_capacity = 0;
   // Primary buckets; 0: ceil(capacity / 4), which keeps ~95% of keys in
   // their primary bucket (one READ) when the table is full.
   uint64_t buckets = 0;
@@ -73,14 +92,15 @@ struct TupleRef {
 struct TableMemory {
   uint32_t id = 0;
   std::string name;
-  uint64_t capacity = 0;  // tuples
-  uint64_t live = 0;      // tuples in use
+  uint64_t capacity = 0;      // tuples with memory committed
+  uint64_t max_capacity = 0;  // tuples it may grow to (== capacity: it does not grow)
+  uint64_t live = 0;          // tuples in use
   uint32_t tuple_bytes = 0;
   uint64_t buckets = 0;
-  uint64_t overflow_buckets = 0;
+  uint64_t overflow_buckets = 0;  // with memory committed
   uint64_t overflow_used = 0;
-  uint64_t index_bytes = 0;  // primary + overflow buckets (registered)
-  uint64_t heap_bytes = 0;   // tuples (registered)
+  uint64_t index_bytes = 0;  // primary + overflow buckets committed (registered)
+  uint64_t heap_bytes = 0;   // tuples committed (registered)
   uint64_t host_bytes = 0;   // unregistered bookkeeping (tuple free list)
   uint64_t total_bytes() const { return index_bytes + heap_bytes + host_bytes; }
 };
@@ -93,6 +113,9 @@ class Table {
   // erase or reuse raced with them) before giving up with -EAGAIN.
   static constexpr int kLookupAttempts = 8;
   static constexpr uint32_t kMaxTupleBytes = 1u << 20;
+  // A growing table commits memory in steps of this many bytes of tuples
+  // (at least one tuple) or of overflow buckets.
+  static constexpr uint64_t kGrowBytes = 2u << 20;
 
   // A registration of the region in one device context.
   struct Registration {
@@ -110,8 +133,9 @@ class Table {
   // than the device allows), or the device's error.
   static Result<std::unique_ptr<Table>> create(rdma::Device& dev, uint32_t node_id, const TableSpec& spec,
                                                std::span<rdma::Device* const> contexts = {});
-  Table(Key, uint32_t node_id, const TableSpec& spec, const IndexGeometry& g, std::unique_ptr<rdma::DeviceMemory> mem,
-        std::byte* base, std::vector<Registration> regs, std::vector<uint32_t> reg_of_context);
+  Table(Key, uint32_t node_id, const TableSpec& spec, const IndexGeometry& g, uint64_t overflow_committed,
+        std::unique_ptr<rdma::DeviceMemory> mem, std::byte* base, std::vector<Registration> regs,
+        std::vector<uint32_t> reg_of_context);
   Table(const Table&) = delete;
   Table& operator=(const Table&) = delete;
   // Deregisters and frees the region: peers' later verbs on it fail.
@@ -130,7 +154,9 @@ class Table {
 
   // Inserts `key` with `record` (at most record_bytes; the rest is zeroed)
   // and zeroed metadata. 0 with *ref (if given); -EEXIST: the key is
-  // present; -ENOSPC: no free tuple or no overflow bucket left; -EINVAL:
+  // present; -ENOSPC: no free tuple or no overflow bucket left, and (a
+  // growing table) no memory could be committed for more: the log says why,
+  // naming the table; -EINVAL:
   // record too long; -EBADMSG: the key's index chain is corrupt.
   // `meta`: metadata words set before init_tuple (which may read them: MVCC
   // checksums its version with its writer) and before the tuple is
@@ -160,11 +186,17 @@ class Table {
   const TupleLayout& layout() const { return layout_; }
   uint32_t tuple_bytes() const { return tuple_bytes_; }
   const Partitioner& partitioner() const { return partitioner_; }
-  uint32_t capacity() const { return alloc_.capacity(); }
+  // Tuples with memory committed now; a growing table raises it.
+  uint32_t capacity() const { return alloc_.limit(); }
+  // Tuples it may grow to (capacity() if it does not grow).
+  uint32_t max_capacity() const { return alloc_.capacity(); }
+  // Tuples [0, high_water()) are every tuple that was ever handed out: a
+  // scan of the table's tuples stops there.
+  uint32_t high_water() const { return alloc_.high_water(); }
   uint64_t size() const { return live_.load(std::memory_order_relaxed); }
 
-  // The tuple with this index (< capacity()): protocols read and write
-  // metadata and record in place.
+  // The tuple with this index (< high_water() to hold anything): protocols
+  // read and write metadata and record in place.
   std::byte* tuple(uint32_t index) const { return heap_ + uint64_t{index} * tuple_bytes_; }
 
   // What peers need for one-sided access through context `context` (an
@@ -192,6 +224,12 @@ class Table {
   // that key's live one (-EBADMSG: a corrupt index).
   int slot_tuple_checked(uint64_t key, const IndexSlot* slot, TupleRef* out) const;
   void write_tuple(std::byte* t, uint64_t key, std::span<const std::byte> record, std::span<const MetaWord> meta);
+  // Commit memory for more tuples / overflow buckets, unless another thread
+  // did since the caller saw limit `seen`. False (logged once): the table
+  // does not grow, is at its largest, or the memory could not be committed.
+  bool grow_heap(uint32_t seen);
+  bool grow_overflow(uint64_t seen);
+  bool commit(std::byte* from, uint64_t bytes, const char* what);
 
   uint32_t id_;
   void (*init_tuple_)(std::byte*, const TupleLayout&) = nullptr;
@@ -203,7 +241,11 @@ class Table {
   std::unique_ptr<rdma::DeviceMemory> mem_;
   std::vector<Registration> regs_;       // distinct contexts
   std::vector<uint32_t> reg_of_context_;  // create()'s context i -> regs_ index
+  std::byte* base_;  // of the index; heap_ follows it
   std::byte* heap_;
+  bool grows_;
+  std::mutex grow_mu_;  // serialises growth (never taken otherwise)
+  std::atomic<bool> full_logged_{false};
   HashIndex index_;
   TupleAllocator alloc_;
   std::atomic<uint64_t> live_{0};

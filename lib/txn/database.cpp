@@ -75,6 +75,8 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
     spec.record_slots = layout.record_slots;
     spec.init_tuple = shape.init_tuple;
     spec.capacity = t.capacity_per_node;
+    spec.grows = t.grows;
+    spec.max_capacity = t.max_capacity_per_node;
     spec.partitioner = t.partitioner;
     db->descs_[t.id].resize(size_t{c.nodes()} * wpn);
     db->layouts_[t.id] = layout;

@@ -63,6 +63,11 @@ struct TableDef {
   // (Txn::replicated), never through a protocol; declaring an access or an
   // insert on it is a workload error.
   bool replicated = false;
+  // The run inserts rows into it: it starts with memory for
+  // capacity_per_node tuples and commits more as inserts need them
+  // (store::TableSpec::grows), so the run is not capped at that number.
+  bool grows = false;
+  uint64_t max_capacity_per_node = 0;  // with grows: the most it may hold (0: what memory allows)
 };
 
 // A protocol's registered region of one worker (ProtocolDef::region_bytes)

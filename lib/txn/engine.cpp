@@ -283,7 +283,7 @@ bool Coordinator::apply_inserts(Txn& t) {
     // present already (the guard did not serialise the inserters), or an
     // insert on another node (the workload's error).
     if (e_.stats().insert_errors++ == 0) {
-      const char* why = rc == -ENOSPC   ? "the table is full: raise its capacity"
+      const char* why = rc == -ENOSPC   ? "the table is full (the store logged why: its largest size, or no memory)"
                         : rc == -EEXIST ? "the key is present already (two transactions inserted it)"
                         : rc == -EXDEV  ? "the row belongs to another node (inserts are local to the coordinator)"
                                         : strerror(-rc);
@@ -345,7 +345,7 @@ void Coordinator::apply_row_changes(Txn& t) {
       // as a full table does for inserts.
       if (rc == -ENOSPC) {
         if (e_.stats().insert_errors++ == 0)
-          RDTX_LOG(kLog, Error, "relocation of key %llu in table %s on node %u failed: the table is full: raise its capacity",
+          RDTX_LOG(kLog, Error, "relocation of key %llu in table %s on node %u failed: the table is full (the store logged why)",
                    static_cast<unsigned long long>(a.key), db.def(a.table).name.c_str(), a.node);
         a.change = RowChange::kNone;
         continue;

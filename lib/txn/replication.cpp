@@ -77,7 +77,7 @@ std::vector<ReplicaDigest> replica_digests(const Database& db) {
       if (tab == nullptr) continue;
       const store::TupleLayout& l = tab->layout();
       ReplicaDigest d{partition, holder, t, 0, 0, 0};
-      for (uint32_t i = 0; i < tab->capacity(); ++i) {
+      for (uint32_t i = 0; i < tab->high_water(); ++i) {
         const std::byte* tuple = tab->tuple(i);
         const store::TupleHeader h = store::read_header(tuple, l);
         if (!store::is_live(h.state)) continue;

@@ -268,6 +268,126 @@ TEST(Table, BadSpecsAreErrorsNamingTheTable) {
   EXPECT_FALSE(n.store.create_table(s).ok());
 }
 
+// A growing table starts with memory for `capacity` tuples and a few
+// overflow buckets, and commits more as inserts need them: 50x its sizing
+// later every key is there with its record, chains are longer, erased
+// tuples are reused before fresh ones, and memory() shows what was added.
+TEST(Table, GrowingTableCommitsMemoryAsInsertsNeedIt) {
+  OneNode n;
+  TableSpec s = spec(200);
+  s.grows = true;
+  Table* t = must(n.store.create_table(s));
+  const TableMemory before = t->memory();
+  EXPECT_EQ(before.capacity, 200u);
+  EXPECT_GT(before.max_capacity, 1'000'000u) << "reserved for what the machine's memory could hold";
+  constexpr uint64_t kKeys = 10'000;
+  for (uint64_t k = 0; k < kKeys; ++k) ASSERT_EQ(insert(*t, k * 3 + 1, k), 0) << k;
+  const TableMemory after = t->memory();
+  EXPECT_EQ(after.live, kKeys);
+  EXPECT_GE(after.capacity, kKeys);
+  EXPECT_LT(after.capacity, kKeys + Table::kGrowBytes / t->tuple_bytes() + 1) << "one step at a time";
+  EXPECT_GT(after.heap_bytes, before.heap_bytes * 40);
+  EXPECT_GT(after.overflow_used, before.overflow_buckets) << "the overflow area grew too";
+  EXPECT_GT(after.index_bytes, before.index_bytes);
+  EXPECT_EQ(t->high_water(), kKeys);
+  for (uint64_t k = 0; k < kKeys; ++k) {
+    uint64_t v = 0;
+    ASSERT_EQ(lookup_checked(*t, k * 3 + 1, &v), 0) << k;
+    EXPECT_EQ(v, k);
+  }
+  for (uint64_t k = 0; k < kKeys; k += 2) ASSERT_EQ(t->erase(k * 3 + 1), 0);
+  for (uint64_t k = 0; k < kKeys; k += 2) ASSERT_EQ(insert(*t, k * 3 + 2), 0);
+  EXPECT_EQ(t->high_water(), kKeys) << "erased tuples are reused first";
+  EXPECT_EQ(t->memory().capacity, after.capacity);
+}
+
+// Growth stops at max_capacity: the insert past it is -ENOSPC with nothing
+// left behind, and a freed tuple is usable again.
+TEST(Table, GrowingTableStopsAtItsLargestSize) {
+  OneNode n;
+  TableSpec s = spec(16, 2, 1);
+  s.grows = true;
+  s.max_capacity = 3000;
+  Table* t = must(n.store.create_table(s));
+  EXPECT_EQ(t->max_capacity(), 3000u);
+  for (uint64_t k = 0; k < 3000; ++k) ASSERT_EQ(insert(*t, k), 0) << k;
+  EXPECT_EQ(insert(*t, 3000), -ENOSPC);
+  TupleRef ref;
+  EXPECT_EQ(t->lookup(3000, &ref), -ENOENT);
+  EXPECT_EQ(t->size(), 3000u);
+  ASSERT_EQ(t->erase(5), 0);
+  EXPECT_EQ(insert(*t, 3000), 0);
+  EXPECT_EQ(lookup_checked(*t, 3000), 0);
+  s.max_capacity = 8;
+  s.id = 9;
+  s.name = "inverted";
+  auto bad = n.store.create_table(s);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("max_capacity"), std::string::npos) << bad.error().message;
+}
+
+namespace {
+// A device whose reserved memory commits `budget` times, then runs out as a
+// full /dev/shm would: everything else is the shm device's.
+class StingyMemory final : public rdma::DeviceMemory {
+ public:
+  StingyMemory(std::unique_ptr<rdma::DeviceMemory> m, int budget) : m_(std::move(m)), budget_(budget) {}
+  void* data() const override { return m_->data(); }
+  size_t size() const override { return m_->size(); }
+  Result<void> commit(size_t offset, size_t length) override {
+    if (budget_-- <= 0) return make_error(ENOSPC, "no space left (test)");
+    return m_->commit(offset, length);
+  }
+
+ private:
+  std::unique_ptr<rdma::DeviceMemory> m_;
+  int budget_;
+};
+class StingyDevice final : public rdma::Device {
+ public:
+  StingyDevice(rdma::Device& d, int budget) : d_(d), budget_(budget) {}
+  const rdma::DeviceCaps& caps() const override { return d_.caps(); }
+  Result<std::unique_ptr<rdma::DeviceMemory>> alloc_memory(size_t b) override { return d_.alloc_memory(b); }
+  Result<std::unique_ptr<rdma::DeviceMemory>> reserve_memory(size_t r, size_t c) override {
+    auto m = d_.reserve_memory(r, c);
+    if (!m.ok()) return m.error();
+    return std::unique_ptr<rdma::DeviceMemory>(std::make_unique<StingyMemory>(std::move(*m), budget_));
+  }
+  Result<rdma::MemoryRegion> reg_mr(void* a, size_t l, uint32_t acc) override { return d_.reg_mr(a, l, acc); }
+  Result<void> dereg_mr(const rdma::MemoryRegion& mr) override { return d_.dereg_mr(mr); }
+  Result<std::unique_ptr<rdma::CompletionQueue>> create_cq(uint32_t n) override { return d_.create_cq(n); }
+  Result<std::unique_ptr<rdma::QueuePair>> create_qp(const rdma::QpInit& i) override { return d_.create_qp(i); }
+  Result<std::unique_ptr<rdma::AddressHandle>> create_ah(const rdma::QpAddress& a) override { return d_.create_ah(a); }
+  Result<std::unique_ptr<rdma::Device>> open_context() override { return d_.open_context(); }
+
+ private:
+  rdma::Device& d_;
+  int budget_;
+};
+}  // namespace
+
+// No memory for the next step: the insert is -ENOSPC, nothing is left
+// behind, the table keeps working within what it has.
+TEST(Table, GrowthWithoutMemoryIsAFullTable) {
+  OneNode n;
+  StingyDevice dev(*n.dev, 2);  // the initial heap, then one step
+  TableSpec s = spec(16, 4, 5000);  // overflow buckets enough for every key: only the heap grows
+  s.grows = true;
+  auto tab = Table::create(dev, 0, s);
+  ASSERT_TRUE(tab.ok()) << tab.error().message;
+  Table& g = **tab;
+  const uint32_t step = static_cast<uint32_t>(Table::kGrowBytes / g.tuple_bytes());
+  uint64_t k = 0;
+  while (insert(g, k) == 0) ++k;
+  EXPECT_EQ(k, 16u + step) << "the initial tuples and one step";
+  EXPECT_EQ(g.size(), k);
+  TupleRef ref;
+  EXPECT_EQ(g.lookup(k, &ref), -ENOENT);
+  ASSERT_EQ(g.erase(0), 0);
+  EXPECT_EQ(insert(g, k), 0);
+  EXPECT_EQ(lookup_checked(g, k), 0);
+}
+
 TEST(Store, TableIdsAndNamesAreUnique) {
   OneNode n;
   ASSERT_TRUE(n.store.create_table(spec(10)).ok());

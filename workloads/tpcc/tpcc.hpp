@@ -84,6 +84,9 @@ class Tpcc final : public txn::Workload {
   // For tests: a broken variant of the workload (Delivery that leaves the
   // new-order row in place) that consistency condition 5 must catch.
   void break_delivery_for_tests() { broken_delivery_ = true; }
+  // Tests: the growing tables stop at `orders` per district (their rows for
+  // that many orders), so that a run can fill one.
+  void limit_growth_for_tests(uint32_t orders) { growth_limit_ = orders; }
   const Params& params() const { return p_; }
   uint32_t warehouses() const { return p_.warehouses_per_node * p_.nodes; }
 
@@ -96,6 +99,7 @@ class Tpcc final : public txn::Workload {
   Result<void> check_warehouse(txn::Database& db, uint32_t node, uint32_t w, uint64_t* fingerprint) const;
   Params p_;
   bool broken_delivery_ = false;
+  uint32_t growth_limit_ = 0;
 };
 
 }  // namespace rdtx::workloads

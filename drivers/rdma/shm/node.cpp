@@ -214,18 +214,21 @@ Result<void> Node::dereg_mr(const MemoryRegion& mr, uint32_t pd) {
   return {};
 }
 
-Result<Node::MemFile> Node::alloc_memory(size_t bytes) {
+Result<Node::MemFile> Node::alloc_memory(size_t bytes, size_t commit) {
   if (bytes == 0) return make_error(EINVAL, "alloc_memory(0): empty allocation");
   size_t size = round_up(bytes, kPageSize);
+  const bool sparse = commit < bytes;
   std::lock_guard lock(mu_);
   if (free_mem_ids_.empty())
     return make_error(ENOSPC, "node %u: all %u memory allocations are in use", node_id_, kMaxMemFiles);
   uint32_t id = free_mem_ids_.back();
   uint32_t gen = ++mem_gen_ == 0 ? ++mem_gen_ : mem_gen_;  // 0 means free
-  auto file = MappedFile::create(mem_path(fabric_, node_id_, id, gen), size);
+  auto file = sparse ? MappedFile::create_sparse(mem_path(fabric_, node_id_, id, gen), size, commit)
+                     : MappedFile::create(mem_path(fabric_, node_id_, id, gen), size);
   if (!file.ok()) return file.error();
   free_mem_ids_.pop_back();
   store_word(mems_[id].size, uint64_t{size}, std::memory_order_relaxed);
+  store_word(mems_[id].flags, sparse ? kMemSparse : 0u, std::memory_order_relaxed);
   // Release: a peer that sees the generation sees the size.
   store_word(mems_[id].gen, gen, std::memory_order_release);
   memory_[reinterpret_cast<uintptr_t>(file->data())] = LiveMemory{id, gen, size};

@@ -71,7 +71,9 @@ class Node {
     uint32_t gen;
     MappedFile file;
   };
-  Result<MemFile> alloc_memory(size_t bytes);
+  // `commit` < bytes: a sparse file (MappedFile::create_sparse) whose rest
+  // is backed later; peers then map it without pre-faulting.
+  Result<MemFile> alloc_memory(size_t bytes, size_t commit);
   // Called before a memory file is unmapped: deregisters the regions still
   // inside it (a peer's verb must fail, not fault) and frees its table entry.
   void free_memory(uint32_t id, uint32_t gen, const uint8_t* base, size_t size);

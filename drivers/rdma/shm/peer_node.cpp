@@ -89,7 +89,8 @@ const PeerNode::MemMapping* PeerNode::map_memory(uint32_t id, uint32_t gen) cons
   // Acquire pairs with the owner's release of the entry's generation.
   if (load_word(mems_[id].gen, std::memory_order_acquire) != gen) return nullptr;  // freed since
   size_t size = load_word(mems_[id].size, std::memory_order_relaxed);
-  auto file = MappedFile::open(mem_path(fabric_, node_id_, id, gen), true, size);
+  const bool sparse = (load_word(mems_[id].flags, std::memory_order_relaxed) & kMemSparse) != 0;
+  auto file = MappedFile::open(mem_path(fabric_, node_id_, id, gen), true, size, !sparse);
   if (!file.ok()) {
     RDTX_LOG(shm_log(), Warning, "node %u: cannot map memory file %u: %s", node_id_, id, file.error().message.c_str());
     return nullptr;

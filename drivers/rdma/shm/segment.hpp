@@ -67,9 +67,11 @@ struct alignas(64) RegionEntry {
   uint32_t reserved;
 };
 
+inline constexpr uint32_t kMemSparse = 1;  // MemEntry::flags: backed piecewise (Device::reserve_memory)
+
 struct MemEntry {
   uint32_t gen;  // 0: free; stored last with release
-  uint32_t reserved;
+  uint32_t flags;
   uint64_t size;
 };
 

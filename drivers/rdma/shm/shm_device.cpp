@@ -39,6 +39,7 @@ Result<std::unique_ptr<Device>> ShmDevice::open(const ShmConfig& cfg, uint32_t n
   caps.max_cqe = kMaxCqe;
   caps.max_msg_size = cfg.mtu;
   caps.max_mr_size = kMaxMrSize;
+  caps.lazy_memory = true;
   caps.latency_ns = cfg.latency_ns;
   caps.bw_gbps = cfg.bw_gbps;
   uint32_t pd = (*node)->new_pd();
@@ -56,9 +57,19 @@ Result<std::unique_ptr<DeviceMemory>> ShmDevice::alloc_memory(size_t bytes) {
   if (bytes > caps_.max_mr_size)
     return make_error(EINVAL, "alloc_memory(%zu): more than max_mr_size %llu", bytes,
                       static_cast<unsigned long long>(caps_.max_mr_size));
-  auto mem = node_->alloc_memory(bytes);
+  auto mem = node_->alloc_memory(bytes, bytes);
   if (!mem.ok()) return mem.error();
-  return std::unique_ptr<DeviceMemory>(std::make_unique<ShmMemory>(node_, std::move(*mem)));
+  return std::unique_ptr<DeviceMemory>(std::make_unique<ShmMemory>(node_, std::move(*mem), false));
+}
+
+Result<std::unique_ptr<DeviceMemory>> ShmDevice::reserve_memory(size_t reserve, size_t commit) {
+  if (reserve > caps_.max_mr_size)
+    return make_error(EINVAL, "reserve_memory(%zu): more than max_mr_size %llu", reserve,
+                      static_cast<unsigned long long>(caps_.max_mr_size));
+  if (commit > reserve) return make_error(EINVAL, "reserve_memory(%zu, %zu): commit exceeds reserve", reserve, commit);
+  auto mem = node_->alloc_memory(reserve, commit);
+  if (!mem.ok()) return mem.error();
+  return std::unique_ptr<DeviceMemory>(std::make_unique<ShmMemory>(node_, std::move(*mem), commit < reserve));
 }
 
 Result<MemoryRegion> ShmDevice::reg_mr(void* addr, size_t length, uint32_t access) {
