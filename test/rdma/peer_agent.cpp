@@ -51,6 +51,7 @@ class Agent {
   int out_;
   std::unique_ptr<Device> dev_;
   Region mem_, ro_, dead_, echo_bufs_, send_bufs_;
+  Region lazy_;  // reserve_memory(), on request ("lazy"), committed piecewise ("commit")
   std::vector<uint8_t> heap_;
   MemoryRegion heap_mr_{};
   uint32_t mtu_ = 0;
@@ -232,7 +233,8 @@ Result<std::string> Agent::send_messages(const QpAddress& to, uint64_t n, uint32
 }
 
 Result<std::string> Agent::peek(uint64_t addr, size_t len) {
-  for (const MemoryRegion* mr : {&mem_.mr, &ro_.mr, &dead_.mr, &heap_mr_}) {
+  for (const MemoryRegion* mr : {&mem_.mr, &ro_.mr, &dead_.mr, &heap_mr_, &lazy_.mr}) {
+    if (mr->length == 0) continue;
     uint64_t base = mr->remote_addr();
     if (addr >= base && len <= mr->length && addr - base <= mr->length - len)
       return to_hex(reinterpret_cast<const void*>(addr), len);
@@ -285,6 +287,24 @@ void Agent::command(const std::string& line) {
     if (!in) return fail("bad arguments");
     auto r = peek(addr, len);
     return r.ok() ? reply("ok " + *r) : fail(r.error().message);
+  }
+  if (cmd == "lazy") {  // reserve, register all of it, commit a prefix
+    size_t reserve = 0, commit = 0;
+    in >> reserve >> commit;
+    if (!in || lazy_.mem) return fail("bad arguments");
+    auto mem = dev_->reserve_memory(reserve, commit);
+    if (!mem.ok()) return fail(mem.error().message);
+    auto mr = dev_->reg_mr((*mem)->data(), reserve, kAccessAll);
+    if (!mr.ok()) return fail(mr.error().message);
+    lazy_ = Region{std::move(*mem), *mr};
+    return reply("ok " + describe(lazy_.mr));
+  }
+  if (cmd == "commit") {
+    size_t offset = 0, length = 0;
+    in >> offset >> length;
+    if (!in || !lazy_.mem) return fail("bad arguments");
+    auto r = lazy_.mem->commit(offset, length);
+    return r.ok() ? reply("ok") : fail(r.error().message);
   }
   fail("unknown command");
 }

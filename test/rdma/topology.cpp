@@ -209,6 +209,20 @@ Result<std::vector<uint8_t>> Topology::remote_peek(uint64_t addr, size_t len) {
   return out;
 }
 
+Result<RemoteRegion> Topology::remote_lazy(size_t reserve, size_t commit) {
+  auto r = call("lazy " + std::to_string(reserve) + " " + std::to_string(commit));
+  if (!r.ok()) return r.error();
+  RemoteRegion out;
+  if (!parse_region(*r, &out)) return make_error(EPROTO, "bad lazy reply: %s", r->c_str());
+  return out;
+}
+
+Result<void> Topology::remote_commit(size_t offset, size_t length) {
+  auto r = call("commit " + std::to_string(offset) + " " + std::to_string(length));
+  if (!r.ok()) return r.error();
+  return {};
+}
+
 int peer_agent_main(int argc, char** argv) {
   if (argc != 5) {
     std::fprintf(stderr, "usage: %s %s <devargs> <fabric> <node>\n", argv[0], kPeerAgentFlag);

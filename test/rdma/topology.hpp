@@ -68,6 +68,10 @@ class Topology {
   Result<std::pair<uint64_t, uint32_t>> remote_send(const QpAddress& to, uint64_t n, uint32_t size, uint64_t seq);
   // Node 1's own view of its memory, bypassing the network.
   Result<std::vector<uint8_t>> remote_peek(uint64_t addr, size_t len);
+  // Node 1 reserves `reserve` bytes (Device::reserve_memory) with `commit`
+  // committed and registers all of it; then commits more of it.
+  Result<RemoteRegion> remote_lazy(size_t reserve, size_t commit);
+  Result<void> remote_commit(size_t offset, size_t length);
 
   Topology(const TopologySpec& spec, std::string fabric) : spec_(spec), fabric_(std::move(fabric)) {}
 

@@ -2,8 +2,13 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gid.hpp"
@@ -105,6 +110,56 @@ int probe_max_inline(ibv_pd* pd, ibv_cq* cq, ibv_qp_type type, int* err) {
       hi = mid;
   }
   return static_cast<int>(lo);
+}
+
+// Peers reach tables with RC READ, WRITE, CAS and FAA: on-demand paging
+// must serve all three for lazy memory.
+constexpr uint32_t kRcOdpNeeded = IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_ATOMIC;
+
+// Whether the device pages RC READ, WRITE and ATOMIC on demand; if not,
+// *why says what is missing.
+bool query_odp(ibv_context* ctx, std::string* why) {
+  ibv_device_attr_ex ax{};
+  if (int rc = ibv_query_device_ex(ctx, nullptr, &ax); rc != 0) {
+    *why = std::string("ibv_query_device_ex failed: ") + std::strerror(rc);
+    return false;
+  }
+  if ((ax.odp_caps.general_caps & IBV_ODP_SUPPORT) == 0) {
+    *why = "the device has no on-demand paging";
+    return false;
+  }
+  const uint32_t rc_caps = ax.odp_caps.per_transport_caps.rc_odp_caps;
+  if ((rc_caps & kRcOdpNeeded) != kRcOdpNeeded) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "its RC on-demand paging lacks READ, WRITE or ATOMIC (rc_odp_caps 0x%x)", rc_caps);
+    *why = buf;
+    return false;
+  }
+  return true;
+}
+
+// The lazy ranges of the process (Context::add_lazy_range), and the devices
+// whose ODP support was logged at notice level. Never destroyed: memory may
+// be freed by static destructors that run after this one's would.
+struct LazyState {
+  std::mutex mu;
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;  // [base, end)
+  std::vector<std::string> told_odp;
+};
+
+LazyState& lazy_state() {
+  static LazyState* state = new LazyState;
+  return *state;
+}
+
+// True the first time per device name in this process: every worker's
+// context opens the device again, and one notice per device is enough.
+bool first_odp_notice(const std::string& name) {
+  LazyState& st = lazy_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (std::find(st.told_odp.begin(), st.told_odp.end(), name) != st.told_odp.end()) return false;
+  st.told_odp.push_back(name);
+  return true;
 }
 
 Error device_list_error(int list_errno) {
@@ -290,6 +345,15 @@ Result<std::shared_ptr<Context>> Context::open(const VerbsConfig& cfg, uint32_t 
                                                                 : "none";
   RDTX_LOG(verbs_log(), Info, "node %u: opened %s: MTU %u, atomics %s, max_inline %u, max_qp_wr %d, max_cqe %d",
            node_id, desc, c->mtu_bytes(), atomics, c->max_inline_, c->attr_.max_qp_wr, c->attr_.max_cqe);
+  std::string no_odp;
+  c->odp_ = query_odp(c->ctx_, &no_odp);
+  const std::string odp_note =
+      c->odp_ ? std::string("lazy memory (ODP) available: growing tables can grow")
+              : "no lazy memory (ODP): " + no_odp + "; growing tables stay at their initial capacity";
+  if (first_odp_notice(c->name_))
+    RDTX_LOG(verbs_log(), Notice, "%s: %s", dname, odp_note.c_str());
+  else
+    RDTX_LOG(verbs_log(), Debug, "%s: %s", dname, odp_note.c_str());
   if (c->attr_.atomic_cap == IBV_ATOMIC_NONE)
     RDTX_LOG(verbs_log(), Warning,
              "%s reports no remote atomics (IBV_ATOMIC_NONE): CAS and FAA are refused at post_send (-EINVAL); use "
@@ -326,6 +390,16 @@ Result<MemoryRegion> Context::reg_mr(void* addr, size_t length, uint32_t access)
   // A device without atomics refuses the flag; such a device never performs
   // an atomic on the region anyway.
   if ((access & kRemoteAtomic) != 0 && atomics()) flags |= IBV_ACCESS_REMOTE_ATOMIC;
+  // Lazy memory is committed after registration: page it on demand instead
+  // of pinning (which would commit all of it now).
+  if (overlaps_lazy_range(addr, length)) {
+    if (!odp_)
+      return make_error(ENOTSUP,
+                        "reg_mr(%p, %zu) on %s: the range is lazy memory (reserve_memory), which needs on-demand "
+                        "paging, and this device has none",
+                        addr, length, name_.c_str());
+    flags |= IBV_ACCESS_ON_DEMAND;
+  }
   ibv_mr* mr = ibv_reg_mr(pd_, addr, length, flags);
   if (mr == nullptr) {
     int e = errno != 0 ? errno : ENOMEM;
@@ -382,6 +456,31 @@ void Context::dereg_inside(const void* base, size_t length) {
              mr->length, mr->lkey);
     ibv_dereg_mr(mr);
   }
+}
+
+void Context::add_lazy_range(const void* base, size_t length) {
+  LazyState& st = lazy_state();
+  auto lo = reinterpret_cast<uintptr_t>(base);
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.ranges.emplace_back(lo, lo + length);
+}
+
+void Context::remove_lazy_range(const void* base) {
+  LazyState& st = lazy_state();
+  auto lo = reinterpret_cast<uintptr_t>(base);
+  std::lock_guard<std::mutex> lock(st.mu);
+  auto it = std::find_if(st.ranges.begin(), st.ranges.end(), [lo](const auto& r) { return r.first == lo; });
+  if (it != st.ranges.end()) st.ranges.erase(it);
+}
+
+bool Context::overlaps_lazy_range(const void* addr, size_t length) {
+  LazyState& st = lazy_state();
+  auto lo = reinterpret_cast<uintptr_t>(addr);
+  auto hi = lo + length;
+  std::lock_guard<std::mutex> lock(st.mu);
+  for (const auto& [base, end] : st.ranges)
+    if (lo < end && base < hi) return true;
+  return false;
 }
 
 void Context::note_pages(bool huge, const char* why) {

@@ -5,7 +5,8 @@
 // Context through a shared_ptr, so any of them may outlive the Device; the
 // device is closed when the last one goes.
 // Thread-safety: immutable after open(), except the region table (a mutex:
-// registration is a control-path call any thread of the node may make).
+// registration is a control-path call any thread of the node may make). The
+// lazy ranges are process-wide, under their own mutex.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -51,6 +52,9 @@ class Context {
   uint32_t qkey() const { return qkey_; }
   uint32_t node_id() const { return node_id_; }
   bool atomics() const { return attr_.atomic_cap != IBV_ATOMIC_NONE; }
+  // On-demand paging for RC READ, WRITE and ATOMIC (ibv_query_device_ex):
+  // a region may cover memory that is not backed yet (lazy memory).
+  bool odp() const { return odp_; }
   uint32_t max_inline() const { return max_inline_; }
   // "mlx5_0 port 1 (RoCE v2 GID 3 ::ffff:10.0.0.1)": for messages.
   const std::string& describe() const { return description_; }
@@ -68,6 +72,15 @@ class Context {
   void dereg_inside(const void* base, size_t length);
   // Logs, once per kind, which pages alloc_memory() got.
   void note_pages(bool huge, const char* why);
+
+  // Memory from reserve_memory() is committed piecewise after it is
+  // registered, so a region over it must not pin it: reg_mr registers a
+  // region that overlaps a lazy range with IBV_ACCESS_ON_DEMAND. The ranges
+  // are process-wide, not per Context, since memory of one context of the
+  // node is registered with the others (each worker's) too.
+  static void add_lazy_range(const void* base, size_t length);
+  static void remove_lazy_range(const void* base);
+  static bool overlaps_lazy_range(const void* addr, size_t length);
 
   // Filled in by open().
   Context() = default;
@@ -88,6 +101,7 @@ class Context {
   uint32_t qkey_ = 0;
   uint32_t node_id_ = 0;
   uint32_t max_inline_ = 0;
+  bool odp_ = false;
   std::unique_ptr<uint8_t[]> scratch_;
   ibv_mr* scratch_mr_ = nullptr;
   std::atomic<bool> told_huge_{false};

@@ -2,7 +2,9 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "verbs_cq.hpp"
@@ -11,6 +13,10 @@
 #include "verbs_qp.hpp"
 
 namespace rdtx::rdma::verbs {
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
 
 namespace {
 
@@ -44,6 +50,8 @@ Result<std::unique_ptr<Device>> VerbsDevice::open(const VerbsConfig& cfg, uint32
   caps.max_cqe = static_cast<uint32_t>(c.attr().max_cqe);
   caps.max_msg_size = c.mtu_bytes();
   caps.max_mr_size = c.attr().max_mr_size;
+  // Regions over reserved memory are registered with on-demand paging.
+  caps.lazy_memory = c.odp();
   return std::unique_ptr<Device>(std::make_unique<VerbsDevice>(std::move(*ctx), std::move(caps), fabric));
 }
 
@@ -78,6 +86,62 @@ Result<std::unique_ptr<DeviceMemory>> VerbsDevice::alloc_memory(size_t bytes) {
                       std::strerror(errno));
   ctx_->note_pages(false, huge == HugePages::kAuto ? ": no free 2 MiB huge page for the request" : "");
   return std::unique_ptr<DeviceMemory>(std::make_unique<VerbsMemory>(ctx_, p, mapped, bytes, false));
+}
+
+Result<std::unique_ptr<DeviceMemory>> VerbsDevice::reserve_memory(size_t reserve, size_t commit) {
+  if (!caps_.lazy_memory)
+    return make_error(ENOTSUP,
+                      "reserve_memory on %s: the device does not support on-demand paging (ODP) for RC READ, WRITE "
+                      "and ATOMIC, so registered memory cannot be committed later",
+                      ctx_->name().c_str());
+  if (reserve == 0) return make_error(EINVAL, "reserve_memory(0): nothing to reserve");
+  if (reserve > caps_.max_mr_size)
+    return make_error(EINVAL, "reserve_memory(%zu): more than max_mr_size %llu", reserve,
+                      static_cast<unsigned long long>(caps_.max_mr_size));
+  if (commit > reserve) return make_error(EINVAL, "reserve_memory(%zu, %zu): commit exceeds reserve", reserve, commit);
+  // Normal pages: huge pages would commit 2 MiB at a time and need a pool.
+  size_t mapped = round_up(reserve, VerbsMemory::kSmallPage);
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    return make_error(e, "reserve_memory(%zu) on %s: mmap of %zu bytes of address space failed: %s%s", reserve,
+                      ctx_->name().c_str(), mapped, std::strerror(e),
+                      e == ENOMEM ? " (with vm.overcommit_memory=2 a reservation counts in full)" : "");
+  }
+  // The range is lazy (VerbsMemory's constructor) before anything can
+  // register a region over it.
+  auto mem = std::make_unique<VerbsMemory>(ctx_, p, mapped, reserve, false, true);
+  RDTX_TRY(mem->commit(0, commit));
+  return std::unique_ptr<DeviceMemory>(std::move(mem));
+}
+
+Result<void> VerbsMemory::commit(size_t offset, size_t length) {
+  if (!lazy_) return DeviceMemory::commit(offset, length);
+  if (offset > size_ || length > size_ - offset)
+    return make_error(EINVAL, "commit(%zu, %zu) on %s: outside the %zu bytes reserved", offset, length,
+                      ctx_->name().c_str(), size_);
+  if (length == 0) return {};
+  const size_t first = offset / kSmallPage * kSmallPage;
+  const size_t end = std::min(round_up(offset + length, kSmallPage), mapped_);
+  auto* p = static_cast<uint8_t*>(base_) + first;
+  const size_t bytes = end - first;
+  int rc = 0;
+  do {
+    rc = madvise(p, bytes, MADV_POPULATE_WRITE);
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0) return {};
+  const int e = errno;
+  if (e == EINVAL) {
+    // A kernel before 5.14. Touch each page instead, adding 0 atomically: a
+    // peer may write into the range already. Without memory the OOM killer,
+    // not an error, is the answer then.
+    for (size_t off = 0; off < bytes; off += kSmallPage) __atomic_fetch_add(p + off, 0, __ATOMIC_RELAXED);
+    return {};
+  }
+  // Pages populated before the failure stay (zero); nothing else changed.
+  return make_error(e == EFAULT || e == EAGAIN ? ENOMEM : e,
+                    "commit(%zu, %zu) on %s: no memory to commit %zu bytes at offset %zu of the reservation: %s",
+                    offset, length, ctx_->name().c_str(), bytes, first, std::strerror(e));
 }
 
 Result<MemoryRegion> VerbsDevice::reg_mr(void* addr, size_t length, uint32_t access) {

@@ -21,6 +21,10 @@ class VerbsDevice final : public Device {
 
   const DeviceCaps& caps() const override { return caps_; }
   Result<std::unique_ptr<DeviceMemory>> alloc_memory(size_t bytes) override;
+  // Anonymous address space of normal pages, registered with on-demand
+  // paging; ENOTSUP unless the device pages RC READ, WRITE and ATOMIC on
+  // demand (caps().lazy_memory).
+  Result<std::unique_ptr<DeviceMemory>> reserve_memory(size_t reserve, size_t commit) override;
   Result<MemoryRegion> reg_mr(void* addr, size_t length, uint32_t access) override;
   Result<void> dereg_mr(const MemoryRegion& mr) override;
   Result<std::unique_ptr<CompletionQueue>> create_cq(uint32_t depth) override;
