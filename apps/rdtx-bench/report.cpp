@@ -238,8 +238,11 @@ void print_report(std::FILE* out, const Report& rep) {
   std::fprintf(out, "committed     %14s txn/s  (%s in %.2f s)\n",
                grouped(static_cast<uint64_t>(per_s(t.commits, secs))).c_str(), grouped(t.commits).c_str(), secs);
   std::fprintf(out, "attempted     %14s txn/s\n", grouped(static_cast<uint64_t>(per_s(t.attempts, secs))).c_str());
-  std::fprintf(out, "loaded        %14.2f s, tables %s MiB in this process\n", r.load_seconds,
+  std::fprintf(out, "loaded        %14.2f s, tables %s MiB in this process", r.load_seconds,
                grouped(r.table_bytes >> 20).c_str());
+  if (r.table_bytes_end != r.table_bytes)
+    std::fprintf(out, " (%s MiB after the run: grown as it inserted)", grouped(r.table_bytes_end >> 20).c_str());
+  std::fprintf(out, "\n");
   if (r.replicas > 1) {
     std::fprintf(out, "replicas      %14u copies: %s\n", r.replicas, r.placement.c_str());
     const uint64_t logged = t.log_bytes;
@@ -474,7 +477,9 @@ std::string report_json(const Report& rep) {
                                      {"stale", i64(r.cache.stale)},
                                      {"hit_rate", ratio(r.cache.hits, lookups)}}},
       {"lcores", std::move(lcores)},
-      {"load", toml::table{{"seconds", r.load_seconds}, {"table_bytes", i64(r.table_bytes)}}},
+      {"load", toml::table{{"seconds", r.load_seconds},
+                           {"table_bytes", i64(r.table_bytes)},
+                           {"table_bytes_end", i64(r.table_bytes_end)}}},
       {"replication", toml::table{{"replicas", i64(r.replicas)},
                                   {"placement", r.placement},
                                   {"log_bytes_per_commit", ratio(t.log_bytes, t.commits)}}},

@@ -331,6 +331,8 @@ Result<RunResult> run(const RunConfig& rc) {
     }
   }
   res.locks_left = txn::count_locked(**db, *rc.protocol);
+  for (uint32_t n = 0; n < c.nodes(); ++n)
+    if (c.is_local(n)) res.table_bytes_end += (*db)->store(n).memory_report().total_bytes();
   // The log entries still in the backups' rings are applied before the
   // replicas are compared.
   for (auto& e : engines) e->settle_services();

@@ -77,6 +77,7 @@ struct RunResult {
   // tables' memory (rows, index and bookkeeping) per local node.
   double load_seconds = 0;
   uint64_t table_bytes = 0;
+  uint64_t table_bytes_end = 0;  // the same after the run: tables that grow (TPC-C's) add memory
   Result<void> replicas_equal;
   store::LocationCacheStats cache;
   uint64_t rpc_malformed = 0, rpc_timeouts = 0;

@@ -218,14 +218,13 @@ bool Table::commit(std::byte* from, uint64_t bytes, const char* what) {
 }
 
 bool Table::grow_heap(uint32_t seen) {
-  if (!grows_) return false;
   std::lock_guard lock(grow_mu_);
   const uint32_t cur = alloc_.limit();
   if (cur != seen) return true;  // grown meanwhile: try again
   if (cur >= alloc_.capacity()) {
     if (!full_logged_.exchange(true))
-      RDTX_LOG(store_log(), Error, "table '%s' on node %u is full: it holds %u tuples, the most it may grow to",
-               name_.c_str(), node_id_, cur);
+      RDTX_LOG(store_log(), Error, "table '%s' on node %u is full: it holds %u tuples, the most it may %s", name_.c_str(),
+               node_id_, cur, grows_ ? "grow to" : "(it does not grow)");
     return false;
   }
   const uint64_t step = std::max<uint64_t>(1, kGrowBytes / tuple_bytes_);
@@ -236,7 +235,6 @@ bool Table::grow_heap(uint32_t seen) {
 }
 
 bool Table::grow_overflow(uint64_t seen) {
-  if (!grows_) return false;
   std::lock_guard lock(grow_mu_);
   const uint64_t cur = index_.overflow_limit();
   const IndexGeometry& g = index_.geometry();
