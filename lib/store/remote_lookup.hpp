@@ -24,8 +24,9 @@
 // validation phase re-reads its versions together with the state word.
 //
 // Nothing read from the peer is trusted: slot tuple indexes and chain links
-// are bounds-checked before use and chains are followed for at most
-// overflow_buckets hops (-EBADMSG otherwise); headers are compared, never
+// are bounds-checked before use, and a link must go forward (overflow
+// buckets are linked in increasing order, so a cycle is caught at its first
+// backward link; -EBADMSG otherwise); headers are compared, never
 // used to compute addresses. The descriptor itself must have passed
 // validate() (table_descriptor.hpp).
 //
