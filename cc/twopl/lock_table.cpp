@@ -153,7 +153,7 @@ void LockTable::enqueue(Lock& l, uint32_t li, uint32_t r) {
   }
 }
 
-void LockTable::dequeue(Lock& l, uint32_t li, uint32_t r) {
+void LockTable::dequeue(Lock& l, uint32_t r) {
   Req& q = reqs_[r];
   if (q.prev != kNone) reqs_[q.prev].next = q.next;
   else l.wait_head = q.next;
@@ -164,7 +164,6 @@ void LockTable::dequeue(Lock& l, uint32_t li, uint32_t r) {
     if (l.pending_prev != kNone) locks_.items[l.pending_prev].pending_next = l.pending_next;
     else pending_head_ = l.pending_next;
     if (l.pending_next != kNone) locks_.items[l.pending_next].pending_prev = l.pending_prev;
-    (void)li;
   }
 }
 
@@ -193,7 +192,7 @@ void LockTable::grant_waiters(uint32_t li) {
   Lock& l = locks_.items[li];
   while (l.wait_head != kNone && grantable(l, reqs_[l.wait_head].mode, LockMode::kNL)) {
     const uint32_t r = l.wait_head;
-    dequeue(l, li, r);
+    dequeue(l, r);
     link_holder(l, r);
     push_event(reqs_[r], true);
   }
@@ -263,7 +262,7 @@ uint32_t LockTable::release_all(uint64_t txn) {
     Lock& l = locks_.items[li];
     // A waiter withdrawn: its transaction is ending, it gets no event.
     if (r.granted) unlink_holder(l, q);
-    else dequeue(l, li, q);
+    else dequeue(l, q);
     grant_waiters(li);
     drop_lock_if_idle(li);
     r.txn_next = free_req_;
@@ -286,7 +285,7 @@ uint32_t LockTable::expire(uint64_t now) {
     while (l.wait_head != kNone && now >= reqs_[l.wait_head].since && now - reqs_[l.wait_head].since >= wait_limit_) {
       const uint32_t q = l.wait_head;
       Req& r = reqs_[q];
-      dequeue(l, li, q);
+      dequeue(l, q);
       push_event(r, false);
       // Off its transaction's list, back to the pool.
       const uint32_t ti = find_txn(r.txn);

@@ -163,7 +163,7 @@ class LockTable {
   void link_holder(Lock& l, uint32_t r);
   void unlink_holder(Lock& l, uint32_t r);
   void enqueue(Lock& l, uint32_t li, uint32_t r);
-  void dequeue(Lock& l, uint32_t li, uint32_t r);
+  void dequeue(Lock& l, uint32_t r);
   // Grants waiting heads of lock l while compatible; events for each.
   void grant_waiters(uint32_t li);
   void push_event(const Req& r, bool granted);
