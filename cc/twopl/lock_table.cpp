@@ -275,8 +275,16 @@ uint32_t LockTable::release_all(uint64_t txn) {
   return n;
 }
 
+LockMode LockTable::held(uint64_t lock, uint64_t txn) const {
+  const uint32_t li = find_lock(lock), ti = find_txn(txn);
+  if (li == kNone || ti == kNone) return LockMode::kNL;
+  for (uint32_t q = txns_.items[ti].head; q != kNone; q = reqs_[q].txn_next)
+    if (reqs_[q].lock == li) return reqs_[q].granted ? reqs_[q].mode : LockMode::kNL;
+  return LockMode::kNL;
+}
+
 uint32_t LockTable::expire(uint64_t now) {
-  if (policy_ != DeadlockPolicy::kBoundedWait) return 0;
+  if (policy_ == DeadlockPolicy::kNoWait) return 0;
   uint32_t n = 0;
   for (uint32_t li = pending_head_; li != kNone;) {
     Lock& l = locks_.items[li];

@@ -71,6 +71,8 @@ class LockTable {
     uint32_t transactions = 1024;  // transactions with a request at once
   };
   // `wait_limit`: kBoundedWait's bound, in the unit of the `now` arguments.
+  // Under kWaitDie it caps a wait too (a server must answer a waiter before
+  // its caller's RPC timeout; the policy itself never needs it).
   LockTable(const Limits& limits, DeadlockPolicy policy, uint64_t wait_limit);
 
   struct Request {
@@ -86,7 +88,7 @@ class LockTable {
   // waiting; waiters that can now be granted are, in FIFO order per lock.
   // Returns how many requests the transaction had.
   uint32_t release_all(uint64_t txn);
-  // kBoundedWait: denies every request waiting since before now - wait_limit
+  // kBoundedWait and kWaitDie: denies every request waiting since before now - wait_limit
   // (each queue's head first: a FIFO queue's arrival times increase).
   // Returns how many it denied.
   uint32_t expire(uint64_t now);
@@ -100,6 +102,10 @@ class LockTable {
     bool granted;
   };
   bool pop_event(Event* e);
+
+  // The mode `txn` holds `lock` in (kNL: none; a waiting request is none).
+  LockMode held(uint64_t lock, uint64_t txn) const;
+  bool known(uint64_t txn) const { return find_txn(txn) != kNone; }
 
   // Introspection (tests, diagnostics).
   uint32_t granted_count(uint64_t lock, LockMode m) const;

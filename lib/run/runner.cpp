@@ -331,6 +331,7 @@ Result<RunResult> run(const RunConfig& rc) {
     }
   }
   res.locks_left = txn::count_locked(**db, *rc.protocol);
+  for (auto& e : engines) res.locks_left += e->services_locks_left();
   for (uint32_t n = 0; n < c.nodes(); ++n)
     if (c.is_local(n)) res.table_bytes_end += (*db)->store(n).memory_report().total_bytes();
   // The log entries still in the backups' rings are applied before the

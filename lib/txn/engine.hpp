@@ -117,6 +117,12 @@ class WorkerEngine {
   void settle_services() {
     for (RunningService& r : services_) r.service->settle();
   }
+  // After the run: Service::locks_left() of each.
+  uint64_t services_locks_left() const {
+    uint64_t n = 0;
+    for (const RunningService& r : services_) n += r.service->locks_left();
+    return n;
+  }
   Workload& workload() { return workload_; }
   store::LocationCache* cache() { return opts_.location_cache ? &cache_ : nullptr; }
   WorkerStats& stats() { return stats_; }

@@ -27,12 +27,25 @@ bool ItemBatch::add_to(uint32_t node, uint32_t i, uint64_t arg0, uint64_t arg1, 
 }
 
 bool ItemBatch::add_item(uint32_t node, uint32_t i, TableId table, Key key, uint64_t arg0, uint64_t arg1,
-                         std::span<const std::byte> data, uint32_t reply_data, const uint64_t* prefix) {
+                         std::span<const std::byte> data, uint32_t reply_data, const uint64_t* prefix,
+                         uint32_t worker) {
   const uint32_t data_len = static_cast<uint32_t>(data.size()) + (prefix ? 8 : 0);
   const uint32_t req_need = sizeof(ItemHeader) + pad8(data_len);
   const uint32_t rep_need = sizeof(ItemReply) + pad8(reply_data);
   if (req_need + 8 > max_payload_ || rep_need > max_payload_) return false;
+  const uint32_t dest =
+      node * c_.engine().workers_per_node() + (worker == kPaired ? c_.engine().ctx().index : worker);
   int k = cur_[node];
+  // Calls to several workers of one node: the node's last call is not
+  // necessarily this worker's (a short search of the calls).
+  if (k >= 0 && calls_[k].dest != dest) {
+    k = -1;
+    for (uint32_t j = ncalls_; j-- > 0;)
+      if (calls_[j].dest == dest) {
+        k = static_cast<int>(j);
+        break;
+      }
+  }
   if (k < 0 || calls_[k].req_len + req_need > max_payload_ || calls_[k].reply_len + rep_need > max_payload_ ||
       calls_[k].nitems == Txn::kMaxAccesses) {
     if (ncalls_ == kMaxCalls) return false;
@@ -42,7 +55,7 @@ bool ItemBatch::add_item(uint32_t node, uint32_t i, TableId table, Key key, uint
     cl.reply_len = 0;
     cl.nitems = 0;
     cl.node = node;
-    cl.dest = node * c_.engine().workers_per_node() + c_.engine().ctx().index;
+    cl.dest = dest;
     cl.req = c_.rpc_request_buffer(bank_ * kMaxCalls + static_cast<uint32_t>(k));
     cl.reply = {c_.rpc_reply_buffer(bank_ * kMaxCalls + static_cast<uint32_t>(k)), max_payload_};
     cur_[node] = k;

@@ -65,8 +65,12 @@ class ItemBatch {
               uint32_t reply_data, const uint64_t* prefix = nullptr);
   // The same for an item that is not an access (the log stage's inserted
   // rows): `id` is what the reply and failure callbacks are given for it.
+  // `worker`: the worker of `node` it goes to (kPaired: the one paired with
+  // this coordinator's, as everywhere else; a 2PL lock-table shard otherwise).
+  static constexpr uint32_t kPaired = UINT32_MAX;
   bool add_item(uint32_t node, uint32_t id, TableId table, Key key, uint64_t arg0, uint64_t arg1,
-                std::span<const std::byte> data, uint32_t reply_data, const uint64_t* prefix = nullptr);
+                std::span<const std::byte> data, uint32_t reply_data, const uint64_t* prefix = nullptr,
+                uint32_t worker = kPaired);
   // Makes retry_failed() send call k again (its answer asked for it).
   void mark_for_retry(uint32_t k) { calls_[k].reply.status = rpc::CallStatus::kPending; }
   bool empty() const { return ncalls_ == 0; }
@@ -143,7 +147,7 @@ class ItemBatch {
   std::optional<rpc::Batch> inflight_;
   runtime::WaitGroup::Ref inflight_wait_{nullptr};
   uint32_t ncalls_ = 0;
-  int cur_[64];  // current call per node, -1: none
+  int cur_[64];  // current call per node (the last one opened for it), -1: none
   Call calls_[kMaxCalls];
 };
 

@@ -125,6 +125,11 @@ struct AbortReasonName {
 // The default "is this tuple locked" test: metadata word 0 is not 0.
 bool lock_word0_held(const std::byte* meta);
 
+struct ProtocolVariant {
+  const char* name;
+  std::vector<std::pair<const char*, const char*>> settings;  // key, value (as a configuration writes it)
+};
+
 struct ProtocolDef {
   const char* name;
   const char* summary;
@@ -179,6 +184,10 @@ struct ProtocolDef {
   // leases carry timestamps a fresh tuple would not have). A workload that
   // relocates rows (Workload::relocates) is refused otherwise.
   bool relocates_rows = true;
+  // Named settings of the protocol's own keys the generated test suites run
+  // it with, each as "<protocol>/<variant>" (2PL's deadlock policies); none:
+  // the defaults only. Users select them with the keys themselves.
+  std::vector<ProtocolVariant> variants = {};
 };
 
 // The tuples a protocol's tables are made of.

@@ -15,6 +15,7 @@
 //            node waits for an answer that will not come
 //   settle() after the run, before its checks (runner's thread)
 //   stop()   when the engine goes, after its poller was unregistered
+//   locks_left()  after the run: locks still held (a lock table's)
 //
 // Thread-safety: every call on the worker's thread.
 #pragma once
@@ -44,6 +45,9 @@ class Service {
   // and no message can arrive any more: finish what is left (the log
   // appliers apply the entries still in their rings) before the checks.
   virtual void settle() {}
+  // Locks the service still holds for transactions once the run is over
+  // (a lock table's): counted with the tuples' locks left, which fail the run.
+  virtual uint64_t locks_left() const { return 0; }
 
  private:
   std::string name_;

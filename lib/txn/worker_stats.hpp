@@ -43,6 +43,11 @@ struct WorkerStats {
   uint64_t commit_probes = 0;                     // unsignaled commits confirmed by a READ of their own (no later signaled request)
   uint64_t cancel_failures = 0;                   // attempts that could not be cancelled at an owner
   uint64_t insert_errors = 0;                     // inserts that failed (Txn::insert: full table, duplicate key)
+  // A lock table's shard on this worker (protocol 2pl), measured window:
+  // lock requests it served, and those that waited (were not granted or
+  // refused at once).
+  uint64_t lock_requests = 0;
+  uint64_t lock_waits = 0;
   // Replication (replication.hpp): entries and bytes logged by committed
   // transactions (measured window), waits for a full ring, entries a backup
   // refused or that never got an answer, records the appliers installed.
@@ -93,6 +98,8 @@ inline constexpr WorkerCounter kWorkerCounters[] = {
     {"commit_probes", "commit probes", &WorkerStats::commit_probes},
     {"cancel_failures", "cancels unanswered", &WorkerStats::cancel_failures},
     {"insert_errors", "insert errors", &WorkerStats::insert_errors},
+    {"lock_requests", "lock requests served", &WorkerStats::lock_requests},
+    {"lock_waits", "lock requests that waited", &WorkerStats::lock_waits},
     {"log_entries", "log entries", &WorkerStats::log_entries},
     {"log_bytes", "log bytes", &WorkerStats::log_bytes},
     {"log_full_waits", "log ring full waits", &WorkerStats::log_full_waits},

@@ -30,7 +30,9 @@ using txn::Primitive;
 
 struct Combo {
   std::string workload;  // a registry name (txn::workloads())
-  std::string protocol;  // a registry name (broken variants: "occ-unvalidated", "sundial-unrenewed": tests only)
+  // A registry name (broken variants: "occ-unvalidated", "sundial-unrenewed":
+  // tests only), or "<name>/<variant>" (ProtocolDef::variants: "2pl/nowait").
+  std::string protocol;
   Primitive fetch = Primitive::kOneSided, lock = Primitive::kOneSided, validate = Primitive::kOneSided,
             commit = Primitive::kOneSided;
   // The sequence stage (CALVIN's batch broadcast); ignored by a protocol
@@ -57,9 +59,11 @@ struct Combo {
   double warmup_s = 0.0;
 };
 
+inline const txn::ProtocolDef* protocol_of(const std::string& name);
+
 inline std::string name_of(const Combo& c) {
   std::string n = c.workload + "_" + c.protocol;
-  if (const txn::ProtocolDef* d = txn::find_protocol(c.protocol)) {
+  if (const txn::ProtocolDef* d = protocol_of(c.protocol)) {
     const Primitive prims[] = {c.fetch, c.lock, c.validate, Primitive::kOff, c.commit, c.sequence};
     static_assert(std::size(prims) == txn::kStages);
     for (int s = 0; s < txn::kStages; ++s)
@@ -138,11 +142,13 @@ inline bool refused(const Combo& c) { return !refusal(c).empty(); }
 // aside) x every primitive each of its stages accepts: generated from the
 // registries, so a new workload or protocol is covered without editing a
 // list.
+inline std::vector<std::string> protocol_names();
+
 inline std::vector<Combo> primitive_combos() {
   std::vector<Combo> v;
   for (const std::string& w : workload_names())
-    for (const txn::ProtocolDef* d : txn::protocols()) {
-      if (d->broken) continue;
+    for (const std::string& name : protocol_names()) {
+      const txn::ProtocolDef* d = protocol_of(name);
       auto or_default = [](const std::vector<Primitive>& a) {
         return a.empty() ? std::vector<Primitive>{Primitive::kOneSided} : a;
       };
@@ -154,7 +160,7 @@ inline std::vector<Combo> primitive_combos() {
               for (Primitive sq : or_default(d->allowed[S])) {
                 Combo cb;
                 cb.workload = w;
-                cb.protocol = d->name;
+                cb.protocol = name;
                 cb.fetch = f;
                 cb.lock = l;
                 cb.validate = val;
@@ -177,18 +183,46 @@ inline bool accepts_everywhere(const txn::ProtocolDef& d, Primitive p) {
   return true;
 }
 
-// Every registered protocol, broken variants aside.
+// Every registered protocol, broken variants aside; a protocol with
+// variants (ProtocolDef::variants) as each "<name>/<variant>".
 inline std::vector<std::string> protocol_names() {
   std::vector<std::string> v;
-  for (const txn::ProtocolDef* d : txn::protocols())
-    if (!d->broken) v.push_back(d->name);
+  for (const txn::ProtocolDef* d : txn::protocols()) {
+    if (d->broken) continue;
+    if (d->variants.empty()) v.push_back(d->name);
+    for (const txn::ProtocolVariant& var : d->variants) v.push_back(std::string(d->name) + "/" + var.name);
+  }
   return v;
 }
 
-// Whether a conflict aborts an attempt under the protocol: not under CALVIN,
-// which grants locks in one global order and never aborts for a conflict
-// (doc/txn.md "CALVIN"); its only aborts are the workload's own.
-inline bool conflicts_abort(const std::string& protocol) { return protocol.rfind("calvin", 0) != 0; }
+// What a conflict does under the protocol: aborts an attempt (most);
+// makes it wait, aborting only what waits too long (2PL's Bounded Wait:
+// deadlocks); or never aborts it (CALVIN grants locks in one global order,
+// doc/txn.md "CALVIN"; its only aborts are the workload's own).
+enum class OnConflict { kAbort, kWait, kNever };
+inline OnConflict on_conflict(const std::string& protocol) {
+  if (protocol.rfind("calvin", 0) == 0) return OnConflict::kNever;
+  if (protocol == "2pl/bounded_wait") return OnConflict::kWait;
+  return OnConflict::kAbort;
+}
+inline bool conflicts_abort(const std::string& protocol) { return on_conflict(protocol) == OnConflict::kAbort; }
+
+// Aborts for any reason but the workload's own (kUser).
+inline uint64_t non_user_aborts(const run::RunResult& r);
+
+// Whether a contended run shows its conflicts handled the protocol's way
+// (on_conflict): "" if so, else what is missing.
+inline std::string conflicts_unseen(const run::RunResult& r, const std::string& protocol) {
+  switch (on_conflict(protocol)) {
+    case OnConflict::kAbort:
+      return r.total.aborts_total() > 0 ? "" : "no abort: the hot set must cause conflicts";
+    case OnConflict::kWait:
+      return r.total.lock_waits > 0 ? "" : "no lock request waited: the hot set must cause conflicts";
+    case OnConflict::kNever:
+      return non_user_aborts(r) == 0 ? "" : "CALVIN never aborts for a conflict";
+  }
+  return "";
+}
 
 // Aborts for any reason but the workload's own (kUser).
 inline uint64_t non_user_aborts(const run::RunResult& r) {
@@ -208,7 +242,21 @@ struct Outcome {
   std::string check_text;  // format_report(), for failure messages
 };
 
-inline const txn::ProtocolDef* protocol_of(const std::string& name) { return txn::find_protocol(name); }
+inline const txn::ProtocolDef* protocol_of(const std::string& name) {
+  return txn::find_protocol(name.substr(0, name.find('/')));
+}
+
+// The settings of a "<name>/<variant>" protocol (none for a plain name).
+inline std::vector<std::pair<std::string, std::string>> protocol_settings(const std::string& name) {
+  std::vector<std::pair<std::string, std::string>> v;
+  const size_t slash = name.find('/');
+  const txn::ProtocolDef* d = protocol_of(name);
+  if (slash == std::string::npos || d == nullptr) return v;
+  for (const txn::ProtocolVariant& var : d->variants)
+    if (name.compare(slash + 1, std::string::npos, var.name) == 0)
+      for (const auto& [k, val] : var.settings) v.emplace_back(k, val);
+  return v;
+}
 
 inline constexpr uint32_t kNodes = 3;
 
@@ -263,6 +311,7 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   rc.cluster.rpc.send_buffers = 256;
   rc.protocol = protocol_of(c.protocol);
   if (rc.protocol == nullptr) return make_error(EINVAL, "unknown protocol '%s'", c.protocol.c_str());
+  rc.options.protocol_settings = protocol_settings(c.protocol);
   rc.options.coroutines = c.coroutines;
   // FaRM's message logs hold a LOCK record of every write of a transaction
   // to one primary: with records as large as TPC-C's customers (664 bytes)

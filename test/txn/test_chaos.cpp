@@ -55,7 +55,7 @@ std::vector<Combo> combos() {
     // one primitive; the stress suite runs every one): log entries lost,
     // duplicated, late, or held by a stalled backup, and the replicas still
     // equal.
-    const txn::ProtocolDef* d = txn::find_protocol(base.protocol);
+    const txn::ProtocolDef* d = protocol_of(base.protocol);
     const Primitive prims[] = {base.fetch, base.lock, base.validate, Primitive::kOff, base.commit, base.sequence};
     static_assert(std::size(prims) == txn::kStages);
     // Mailbox stages (FaRM's message logs) are RC WRITEs: one-sided here.

@@ -66,7 +66,7 @@ std::vector<Combo> combos() {
     busy.qps_per_node = 4;
     v.push_back(busy);
     Combo repl = base;  // 3-way replication through the log stage
-    if (txn::find_protocol(base.protocol)->replicable) {
+    if (protocol_of(base.protocol)->replicable) {
       repl.replicas = 3;
       repl.log = base.commit == Primitive::kRpc ? Primitive::kRpc : Primitive::kOneSided;
       v.push_back(repl);
@@ -112,7 +112,7 @@ TEST_P(StressTest, SerializableWithInvariants) {
   ASSERT_TRUE(out.ok()) << out.error().message << "\nseed " << seed() << "; rerun: " << rerun_command(name);
   const run::RunResult& r = out->run;
   const bool ok = r.invariants.ok() && r.locks_left == 0 && out->check.certified && r.total.commits > 0 &&
-                  (conflicts_abort(cb.protocol) ? r.total.aborts_total() > 0 : non_user_aborts(r) == 0) &&
+                  conflicts_unseen(r, cb.protocol).empty() &&
                   r.total.commit_errors == 0 && r.rpc_malformed == 0 &&
                   r.total.aborts[static_cast<int>(AbortReason::kNetwork)] == 0 && r.replicas_equal.ok() &&
                   r.total.log_errors == 0 && r.total.insert_errors == 0;
@@ -123,11 +123,7 @@ TEST_P(StressTest, SerializableWithInvariants) {
   EXPECT_EQ(r.locks_left, 0u) << "a lock was left held";
   EXPECT_TRUE(out->check.certified) << out->check_text;
   EXPECT_GT(r.total.commits, 0u);
-  if (conflicts_abort(cb.protocol)) {
-    EXPECT_GT(r.total.aborts_total(), 0u) << "the hot set must cause conflicts";
-  } else {
-    EXPECT_EQ(non_user_aborts(r), 0u) << "CALVIN never aborts for a conflict";
-  }
+  EXPECT_EQ(conflicts_unseen(r, cb.protocol), "");
   EXPECT_EQ(r.total.commit_errors, 0u);
   EXPECT_EQ(r.rpc_malformed, 0u);
   EXPECT_EQ(r.total.aborts[static_cast<int>(AbortReason::kNetwork)], 0u);

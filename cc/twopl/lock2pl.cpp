@@ -1,0 +1,251 @@
+// 2PL over a lock table ("Strong consistency is not hard to get", Barthels
+// et al., VLDB 2019, section 3), protocol "2pl". Locks live in a lock table
+// per node, sharded over the node's workers (LockService: one shard per
+// worker, the paper's server agents), not in the tuples:
+//
+//   fetch    per access a lock request to the shard of its record (S for a
+//            read, X for a write), all of an attempt's requests to one
+//            shard in one RPC, every shard at once. The reply carries the
+//            tuple, copied by the shard under the lock. A request that
+//            cannot be granted at once is refused (NoWait), waits if its
+//            transaction is older than every holder and waiter (WaitDie,
+//            by the attempt's timestamp, kept across retries) or always
+//            waits, up to 2pl.wait_ms (Bounded Wait; the paper's 100 ms).
+//            A denial aborts the attempt.
+//   commit   the written tuples are written one-sided to their owners (the
+//            paper's data layer: the agent writes with one-sided
+//            operations, under its X locks), and once they have landed the
+//            end-of-transaction message goes to every shard the attempt
+//            asked: the shard releases all of the attempt's locks at once
+//            (its transaction table) and fences the attempt.
+//   release  the same message without writes, after an abort.
+//
+// Strict 2PL with S and X record locks is serializable (the history check
+// certifies it). Not built yet, and refused by configuration until they
+// are (doc/txn.md "2PL"): intention locks on partitions, the weaker
+// isolation levels, timestamp ordering, the 2PC vote and mailbox messages.
+#include <cstring>
+
+#include "cc/twopl/lock_service.hpp"
+#include "cc/twopl/twopl.hpp"
+#include "txn/engine.hpp"
+#include "txn/item_batch.hpp"
+#include "txn/stages/toolkit.hpp"
+
+namespace rdtx::cc::twopl {
+
+using namespace rdtx::txn;
+using runtime::Task;
+
+namespace {
+
+const AbortReason kDeniedAbort = protocol_reason(0);
+const AbortReason kTimedOutAbort = protocol_reason(1);
+const AbortReason kFullAbort = protocol_reason(2);
+
+// Per access: the shard its lock request went to, and whether it went.
+struct AccessState {
+  uint32_t shard;
+  uint32_t requested;
+};
+
+void add_schema(config::Schema& s) {
+  s.add_enum("2pl.policy", "bounded_wait", {"nowait", "waitdie", "bounded_wait"},
+             "2PL (protocol 2pl): what a lock request that cannot be granted at once does: nowait = refused; "
+             "waitdie = waits if its transaction is older than every holder and waiter, else refused; "
+             "bounded_wait = waits up to 2pl.wait_ms");
+  s.add_int("2pl.wait_ms", 100, 1, 60'000,
+            "2PL bounded_wait: how long a lock request may wait before it is refused (the paper's 100 ms); every "
+            "policy's waits are also capped at a quarter of rpc.timeout_us");
+}
+
+class Lock2pl final : public Protocol {
+ public:
+  explicit Lock2pl(LockService& s) : svc(s) {}
+  LockService& svc;  // this worker's shard (handler ids are the same on every worker)
+};
+
+AbortReason verdict_of(int32_t status) {
+  switch (status) {
+    case kLockDenied: return kDeniedAbort;
+    case kLockTimedOut: return kTimedOutAbort;
+    case kLockFull: return kFullAbort;
+    case -ENOENT: return AbortReason::kNotFound;
+    default: return AbortReason::kNetwork;  // fenced, malformed: not this attempt's doing
+  }
+}
+
+Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
+  const uint32_t workers = c.engine().workers_per_node();
+  const bool rec = c.db().recording();
+  const uint32_t hw = c.db().history_word_offset();
+  AbortReason verdict = AbortReason::kNone;
+  for (uint32_t i = from; i < t.size();) {
+    ItemBatch& b = c.items(p.svc.lock_handler());
+    for (; i < t.size(); ++i) {
+      Access& a = t.access(i);
+      if (a.fetched) continue;
+      AccessState& s = t.state<AccessState>(i);
+      s.shard = shard_of(lock_name(a.table, a.key), workers);
+      const uint64_t mode = static_cast<uint64_t>(a.mode == AccessMode::kWrite ? LockMode::kX : LockMode::kS);
+      if (!b.add_item(a.node, i, a.table, a.key, t.id(), t.timestamp(), {}, c.db().tuple_bytes(a.table), &mode,
+                      s.shard))
+        break;
+      s.requested = 1;
+    }
+    if (b.empty()) {
+      if (i == t.size()) break;
+      t.fail(AbortReason::kNetwork);  // a tuple too large for a message: the configuration checks this
+      co_return false;
+    }
+    const bool sent = co_await b.call();
+    const bool wellformed = b.for_each_reply([&](uint32_t k, const ItemReply& r, std::span<const std::byte> d) {
+      Access& a = t.access(k);
+      const uint32_t tb = c.db().tuple_bytes(a.table);
+      if (r.status != kLockGranted || d.size() != tb) {
+        if (verdict == AbortReason::kNone) verdict = r.status == kLockGranted ? AbortReason::kNetwork : verdict_of(r.status);
+        return;
+      }
+      std::memcpy(a.copy, d.data(), tb);
+      a.fetched = a.locked = true;
+      a.state = r.state;
+      const store::TableDescriptor& desc = c.descriptor(a.node, a.table);
+      a.tuple_addr = r.tuple_index < desc.capacity ? desc.tuple_addr(static_cast<uint32_t>(r.tuple_index)) : 0;
+      if (a.tuple_addr == 0 && verdict == AbortReason::kNone) verdict = AbortReason::kNetwork;
+      if (rec) std::memcpy(&a.writer, a.copy + hw, 8), a.replaced = a.writer;
+    });
+    if ((!sent || !wellformed) && verdict == AbortReason::kNone) verdict = AbortReason::kNetwork;
+    if (verdict != AbortReason::kNone) {
+      t.fail(verdict);
+      co_return false;
+    }
+  }
+  co_return true;
+}
+
+// The end-of-transaction message to every shard the attempt asked (one
+// item per shard: the shard releases everything the attempt has there).
+Task<bool> end(Lock2pl& p, Coordinator& c, Txn& t, bool commit) {
+  if (c.commit_batch_in_flight()) co_await c.settle_commit_batch();
+  const uint32_t workers = c.engine().workers_per_node();
+  ItemBatch* b = &c.commit_items(p.svc.end_handler());
+  uint64_t sent_to[ItemBatch::kMaxCalls];
+  uint32_t nsent = 0;
+  for (uint32_t i = 0; i < t.size(); ++i) {
+    Access& a = t.access(i);
+    AccessState& s = t.state<AccessState>(i);
+    a.locked = false;
+    if (!s.requested) continue;
+    s.requested = 0;
+    const uint64_t dest = uint64_t{a.node} * workers + s.shard;
+    bool dup = false;
+    for (uint32_t k = 0; k < nsent && !dup; ++k) dup = sent_to[k] == dest;
+    if (dup) continue;
+    if (nsent == ItemBatch::kMaxCalls) {
+      // More shards than one batch has calls: this one is awaited (and
+      // re-sent until answered) before the next.
+      const bool ok = co_await b->call();
+      const uint32_t judged = judge_unlocks(c, *b, 0, true);
+      if (!ok) co_await retry_unlocks(c, *b, judged);
+      b = &c.commit_items(p.svc.end_handler());
+      nsent = 0;
+    }
+    sent_to[nsent++] = dest;
+    b->add_item(a.node, i, a.table, a.key, t.id(), commit ? kEndCommit : 0, {}, 0, nullptr, s.shard);
+  }
+  if (b->empty()) co_return true;
+  if (c.engine().options().passive_ack) {
+    b->start(c.engine().options().piggyback_ack);
+    // The next attempt asks for locks only after this was answered.
+    c.mark_release_in_flight();
+    co_return true;
+  }
+  const bool ok = co_await b->call();
+  const uint32_t judged = judge_unlocks(c, *b, 0, true);
+  if (!ok) co_await retry_unlocks(c, *b, judged);
+  co_return true;
+}
+
+Task<bool> commit(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) {
+  const bool rec = c.db().recording();
+  // The writes land (under the X locks) before any lock is released.
+  OneSidedBatch& batch = c.onesided();
+  for (uint32_t i = 0; i < t.size(); ++i) {
+    Access& a = t.access(i);
+    // A row this attempt erased or moved is done (Access::locked cleared).
+    if (!a.locked || a.mode != AccessMode::kWrite) continue;
+    if (rec) {
+      const uint64_t id = t.id();
+      std::memcpy(a.copy + c.db().history_word_offset(), &id, 8);
+    }
+    rdma::WorkRequest* w = batch.add(a.node);
+    if (w == nullptr) {
+      if (!co_await batch.execute()) ++c.engine().stats().commit_errors;
+      w = batch.add(a.node);
+    }
+    w->opcode = rdma::Opcode::kWrite;
+    w->local = a.copy;
+    w->length = c.db().tuple_bytes(a.table);
+    w->remote_addr = a.tuple_addr;
+    w->rkey = c.descriptor(a.node, a.table).rkey;
+  }
+  // Failed WRITEs are commit errors, which fail the run (the transaction
+  // committed: its locks were all held).
+  if (!batch.empty() && !co_await batch.execute()) ++c.engine().stats().commit_errors;
+  co_return co_await end(p, c, t, true);
+}
+
+Task<bool> release(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) { return end(p, c, t, false); }
+
+DeadlockPolicy policy_of(const std::string& s) {
+  if (s == "nowait") return DeadlockPolicy::kNoWait;
+  if (s == "waitdie") return DeadlockPolicy::kWaitDie;
+  return DeadlockPolicy::kBoundedWait;
+}
+
+Result<std::unique_ptr<Protocol>> create(WorkerEngine& e) {
+  LockService::Config cfg;
+  cfg.policy = policy_of(e.options().setting_string("2pl.policy", "bounded_wait"));
+  cfg.wait_ns = static_cast<uint64_t>(e.options().setting_int("2pl.wait_ms", 100)) * 1'000'000;
+  auto svc = LockService::create(e, cfg);
+  if (!svc.ok()) return svc.error();
+  auto p = std::make_unique<Lock2pl>(**svc);
+  e.add_service(std::move(*svc));
+  p->set_stage(Stage::kFetch, *p, fetch);
+  p->set_stage(Stage::kCommit, *p, commit);
+  p->set_release(*p, release);
+  return std::unique_ptr<Protocol>(std::move(p));
+}
+
+bool no_lock_in_tuples(const std::byte*) { return false; }
+
+}  // namespace
+
+const ProtocolDef kLock2pl = {
+    "2pl",
+    "strict 2PL over a lock table sharded over every worker: S/X record locks, NoWait, WaitDie or Bounded Wait "
+    "(Barthels et al., VLDB 2019)",
+    0,
+    sizeof(AccessState),
+    Isolation::kSerializable,
+    {{Primitive::kRpc}, {}, {}, {}, {Primitive::kOneSided}},
+    {{"lock_denied", "lock denied"}, {"lock_wait_timeout", "lock wait timed out"}, {"lock_table_full", "lock table full"}},
+    Stage::kFetch,
+    no_lock_in_tuples,
+    create,
+    false,
+    0,
+    nullptr,
+    nullptr,
+    add_schema,
+    true,
+    false,
+    true,
+    {{"nowait", {{"2pl.policy", "nowait"}}},
+     {"waitdie", {{"2pl.policy", "waitdie"}}},
+     {"bounded_wait", {{"2pl.policy", "bounded_wait"}}}},
+};
+
+RDTX_REGISTER_PROTOCOL(kLock2pl)
+
+}  // namespace rdtx::cc::twopl

@@ -1,0 +1,285 @@
+// LockService: see lock_service.hpp. Every id, mode and length in a request
+// is checked before use; a malformed item gets -EINVAL and takes no lock.
+#include "cc/twopl/lock_service.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "env/tsc.hpp"
+#include "store/tuple.hpp"
+#include "txn/engine.hpp"
+#include "txn/item_batch.hpp"
+
+namespace rdtx::cc::twopl {
+
+using txn::ItemHeader;
+using txn::ItemReader;
+using txn::ItemReply;
+using txn::pad8;
+
+namespace {
+
+constexpr uint32_t kNoPending = UINT32_MAX;
+
+// Sizes from the run: every coordinator of the cluster may have an attempt
+// and a lingering earlier one here, each with every access of a transaction.
+LockTable::Limits limits_for(uint32_t coordinators) {
+  const uint64_t reqs = std::min<uint64_t>(uint64_t{coordinators} * 2 * txn::Txn::kMaxAccesses, 1u << 20);
+  return {static_cast<uint32_t>(reqs), static_cast<uint32_t>(reqs), 4 * coordinators + 16};
+}
+
+}  // namespace
+
+LockService::LockService(txn::WorkerEngine& e, const LockTable::Limits& limits, DeadlockPolicy policy,
+                         uint64_t wait_tsc, uint32_t pending, uint32_t max_payload)
+    : Service("2pl.locks"),
+      e_(e),
+      table_(limits, policy, wait_tsc),
+      wait_tsc_(wait_tsc),
+      pending_(pending),
+      workers_per_node_(e.workers_per_node()) {
+  for (Pending& p : pending_) p.reply.resize(max_payload);
+  free_pending_.reserve(pending);
+  for (uint32_t i = pending; i-- > 0;) free_pending_.push_back(i);
+  fence_.assign(static_cast<size_t>(e.db().nodes()) * workers_per_node_ * txn::kMaxCoroutines, 0);
+}
+
+Result<std::unique_ptr<LockService>> LockService::create(txn::WorkerEngine& e, const Config& cfg) {
+  const uint32_t coordinators = e.db().nodes() * e.workers_per_node() * e.options().coroutines;
+  // A waiter is answered before its caller's RPC gives up on it.
+  const uint64_t cap = e.ctx().rpc_timeout_ns / 4;
+  const uint64_t wait_ns = cfg.policy == DeadlockPolicy::kWaitDie ? cap : std::min(cfg.wait_ns, cap);
+  std::unique_ptr<LockService> s(new LockService(e, limits_for(coordinators), cfg.policy,
+                                                 env::ns_to_tsc(std::max<uint64_t>(wait_ns, 1)),
+                                                 4 * coordinators + 16, e.ctx().rpc->max_payload()));
+  LockService* self = s.get();
+  auto lock = e.register_handler("2pl.lock", [self](rpc::Request& r) { self->serve_lock(r); });
+  if (!lock.ok()) return lock.error();
+  s->lock_id_ = *lock;
+  auto end = e.register_handler("2pl.end", [self](rpc::Request& r) { self->serve_end(r); });
+  if (!end.ok()) return end.error();
+  s->end_id_ = *end;
+  return s;
+}
+
+uint32_t LockService::coordinator_of(uint64_t id) const {
+  const uint32_t node = static_cast<uint32_t>(id >> 48), worker = (id >> 38) & 0x3ff, co = (id >> 32) & 0x3f;
+  return (node * workers_per_node_ + worker) * txn::kMaxCoroutines + co;
+}
+
+bool LockService::fenced(uint64_t id) const {
+  const uint32_t c = coordinator_of(id);
+  return c >= fence_.size() || static_cast<uint32_t>(id) < fence_[c];
+}
+
+void LockService::fence(uint64_t id) {
+  const uint32_t c = coordinator_of(id);
+  if (c < fence_.size() && static_cast<uint32_t>(id) + 1 > fence_[c]) fence_[c] = static_cast<uint32_t>(id) + 1;
+}
+
+int32_t LockService::copy_row(txn::TableId table, txn::Key key, std::byte* slot, uint32_t tb, uint64_t* index,
+                              uint64_t* state) const {
+  const store::Table* tab = e_.db().store(e_.node()).table(table);
+  store::TupleRef ref;
+  const int rc = tab->lookup(key, &ref);
+  if (rc != 0) {
+    std::memset(slot, 0, tb);
+    return rc;
+  }
+  // Under the lock nobody writes the row: the copy cannot tear (the check
+  // stays, as the store offers it).
+  if (!tab->copy_tuple(ref, slot)) return -EAGAIN;
+  *index = ref.index;
+  *state = ref.state;
+  return kLockGranted;
+}
+
+void LockService::serve_lock(rpc::Request& r) {
+  ItemReader in(r.payload());
+  std::span<std::byte> out = r.reply_buffer();
+  const store::Store& st = e_.db().store(e_.node());
+  const uint32_t p = free_pending_.empty() ? kNoPending : free_pending_.back();
+  const uint64_t now = env::tsc();
+  uint32_t len = 0, waiting = 0;
+  uint64_t txn = 0;
+  ItemHeader h;
+  std::span<const std::byte> data;
+  auto put = [&](ItemReply rep, uint32_t n) -> std::byte* {
+    if (out.size() < len + sizeof rep + pad8(n)) return nullptr;
+    rep.len = n;
+    std::memcpy(out.data() + len, &rep, sizeof rep);
+    std::byte* d = out.data() + len + sizeof rep;
+    len += sizeof rep + pad8(n);
+    return d;
+  };
+  txn::WorkerStats& stats = e_.stats();
+  const bool counting = e_.measuring();
+  while (in.next(&h, &data)) {
+    stats.lock_requests += counting;
+    const store::Table* tab = st.table(h.table);
+    uint64_t mode_word = 0;
+    if (data.size() == 8) std::memcpy(&mode_word, data.data(), 8);
+    const auto mode = static_cast<LockMode>(mode_word & 0xff);
+    if (tab == nullptr || data.size() != 8 || mode_word > static_cast<uint64_t>(LockMode::kX) ||
+        mode == LockMode::kNL || (txn != 0 && h.arg0 != txn) || h.arg0 == 0) {
+      if (!put({-EINVAL, 0, 0, 0, 0}, 0)) break;
+      continue;
+    }
+    txn = h.arg0;
+    const uint32_t tb = tab->tuple_bytes();
+    if (out.size() < len + sizeof(ItemReply) + pad8(tb)) {  // the caller sized its call for this
+      put({-EMSGSIZE, 0, 0, 0, 0}, 0);
+      break;
+    }
+    if (fenced(txn)) {
+      put({kLockFenced, 0, 0, 0, 0}, 0);
+      continue;
+    }
+    if (p == kNoPending) {  // no room to defer a reply: nothing may wait
+      put({kLockFull, 0, 0, 0, 0}, 0);
+      continue;
+    }
+    const uint64_t name = lock_name(h.table, h.key);
+    const uint32_t at = len;
+    const LockTable::Outcome o = table_.acquire(name, {txn, h.arg1, mode, (uint64_t{p} << 32) | at}, now);
+    switch (o) {
+      case LockTable::Outcome::kGranted: {
+        ItemReply rep{};
+        std::byte* slot = put(rep, tb);
+        rep.status = copy_row(h.table, h.key, slot, tb, &rep.tuple_index, &rep.state);
+        rep.len = tb;
+        std::memcpy(out.data() + at, &rep, sizeof rep);
+        break;
+      }
+      case LockTable::Outcome::kWaiting:
+        // The slot is reserved at its full size; the event fills it in. The
+        // table and key wait in the reply's arg and tuple_index.
+        put({kLockPending, 0, h.key, 0, h.table}, tb);
+        ++waiting;
+        stats.lock_waits += counting;
+        break;
+      case LockTable::Outcome::kDenied: put({kLockDenied, 0, 0, 0, 0}, 0); break;
+      case LockTable::Outcome::kFull: put({kLockFull, 0, 0, 0, 0}, 0); break;
+    }
+  }
+  if (!in.valid() && len == 0) put({-EINVAL, 0, 0, 0, 0}, 0);
+  if (waiting == 0) {
+    r.set_reply_len(len);
+    return;
+  }
+  free_pending_.pop_back();
+  ++pending_used_;
+  Pending& pd = pending_[p];
+  pd.used = true;
+  pd.token = r.defer();
+  pd.txn = txn;
+  pd.waiting = waiting;
+  pd.len = len;
+  std::memcpy(pd.reply.data(), out.data(), len);
+}
+
+int LockService::deliver_events() {
+  int n = 0;
+  LockTable::Event ev;
+  while (table_.pop_event(&ev)) {
+    ++n;
+    const uint32_t p = static_cast<uint32_t>(ev.tag >> 32), at = static_cast<uint32_t>(ev.tag);
+    if (p >= pending_.size() || !pending_[p].used || pending_[p].txn != ev.txn) continue;  // its call was dropped
+    Pending& pd = pending_[p];
+    ItemReply rep;
+    std::memcpy(&rep, pd.reply.data() + at, sizeof rep);
+    if (rep.status != kLockPending) continue;
+    std::byte* slot = pd.reply.data() + at + sizeof rep;
+    if (ev.granted) {
+      const txn::TableId table = static_cast<txn::TableId>(rep.arg);
+      const txn::Key key = rep.tuple_index;
+      rep.arg = rep.tuple_index = rep.state = 0;
+      rep.status = copy_row(table, key, slot, rep.len, &rep.tuple_index, &rep.state);
+    } else {
+      rep.status = kLockTimedOut;
+      rep.arg = rep.tuple_index = 0;
+    }
+    std::memcpy(pd.reply.data() + at, &rep, sizeof rep);
+    if (--pd.waiting == 0) finish(p);
+  }
+  return n;
+}
+
+void LockService::finish(uint32_t p) {
+  Pending& pd = pending_[p];
+  e_.ctx().rpc->reply(pd.token, std::span<const std::byte>(pd.reply.data(), pd.len));
+  pd.used = false;
+  free_pending_.push_back(p);
+  --pending_used_;
+}
+
+void LockService::serve_end(rpc::Request& r) {
+  ItemReader in(r.payload());
+  txn::ItemWriter out(r);
+  const store::Store& st = e_.db().store(e_.node());
+  uint64_t txn = 0;
+  ItemHeader h;
+  std::span<const std::byte> data;
+  while (in.next(&h, &data)) {
+    if (h.arg0 == 0 || (txn != 0 && h.arg0 != txn)) {
+      out.add({-EINVAL, 0, 0, 0, 0});
+      continue;
+    }
+    txn = h.arg0;
+    if (data.empty()) {  // a release only
+      out.add({kLockGranted, 0, 0, 0, 0});
+      continue;
+    }
+    store::Table* tab = st.table(h.table);
+    if (tab == nullptr || h.arg1 != kEndCommit || data.size() != tab->tuple_bytes()) {
+      out.add({-EINVAL, 0, 0, 0, 0});
+      continue;
+    }
+    // Only under this attempt's X lock; else a re-sent copy (the first
+    // applied and released) or a bug, which the coordinator tells apart.
+    if (table_.held(lock_name(h.table, h.key), txn) != LockMode::kX) {
+      out.add({kLockNotHeld, 0, 0, 0, 0});
+      continue;
+    }
+    store::TupleRef ref;
+    const int rc = tab->lookup(h.key, &ref);
+    if (rc != 0) {
+      out.add({rc, 0, 0, 0, 0});
+      continue;
+    }
+    // The whole tuple as the attempt read it and changed it: its hidden
+    // words (history, replication), the header it saw (unchanged under the
+    // lock) and the record.
+    store::store_words(reinterpret_cast<uint64_t*>(ref.tuple), reinterpret_cast<const uint64_t*>(data.data()),
+                       data.size() / 8);
+    out.add({kLockGranted, 0, 0, 0, 0});
+  }
+  out.finish();
+  if (txn == 0) return;
+  fence(txn);
+  table_.release_all(txn);
+  // A call of this attempt still deferred here: its caller gave up on it
+  // (it ends the attempt only after every lock call returned or failed).
+  if (pending_used_ > 0)
+    for (uint32_t p = 0; p < pending_.size(); ++p)
+      if (pending_[p].used && pending_[p].txn == txn) {
+        pending_[p].waiting = 0;
+        finish(p);
+      }
+  deliver_events();
+}
+
+int LockService::poll() {
+  int n = 0;
+  if (pending_used_ > 0) n += static_cast<int>(table_.expire(env::tsc()));
+  return n + deliver_events();
+}
+
+bool LockService::drain() {
+  // Stopping: nothing waits any more (every waiter is denied now).
+  table_.expire(UINT64_MAX - wait_tsc_);
+  deliver_events();
+  return pending_used_ == 0;
+}
+
+}  // namespace rdtx::cc::twopl

@@ -1,0 +1,124 @@
+// LockService: one shard of the 2PL lock table ("Strong consistency is not
+// hard to get", section 3.2.1: the server agent), run by every worker of
+// every node for the records whose lock name falls to it (shard_of()). It
+// owns a LockTable and answers two RPCs:
+//
+//   2pl.lock  per item (table, key; arg0 the attempt id, arg1 its
+//             timestamp; data: the mode word) acquire the record's lock in
+//             that mode. Granted: the reply carries the tuple, copied under
+//             the lock (the paper replies with the address and the agent
+//             READs it; doc/txn.md "2PL" says why one message here).
+//             Waiting: the reply is deferred until every item of the call
+//             is granted or denied (LockTable events); a waiter is denied
+//             after the wait limit (Bounded Wait's timeout, and at most a
+//             quarter of the RPC timeout under every policy, so that the
+//             caller always hears back before it gives up).
+//   2pl.end   the end-of-transaction message: per item (arg0 the attempt,
+//             arg1 commit or abort; data: the new tuple for a write) install
+//             each write the attempt holds an X lock for, then release
+//             every lock and withdraw every waiting request of the attempt
+//             (LockTable::release_all: one message, not one per lock), and
+//             fence the attempt: a lock request of it (or of an older
+//             attempt of its coordinator) arriving later, late or
+//             duplicated, is refused, never granted to a caller that has
+//             moved on. A re-sent copy finds nothing held: kNotHeld, which
+//             the coordinator accepts for a re-sent copy only.
+//
+// Memory: the lock table's pools and the deferred calls are sized at
+// creation from the run (coordinators in the cluster); nothing is allocated
+// after. Thread-safety: the worker's thread (handlers and poller).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/result.hpp"
+#include "cc/twopl/lock_table.hpp"
+#include "rpc/endpoint.hpp"
+#include "txn/service.hpp"
+#include "txn/types.hpp"
+
+namespace rdtx::txn {
+class WorkerEngine;
+}
+
+namespace rdtx::cc::twopl {
+
+// ItemReply statuses of 2pl.lock and 2pl.end (0, 4 and 5 are the toolkit's
+// owner statuses, which the commit settling code judges).
+enum LockStatus : int32_t {
+  kLockGranted = 0,
+  kLockDenied = 1,    // refused at once (NoWait: a conflict; WaitDie: younger; a denied conversion)
+  kLockNotHeld = 4,   // end: the attempt holds no such lock here (a re-sent copy, or a bug)
+  kLockFenced = 5,    // the attempt ended here already
+  kLockTimedOut = 7,  // waited past the wait limit
+  kLockFull = 8,      // the shard's lock table (or its deferred calls) is full
+  kLockPending = 9,   // internal: a reserved reply not answered yet
+};
+
+// End message flags (ItemHeader::arg1).
+inline constexpr uint64_t kEndCommit = 1;
+
+// The lock name of a record, and the worker of its node that serves it.
+inline uint64_t lock_name(txn::TableId table, txn::Key key) {
+  uint64_t x = key ^ (uint64_t{table} * 0xd6e8feb86659fd93ull);
+  x ^= x >> 32;
+  x *= 0xd6e8feb86659fd93ull;
+  x ^= x >> 32;
+  return x;
+}
+inline uint32_t shard_of(uint64_t name, uint32_t workers) { return static_cast<uint32_t>((name >> 40) % workers); }
+
+class LockService final : public txn::Service {
+ public:
+  struct Config {
+    DeadlockPolicy policy = DeadlockPolicy::kBoundedWait;
+    uint64_t wait_ns = 100'000'000;  // Bounded Wait's limit (and every policy's cap, see above)
+  };
+  // Registers the handlers on the worker's endpoint (same ids everywhere).
+  static Result<std::unique_ptr<LockService>> create(txn::WorkerEngine& e, const Config& cfg);
+
+  rpc::HandlerId lock_handler() const { return lock_id_; }
+  rpc::HandlerId end_handler() const { return end_id_; }
+
+  int poll() override;
+  bool drain() override;
+  // Requests still held or waiting after the run: locks left.
+  uint64_t locks_left() const override { return table_.requests_in_use(); }
+
+ private:
+  struct Pending {
+    bool used = false;
+    rpc::Deferred token;
+    uint64_t txn = 0;
+    uint32_t waiting = 0;  // items not answered yet
+    uint32_t len = 0;
+    std::vector<std::byte> reply;
+  };
+  LockService(txn::WorkerEngine& e, const LockTable::Limits& limits, DeadlockPolicy policy, uint64_t wait_tsc,
+              uint32_t pending, uint32_t max_payload);
+  void serve_lock(rpc::Request& r);
+  void serve_end(rpc::Request& r);
+  // Answers the waiters the table granted or denied since the last call.
+  int deliver_events();
+  // Copies the tuple of (table, key) into a reply slot of `tb` bytes.
+  int32_t copy_row(txn::TableId table, txn::Key key, std::byte* slot, uint32_t tb, uint64_t* index,
+                   uint64_t* state) const;
+  void finish(uint32_t p);
+  bool fenced(uint64_t id) const;
+  void fence(uint64_t id);
+  uint32_t coordinator_of(uint64_t id) const;
+
+  txn::WorkerEngine& e_;
+  LockTable table_;
+  uint64_t wait_tsc_;
+  std::vector<Pending> pending_;
+  std::vector<uint32_t> free_pending_;
+  uint32_t pending_used_ = 0;
+  std::vector<uint32_t> fence_;  // per coordinator of the cluster: highest ended sequence + 1
+  rpc::HandlerId lock_id_ = 0, end_id_ = 0;
+  uint32_t workers_per_node_;
+};
+
+}  // namespace rdtx::cc::twopl
