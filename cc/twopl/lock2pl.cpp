@@ -55,14 +55,17 @@ void add_schema(config::Schema& s) {
              "waitdie = waits if its transaction is older than every holder and waiter, else refused; "
              "bounded_wait = waits up to 2pl.wait_ms");
   s.add_int("2pl.wait_ms", 100, 1, 60'000,
-            "2PL bounded_wait: how long a lock request may wait before it is refused (the paper's 100 ms); every "
-            "policy's waits are also capped at a quarter of rpc.timeout_us");
+            "2PL: how long a lock request may wait before it is refused: bounded_wait's limit (the paper's "
+            "100 ms), and waitdie's bound");
 }
 
 class Lock2pl final : public Protocol {
  public:
-  explicit Lock2pl(LockService& s) : svc(s) {}
+  Lock2pl(LockService& s, uint64_t call_timeout_ns) : svc(s), call_timeout_ns(call_timeout_ns) {}
   LockService& svc;  // this worker's shard (handler ids are the same on every worker)
+  // A lock call's timeout: the longest a shard lets it wait, plus the RPC
+  // timeout for the messages themselves.
+  const uint64_t call_timeout_ns;
 };
 
 AbortReason verdict_of(int32_t status) {
@@ -98,7 +101,7 @@ Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
       t.fail(AbortReason::kNetwork);  // a tuple too large for a message: the configuration checks this
       co_return false;
     }
-    const bool sent = co_await b.call();
+    const bool sent = co_await b.call(p.call_timeout_ns);
     const bool wellformed = b.for_each_reply([&](uint32_t k, const ItemReply& r, std::span<const std::byte> d) {
       Access& a = t.access(k);
       const uint32_t tb = c.db().tuple_bytes(a.table);
@@ -209,7 +212,7 @@ Result<std::unique_ptr<Protocol>> create(WorkerEngine& e) {
   cfg.wait_ns = static_cast<uint64_t>(e.options().setting_int("2pl.wait_ms", 100)) * 1'000'000;
   auto svc = LockService::create(e, cfg);
   if (!svc.ok()) return svc.error();
-  auto p = std::make_unique<Lock2pl>(**svc);
+  auto p = std::make_unique<Lock2pl>(**svc, cfg.wait_ns + e.ctx().rpc_timeout_ns);
   e.add_service(std::move(*svc));
   p->set_stage(Stage::kFetch, *p, fetch);
   p->set_stage(Stage::kCommit, *p, commit);

@@ -46,11 +46,8 @@ LockService::LockService(txn::WorkerEngine& e, const LockTable::Limits& limits, 
 
 Result<std::unique_ptr<LockService>> LockService::create(txn::WorkerEngine& e, const Config& cfg) {
   const uint32_t coordinators = e.db().nodes() * e.workers_per_node() * e.options().coroutines;
-  // A waiter is answered before its caller's RPC gives up on it.
-  const uint64_t cap = e.ctx().rpc_timeout_ns / 4;
-  const uint64_t wait_ns = cfg.policy == DeadlockPolicy::kWaitDie ? cap : std::min(cfg.wait_ns, cap);
   std::unique_ptr<LockService> s(new LockService(e, limits_for(coordinators), cfg.policy,
-                                                 env::ns_to_tsc(std::max<uint64_t>(wait_ns, 1)),
+                                                 env::ns_to_tsc(std::max<uint64_t>(cfg.wait_ns, 1)),
                                                  4 * coordinators + 16, e.ctx().rpc->max_payload()));
   LockService* self = s.get();
   auto lock = e.register_handler("2pl.lock", [self](rpc::Request& r) { self->serve_lock(r); });

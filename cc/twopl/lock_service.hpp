@@ -10,9 +10,10 @@
 //             READs it; doc/txn.md "2PL" says why one message here).
 //             Waiting: the reply is deferred until every item of the call
 //             is granted or denied (LockTable events); a waiter is denied
-//             after the wait limit (Bounded Wait's timeout, and at most a
-//             quarter of the RPC timeout under every policy, so that the
-//             caller always hears back before it gives up).
+//             after the wait limit (Bounded Wait's timeout; under WaitDie a
+//             safety bound, so that a lost release never blocks forever and the
+//             caller hears back before it gives up: its lock calls time
+//             out after the wait limit plus the RPC timeout).
 //   2pl.end   the end-of-transaction message: per item (arg0 the attempt,
 //             arg1 commit or abort; data: the new tuple for a write) install
 //             each write the attempt holds an X lock for, then release
@@ -74,7 +75,7 @@ class LockService final : public txn::Service {
  public:
   struct Config {
     DeadlockPolicy policy = DeadlockPolicy::kBoundedWait;
-    uint64_t wait_ns = 100'000'000;  // Bounded Wait's limit (and every policy's cap, see above)
+    uint64_t wait_ns = 100'000'000;  // Bounded Wait's limit (WaitDie's bound too, see above)
   };
   // Registers the handlers on the worker's endpoint (same ids everywhere).
   static Result<std::unique_ptr<LockService>> create(txn::WorkerEngine& e, const Config& cfg);

@@ -175,7 +175,7 @@ Result<void> Endpoint::register_handler(HandlerId h, std::string name, Handler f
   return {};
 }
 
-uint64_t Endpoint::start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* wg) {
+uint64_t Endpoint::start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* wg, uint64_t timeout_tsc) {
   Impl& m = *impl_;
   if (m.free_calls.empty()) return 0;
   uint32_t idx = m.free_calls.back();
@@ -185,7 +185,7 @@ uint64_t Endpoint::start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* w
   c.dest = dest;
   c.reply = reply;
   c.wg = wg;
-  c.deadline = env::tsc() + m.timeout_tsc;
+  c.deadline = env::tsc() + (timeout_tsc != 0 ? timeout_tsc : m.timeout_tsc);
   if (idx >= m.calls_high) m.calls_high = idx + 1;
   if (reply) {
     reply->status = CallStatus::kPending;
@@ -222,8 +222,10 @@ int Endpoint::poll() {
   return work + expire_calls(now);
 }
 
+void Batch::set_timeout_ns(uint64_t ns) { timeout_tsc_ = ns == 0 ? 0 : env::ns_to_tsc(ns); }
+
 bool Batch::call(uint32_t dest, HandlerId h, std::span<const std::byte> req, Reply* reply, bool lazy) {
-  uint64_t cookie = ep_.start_call(dest, reply, &wg_);
+  uint64_t cookie = ep_.start_call(dest, reply, &wg_, timeout_tsc_);
   if (cookie == 0 ||
       !ep_.append(dest, lazy ? Kind::kLazyRequest : Kind::kRequest, h, WireStatus::kOk, cookie, req, true)) {
     if (cookie != 0) {

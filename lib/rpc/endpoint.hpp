@@ -230,7 +230,8 @@ class Endpoint {
   // returns that are due. Callers skip it when Impl::flush_due() is false.
   void flush(uint64_t now);
   // Registers a call; returns its cookie, or 0 if the table is full.
-  uint64_t start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* wg);
+  // `timeout_tsc`: the call's own timeout (0: the endpoint's).
+  uint64_t start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* wg, uint64_t timeout_tsc = 0);
   // Timeouts (endpoint_timeout.cpp): ends the calls past their deadline,
   // takes back credits a peer has not returned within the timeout. Returns
   // how many calls ended.
@@ -272,6 +273,10 @@ class Batch {
   // acknowledgement, for a reply the caller needs only later); otherwise it
   // goes with the server's next flush.
   bool call(uint32_t dest, HandlerId h, std::span<const std::byte> req, Reply* reply, bool lazy = false);
+  // The calls added from now on time out after `ns` instead of the
+  // endpoint's timeout_ns (0: the endpoint's): for a request the server may
+  // answer late on purpose (a lock request that waits in a queue).
+  void set_timeout_ns(uint64_t ns);
   bool oneway(uint32_t dest, HandlerId h, std::span<const std::byte> req);
   bool passive(uint32_t dest, HandlerId h, std::span<const std::byte> req);
 
@@ -282,6 +287,7 @@ class Batch {
  private:
   Endpoint& ep_;
   runtime::WaitGroup wg_;
+  uint64_t timeout_tsc_ = 0;
   bool failed_ = false;
 };
 

@@ -78,8 +78,9 @@ bool ItemBatch::add_item(uint32_t node, uint32_t i, TableId table, Key key, uint
   return true;
 }
 
-runtime::Task<bool> ItemBatch::call() {
+runtime::Task<bool> ItemBatch::call(uint64_t timeout_ns) {
   rpc::Batch b(*c_.engine().ctx().rpc);
+  b.set_timeout_ns(timeout_ns);
   bool ok = true;
   for (uint32_t k = 0; k < ncalls_; ++k) {
     ok &= b.call(calls_[k].dest, handler_, std::span<const std::byte>(calls_[k].req, calls_[k].req_len),

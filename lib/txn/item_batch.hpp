@@ -75,7 +75,8 @@ class ItemBatch {
   void mark_for_retry(uint32_t k) { calls_[k].reply.status = rpc::CallStatus::kPending; }
   bool empty() const { return ncalls_ == 0; }
   // Sends all calls and waits for every reply. False: a call failed.
-  runtime::Task<bool> call();
+  // `timeout_ns`: the calls' own timeout (0: the endpoint's).
+  runtime::Task<bool> call(uint64_t timeout_ns = 0);
   // Sends all calls without waiting; finish() awaits them later (the batch
   // and its buffers stay untouched meanwhile). `lazy`: the replies may ride
   // on the owners' later messages (rpc::Batch::call).

@@ -380,6 +380,46 @@ TEST(Rpc, CallsToASilentPeerTimeOut) {
   EXPECT_EQ(c.eps[0]->calls_in_flight(), 0u);
 }
 
+// A call's own timeout (Batch::set_timeout_ns): a server that answers
+// after the endpoint's timeout on purpose (a queued lock request) is heard
+// by a call given a longer one, while a call with the endpoint's timeout to
+// the same server gives up.
+TEST(Rpc, ACallsOwnTimeoutOutlastsTheEndpoints) {
+  EndpointConfig cfg = Cluster::small_config();
+  cfg.timeout_ns = 5'000'000;
+  Cluster c(2, 1, cfg);
+  std::deque<std::pair<Deferred, uint64_t>> parked;
+  Endpoint& server = *c.eps[1];
+  ASSERT_TRUE(server.register_handler(kPark, "park", [&](Request& r) {
+                uint64_t v;
+                std::memcpy(&v, r.payload().data(), 8);
+                parked.push_back({r.defer(), env::tsc() + env::ns_to_tsc(15'000'000)});
+              }).ok());
+  c.workers[1]->add_poller([&] {  // answers each request 15 ms after it came
+    if (parked.empty() || env::tsc() < parked.front().second) return 0;
+    const uint64_t v = 7;
+    server.reply(parked.front().first, bytes_of(v));
+    parked.pop_front();
+    return 1;
+  });
+  CallStatus patient = CallStatus::kPending, hasty = CallStatus::kPending;
+  c.workers[0]->spawn([](Endpoint& ep, CallStatus& patient, CallStatus& hasty) -> Task<void> {
+    uint64_t v = 1, out[2] = {};
+    Reply r0{reinterpret_cast<std::byte*>(&out[0]), 8}, r1{reinterpret_cast<std::byte*>(&out[1]), 8};
+    Batch b(ep);
+    b.call(1, kPark, bytes_of(v), &r0);  // the endpoint's 5 ms
+    b.set_timeout_ns(50'000'000);
+    b.call(1, kPark, bytes_of(v), &r1);
+    co_await b.send();
+    hasty = r0.status;
+    patient = r1.status;
+    EXPECT_EQ(out[1], 7u);
+  }(*c.eps[0], patient, hasty));
+  c.run_until_idle();
+  EXPECT_EQ(hasty, CallStatus::kTimeout);
+  EXPECT_EQ(patient, CallStatus::kOk);
+}
+
 // One thread running both ends is descheduled (here: sleeps) for longer
 // than the timeout right after a call went out. The peer was no more silent
 // than the caller: the caller's next pass must not end the call before the
