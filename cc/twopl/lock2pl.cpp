@@ -61,11 +61,14 @@ void add_schema(config::Schema& s) {
 
 class Lock2pl final : public Protocol {
  public:
-  Lock2pl(LockService& s, uint64_t call_timeout_ns) : svc(s), call_timeout_ns(call_timeout_ns) {}
+  Lock2pl(LockService& s, uint64_t call_timeout_ns, LockMode write_mode)
+      : svc(s), call_timeout_ns(call_timeout_ns), write_mode(write_mode) {}
   LockService& svc;  // this worker's shard (handler ids are the same on every worker)
   // A lock call's timeout: the longest a shard lets it wait, plus the RPC
   // timeout for the messages themselves.
   const uint64_t call_timeout_ns;
+  // X; S in the broken variant (two writers share a row: lost updates).
+  const LockMode write_mode;
 };
 
 AbortReason verdict_of(int32_t status) {
@@ -90,7 +93,7 @@ Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
       if (a.fetched) continue;
       AccessState& s = t.state<AccessState>(i);
       s.shard = shard_of(lock_name(a.table, a.key), workers);
-      const uint64_t mode = static_cast<uint64_t>(a.mode == AccessMode::kWrite ? LockMode::kX : LockMode::kS);
+      const uint64_t mode = static_cast<uint64_t>(a.mode == AccessMode::kWrite ? p.write_mode : LockMode::kS);
       if (!b.add_item(a.node, i, a.table, a.key, t.id(), t.timestamp(), {}, c.db().tuple_bytes(a.table), &mode,
                       s.shard))
         break;
@@ -206,13 +209,13 @@ DeadlockPolicy policy_of(const std::string& s) {
   return DeadlockPolicy::kBoundedWait;
 }
 
-Result<std::unique_ptr<Protocol>> create(WorkerEngine& e) {
+Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode) {
   LockService::Config cfg;
   cfg.policy = policy_of(e.options().setting_string("2pl.policy", "bounded_wait"));
   cfg.wait_ns = static_cast<uint64_t>(e.options().setting_int("2pl.wait_ms", 100)) * 1'000'000;
   auto svc = LockService::create(e, cfg);
   if (!svc.ok()) return svc.error();
-  auto p = std::make_unique<Lock2pl>(**svc, cfg.wait_ns + e.ctx().rpc_timeout_ns);
+  auto p = std::make_unique<Lock2pl>(**svc, cfg.wait_ns + e.ctx().rpc_timeout_ns, write_mode);
   e.add_service(std::move(*svc));
   p->set_stage(Stage::kFetch, *p, fetch);
   p->set_stage(Stage::kCommit, *p, commit);
@@ -220,7 +223,17 @@ Result<std::unique_ptr<Protocol>> create(WorkerEngine& e) {
   return std::unique_ptr<Protocol>(std::move(p));
 }
 
+Result<std::unique_ptr<Protocol>> create(WorkerEngine& e) { return make(e, LockMode::kX); }
+Result<std::unique_ptr<Protocol>> create_shared_writes(WorkerEngine& e) { return make(e, LockMode::kS); }
+
 bool no_lock_in_tuples(const std::byte*) { return false; }
+
+// The deadlock policies, as the generated suites run them (2pl/<policy>).
+std::vector<ProtocolVariant> policy_variants() {
+  return {{"nowait", {{"2pl.policy", "nowait"}}},
+          {"waitdie", {{"2pl.policy", "waitdie"}}},
+          {"bounded_wait", {{"2pl.policy", "bounded_wait"}}}};
+}
 
 }  // namespace
 
@@ -244,11 +257,35 @@ const ProtocolDef kLock2pl = {
     true,
     false,
     true,
-    {{"nowait", {{"2pl.policy", "nowait"}}},
-     {"waitdie", {{"2pl.policy", "waitdie"}}},
-     {"bounded_wait", {{"2pl.policy", "bounded_wait"}}}},
+    policy_variants(),
+};
+
+// Broken on purpose (tests only): writes take S locks, so two writers of a
+// row both hold it and one's update is lost. The history check catches it
+// (BrokenProtocol.SharedWriteLocksAreCaught).
+const ProtocolDef kLock2plSharedWrites = {
+    "2pl-broken-sharedwrites",
+    "2pl with S locks for writes (broken on purpose: tests only)",
+    0,
+    sizeof(AccessState),
+    Isolation::kSerializable,
+    {{Primitive::kRpc}, {}, {}, {}, {Primitive::kOneSided}},
+    {{"lock_denied", "lock denied"}, {"lock_wait_timeout", "lock wait timed out"}, {"lock_table_full", "lock table full"}},
+    Stage::kFetch,
+    no_lock_in_tuples,
+    create_shared_writes,
+    true,
+    0,
+    nullptr,
+    nullptr,
+    add_schema,
+    true,
+    false,
+    true,
+    policy_variants(),
 };
 
 RDTX_REGISTER_PROTOCOL(kLock2pl)
+RDTX_REGISTER_PROTOCOL(kLock2plSharedWrites)
 
 }  // namespace rdtx::cc::twopl
