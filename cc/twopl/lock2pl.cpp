@@ -61,14 +61,19 @@ void add_schema(config::Schema& s) {
 
 class Lock2pl final : public Protocol {
  public:
-  Lock2pl(LockService& s, uint64_t call_timeout_ns, LockMode write_mode)
-      : svc(s), call_timeout_ns(call_timeout_ns), write_mode(write_mode) {}
+  Lock2pl(LockService& s, uint64_t call_timeout_ns, LockMode write_mode, Isolation level)
+      : svc(s),
+        call_timeout_ns(call_timeout_ns),
+        write_mode(write_mode),
+        read_mode(static_cast<uint64_t>(LockMode::kS) | (level == Isolation::kReadCommitted ? kShortLock : 0)) {}
   LockService& svc;  // this worker's shard (handler ids are the same on every worker)
   // A lock call's timeout: the longest a shard lets it wait, plus the RPC
   // timeout for the messages themselves.
   const uint64_t call_timeout_ns;
   // X; S in the broken variant (two writers share a row: lost updates).
   const LockMode write_mode;
+  // S, held to the end (serializable), or a short S (read committed).
+  const uint64_t read_mode;
 };
 
 AbortReason verdict_of(int32_t status) {
@@ -93,7 +98,7 @@ Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
       if (a.fetched) continue;
       AccessState& s = t.state<AccessState>(i);
       s.shard = shard_of(lock_name(a.table, a.key), workers);
-      const uint64_t mode = static_cast<uint64_t>(a.mode == AccessMode::kWrite ? p.write_mode : LockMode::kS);
+      const uint64_t mode = a.mode == AccessMode::kWrite ? static_cast<uint64_t>(p.write_mode) : p.read_mode;
       if (!b.add_item(a.node, i, a.table, a.key, t.id(), t.timestamp(), {}, c.db().tuple_bytes(a.table), &mode,
                       s.shard))
         break;
@@ -113,7 +118,9 @@ Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
         return;
       }
       std::memcpy(a.copy, d.data(), tb);
-      a.fetched = a.locked = true;
+      a.fetched = true;
+      // Read committed: the shard let the read lock go once it copied the row.
+      a.locked = a.mode == AccessMode::kWrite || (p.read_mode & kShortLock) == 0;
       a.state = r.state;
       const store::TableDescriptor& desc = c.descriptor(a.node, a.table);
       a.tuple_addr = r.tuple_index < desc.capacity ? desc.tuple_addr(static_cast<uint32_t>(r.tuple_index)) : 0;
@@ -215,7 +222,7 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode) {
   cfg.wait_ns = static_cast<uint64_t>(e.options().setting_int("2pl.wait_ms", 100)) * 1'000'000;
   auto svc = LockService::create(e, cfg);
   if (!svc.ok()) return svc.error();
-  auto p = std::make_unique<Lock2pl>(**svc, cfg.wait_ns + e.ctx().rpc_timeout_ns, write_mode);
+  auto p = std::make_unique<Lock2pl>(**svc, cfg.wait_ns + e.ctx().rpc_timeout_ns, write_mode, e.options().isolation);
   e.add_service(std::move(*svc));
   p->set_stage(Stage::kFetch, *p, fetch);
   p->set_stage(Stage::kCommit, *p, commit);
@@ -229,10 +236,14 @@ Result<std::unique_ptr<Protocol>> create_shared_writes(WorkerEngine& e) { return
 bool no_lock_in_tuples(const std::byte*) { return false; }
 
 // The deadlock policies, as the generated suites run them (2pl/<policy>).
+// The deadlock policies at each isolation level (2pl/<policy>[_rc]).
 std::vector<ProtocolVariant> policy_variants() {
   return {{"nowait", {{"2pl.policy", "nowait"}}},
           {"waitdie", {{"2pl.policy", "waitdie"}}},
-          {"bounded_wait", {{"2pl.policy", "bounded_wait"}}}};
+          {"bounded_wait", {{"2pl.policy", "bounded_wait"}}},
+          {"nowait_rc", {{"2pl.policy", "nowait"}, {"txn.isolation", "read_committed"}}},
+          {"waitdie_rc", {{"2pl.policy", "waitdie"}, {"txn.isolation", "read_committed"}}},
+          {"bounded_wait_rc", {{"2pl.policy", "bounded_wait"}, {"txn.isolation", "read_committed"}}}};
 }
 
 }  // namespace
@@ -258,6 +269,7 @@ const ProtocolDef kLock2pl = {
     false,
     true,
     policy_variants(),
+    {Isolation::kReadCommitted},
 };
 
 // Broken on purpose (tests only): writes take S locks, so two writers of a
@@ -283,6 +295,7 @@ const ProtocolDef kLock2plSharedWrites = {
     false,
     true,
     policy_variants(),
+    {Isolation::kReadCommitted},
 };
 
 RDTX_REGISTER_PROTOCOL(kLock2pl)

@@ -117,7 +117,9 @@ void LockService::serve_lock(rpc::Request& r) {
     uint64_t mode_word = 0;
     if (data.size() == 8) std::memcpy(&mode_word, data.data(), 8);
     const auto mode = static_cast<LockMode>(mode_word & 0xff);
-    if (tab == nullptr || data.size() != 8 || mode_word > static_cast<uint64_t>(LockMode::kX) ||
+    const bool short_lock = (mode_word & kShortLock) != 0;
+    if (tab == nullptr || data.size() != 8 || (mode_word & ~(kShortLock | 0xff)) != 0 ||
+        (mode_word & 0xff) > static_cast<uint64_t>(LockMode::kX) ||
         mode == LockMode::kNL || (txn != 0 && h.arg0 != txn) || h.arg0 == 0) {
       if (!put({-EINVAL, 0, 0, 0, 0}, 0)) break;
       continue;
@@ -146,12 +148,13 @@ void LockService::serve_lock(rpc::Request& r) {
         rep.status = copy_row(h.table, h.key, slot, tb, &rep.tuple_index, &rep.state);
         rep.len = tb;
         std::memcpy(out.data() + at, &rep, sizeof rep);
+        if (short_lock) table_.release(name, txn);  // waiters it held up are granted (events)
         break;
       }
       case LockTable::Outcome::kWaiting:
         // The slot is reserved at its full size; the event fills it in. The
-        // table and key wait in the reply's arg and tuple_index.
-        put({kLockPending, 0, h.key, 0, h.table}, tb);
+        // table, key and short flag wait in the reply's arg, tuple_index and state.
+        put({kLockPending, 0, h.key, short_lock ? 1u : 0u, h.table}, tb);
         ++waiting;
         stats.lock_waits += counting;
         break;
@@ -162,6 +165,7 @@ void LockService::serve_lock(rpc::Request& r) {
   if (!in.valid() && len == 0) put({-EINVAL, 0, 0, 0, 0}, 0);
   if (waiting == 0) {
     r.set_reply_len(len);
+    deliver_events();  // waiters a short lock held up, granted when it went
     return;
   }
   free_pending_.pop_back();
@@ -173,6 +177,7 @@ void LockService::serve_lock(rpc::Request& r) {
   pd.waiting = waiting;
   pd.len = len;
   std::memcpy(pd.reply.data(), out.data(), len);
+  deliver_events();
 }
 
 int LockService::deliver_events() {
@@ -190,8 +195,10 @@ int LockService::deliver_events() {
     if (ev.granted) {
       const txn::TableId table = static_cast<txn::TableId>(rep.arg);
       const txn::Key key = rep.tuple_index;
+      const bool short_lock = rep.state != 0;
       rep.arg = rep.tuple_index = rep.state = 0;
       rep.status = copy_row(table, key, slot, rep.len, &rep.tuple_index, &rep.state);
+      if (short_lock) table_.release(ev.lock, ev.txn);
     } else {
       rep.status = kLockTimedOut;
       rep.arg = rep.tuple_index = 0;

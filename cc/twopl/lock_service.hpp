@@ -5,7 +5,7 @@
 //
 //   2pl.lock  per item (table, key; arg0 the attempt id, arg1 its
 //             timestamp; data: the mode word) acquire the record's lock in
-//             that mode. Granted: the reply carries the tuple, copied under
+//             that mode (a short lock: released once the row is copied). Granted: the reply carries the tuple, copied under
 //             the lock (the paper replies with the address and the agent
 //             READs it; doc/txn.md "2PL" says why one message here).
 //             Waiting: the reply is deferred until every item of the call
@@ -57,6 +57,11 @@ enum LockStatus : int32_t {
   kLockFull = 8,      // the shard's lock table (or its deferred calls) is full
   kLockPending = 9,   // internal: a reserved reply not answered yet
 };
+
+// A lock request's mode word: the LockMode in the low byte, and this flag
+// for a short lock: released as soon as the row is copied (read committed's
+// read locks), never held to the end of the transaction.
+inline constexpr uint64_t kShortLock = 0x100;
 
 // End message flags (ItemHeader::arg1).
 inline constexpr uint64_t kEndCommit = 1;

@@ -283,6 +283,28 @@ LockMode LockTable::held(uint64_t lock, uint64_t txn) const {
   return LockMode::kNL;
 }
 
+bool LockTable::release(uint64_t lock, uint64_t txn) {
+  const uint32_t li = find_lock(lock), ti = find_txn(txn);
+  if (li == kNone || ti == kNone) return false;
+  for (uint32_t* p = &txns_.items[ti].head; *p != kNone; p = &reqs_[*p].txn_next) {
+    const uint32_t q = *p;
+    Req& r = reqs_[q];
+    if (r.lock != li) continue;
+    *p = r.txn_next;
+    Lock& l = locks_.items[li];
+    if (r.granted) unlink_holder(l, q);
+    else dequeue(l, q);
+    grant_waiters(li);
+    drop_lock_if_idle(li);
+    r.txn_next = free_req_;
+    free_req_ = q;
+    ++free_reqs_;
+    if (txns_.items[ti].head == kNone) txns_.drop(ti);
+    return true;
+  }
+  return false;
+}
+
 uint32_t LockTable::expire(uint64_t now) {
   if (policy_ == DeadlockPolicy::kNoWait) return 0;
   uint32_t n = 0;

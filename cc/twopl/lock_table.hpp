@@ -88,6 +88,10 @@ class LockTable {
   // waiting; waiters that can now be granted are, in FIFO order per lock.
   // Returns how many requests the transaction had.
   uint32_t release_all(uint64_t txn);
+  // Releases (or withdraws) `txn`'s request for one lock, before the end of
+  // the transaction (read committed's short read locks); waiters that can
+  // now be granted are. False if it had none.
+  bool release(uint64_t lock, uint64_t txn);
   // kBoundedWait and kWaitDie: denies every request waiting since before now - wait_limit
   // (each queue's head first: a FIFO queue's arrival times increase).
   // Returns how many it denied.

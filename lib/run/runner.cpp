@@ -152,6 +152,11 @@ Result<RunResult> run(const RunConfig& rc) {
                           rc.protocol->name, rc.workload->name(), types[t].c_str());
   }
 
+  // The level asked (txn.isolation), if the protocol offers it (the
+  // configuration refuses one it does not; a test may set it directly).
+  if (!txn::offers(*rc.protocol, rc.options.isolation))
+    return make_error(EINVAL, "txn.isolation = %s: protocol '%s' runs at %s only",
+                      txn::to_string(rc.options.isolation), rc.protocol->name, txn::to_string(rc.protocol->isolation));
   if (rc.workload->relocates() && !rc.protocol->relocates_rows)
     return make_error(EINVAL,
                       "protocol %s cannot relocate rows (a moved row would lose the timestamps its versions or "
@@ -267,7 +272,7 @@ Result<RunResult> run(const RunConfig& rc) {
   res.load_seconds = load_seconds;
   res.table_bytes = table_bytes;
   res.abort_reasons = txn::abort_reason_names(*rc.protocol);
-  res.isolation = rc.protocol->isolation;
+  res.isolation = rc.options.isolation;
   Progress progress(rc.progress_interval_s, engines, t0, measure_at);
   std::vector<env::TelemetryCommand> telemetry = register_run_telemetry(engines, t0, measure_at, res.abort_reasons);
   if (rc.single_thread) {

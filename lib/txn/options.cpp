@@ -27,6 +27,9 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   for (const ProtocolDef* p : protocols)
     if (!p->broken) names.push_back(p->name);
   schema.add_enum("txn.protocol", "occ", names, "concurrency-control protocol");
+  schema.add_enum("txn.isolation", "serializable", {"serializable", "read_committed"},
+                  "isolation level asked of the protocol (the history check certifies it): serializable, or "
+                  "read_committed where the protocol offers it (2pl: read locks released after the read)");
   schema.add_int("txn.coroutines", 8, 1, kMaxCoroutines, "coordinator coroutines per worker");
   schema.add_int("txn.max_retries", 0, 0, 1'000'000, "attempts per transaction before giving up (0: until commit)");
   schema.add_int("txn.backoff_ns", 2000, 0, 10'000'000, "initial random backoff before retrying an aborted transaction");
@@ -105,6 +108,13 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
 }
 
 std::string check_pipeline(const config::Config& cfg, const ProtocolDef& def) {
+  {
+    const std::string& level = cfg.get_string("txn.isolation");
+    const Isolation want = level == "read_committed" ? Isolation::kReadCommitted : Isolation::kSerializable;
+    if (!offers(def, want))
+      return "txn.isolation = '" + level + "' (" + cfg.origin("txn.isolation") + "): protocol '" + def.name +
+             "' runs at " + to_string(def.isolation) + " only";
+  }
   std::string stages;
   for (int s = 0; s < static_cast<int>(Stage::kCount_); ++s)
     if (!def.allowed[s].empty()) stages += (stages.empty() ? "" : ", ") + std::string(to_string(static_cast<Stage>(s)));
@@ -150,6 +160,8 @@ std::string check_pipeline(const config::Config& cfg, const ProtocolDef& def) {
 Options options_from(const config::Config& cfg) {
   Options o;
   o.protocol = cfg.get_string("txn.protocol");
+  o.isolation = cfg.get_string("txn.isolation") == "read_committed" ? Isolation::kReadCommitted
+                                                                    : Isolation::kSerializable;
   o.coroutines = static_cast<uint32_t>(cfg.get_int("txn.coroutines"));
   o.max_retries = static_cast<uint32_t>(cfg.get_int("txn.max_retries"));
   o.backoff_ns = static_cast<uint32_t>(cfg.get_int("txn.backoff_ns"));

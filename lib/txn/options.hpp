@@ -19,6 +19,10 @@ struct ProtocolDef;
 
 struct Options {
   std::string protocol = "occ";
+  // txn.isolation: the level the run asks of its protocol (a level it
+  // offers: ProtocolDef::isolation or ProtocolDef::weaker_levels); the
+  // history check certifies this level.
+  Isolation isolation = Isolation::kSerializable;
   uint32_t coroutines = 8;
   Primitive pipeline[static_cast<int>(Stage::kCount_)] = {Primitive::kOneSided, Primitive::kOneSided,
                                                           Primitive::kOneSided, Primitive::kOff,

@@ -184,11 +184,23 @@ struct ProtocolDef {
   // leases carry timestamps a fresh tuple would not have). A workload that
   // relocates rows (Workload::relocates) is refused otherwise.
   bool relocates_rows = true;
-  // Named settings of the protocol's own keys the generated test suites run
-  // it with, each as "<protocol>/<variant>" (2PL's deadlock policies); none:
-  // the defaults only. Users select them with the keys themselves.
+  // Named settings of the protocol's own keys (and txn.isolation) the
+  // generated test suites run it with, each as "<protocol>/<variant>" (2PL's
+  // deadlock policies at each level); none: the defaults only. Users select
+  // them with the keys themselves.
   std::vector<ProtocolVariant> variants = {};
+  // Weaker levels the protocol also runs at when txn.isolation asks (2pl:
+  // read committed); `isolation` is its default and strongest.
+  std::vector<Isolation> weaker_levels = {};
 };
+
+// Whether the protocol runs at level `i` (its own, or a weaker one it offers).
+inline bool offers(const ProtocolDef& def, Isolation i) {
+  if (i == def.isolation) return true;
+  for (Isolation w : def.weaker_levels)
+    if (w == i) return true;
+  return false;
+}
 
 // The tuples a protocol's tables are made of.
 inline TupleShape tuple_shape(const ProtocolDef& def) {

@@ -202,7 +202,7 @@ inline std::vector<std::string> protocol_names() {
 enum class OnConflict { kAbort, kWait, kNever };
 inline OnConflict on_conflict(const std::string& protocol) {
   if (protocol.rfind("calvin", 0) == 0) return OnConflict::kNever;
-  if (protocol == "2pl/bounded_wait") return OnConflict::kWait;
+  if (protocol == "2pl/bounded_wait" || protocol == "2pl/bounded_wait_rc") return OnConflict::kWait;
   return OnConflict::kAbort;
 }
 inline bool conflicts_abort(const std::string& protocol) { return on_conflict(protocol) == OnConflict::kAbort; }
@@ -311,7 +311,13 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   rc.cluster.rpc.send_buffers = 256;
   rc.protocol = protocol_of(c.protocol);
   if (rc.protocol == nullptr) return make_error(EINVAL, "unknown protocol '%s'", c.protocol.c_str());
-  rc.options.protocol_settings = protocol_settings(c.protocol);
+  // A variant's settings: the protocol's own keys, and txn.isolation.
+  for (const auto& [k, v] : protocol_settings(c.protocol)) {
+    if (k == "txn.isolation")
+      rc.options.isolation = v == "read_committed" ? txn::Isolation::kReadCommitted : txn::Isolation::kSerializable;
+    else
+      rc.options.protocol_settings.emplace_back(k, v);
+  }
   rc.options.coroutines = c.coroutines;
   // FaRM's message logs hold a LOCK record of every write of a transaction
   // to one primary: with records as large as TPC-C's customers (664 bytes)

@@ -286,3 +286,30 @@ TEST(LockTable, RandomScheduleKeepsEveryInvariant) {
     EXPECT_EQ(t.locks_in_use() + t.requests_in_use() + t.transactions_in_use(), 0u) << "nothing leaks";
   }
 }
+
+// One lock released before the end (read committed's short read locks):
+// the waiter it held up is granted, the transaction's other locks stay, and
+// held() reports what each holds.
+TEST(LockTable, ReleasingOneLockGrantsItsWaitersAndKeepsTheRest) {
+  LockTable t({}, DeadlockPolicy::kBoundedWait, 1000);
+  EXPECT_EQ(t.acquire(1, req(1, S), 0), Outcome::kGranted);
+  EXPECT_EQ(t.acquire(2, req(1, X), 0), Outcome::kGranted);
+  EXPECT_EQ(t.acquire(1, req(2, X, 0, 77), 0), Outcome::kWaiting);
+  EXPECT_EQ(t.held(1, 1), S);
+  EXPECT_EQ(t.held(1, 2), NL) << "a waiting request holds nothing";
+  EXPECT_TRUE(t.release(1, 1));
+  EXPECT_FALSE(t.release(1, 1)) << "released already";
+  LockTable::Event e;
+  ASSERT_TRUE(t.pop_event(&e));
+  EXPECT_TRUE(e.granted);
+  EXPECT_EQ(e.txn, 2u);
+  EXPECT_EQ(e.tag, 77u);
+  EXPECT_EQ(t.held(1, 2), X);
+  EXPECT_EQ(t.held(2, 1), X) << "the other lock stays";
+  EXPECT_TRUE(t.known(1));
+  EXPECT_EQ(t.check(), "");
+  EXPECT_TRUE(t.release(2, 1));
+  EXPECT_FALSE(t.known(1)) << "no request left: the transaction is gone";
+  t.release_all(2);
+  EXPECT_EQ(t.locks_in_use() + t.requests_in_use() + t.transactions_in_use(), 0u);
+}

@@ -71,3 +71,17 @@ TEST(TxnOptions, UnknownProtocolListsTheKnownOnes) {
   EXPECT_NE(e.find("nowait"), std::string::npos) << e;
   EXPECT_NE(e.find("occ"), std::string::npos) << e;
 }
+
+// txn.isolation: a level the protocol offers loads (2pl at read committed),
+// one it does not is refused with the key, where it was set and the level
+// the protocol runs at.
+TEST(TxnOptions, IsolationLevelMustBeOneTheProtocolOffers) {
+  auto c = load("[txn]\nprotocol = \"2pl\"\nisolation = \"read_committed\"\n");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(txn::options_from(*c).isolation, txn::Isolation::kReadCommitted);
+  EXPECT_EQ(txn::options_from(*load("[txn]\nprotocol = \"2pl\"\n")).isolation, txn::Isolation::kSerializable);
+  std::string e = error_of("[txn]\nprotocol = \"occ\"\n", {"txn.isolation=read_committed"});
+  EXPECT_NE(e.find("txn.isolation = 'read_committed' (--set): protocol 'occ' runs at serializable only"),
+            std::string::npos)
+      << e;
+}
