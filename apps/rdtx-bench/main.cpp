@@ -66,8 +66,8 @@ Options:
   -q, --quiet          do not print the resolved configuration before the run
   --keys               print every configuration key (type, default, range,
                        description) and exit
-  --list               list the workloads, protocols (stages and primitives)
-                       and RDMA drivers, then exit
+  --list               list the workloads, protocols (stages, primitives and
+                       isolation levels) and RDMA drivers, then exit
   --list-workloads     print the registered workloads for scripts, one a
                        line: the name, then the KEY=VALUE settings (for
                        --set) of a small, heavily contended instance, the
@@ -256,6 +256,10 @@ void print_list() {
     // that replicates through it.
     if (p->replicable && p->allowed[static_cast<int>(txn::Stage::kLog)].empty())
       std::printf("             %-9s onesided, rpc (the engine's, with cluster.replicas > 1)\n", txn::to_string(txn::Stage::kLog));
+    // The levels txn.isolation may ask of it.
+    std::string levels = txn::to_string(p->isolation);
+    for (txn::Isolation l : p->weaker_levels) levels += std::string(", ") + txn::to_string(l);
+    std::printf("             %-9s %s (txn.isolation)\n", "isolation", levels.c_str());
   }
   std::printf("RDMA drivers (cluster.devargs = \"driver[,key=value...]\"):\n");
   for (const rdma::Driver* d : rdma::drivers()) std::printf("  %-10s %s\n", d->name, d->help);
