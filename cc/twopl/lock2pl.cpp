@@ -106,7 +106,7 @@ Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
     }
     if (b.empty()) {
       if (i == t.size()) break;
-      t.fail(AbortReason::kNetwork);  // a tuple too large for a message: the configuration checks this
+      t.fail(AbortReason::kNetwork);  // cannot happen: create() checks that a tuple fits a reply
       co_return false;
     }
     const bool sent = co_await b.call(p.call_timeout_ns);
@@ -125,7 +125,10 @@ Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
       const store::TableDescriptor& desc = c.descriptor(a.node, a.table);
       a.tuple_addr = r.tuple_index < desc.capacity ? desc.tuple_addr(static_cast<uint32_t>(r.tuple_index)) : 0;
       if (a.tuple_addr == 0 && verdict == AbortReason::kNone) verdict = AbortReason::kNetwork;
-      if (rec) std::memcpy(&a.writer, a.copy + hw, 8), a.replaced = a.writer;
+      if (rec) {
+        std::memcpy(&a.writer, a.copy + hw, 8);
+        a.replaced = a.writer;
+      }
     });
     if ((!sent || !wellformed) && verdict == AbortReason::kNone) verdict = AbortReason::kNetwork;
     if (verdict != AbortReason::kNone) {
@@ -217,6 +220,15 @@ DeadlockPolicy policy_of(const std::string& s) {
 }
 
 Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode) {
+  // A grant carries its row: every table's tuple must fit one RPC reply.
+  const Database& db = e.db();
+  const uint32_t room = e.ctx().rpc->max_payload() - static_cast<uint32_t>(sizeof(ItemReply));
+  for (TableId t = 0; t < db.tables(); ++t)
+    if (db.has_table(t) && db.tuple_bytes(t) > room)
+      return make_error(EINVAL,
+                        "a lock grant carries its row, and table '%s' has %u-byte tuples; an RPC "
+                        "reply holds %u (a smaller record, or another protocol)",
+                        db.def(t).name.c_str(), db.tuple_bytes(t), room);
   LockService::Config cfg;
   cfg.policy = policy_of(e.options().setting_string("2pl.policy", "bounded_wait"));
   cfg.wait_ns = static_cast<uint64_t>(e.options().setting_int("2pl.wait_ms", 100)) * 1'000'000;

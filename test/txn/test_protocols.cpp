@@ -256,6 +256,32 @@ TEST(Isolation, ALevelTheProtocolDoesNotOfferIsRefused) {
       << r.error().message;
 }
 
+// 2PL's grant carries the row: a table whose tuples do not fit one RPC
+// reply is refused when the protocol starts, naming the table and sizes,
+// rather than aborting every attempt.
+TEST(Lock2pl, TuplesLargerThanAReplyAreRefused) {
+  const txn::WorkloadDef* def = txn::find_workload("ycsb");
+  ASSERT_NE(def, nullptr);
+  config::Schema schema;
+  def->add_schema(schema);
+  auto cfg = config::Config::parse(schema, "", "big.toml", {"ycsb.record_bytes=4096", "ycsb.records_per_node=64"});
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  auto w = def->create(*cfg, 2);
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  run::RunConfig rc;
+  rc.workload = w->get();
+  rc.cluster.nodes = 2;
+  rc.protocol = find_protocol("2pl");
+  rc.options.pipeline[static_cast<int>(Stage::kFetch)] = Primitive::kRpc;
+  rc.duration_s = 0.05;
+  rc.single_thread = true;
+  auto r = run::run(rc);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("a lock grant carries its row, and table 'usertable' has 4112-byte tuples"),
+            std::string::npos)
+      << r.error().message;
+}
+
 TEST(BrokenProtocol, UnvalidatedOccIsCaught) {
   for (const std::string& w : workload_names()) {
     SCOPED_TRACE(w);
