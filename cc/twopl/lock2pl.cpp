@@ -286,7 +286,9 @@ const ProtocolDef kLock2pl = {
 
 // Broken on purpose (tests only): writes take S locks, so two writers of a
 // row both hold it and one's update is lost. The history check catches it
-// (BrokenProtocol.SharedWriteLocksAreCaught).
+// (BrokenProtocol.SharedWriteLocksAreCaught). Spelled out rather than
+// copied from kLock2pl: RDTX_REGISTER_PROTOCOL runs as a gnu::constructor,
+// before a copy made at dynamic initialization would exist.
 const ProtocolDef kLock2plSharedWrites = {
     "2pl-broken-sharedwrites",
     "2pl with S locks for writes (broken on purpose: tests only)",

@@ -251,23 +251,26 @@ LockTable::Outcome LockTable::acquire(uint64_t lock, const Request& r, uint64_t 
   return Outcome::kWaiting;
 }
 
+void LockTable::free_request(uint32_t q) {
+  Req& r = reqs_[q];
+  const uint32_t li = r.lock;
+  Lock& l = locks_.items[li];
+  if (r.granted) unlink_holder(l, q);
+  else dequeue(l, q);
+  grant_waiters(li);
+  drop_lock_if_idle(li);
+  r.txn_next = free_req_;
+  free_req_ = q;
+  ++free_reqs_;
+}
+
 uint32_t LockTable::release_all(uint64_t txn) {
   const uint32_t ti = find_txn(txn);
   if (ti == kNone) return 0;
   uint32_t n = 0;
   for (uint32_t q = txns_.items[ti].head; q != kNone;) {
-    Req& r = reqs_[q];
-    const uint32_t next = r.txn_next;
-    const uint32_t li = r.lock;
-    Lock& l = locks_.items[li];
-    // A waiter withdrawn: its transaction is ending, it gets no event.
-    if (r.granted) unlink_holder(l, q);
-    else dequeue(l, q);
-    grant_waiters(li);
-    drop_lock_if_idle(li);
-    r.txn_next = free_req_;
-    free_req_ = q;
-    ++free_reqs_;
+    const uint32_t next = reqs_[q].txn_next;
+    free_request(q);
     ++n;
     q = next;
   }
@@ -288,17 +291,9 @@ bool LockTable::release(uint64_t lock, uint64_t txn) {
   if (li == kNone || ti == kNone) return false;
   for (uint32_t* p = &txns_.items[ti].head; *p != kNone; p = &reqs_[*p].txn_next) {
     const uint32_t q = *p;
-    Req& r = reqs_[q];
-    if (r.lock != li) continue;
-    *p = r.txn_next;
-    Lock& l = locks_.items[li];
-    if (r.granted) unlink_holder(l, q);
-    else dequeue(l, q);
-    grant_waiters(li);
-    drop_lock_if_idle(li);
-    r.txn_next = free_req_;
-    free_req_ = q;
-    ++free_reqs_;
+    if (reqs_[q].lock != li) continue;
+    *p = reqs_[q].txn_next;
+    free_request(q);
     if (txns_.items[ti].head == kNone) txns_.drop(ti);
     return true;
   }

@@ -166,6 +166,10 @@ class LockTable {
   uint32_t find_lock(uint64_t id) const { return locks_.find(id); }
   uint32_t find_txn(uint64_t id) const { return txns_.find(id); }
   void drop_lock_if_idle(uint32_t l);
+  // Takes request q (off its transaction's list already) off its lock,
+  // grants the waiters that now fit (a withdrawn waiter gets no event: its
+  // transaction is ending or has let it go) and returns q to the pool.
+  void free_request(uint32_t q);
   // Whether mode m is compatible with lock l's granted group, leaving out
   // one granted request of mode `own` (a conversion); kNL: leave none out.
   bool grantable(const Lock& l, LockMode m, LockMode own) const;
