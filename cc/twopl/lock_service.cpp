@@ -41,7 +41,6 @@ LockService::LockService(txn::WorkerEngine& e, const LockTable::Limits& limits, 
   for (Pending& p : pending_) p.reply.resize(max_payload);
   free_pending_.reserve(pending);
   for (uint32_t i = pending; i-- > 0;) free_pending_.push_back(i);
-  fence_.assign(static_cast<size_t>(e.db().nodes()) * workers_per_node_ * txn::kMaxCoroutines, 0);
 }
 
 Result<std::unique_ptr<LockService>> LockService::create(txn::WorkerEngine& e, const Config& cfg) {
@@ -59,19 +58,13 @@ Result<std::unique_ptr<LockService>> LockService::create(txn::WorkerEngine& e, c
   return s;
 }
 
-uint32_t LockService::coordinator_of(uint64_t id) const {
-  const uint32_t node = static_cast<uint32_t>(id >> 48), worker = (id >> 38) & 0x3ff, co = (id >> 32) & 0x3f;
-  return (node * workers_per_node_ + worker) * txn::kMaxCoroutines + co;
-}
-
+// Attempts ended here are fenced with the worker's attempt fences (the
+// toolkit's, shared with its handlers); an id naming no coordinator of the
+// run (a malformed request) is refused like a fenced one.
 bool LockService::fenced(uint64_t id) const {
-  const uint32_t c = coordinator_of(id);
-  return c >= fence_.size() || static_cast<uint32_t>(id) < fence_[c];
-}
-
-void LockService::fence(uint64_t id) {
-  const uint32_t c = coordinator_of(id);
-  if (c < fence_.size() && static_cast<uint32_t>(id) + 1 > fence_[c]) fence_[c] = static_cast<uint32_t>(id) + 1;
+  const uint32_t node = static_cast<uint32_t>(id >> 48), worker = (id >> 38) & 0x3ff, co = (id >> 32) & 0x3f;
+  if (node >= e_.db().nodes() || worker >= workers_per_node_ || co >= e_.options().coroutines) return true;
+  return e_.toolkit().fenced(id);
 }
 
 int32_t LockService::copy_row(txn::TableId table, txn::Key key, std::byte* slot, uint32_t tb, uint64_t* index,
@@ -260,7 +253,7 @@ void LockService::serve_end(rpc::Request& r) {
   }
   out.finish();
   if (txn == 0) return;
-  fence(txn);
+  e_.toolkit().fence(txn);
   table_.release_all(txn);
   // A call of this attempt still deferred here: its caller gave up on it
   // (it ends the attempt only after every lock call returned or failed).

@@ -113,8 +113,6 @@ class LockService final : public txn::Service {
                    uint64_t* state) const;
   void finish(uint32_t p);
   bool fenced(uint64_t id) const;
-  void fence(uint64_t id);
-  uint32_t coordinator_of(uint64_t id) const;
 
   txn::WorkerEngine& e_;
   LockTable table_;
@@ -122,7 +120,6 @@ class LockService final : public txn::Service {
   std::vector<Pending> pending_;
   std::vector<uint32_t> free_pending_;
   uint32_t pending_used_ = 0;
-  std::vector<uint32_t> fence_;  // per coordinator of the cluster: highest ended sequence + 1
   rpc::HandlerId lock_id_ = 0, end_id_ = 0;
   uint32_t workers_per_node_;
 };
