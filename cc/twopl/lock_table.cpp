@@ -1,7 +1,6 @@
 #include "cc/twopl/lock_table.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cstdio>
 
 namespace rdtx::cc::twopl {
@@ -31,57 +30,6 @@ LockMode supremum(LockMode a, LockMode b) {
   if (a == b) return a;
   if ((a == LockMode::kIX && b == LockMode::kS) || (a == LockMode::kS && b == LockMode::kIX)) return LockMode::kSIX;
   return idx(a) > idx(b) ? a : b;
-}
-
-uint64_t LockTable::mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  return x;
-}
-
-template <typename T>
-void LockTable::IdPool<T>::init(uint32_t n) {
-  items.assign(n, T{});
-  buckets.assign(std::bit_ceil(uint64_t{2} * std::max(n, 1u)), kNone);
-  for (uint32_t i = n; i-- > 0;) {
-    items[i].next = free;
-    free = i;
-  }
-  free_count = n;
-}
-
-template <typename T>
-uint32_t LockTable::IdPool<T>::find(uint64_t id) const {
-  for (uint32_t i = *bucket(id); i != kNone; i = items[i].next)
-    if (items[i].id == id) return i;
-  return kNone;
-}
-
-template <typename T>
-uint32_t LockTable::IdPool<T>::add(uint64_t id) {
-  const uint32_t i = free;
-  if (i == kNone) return kNone;
-  free = items[i].next;
-  --free_count;
-  items[i] = T{};
-  items[i].id = id;
-  uint32_t* b = bucket(id);
-  items[i].next = *b;
-  *b = i;
-  return i;
-}
-
-template <typename T>
-void LockTable::IdPool<T>::drop(uint32_t i) {
-  for (uint32_t* p = bucket(items[i].id); *p != kNone; p = &items[*p].next)
-    if (*p == i) {
-      *p = items[i].next;
-      break;
-    }
-  items[i].next = free;
-  free = i;
-  ++free_count;
 }
 
 LockTable::LockTable(const Limits& limits, DeadlockPolicy policy, uint64_t wait_limit)

@@ -51,6 +51,8 @@
 #include <string>
 #include <vector>
 
+#include "cc/twopl/id_pool.hpp"
+
 namespace rdtx::cc::twopl {
 
 enum class LockMode : uint8_t { kNL, kIS, kIX, kS, kSIX, kX };
@@ -124,21 +126,7 @@ class LockTable {
   std::string check() const;
 
  private:
-  static constexpr uint32_t kNone = UINT32_MAX;
-  // A fixed pool of T (with `id` and `next`) found by id through a chained
-  // hash: locks and transactions.
-  template <typename T>
-  struct IdPool {
-    std::vector<T> items;
-    std::vector<uint32_t> buckets;
-    uint32_t free = kNone, free_count = 0;
-    void init(uint32_t n);
-    uint32_t find(uint64_t id) const;
-    uint32_t add(uint64_t id);  // a fresh T{} with `id`; kNone if full
-    void drop(uint32_t i);
-    uint32_t* bucket(uint64_t id) { return &buckets[mix(id) & (buckets.size() - 1)]; }
-    const uint32_t* bucket(uint64_t id) const { return &buckets[mix(id) & (buckets.size() - 1)]; }
-  };
+  static constexpr uint32_t kNone = kNoIndex;
   struct Lock {
     uint64_t id = 0;
     uint32_t next = kNone;  // hash chain, or free list
@@ -181,7 +169,6 @@ class LockTable {
   // Grants waiting heads of lock l while compatible; events for each.
   void grant_waiters(uint32_t li);
   void push_event(const Req& r, bool granted);
-  static uint64_t mix(uint64_t x);
 
   Limits limits_;
   DeadlockPolicy policy_;
