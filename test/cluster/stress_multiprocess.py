@@ -10,6 +10,8 @@ pass every check, history certified serializable included (replicas equal,
 for the runs with 3-way replication).
 
   RDTX_STRESS_SECONDS  measured seconds per preset (default and minimum 1)
+  GTEST_TOTAL_SHARDS, GTEST_SHARD_INDEX  run every TOTAL-th run from INDEX on
+                       (googletest's sharding variables, as CI sets them)
 Each process gets its own lcore (node % CPUs), as deployment.md advises.
 Usage: stress_multiprocess.py RDTX_BENCH CONF_DIR
 """
@@ -83,7 +85,12 @@ def protocol_of(preset):
 
 runs += [(w, p, " @ 3 replicas, random word order", x + replicated(p) + ADVERSARIAL) for w, p, x in presets
          if protocol_of(p) in REPLICABLE]
-print(f"stress-multiprocess: seed {SEED} (RDTX_STRESS_SEED); workloads {', '.join(sorted(HOT))}", flush=True)
+SHARDS = int(os.environ.get("GTEST_TOTAL_SHARDS", "1") or 1)
+SHARD = int(os.environ.get("GTEST_SHARD_INDEX", "0") or 0)
+if SHARDS > 1:
+    runs = runs[SHARD::SHARDS]
+print(f"stress-multiprocess: seed {SEED} (RDTX_STRESS_SEED); workloads {', '.join(sorted(HOT))}"
+      + (f"; shard {SHARD} of {SHARDS}: {len(runs)} runs" if SHARDS > 1 else ""), flush=True)
 for workload, preset, label, extra in runs:
     name = f"{workload}: {os.path.relpath(preset, CONF)}{label}"
     with tempfile.TemporaryDirectory() as tmp:
