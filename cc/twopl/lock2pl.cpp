@@ -21,12 +21,26 @@
 //   release  the same message without writes, after an abort.
 //
 // Strict 2PL with S and X record locks is serializable (the history check
-// certifies it). Not built yet, and refused by configuration until they
-// are (doc/txn.md "2PL"): intention locks on partitions, the weaker
-// isolation levels, timestamp ordering, the 2PC vote and mailbox messages.
+// certifies it).
+//
+// Timestamp ordering, protocol "to" (the paper's 3.2.2), is the same agent
+// with another table at the shards (TsTable): a request is a timestamped
+// read or write instead of a lock, taken with a fresh timestamp per attempt
+// (an aborted attempt retries later in the order, never with the
+// timestamp that came too late). A read holds nothing once served; a write
+// stays pending until the end message installs or discards it. The commit
+// writes the record one-sided as 2PL's does, but not the tuple's protocol
+// words (TO's rts and wts, which the shard keeps), and the end message goes
+// only to the shards where something may be left: a pending write, or a
+// call that did not come back. A refusal carries the timestamp that was
+// too late for, which the worker's clock catches up with (as MVCC does).
+//
+// Not built yet, and refused by configuration until they are (doc/txn.md
+// "2PL"): intention locks on partitions, repeatable read, the 2PC vote and
+// mailbox messages.
 #include <cstring>
 
-#include "cc/twopl/lock_service.hpp"
+#include "cc/twopl/shard_service.hpp"
 #include "cc/twopl/twopl.hpp"
 #include "txn/engine.hpp"
 #include "txn/item_batch.hpp"
@@ -49,6 +63,12 @@ struct AccessState {
   uint32_t requested;
 };
 
+void add_schema_to(config::Schema& s) {
+  s.add_int("to.wait_ms", 100, 1, 60'000,
+            "TO (protocol to): how long a request may wait for an older transaction's pending write before it "
+            "is refused (only a stalled or dead writer makes a wait long)");
+}
+
 void add_schema(config::Schema& s) {
   s.add_enum("2pl.policy", "bounded_wait", {"nowait", "waitdie", "bounded_wait"},
              "2PL (protocol 2pl): what a lock request that cannot be granted at once does: nowait = refused; "
@@ -61,18 +81,29 @@ void add_schema(config::Schema& s) {
 
 class Lock2pl final : public Protocol {
  public:
-  Lock2pl(LockService& s, uint64_t call_timeout_ns, LockMode write_mode, Isolation level)
-      : svc(s),
+  Lock2pl(rpc::HandlerId lock_id, rpc::HandlerId end_id, bool to, uint64_t call_timeout_ns, LockMode write_mode,
+          Isolation level)
+      : lock_id(lock_id),
+        end_id(end_id),
+        to(to),
         call_timeout_ns(call_timeout_ns),
         write_mode(write_mode),
         read_mode(static_cast<uint64_t>(LockMode::kS) | (level == Isolation::kReadCommitted ? kShortLock : 0)) {}
-  LockService& svc;  // this worker's shard (handler ids are the same on every worker)
+  // TO: a fresh timestamp per attempt (a retry with the old one would come
+  // too late again).
+  void begin(Coordinator& c, Txn& t) override {
+    if (to) c.renew_timestamp(t);
+  }
+  // The shards' handlers (the same ids on every worker).
+  const rpc::HandlerId lock_id, end_id;
+  const bool to;  // timestamp ordering (TsService) instead of locks (LockService)
   // A lock call's timeout: the longest a shard lets it wait, plus the RPC
   // timeout for the messages themselves.
   const uint64_t call_timeout_ns;
-  // X; S in the broken variant (two writers share a row: lost updates).
+  // X; S in the broken variants (two writers share a row: lost updates).
   const LockMode write_mode;
-  // S, held to the end (serializable), or a short S (read committed).
+  // S, held to the end (serializable), or a short S (read committed); TO: a
+  // read.
   const uint64_t read_mode;
 };
 
@@ -92,7 +123,7 @@ Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
   const uint32_t hw = c.db().history_word_offset();
   AbortReason verdict = AbortReason::kNone;
   for (uint32_t i = from; i < t.size();) {
-    ItemBatch& b = c.items(p.svc.lock_handler());
+    ItemBatch& b = c.items(p.lock_id);
     for (; i < t.size(); ++i) {
       Access& a = t.access(i);
       if (a.fetched) continue;
@@ -115,12 +146,18 @@ Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
       const uint32_t tb = c.db().tuple_bytes(a.table);
       if (r.status != kLockGranted || d.size() != tb) {
         if (verdict == AbortReason::kNone) verdict = r.status == kLockGranted ? AbortReason::kNetwork : verdict_of(r.status);
+        // TO: too late for a later transaction's timestamp; catch up with it.
+        if (p.to && r.status == kLockDenied) c.engine().observe_timestamp(r.arg);
+        // Refused: nothing of this item is left at its shard.
+        if (p.to && r.status > 0) t.state<AccessState>(k).requested = 0;
         return;
       }
       std::memcpy(a.copy, d.data(), tb);
       a.fetched = true;
-      // Read committed: the shard let the read lock go once it copied the row.
-      a.locked = a.mode == AccessMode::kWrite || (p.read_mode & kShortLock) == 0;
+      // Read committed: the shard let the read lock go once it copied the
+      // row; TO: a served read holds nothing.
+      a.locked = a.mode == AccessMode::kWrite || (!p.to && (p.read_mode & kShortLock) == 0);
+      if (p.to && !a.locked) t.state<AccessState>(k).requested = 0;
       a.state = r.state;
       const store::TableDescriptor& desc = c.descriptor(a.node, a.table);
       a.tuple_addr = r.tuple_index < desc.capacity ? desc.tuple_addr(static_cast<uint32_t>(r.tuple_index)) : 0;
@@ -140,11 +177,12 @@ Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
 }
 
 // The end-of-transaction message to every shard the attempt asked (one
-// item per shard: the shard releases everything the attempt has there).
+// item per shard: the shard releases everything the attempt has there;
+// TO: every shard where something may be left, see fetch).
 Task<bool> end(Lock2pl& p, Coordinator& c, Txn& t, bool commit) {
   if (c.commit_batch_in_flight()) co_await c.settle_commit_batch();
   const uint32_t workers = c.engine().workers_per_node();
-  ItemBatch* b = &c.commit_items(p.svc.end_handler());
+  ItemBatch* b = &c.commit_items(p.end_id);
   uint64_t sent_to[ItemBatch::kMaxCalls];
   uint32_t nsent = 0;
   for (uint32_t i = 0; i < t.size(); ++i) {
@@ -163,7 +201,7 @@ Task<bool> end(Lock2pl& p, Coordinator& c, Txn& t, bool commit) {
       const bool ok = co_await b->call();
       const uint32_t judged = judge_unlocks(c, *b, 0, true);
       if (!ok) co_await retry_unlocks(c, *b, judged);
-      b = &c.commit_items(p.svc.end_handler());
+      b = &c.commit_items(p.end_id);
       nsent = 0;
     }
     sent_to[nsent++] = dest;
@@ -184,6 +222,8 @@ Task<bool> end(Lock2pl& p, Coordinator& c, Txn& t, bool commit) {
 
 Task<bool> commit(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) {
   const bool rec = c.db().recording();
+  // Not the protocol's words (TO's rts and wts: the shard's).
+  const uint32_t meta = c.db().protocol_meta_bytes();
   // The writes land (under the X locks) before any lock is released.
   OneSidedBatch& batch = c.onesided();
   for (uint32_t i = 0; i < t.size(); ++i) {
@@ -200,9 +240,9 @@ Task<bool> commit(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) {
       w = batch.add(a.node);
     }
     w->opcode = rdma::Opcode::kWrite;
-    w->local = a.copy;
-    w->length = c.db().tuple_bytes(a.table);
-    w->remote_addr = a.tuple_addr;
+    w->local = a.copy + meta;
+    w->length = c.db().tuple_bytes(a.table) - meta;
+    w->remote_addr = a.tuple_addr + meta;
     w->rkey = c.descriptor(a.node, a.table).rkey;
   }
   // Failed WRITEs are commit errors, which fail the run (the transaction
@@ -219,7 +259,7 @@ DeadlockPolicy policy_of(const std::string& s) {
   return DeadlockPolicy::kBoundedWait;
 }
 
-Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode) {
+Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode, bool to) {
   // A grant carries its row: every table's tuple must fit one RPC reply.
   const Database& db = e.db();
   const uint32_t room = e.ctx().rpc->max_payload() - static_cast<uint32_t>(sizeof(ItemReply));
@@ -229,21 +269,36 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode) {
                         "a lock grant carries its row, and table '%s' has %u-byte tuples; an RPC "
                         "reply holds %u (a smaller record, or another protocol)",
                         db.def(t).name.c_str(), db.tuple_bytes(t), room);
-  LockService::Config cfg;
-  cfg.policy = policy_of(e.options().setting_string("2pl.policy", "bounded_wait"));
-  cfg.wait_ns = static_cast<uint64_t>(e.options().setting_int("2pl.wait_ms", 100)) * 1'000'000;
-  auto svc = LockService::create(e, cfg);
-  if (!svc.ok()) return svc.error();
-  auto p = std::make_unique<Lock2pl>(**svc, cfg.wait_ns + e.ctx().rpc_timeout_ns, write_mode, e.options().isolation);
-  e.add_service(std::move(*svc));
+  std::unique_ptr<Lock2pl> p;
+  const uint64_t rpc_ns = e.ctx().rpc_timeout_ns;
+  if (to) {
+    TsService::Config cfg;
+    cfg.wait_ns = static_cast<uint64_t>(e.options().setting_int("to.wait_ms", 100)) * 1'000'000;
+    auto svc = TsService::create(e, cfg);
+    if (!svc.ok()) return svc.error();
+    p = std::make_unique<Lock2pl>((*svc)->lock_handler(), (*svc)->end_handler(), true, cfg.wait_ns + rpc_ns,
+                                  write_mode, e.options().isolation);
+    e.add_service(std::move(*svc));
+  } else {
+    LockService::Config cfg;
+    cfg.policy = policy_of(e.options().setting_string("2pl.policy", "bounded_wait"));
+    cfg.wait_ns = static_cast<uint64_t>(e.options().setting_int("2pl.wait_ms", 100)) * 1'000'000;
+    auto svc = LockService::create(e, cfg);
+    if (!svc.ok()) return svc.error();
+    p = std::make_unique<Lock2pl>((*svc)->lock_handler(), (*svc)->end_handler(), false, cfg.wait_ns + rpc_ns,
+                                  write_mode, e.options().isolation);
+    e.add_service(std::move(*svc));
+  }
   p->set_stage(Stage::kFetch, *p, fetch);
   p->set_stage(Stage::kCommit, *p, commit);
   p->set_release(*p, release);
   return std::unique_ptr<Protocol>(std::move(p));
 }
 
-Result<std::unique_ptr<Protocol>> create(WorkerEngine& e) { return make(e, LockMode::kX); }
-Result<std::unique_ptr<Protocol>> create_shared_writes(WorkerEngine& e) { return make(e, LockMode::kS); }
+Result<std::unique_ptr<Protocol>> create(WorkerEngine& e) { return make(e, LockMode::kX, false); }
+Result<std::unique_ptr<Protocol>> create_shared_writes(WorkerEngine& e) { return make(e, LockMode::kS, false); }
+Result<std::unique_ptr<Protocol>> create_to(WorkerEngine& e) { return make(e, LockMode::kX, true); }
+Result<std::unique_ptr<Protocol>> create_to_writes_as_reads(WorkerEngine& e) { return make(e, LockMode::kS, true); }
 
 bool no_lock_in_tuples(const std::byte*) { return false; }
 
@@ -312,7 +367,60 @@ const ProtocolDef kLock2plSharedWrites = {
     {Isolation::kReadCommitted},
 };
 
+// Timestamp ordering: the item's rts and wts are the tuple's two protocol
+// words (zero in a new tuple: a row no one can have read before its
+// inserter's guard, txn.hpp). A row that moves would lose them: refused.
+const ProtocolDef kTo = {
+    "to",
+    "timestamp ordering at the lock-table shards: timestamped reads and writes, late ones abort, younger ones "
+    "wait for a pending write (Barthels et al., VLDB 2019, 3.2.2)",
+    16,
+    sizeof(AccessState),
+    Isolation::kSerializable,
+    {{Primitive::kRpc}, {}, {}, {}, {Primitive::kOneSided}},
+    {{"too_late", "timestamp order (too late)"}, {"wait_timeout", "wait for a pending write timed out"},
+     {"table_full", "shard table full"}},
+    Stage::kFetch,
+    no_lock_in_tuples,
+    create_to,
+    false,
+    0,
+    nullptr,
+    nullptr,
+    add_schema_to,
+    true,
+    false,
+    false,
+};
+
+// Broken on purpose (tests only): writes are asked for as reads, so no
+// write is ever pending and two writers of a row overwrite each other
+// (BrokenProtocol.UnorderedWritesAreCaught).
+const ProtocolDef kToWritesAsReads = {
+    "to-broken-writesasreads",
+    "to with writes asked for as reads (broken on purpose: tests only)",
+    16,
+    sizeof(AccessState),
+    Isolation::kSerializable,
+    {{Primitive::kRpc}, {}, {}, {}, {Primitive::kOneSided}},
+    {{"too_late", "timestamp order (too late)"}, {"wait_timeout", "wait for a pending write timed out"},
+     {"table_full", "shard table full"}},
+    Stage::kFetch,
+    no_lock_in_tuples,
+    create_to_writes_as_reads,
+    true,
+    0,
+    nullptr,
+    nullptr,
+    add_schema_to,
+    true,
+    false,
+    false,
+};
+
 RDTX_REGISTER_PROTOCOL(kLock2pl)
 RDTX_REGISTER_PROTOCOL(kLock2plSharedWrites)
+RDTX_REGISTER_PROTOCOL(kTo)
+RDTX_REGISTER_PROTOCOL(kToWritesAsReads)
 
 }  // namespace rdtx::cc::twopl

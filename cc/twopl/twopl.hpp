@@ -9,6 +9,6 @@
 namespace rdtx::cc::twopl {
 extern const txn::ProtocolDef kNoWait;
 extern const txn::ProtocolDef kWaitDie;
-// Strict 2PL over a sharded lock table (lock2pl.cpp, lock_service.hpp).
+// Strict 2PL over a sharded lock table (lock2pl.cpp, shard_service.hpp).
 extern const txn::ProtocolDef kLock2pl;
 }  // namespace rdtx::cc::twopl

@@ -142,6 +142,9 @@ class Database {
   uint32_t tuple_bytes(TableId t) const { return layouts_[t].tuple_bytes(); }
   uint32_t max_tuple_bytes() const { return max_tuple_bytes_; }
   bool recording() const { return recording_; }
+  // Bytes of the protocol's words at the start of every tuple
+  // (ProtocolDef::meta_bytes), before the hidden words.
+  uint32_t protocol_meta_bytes() const { return protocol_meta_; }
   // Offset of the hidden writer-id word of record slot `slot` (recording
   // only): slot 0 is the record (every protocol's), slots 1.. the extra ones.
   uint32_t history_word_offset(uint32_t slot = 0) const { return protocol_meta_ + 8 * slot; }

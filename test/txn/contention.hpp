@@ -197,12 +197,15 @@ inline std::vector<std::string> protocol_names() {
 
 // What a conflict does under the protocol: aborts an attempt (most);
 // makes it wait, aborting only what waits too long (2PL's Bounded Wait:
-// deadlocks); or never aborts it (CALVIN grants locks in one global order,
-// doc/txn.md "CALVIN"; its only aborts are the workload's own).
-enum class OnConflict { kAbort, kWait, kNever };
+// deadlocks); aborts it or makes it wait, by timestamps (TO: a request too
+// late aborts, a younger one waits for a pending write); or never aborts it
+// (CALVIN grants locks in one global order, doc/txn.md "CALVIN"; its only
+// aborts are the workload's own).
+enum class OnConflict { kAbort, kWait, kAbortOrWait, kNever };
 inline OnConflict on_conflict(const std::string& protocol) {
   if (protocol.rfind("calvin", 0) == 0) return OnConflict::kNever;
   if (protocol == "2pl/bounded_wait" || protocol == "2pl/bounded_wait_rc") return OnConflict::kWait;
+  if (protocol == "to") return OnConflict::kAbortOrWait;
   return OnConflict::kAbort;
 }
 inline bool conflicts_abort(const std::string& protocol) { return on_conflict(protocol) == OnConflict::kAbort; }
@@ -218,6 +221,9 @@ inline std::string conflicts_unseen(const run::RunResult& r, const std::string& 
       return r.total.aborts_total() > 0 ? "" : "no abort: the hot set must cause conflicts";
     case OnConflict::kWait:
       return r.total.lock_waits > 0 ? "" : "no lock request waited: the hot set must cause conflicts";
+    case OnConflict::kAbortOrWait:
+      return r.total.aborts_total() + r.total.lock_waits > 0 ? ""
+                                                              : "no abort and no wait: the hot set must cause conflicts";
     case OnConflict::kNever:
       return non_user_aborts(r) == 0 ? "" : "CALVIN never aborts for a conflict";
   }

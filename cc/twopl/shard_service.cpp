@@ -1,6 +1,7 @@
-// LockService: see lock_service.hpp. Every id, mode and length in a request
-// is checked before use; a malformed item gets -EINVAL and takes no lock.
-#include "cc/twopl/lock_service.hpp"
+// ShardService: see shard_service.hpp. Every id, mode and length in a
+// request is checked before use; a malformed item gets -EINVAL and takes no
+// lock.
+#include "cc/twopl/shard_service.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -23,18 +24,26 @@ constexpr uint32_t kNoPending = UINT32_MAX;
 
 // Sizes from the run: every coordinator of the cluster may have an attempt
 // and a lingering earlier one here, each with every access of a transaction.
-LockTable::Limits limits_for(uint32_t coordinators) {
+template <class Table>
+typename Table::Limits limits_for(uint32_t coordinators) {
   const uint64_t reqs = std::min<uint64_t>(uint64_t{coordinators} * 2 * txn::Txn::kMaxAccesses, 1u << 20);
   return {static_cast<uint32_t>(reqs), static_cast<uint32_t>(reqs), 4 * coordinators + 16};
 }
 
+template <class Table>
+Table new_table(const typename Table::Limits& limits, DeadlockPolicy policy, uint64_t wait_tsc) {
+  if constexpr (std::is_same_v<Table, TsTable>) return TsTable(limits, wait_tsc);
+  else return LockTable(limits, policy, wait_tsc);
+}
+
 }  // namespace
 
-LockService::LockService(txn::WorkerEngine& e, const LockTable::Limits& limits, DeadlockPolicy policy,
-                         uint64_t wait_tsc, uint32_t pending, uint32_t max_payload)
-    : Service("2pl.locks"),
+template <class Table>
+ShardService<Table>::ShardService(txn::WorkerEngine& e, const typename Table::Limits& limits, DeadlockPolicy policy,
+                                  uint64_t wait_tsc, uint32_t pending, uint32_t max_payload)
+    : Service(kTimestampOrdering ? "to.shard" : "2pl.locks"),
       e_(e),
-      table_(limits, policy, wait_tsc),
+      table_(new_table<Table>(limits, policy, wait_tsc)),
       wait_tsc_(wait_tsc),
       pending_(pending),
       workers_per_node_(e.workers_per_node()) {
@@ -43,16 +52,19 @@ LockService::LockService(txn::WorkerEngine& e, const LockTable::Limits& limits, 
   for (uint32_t i = pending; i-- > 0;) free_pending_.push_back(i);
 }
 
-Result<std::unique_ptr<LockService>> LockService::create(txn::WorkerEngine& e, const Config& cfg) {
+template <class Table>
+Result<std::unique_ptr<ShardService<Table>>> ShardService<Table>::create(txn::WorkerEngine& e, const Config& cfg) {
   const uint32_t coordinators = e.db().nodes() * e.workers_per_node() * e.options().coroutines;
-  std::unique_ptr<LockService> s(new LockService(e, limits_for(coordinators), cfg.policy,
-                                                 env::ns_to_tsc(std::max<uint64_t>(cfg.wait_ns, 1)),
-                                                 4 * coordinators + 16, e.ctx().rpc->max_payload()));
-  LockService* self = s.get();
-  auto lock = e.register_handler("2pl.lock", [self](rpc::Request& r) { self->serve_lock(r); });
+  std::unique_ptr<ShardService> s(new ShardService(e, limits_for<Table>(coordinators), cfg.policy,
+                                                   env::ns_to_tsc(std::max<uint64_t>(cfg.wait_ns, 1)),
+                                                   4 * coordinators + 16, e.ctx().rpc->max_payload()));
+  ShardService* self = s.get();
+  auto lock = e.register_handler(kTimestampOrdering ? "to.lock" : "2pl.lock",
+                                 [self](rpc::Request& r) { self->serve_lock(r); });
   if (!lock.ok()) return lock.error();
   s->lock_id_ = *lock;
-  auto end = e.register_handler("2pl.end", [self](rpc::Request& r) { self->serve_end(r); });
+  auto end = e.register_handler(kTimestampOrdering ? "to.end" : "2pl.end",
+                                [self](rpc::Request& r) { self->serve_end(r); });
   if (!end.ok()) return end.error();
   s->end_id_ = *end;
   return s;
@@ -61,14 +73,16 @@ Result<std::unique_ptr<LockService>> LockService::create(txn::WorkerEngine& e, c
 // Attempts ended here are fenced with the worker's attempt fences (the
 // toolkit's, shared with its handlers); an id naming no coordinator of the
 // run (a malformed request) is refused like a fenced one.
-bool LockService::fenced(uint64_t id) const {
+template <class Table>
+bool ShardService<Table>::fenced(uint64_t id) const {
   const uint32_t node = static_cast<uint32_t>(id >> 48), worker = (id >> 38) & 0x3ff, co = (id >> 32) & 0x3f;
   if (node >= e_.db().nodes() || worker >= workers_per_node_ || co >= e_.options().coroutines) return true;
   return e_.toolkit().fenced(id);
 }
 
-int32_t LockService::copy_row(txn::TableId table, txn::Key key, std::byte* slot, uint32_t tb, uint64_t* index,
-                              uint64_t* state) const {
+template <class Table>
+int32_t ShardService<Table>::copy_row(txn::TableId table, txn::Key key, std::byte* slot, uint32_t tb, uint64_t* index,
+                                          uint64_t* state) const {
   const store::Table* tab = e_.db().store(e_.node()).table(table);
   store::TupleRef ref;
   const int rc = tab->lookup(key, &ref);
@@ -76,15 +90,16 @@ int32_t LockService::copy_row(txn::TableId table, txn::Key key, std::byte* slot,
     std::memset(slot, 0, tb);
     return rc;
   }
-  // Under the lock nobody writes the row: the copy cannot tear (the check
-  // stays, as the store offers it).
+  // Under the lock (TO: with no write pending) nobody writes the row: the
+  // copy cannot tear (the check stays, as the store offers it).
   if (!tab->copy_tuple(ref, slot)) return -EAGAIN;
   *index = ref.index;
   *state = ref.state;
   return kLockGranted;
 }
 
-void LockService::serve_lock(rpc::Request& r) {
+template <class Table>
+void ShardService<Table>::serve_lock(rpc::Request& r) {
   ItemReader in(r.payload());
   std::span<std::byte> out = r.reply_buffer();
   const store::Store& st = e_.db().store(e_.node());
@@ -111,9 +126,13 @@ void LockService::serve_lock(rpc::Request& r) {
     if (data.size() == 8) std::memcpy(&mode_word, data.data(), 8);
     const auto mode = static_cast<LockMode>(mode_word & 0xff);
     const bool short_lock = (mode_word & kShortLock) != 0;
-    if (tab == nullptr || data.size() != 8 || (mode_word & ~(kShortLock | 0xff)) != 0 ||
-        (mode_word & 0xff) > static_cast<uint64_t>(LockMode::kX) ||
-        mode == LockMode::kNL || (txn != 0 && h.arg0 != txn) || h.arg0 == 0) {
+    // TO: a read (S) or a write (X), nothing held short.
+    const bool mode_ok = kTimestampOrdering ? mode_word == static_cast<uint64_t>(LockMode::kS) ||
+                                                  mode_word == static_cast<uint64_t>(LockMode::kX)
+                                            : (mode_word & ~(kShortLock | 0xff)) == 0 &&
+                                                  (mode_word & 0xff) <= static_cast<uint64_t>(LockMode::kX) &&
+                                                  mode != LockMode::kNL;
+    if (tab == nullptr || data.size() != 8 || !mode_ok || (txn != 0 && h.arg0 != txn) || h.arg0 == 0) {
       if (!put({-EINVAL, 0, 0, 0, 0}, 0)) break;
       continue;
     }
@@ -133,26 +152,40 @@ void LockService::serve_lock(rpc::Request& r) {
     }
     const uint64_t name = lock_name(h.table, h.key);
     const uint32_t at = len;
-    const LockTable::Outcome o = table_.acquire(name, {txn, h.arg1, mode, (uint64_t{p} << 32) | at}, now);
+    const typename Table::Request req{txn, h.arg1, mode, (uint64_t{p} << 32) | at};
+    uint64_t seen = 0;
+    typename Table::Outcome o;
+    if constexpr (kTimestampOrdering) {
+      // The item's rts and wts are the tuple's protocol words (to's meta).
+      store::TupleRef ref;
+      if (const int rc = tab->lookup(h.key, &ref); rc != 0) {
+        put({rc, 0, 0, 0, 0}, 0);
+        continue;
+      }
+      o = table_.acquire(name, reinterpret_cast<uint64_t*>(ref.tuple), req, now, &seen);
+    } else {
+      o = table_.acquire(name, req, now);
+    }
     switch (o) {
-      case LockTable::Outcome::kGranted: {
+      case Table::Outcome::kGranted: {
         ItemReply rep{};
         std::byte* slot = put(rep, tb);
         rep.status = copy_row(h.table, h.key, slot, tb, &rep.tuple_index, &rep.state);
         rep.len = tb;
         std::memcpy(out.data() + at, &rep, sizeof rep);
-        if (short_lock) table_.release(name, txn);  // waiters it held up are granted (events)
+        if constexpr (!kTimestampOrdering)
+          if (short_lock) table_.release(name, txn);  // waiters it held up are granted (events)
         break;
       }
-      case LockTable::Outcome::kWaiting:
+      case Table::Outcome::kWaiting:
         // The slot is reserved at its full size; the event fills it in. The
         // table, key and short flag wait in the reply's arg, tuple_index and state.
         put({kLockPending, 0, h.key, short_lock ? 1u : 0u, h.table}, tb);
         ++waiting;
         stats.lock_waits += counting;
         break;
-      case LockTable::Outcome::kDenied: put({kLockDenied, 0, 0, 0, 0}, 0); break;
-      case LockTable::Outcome::kFull: put({kLockFull, 0, 0, 0, 0}, 0); break;
+      case Table::Outcome::kDenied: put({kLockDenied, 0, 0, 0, seen}, 0); break;
+      case Table::Outcome::kFull: put({kLockFull, 0, 0, 0, 0}, 0); break;
     }
   }
   if (!in.valid() && len == 0) put({-EINVAL, 0, 0, 0, 0}, 0);
@@ -173,9 +206,10 @@ void LockService::serve_lock(rpc::Request& r) {
   deliver_events();
 }
 
-int LockService::deliver_events() {
+template <class Table>
+int ShardService<Table>::deliver_events() {
   int n = 0;
-  LockTable::Event ev;
+  typename Table::Event ev;
   while (table_.pop_event(&ev)) {
     ++n;
     const uint32_t p = static_cast<uint32_t>(ev.tag >> 32), at = static_cast<uint32_t>(ev.tag);
@@ -191,7 +225,8 @@ int LockService::deliver_events() {
       const bool short_lock = rep.state != 0;
       rep.arg = rep.tuple_index = rep.state = 0;
       rep.status = copy_row(table, key, slot, rep.len, &rep.tuple_index, &rep.state);
-      if (short_lock) table_.release(ev.lock, ev.txn);
+      if constexpr (!kTimestampOrdering)
+        if (short_lock) table_.release(ev.lock, ev.txn);
     } else {
       rep.status = kLockTimedOut;
       rep.arg = rep.tuple_index = 0;
@@ -202,7 +237,8 @@ int LockService::deliver_events() {
   return n;
 }
 
-void LockService::finish(uint32_t p) {
+template <class Table>
+void ShardService<Table>::finish(uint32_t p) {
   Pending& pd = pending_[p];
   e_.ctx().rpc->reply(pd.token, std::span<const std::byte>(pd.reply.data(), pd.len));
   pd.used = false;
@@ -210,11 +246,13 @@ void LockService::finish(uint32_t p) {
   --pending_used_;
 }
 
-void LockService::serve_end(rpc::Request& r) {
+template <class Table>
+void ShardService<Table>::serve_end(rpc::Request& r) {
   ItemReader in(r.payload());
   txn::ItemWriter out(r);
   const store::Store& st = e_.db().store(e_.node());
   uint64_t txn = 0;
+  bool commit = false;
   ItemHeader h;
   std::span<const std::byte> data;
   while (in.next(&h, &data)) {
@@ -223,6 +261,7 @@ void LockService::serve_end(rpc::Request& r) {
       continue;
     }
     txn = h.arg0;
+    commit = h.arg1 == kEndCommit;
     if (data.empty()) {  // a release only
       out.add({kLockGranted, 0, 0, 0, 0});
       continue;
@@ -244,17 +283,20 @@ void LockService::serve_end(rpc::Request& r) {
       out.add({rc, 0, 0, 0, 0});
       continue;
     }
-    // The whole tuple as the attempt read it and changed it: its hidden
-    // words (history, replication), the header it saw (unchanged under the
-    // lock) and the record.
-    store::store_words(reinterpret_cast<uint64_t*>(ref.tuple), reinterpret_cast<const uint64_t*>(data.data()),
-                       data.size() / 8);
+    // The tuple as the attempt read it and changed it, from its hidden
+    // words (history, replication) on: the header it saw (unchanged under
+    // the lock) and the record; not the protocol's words (TO's rts and wts,
+    // which the table keeps).
+    const uint32_t meta = e_.db().protocol_meta_bytes();
+    store::store_words(reinterpret_cast<uint64_t*>(ref.tuple + meta),
+                       reinterpret_cast<const uint64_t*>(data.data() + meta), (data.size() - meta) / 8);
     out.add({kLockGranted, 0, 0, 0, 0});
   }
   out.finish();
   if (txn == 0) return;
   e_.toolkit().fence(txn);
-  table_.release_all(txn);
+  if constexpr (kTimestampOrdering) table_.release_all(txn, commit);
+  else table_.release_all(txn);
   // A call of this attempt still deferred here: its caller gave up on it
   // (it ends the attempt only after every lock call returned or failed).
   if (pending_used_ > 0)
@@ -266,17 +308,22 @@ void LockService::serve_end(rpc::Request& r) {
   deliver_events();
 }
 
-int LockService::poll() {
+template <class Table>
+int ShardService<Table>::poll() {
   int n = 0;
   if (pending_used_ > 0) n += static_cast<int>(table_.expire(env::tsc()));
   return n + deliver_events();
 }
 
-bool LockService::drain() {
+template <class Table>
+bool ShardService<Table>::drain() {
   // Stopping: nothing waits any more (every waiter is denied now).
   table_.expire(UINT64_MAX - wait_tsc_);
   deliver_events();
   return pending_used_ == 0;
 }
+
+template class ShardService<LockTable>;
+template class ShardService<TsTable>;
 
 }  // namespace rdtx::cc::twopl

@@ -1,0 +1,141 @@
+// ShardService: one server agent of "Strong consistency is not hard to get"
+// (section 3, Figure 1), run by every worker of every node for the records
+// whose name falls to it (shard_of()). It owns the concurrency layer's table
+// for those records, a LockTable (protocol 2pl: LockService) or a TsTable
+// (protocol to, timestamp ordering: TsService), and answers two RPCs:
+//
+//   <p>.lock  per item (table, key; arg0 the attempt id, arg1 its
+//             timestamp; data: the mode word) ask for the record in that
+//             mode: a lock (2pl; a short lock is released once the row is
+//             copied) or a timestamped read or write (to). Granted: the
+//             reply carries the tuple, copied while nobody may write it
+//             (the paper replies with the address and the agent READs it;
+//             doc/txn.md "2PL" says why one message here). Refused: the
+//             reply's arg is the timestamp it came too late for (to), so
+//             that the caller's clock catches up. Waiting: the reply is
+//             deferred until every item of the call is granted or refused
+//             (the table's events); a waiter is refused after the wait
+//             limit (Bounded Wait's timeout; under WaitDie and TO a safety
+//             bound, so that a lost end message never blocks forever and
+//             the caller hears back before it gives up: its calls time out
+//             after the wait limit plus the RPC timeout).
+//   <p>.end   the end-of-transaction message: per item (arg0 the attempt,
+//             arg1 commit or abort; data: the new tuple for a write) install
+//             each write the attempt holds (an X lock; TO: its pending
+//             write), then end everything of the attempt here at once
+//             (LockTable::release_all; TsTable::release_all installs or
+//             discards its pending writes) and fence the attempt: a request
+//             of it (or of an older attempt of its coordinator) arriving
+//             later, late or duplicated, is refused, never granted to a
+//             caller that has moved on. A re-sent copy finds nothing held:
+//             kNotHeld, which the coordinator accepts for a re-sent copy only.
+//
+// Memory: the table's pools and the deferred calls are sized at creation
+// from the run (coordinators in the cluster); nothing is allocated after.
+// Thread-safety: the worker's thread (handlers and poller).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "base/result.hpp"
+#include "cc/twopl/lock_table.hpp"
+#include "cc/twopl/ts_table.hpp"
+#include "rpc/endpoint.hpp"
+#include "txn/service.hpp"
+#include "txn/types.hpp"
+
+namespace rdtx::txn {
+class WorkerEngine;
+}
+
+namespace rdtx::cc::twopl {
+
+// ItemReply statuses of <p>.lock and <p>.end (0, 4 and 5 are the toolkit's
+// owner statuses, which the commit settling code judges).
+enum LockStatus : int32_t {
+  kLockGranted = 0,
+  kLockDenied = 1,    // refused at once (NoWait: a conflict; WaitDie: younger; a denied conversion;
+                      // TO: too late, the reply's arg the timestamp it came too late for)
+  kLockNotHeld = 4,   // end: the attempt holds no such lock here (a re-sent copy, or a bug)
+  kLockFenced = 5,    // the attempt ended here already
+  kLockTimedOut = 7,  // waited past the wait limit
+  kLockFull = 8,      // the shard's lock table (or its deferred calls) is full
+  kLockPending = 9,   // internal: a reserved reply not answered yet
+};
+
+// A lock request's mode word: the LockMode in the low byte, and this flag
+// for a short lock: released as soon as the row is copied (read committed's
+// read locks), never held to the end of the transaction.
+inline constexpr uint64_t kShortLock = 0x100;
+
+// End message flags (ItemHeader::arg1).
+inline constexpr uint64_t kEndCommit = 1;
+
+// The lock name of a record, and the worker of its node that serves it.
+inline uint64_t lock_name(txn::TableId table, txn::Key key) {
+  uint64_t x = key ^ (uint64_t{table} * 0xd6e8feb86659fd93ull);
+  x ^= x >> 32;
+  x *= 0xd6e8feb86659fd93ull;
+  x ^= x >> 32;
+  return x;
+}
+inline uint32_t shard_of(uint64_t name, uint32_t workers) { return static_cast<uint32_t>((name >> 40) % workers); }
+
+template <class Table>
+class ShardService final : public txn::Service {
+ public:
+  static constexpr bool kTimestampOrdering = std::is_same_v<Table, TsTable>;
+  struct Config {
+    DeadlockPolicy policy = DeadlockPolicy::kBoundedWait;  // a LockTable's
+    uint64_t wait_ns = 100'000'000;  // the wait limit (Bounded Wait's; see above)
+  };
+  // Registers the handlers on the worker's endpoint (same ids everywhere):
+  // "2pl.lock" and "2pl.end", or "to.lock" and "to.end".
+  static Result<std::unique_ptr<ShardService>> create(txn::WorkerEngine& e, const Config& cfg);
+
+  rpc::HandlerId lock_handler() const { return lock_id_; }
+  rpc::HandlerId end_handler() const { return end_id_; }
+
+  int poll() override;
+  bool drain() override;
+  // Requests still held or waiting after the run: locks left.
+  uint64_t locks_left() const override { return table_.requests_in_use(); }
+
+ private:
+  struct Pending {
+    bool used = false;
+    rpc::Deferred token;
+    uint64_t txn = 0;
+    uint32_t waiting = 0;  // items not answered yet
+    uint32_t len = 0;
+    std::vector<std::byte> reply;
+  };
+  ShardService(txn::WorkerEngine& e, const typename Table::Limits& limits, DeadlockPolicy policy, uint64_t wait_tsc,
+               uint32_t pending, uint32_t max_payload);
+  void serve_lock(rpc::Request& r);
+  void serve_end(rpc::Request& r);
+  // Answers the waiters the table granted or denied since the last call.
+  int deliver_events();
+  // Copies the tuple of (table, key) into a reply slot of `tb` bytes.
+  int32_t copy_row(txn::TableId table, txn::Key key, std::byte* slot, uint32_t tb, uint64_t* index,
+                   uint64_t* state) const;
+  void finish(uint32_t p);
+  bool fenced(uint64_t id) const;
+
+  txn::WorkerEngine& e_;
+  Table table_;
+  uint64_t wait_tsc_;
+  std::vector<Pending> pending_;
+  std::vector<uint32_t> free_pending_;
+  uint32_t pending_used_ = 0;
+  rpc::HandlerId lock_id_ = 0, end_id_ = 0;
+  uint32_t workers_per_node_;
+};
+
+using LockService = ShardService<LockTable>;
+using TsService = ShardService<TsTable>;
+
+}  // namespace rdtx::cc::twopl
