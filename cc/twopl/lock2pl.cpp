@@ -12,6 +12,15 @@
 //            by the attempt's timestamp, kept across retries) or always
 //            waits, up to 2pl.wait_ms (Bounded Wait; the paper's 100 ms).
 //            A denial aborts the attempt.
+//   validate the 2PC vote (the paper's 3.1), for a transaction that wrote at
+//            more than one shard: the coordinator zeroes its vote words,
+//            sends each of those shards a vote request (a oneway message)
+//            and waits until every one has voted with a remote
+//            fetch-and-add (+1 low: yes; +1 high: abort; VoteLayout in
+//            shard_service.hpp); an abort vote, or no full count within
+//            the RPC timeout, aborts the attempt. Before the commit stage:
+//            nothing is installed (rows written, inserted or erased) before
+//            every participant said yes.
 //   commit   the written tuples are written one-sided to their owners (the
 //            paper's data layer: the agent writes with one-sided
 //            operations, under its X locks), and once they have landed the
@@ -36,12 +45,14 @@
 // too late for, which the worker's clock catches up with (as MVCC does).
 //
 // Not built yet, and refused by configuration until they are (doc/txn.md
-// "2PL"): intention locks on partitions, repeatable read, the 2PC vote and
-// mailbox messages.
+// "2PL"): intention locks on partitions, repeatable read and mailbox
+// messages.
+#include <atomic>
 #include <cstring>
 
 #include "cc/twopl/shard_service.hpp"
 #include "cc/twopl/twopl.hpp"
+#include "env/tsc.hpp"
 #include "txn/engine.hpp"
 #include "txn/item_batch.hpp"
 #include "txn/stages/toolkit.hpp"
@@ -56,6 +67,8 @@ namespace {
 const AbortReason kDeniedAbort = protocol_reason(0);
 const AbortReason kTimedOutAbort = protocol_reason(1);
 const AbortReason kFullAbort = protocol_reason(2);
+const AbortReason kVoteAbort = protocol_reason(3);
+const AbortReason kVoteTimeoutAbort = protocol_reason(4);
 
 // Per access: the shard its lock request went to, and whether it went.
 struct AccessState {
@@ -81,10 +94,11 @@ void add_schema(config::Schema& s) {
 
 class Lock2pl final : public Protocol {
  public:
-  Lock2pl(rpc::HandlerId lock_id, rpc::HandlerId end_id, bool to, uint64_t call_timeout_ns, LockMode write_mode,
-          Isolation level)
+  Lock2pl(rpc::HandlerId lock_id, rpc::HandlerId end_id, rpc::HandlerId vote_id, bool to, uint64_t call_timeout_ns,
+          LockMode write_mode, Isolation level)
       : lock_id(lock_id),
         end_id(end_id),
+        vote_id(vote_id),
         to(to),
         call_timeout_ns(call_timeout_ns),
         write_mode(write_mode),
@@ -94,8 +108,8 @@ class Lock2pl final : public Protocol {
   void begin(Coordinator& c, Txn& t) override {
     if (to) c.renew_timestamp(t);
   }
-  // The shards' handlers (the same ids on every worker).
-  const rpc::HandlerId lock_id, end_id;
+  // The shards' handlers (the same ids on every worker; vote: 2pl only).
+  const rpc::HandlerId lock_id, end_id, vote_id;
   const bool to;  // timestamp ordering (TsService) instead of locks (LockService)
   // A lock call's timeout: the longest a shard lets it wait, plus the RPC
   // timeout for the messages themselves.
@@ -253,6 +267,79 @@ Task<bool> commit(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) {
 
 Task<bool> release(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) { return end(p, c, t, false); }
 
+// The 2PC vote among the shards the attempt wrote at, when there are
+// several (one shard commits alone: "Transactions that do not modify data
+// on more than one server agent do not execute a 2PC protocol").
+Task<bool> vote(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) {
+  WorkerEngine& e = c.engine();
+  const uint32_t workers = e.workers_per_node();
+  uint64_t part[ItemBatch::kMaxCalls];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < t.size(); ++i) {
+    const Access& a = t.access(i);
+    if (a.mode != AccessMode::kWrite || !a.locked) continue;
+    const uint64_t dest = uint64_t{a.node} * workers + t.state<AccessState>(i).shard;
+    bool dup = false;
+    for (uint32_t k = 0; k < n && !dup; ++k) dup = part[k] == dest;
+    if (dup) continue;
+    if (n == ItemBatch::kMaxCalls) {  // cannot happen: a shard per access at most, fewer than calls
+      t.fail(AbortReason::kNetwork);
+      co_return false;
+    }
+    part[n++] = dest;
+  }
+  if (n <= 1) co_return true;
+  if (e.measuring()) ++e.stats().votes;
+  // This coordinator's word in each participant worker's region of this
+  // node (the region its FAA reaches): zeroed before any request goes.
+  const uint32_t me = e.node(), coroutines = e.options().coroutines;
+  const uint64_t slot = VoteLayout::offset(e.ctx().index, c.index(), coroutines, t.id());
+  uint64_t* words[kMaxWorkersPerNode];
+  bool zeroed[kMaxWorkersPerNode] = {};
+  uint32_t nwords = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint32_t j = static_cast<uint32_t>(part[k] % workers);
+    if (zeroed[j]) continue;
+    zeroed[j] = true;
+    words[nwords] = reinterpret_cast<uint64_t*>(e.db().local_region(me, j) + slot);
+    std::atomic_ref<uint64_t>(*words[nwords]).store(0, std::memory_order_release);
+    ++nwords;
+  }
+  const uint64_t id = t.id();
+  rpc::Batch b(*e.ctx().rpc);
+  for (uint32_t k = 0; k < n; ++k)
+    if (!b.oneway(static_cast<uint32_t>(part[k]), p.vote_id, std::as_bytes(std::span(&id, 1)))) {
+      t.fail(AbortReason::kNetwork);  // no buffer: nobody votes on what was not asked
+      co_return false;
+    }
+  co_await b.send();
+  // The attempt's network cost: the requests, and the participants' FAAs
+  // done for it; one round trip.
+  for (uint32_t k = 0; k < n; ++k) {
+    c.count_verb(stats::Verb::kSend, sizeof id);
+    c.count_verb(stats::Verb::kFaa, 8);
+  }
+  c.count_doorbell();
+  c.count_round_trip();
+  const uint64_t deadline = env::tsc() + env::ns_to_tsc(e.ctx().rpc_timeout_ns);
+  uint64_t yes = 0, no = 0;
+  for (;;) {
+    yes = no = 0;
+    for (uint32_t w = 0; w < nwords; ++w) {
+      const uint64_t v = std::atomic_ref<uint64_t>(*words[w]).load(std::memory_order_acquire);
+      yes += v & 0xffffffffu;
+      no += v >> 32;
+    }
+    if (yes + no >= n || env::tsc() > deadline) break;
+    co_await runtime::yield();
+  }
+  if (no == 0 && yes == n) co_return true;
+  // An abort vote, a count short of the participants (a lost request or
+  // vote) or past them (a late vote of an earlier attempt): no commit.
+  t.fail(no > 0 ? kVoteAbort : kVoteTimeoutAbort);
+  co_return false;
+}
+
 DeadlockPolicy policy_of(const std::string& s) {
   if (s == "nowait") return DeadlockPolicy::kNoWait;
   if (s == "waitdie") return DeadlockPolicy::kWaitDie;
@@ -276,7 +363,7 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode, boo
     cfg.wait_ns = static_cast<uint64_t>(e.options().setting_int("to.wait_ms", 100)) * 1'000'000;
     auto svc = TsService::create(e, cfg);
     if (!svc.ok()) return svc.error();
-    p = std::make_unique<Lock2pl>((*svc)->lock_handler(), (*svc)->end_handler(), true, cfg.wait_ns + rpc_ns,
+    p = std::make_unique<Lock2pl>((*svc)->lock_handler(), (*svc)->end_handler(), 0, true, cfg.wait_ns + rpc_ns,
                                   write_mode, e.options().isolation);
     e.add_service(std::move(*svc));
   } else {
@@ -285,9 +372,10 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode, boo
     cfg.wait_ns = static_cast<uint64_t>(e.options().setting_int("2pl.wait_ms", 100)) * 1'000'000;
     auto svc = LockService::create(e, cfg);
     if (!svc.ok()) return svc.error();
-    p = std::make_unique<Lock2pl>((*svc)->lock_handler(), (*svc)->end_handler(), false, cfg.wait_ns + rpc_ns,
-                                  write_mode, e.options().isolation);
+    p = std::make_unique<Lock2pl>((*svc)->lock_handler(), (*svc)->end_handler(), (*svc)->vote_handler(), false,
+                                  cfg.wait_ns + rpc_ns, write_mode, e.options().isolation);
     e.add_service(std::move(*svc));
+    p->set_stage(Stage::kValidate, *p, vote);
   }
   p->set_stage(Stage::kFetch, *p, fetch);
   p->set_stage(Stage::kCommit, *p, commit);
@@ -301,6 +389,11 @@ Result<std::unique_ptr<Protocol>> create_to(WorkerEngine& e) { return make(e, Lo
 Result<std::unique_ptr<Protocol>> create_to_writes_as_reads(WorkerEngine& e) { return make(e, LockMode::kS, true); }
 
 bool no_lock_in_tuples(const std::byte*) { return false; }
+
+// 2pl's protocol region: the 2PC vote words (VoteLayout).
+Result<uint64_t> vote_region_bytes(const RegionQuery& q) {
+  return VoteLayout::region_bytes(q.workers_per_node, q.coroutines);
+}
 
 // The deadlock policies, as the generated suites run them (2pl/<policy>).
 // The deadlock policies at each isolation level (2pl/<policy>[_rc]).
@@ -322,15 +415,19 @@ const ProtocolDef kLock2pl = {
     0,
     sizeof(AccessState),
     Isolation::kSerializable,
-    {{Primitive::kRpc}, {}, {}, {}, {Primitive::kOneSided}},
-    {{"lock_denied", "lock denied"}, {"lock_wait_timeout", "lock wait timed out"}, {"lock_table_full", "lock table full"}},
+    {{Primitive::kRpc}, {}, {Primitive::kRpc}, {}, {Primitive::kOneSided}},
+    {{"lock_denied", "lock denied"},
+     {"lock_wait_timeout", "lock wait timed out"},
+     {"lock_table_full", "lock table full"},
+     {"vote_abort", "2PC: a participant voted abort"},
+     {"vote_timeout", "2PC: the votes did not all come"}},
     Stage::kFetch,
     no_lock_in_tuples,
     create,
     false,
     0,
     nullptr,
-    nullptr,
+    vote_region_bytes,
     add_schema,
     true,
     false,
@@ -350,15 +447,19 @@ const ProtocolDef kLock2plSharedWrites = {
     0,
     sizeof(AccessState),
     Isolation::kSerializable,
-    {{Primitive::kRpc}, {}, {}, {}, {Primitive::kOneSided}},
-    {{"lock_denied", "lock denied"}, {"lock_wait_timeout", "lock wait timed out"}, {"lock_table_full", "lock table full"}},
+    {{Primitive::kRpc}, {}, {Primitive::kRpc}, {}, {Primitive::kOneSided}},
+    {{"lock_denied", "lock denied"},
+     {"lock_wait_timeout", "lock wait timed out"},
+     {"lock_table_full", "lock table full"},
+     {"vote_abort", "2PC: a participant voted abort"},
+     {"vote_timeout", "2PC: the votes did not all come"}},
     Stage::kFetch,
     no_lock_in_tuples,
     create_shared_writes,
     true,
     0,
     nullptr,
-    nullptr,
+    vote_region_bytes,
     add_schema,
     true,
     false,

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include "env/log.hpp"
 #include "env/tsc.hpp"
 #include "store/tuple.hpp"
 #include "txn/engine.hpp"
 #include "txn/item_batch.hpp"
+#include "runtime/cq_poller.hpp"
 
 namespace rdtx::cc::twopl {
 
@@ -21,6 +23,7 @@ using txn::pad8;
 namespace {
 
 constexpr uint32_t kNoPending = UINT32_MAX;
+const env::LogType kLog("rdtx.2pl");
 
 // Sizes from the run: every coordinator of the cluster may have an attempt
 // and a lingering earlier one here, each with every access of a transaction.
@@ -48,6 +51,12 @@ ShardService<Table>::ShardService(txn::WorkerEngine& e, const typename Table::Li
       pending_(pending),
       workers_per_node_(e.workers_per_node()) {
   for (Pending& p : pending_) p.reply.resize(max_payload);
+  if constexpr (!kTimestampOrdering) {
+    voted_.assign(static_cast<size_t>(e.db().nodes()) * workers_per_node_ * txn::kMaxCoroutines, 0);
+    abort_every_ = static_cast<uint64_t>(e.options().setting_int("2pl.test_vote_abort_every", 0));
+    drop_every_ = static_cast<uint64_t>(e.options().setting_int("2pl.test_vote_drop_every", 0));
+    vote_queue_.resize(std::max<size_t>(voted_.size(), 1));
+  }
   free_pending_.reserve(pending);
   for (uint32_t i = pending; i-- > 0;) free_pending_.push_back(i);
 }
@@ -67,6 +76,16 @@ Result<std::unique_ptr<ShardService<Table>>> ShardService<Table>::create(txn::Wo
                                 [self](rpc::Request& r) { self->serve_end(r); });
   if (!end.ok()) return end.error();
   s->end_id_ = *end;
+  if constexpr (!kTimestampOrdering) {
+    // The vote words are in the protocol region (ProtocolDef::region_bytes).
+    const uint64_t need = VoteLayout::region_bytes(e.workers_per_node(), e.options().coroutines);
+    if (e.db().region_bytes() < need)
+      return make_error(EINVAL, "2pl: the protocol region has %llu bytes, the vote words need %llu",
+                        static_cast<unsigned long long>(e.db().region_bytes()), static_cast<unsigned long long>(need));
+    auto vote = e.register_handler("2pl.vote", [self](rpc::Request& r) { self->serve_vote(r); });
+    if (!vote.ok()) return vote.error();
+    s->vote_id_ = *vote;
+  }
   return s;
 }
 
@@ -309,8 +328,81 @@ void ShardService<Table>::serve_end(rpc::Request& r) {
 }
 
 template <class Table>
+void ShardService<Table>::serve_vote(rpc::Request& r) {
+  if constexpr (!kTimestampOrdering) {
+    std::span<const std::byte> in = r.payload();
+    uint64_t txn = 0;
+    if (in.size() != 8) return;  // malformed: no vote (the coordinator's wait ends it)
+    std::memcpy(&txn, in.data(), 8);
+    const uint32_t node = static_cast<uint32_t>(txn >> 48), worker = (txn >> 38) & 0x3ff, co = (txn >> 32) & 0x3f;
+    if (node >= e_.db().nodes() || worker >= workers_per_node_ || co >= e_.options().coroutines) return;
+    uint32_t& last = voted_[(size_t{node} * workers_per_node_ + worker) * txn::kMaxCoroutines + co];
+    const uint32_t seq = static_cast<uint32_t>(txn);
+    if (last != 0 && seq + 1 <= last) return;  // this attempt (or a later one) voted: a copy
+    last = seq + 1;
+    // Yes iff the attempt still holds what it took here: it has not ended
+    // (a fence) and the table knows it.
+    bool yes = !e_.toolkit().fenced(txn) && table_.known(txn);
+    // Tests' faults (protocol settings no configuration has): every n-th
+    // vote request is answered with abort, or not at all.
+    ++votes_seen_;
+    if (abort_every_ != 0 && votes_seen_ % abort_every_ == 0) yes = false;
+    if (drop_every_ != 0 && votes_seen_ % drop_every_ == 0) return;
+    const uint32_t cap = static_cast<uint32_t>(vote_queue_.size());
+    if (vq_count_ == cap) return;  // cannot happen: one queued vote per coordinator at most
+    vote_queue_[(vq_head_ + vq_count_) % cap] = {txn, yes};
+    ++vq_count_;
+    post_votes();
+  } else {
+    (void)r;
+  }
+}
+
+template <class Table>
+int ShardService<Table>::post_votes() {
+  int n = 0;
+  const uint32_t j = e_.ctx().index, me = e_.node();
+  const uint32_t coroutines = e_.options().coroutines;
+  while (vq_count_ > 0 && faa_wg_.remaining() < static_cast<int>(txn::kServiceVerbsPerQp)) {
+    const Vote v = vote_queue_[vq_head_];
+    vq_head_ = (vq_head_ + 1) % static_cast<uint32_t>(vote_queue_.size());
+    --vq_count_;
+    const uint32_t node = static_cast<uint32_t>(v.txn >> 48), worker = (v.txn >> 38) & 0x3ff, co = (v.txn >> 32) & 0x3f;
+    // The coordinator's word in this worker's counterpart region on its
+    // node: the one region this worker's QP to that node reaches.
+    const txn::RegionDescriptor& rd = e_.db().region(node, j);
+    rdma::WorkRequest wr;
+    wr.opcode = rdma::Opcode::kFetchAdd;
+    wr.flags = rdma::kSignaled;
+    wr.wr_id = runtime::CqPoller::wr_id(&faa_wg_);
+    wr.local = e_.db().local_region(me, j) + VoteLayout::scratch_offset(workers_per_node_, coroutines);
+    wr.length = 8;
+    wr.lkey = e_.db().local_region_lkey(me, j);
+    wr.remote_addr = rd.addr + VoteLayout::offset(worker, co, coroutines, v.txn);
+    wr.rkey = rd.rkey;
+    wr.compare_add = v.yes ? kVoteYes : kVoteAbort;
+    faa_wg_.add(1);
+    rdma::WorkRequest* bad = nullptr;
+    if (e_.ctx().qp_to(node, 0)->post_send(&wr, &bad) != 0) {
+      faa_wg_.done(false);  // no vote: the coordinator's wait ends it
+    }
+    ++n;
+  }
+  if (faa_wg_.failed() && faa_wg_.remaining() == 0) {
+    // A vote that did not land: its coordinator's wait ends the attempt
+    // (vote_timeout); say why here.
+    RDTX_LOG(kLog, Warning, "2pl: a 2PC vote's fetch-and-add failed on worker %u of node %u", e_.ctx().index,
+             e_.node());
+    faa_wg_.reset(0);
+  }
+  return n;
+}
+
+template <class Table>
 int ShardService<Table>::poll() {
   int n = 0;
+  if constexpr (!kTimestampOrdering)
+    if (vq_count_ > 0) n += post_votes();
   if (pending_used_ > 0) n += static_cast<int>(table_.expire(env::tsc()));
   return n + deliver_events();
 }
@@ -320,6 +412,10 @@ bool ShardService<Table>::drain() {
   // Stopping: nothing waits any more (every waiter is denied now).
   table_.expire(UINT64_MAX - wait_tsc_);
   deliver_events();
+  if constexpr (!kTimestampOrdering) {
+    post_votes();
+    if (vq_count_ > 0 || faa_wg_.remaining() > 0) return false;  // votes still going out
+  }
   return pending_used_ == 0;
 }
 

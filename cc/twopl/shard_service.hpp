@@ -30,6 +30,18 @@
 //             caller that has moved on. A re-sent copy finds nothing held:
 //             kNotHeld, which the coordinator accepts for a re-sent copy only.
 //
+//   2pl.vote  (2pl only; a oneway message: 8 bytes, the attempt id) the 2PC
+//             vote request of a transaction that wrote here and at another
+//             shard. The shard votes with a remote fetch-and-add on the
+//             coordinator's vote word (VoteLayout): +1 in the low 32 bits
+//             if the attempt still holds its locks here (not fenced, known
+//             to the table), +1 in the high 32 bits (abort) if not. Once
+//             per attempt: a duplicated request is ignored. The FAA goes
+//             on this worker's QP to the coordinator's node, into the
+//             region of this worker's counterpart there (the only region
+//             that QP reaches), so every coordinator has a word in every
+//             worker's region of its node.
+//
 // Memory: the table's pools and the deferred calls are sized at creation
 // from the run (coordinators in the cluster); nothing is allocated after.
 // Thread-safety: the worker's thread (handlers and poller).
@@ -44,6 +56,7 @@
 #include "cc/twopl/lock_table.hpp"
 #include "cc/twopl/ts_table.hpp"
 #include "rpc/endpoint.hpp"
+#include "runtime/worker.hpp"
 #include "txn/service.hpp"
 #include "txn/types.hpp"
 
@@ -74,6 +87,28 @@ inline constexpr uint64_t kShortLock = 0x100;
 // End message flags (ItemHeader::arg1).
 inline constexpr uint64_t kEndCommit = 1;
 
+// The 2PC vote words (protocol 2pl), in the protocol region of each worker
+// j of a node: one 64-byte slot per coordinator of the node (its worker i,
+// coroutine c) and attempt parity, which shard j's FAAs reach; then the
+// 8-byte destination of shard j's own FAAs (their fetched values are not
+// used). Two slots a coordinator, by the parity of the attempt's sequence:
+// a vote of an earlier attempt that lands late (it was posted before that
+// attempt's end message fenced it) cannot count for the next one.
+struct VoteLayout {
+  static constexpr uint64_t kSlot = 64;
+  static uint64_t offset(uint32_t worker, uint32_t coroutine, uint32_t coroutines, uint64_t attempt) {
+    return ((uint64_t{worker} * coroutines + coroutine) * 2 + (attempt & 1)) * kSlot;
+  }
+  static uint64_t scratch_offset(uint32_t workers, uint32_t coroutines) {
+    return uint64_t{workers} * coroutines * 2 * kSlot;
+  }
+  static uint64_t region_bytes(uint32_t workers, uint32_t coroutines) {
+    return scratch_offset(workers, coroutines) + kSlot;
+  }
+};
+inline constexpr uint64_t kVoteYes = 1;
+inline constexpr uint64_t kVoteAbort = uint64_t{1} << 32;
+
 // The lock name of a record, and the worker of its node that serves it.
 inline uint64_t lock_name(txn::TableId table, txn::Key key) {
   uint64_t x = key ^ (uint64_t{table} * 0xd6e8feb86659fd93ull);
@@ -98,6 +133,7 @@ class ShardService final : public txn::Service {
 
   rpc::HandlerId lock_handler() const { return lock_id_; }
   rpc::HandlerId end_handler() const { return end_id_; }
+  rpc::HandlerId vote_handler() const { return vote_id_; }  // 2pl only
 
   int poll() override;
   bool drain() override;
@@ -117,6 +153,9 @@ class ShardService final : public txn::Service {
                uint32_t pending, uint32_t max_payload);
   void serve_lock(rpc::Request& r);
   void serve_end(rpc::Request& r);
+  void serve_vote(rpc::Request& r);
+  // Posts the queued votes' FAAs while fewer than kVotesInFlight are.
+  int post_votes();
   // Answers the waiters the table granted or denied since the last call.
   int deliver_events();
   // Copies the tuple of (table, key) into a reply slot of `tb` bytes.
@@ -131,8 +170,21 @@ class ShardService final : public txn::Service {
   std::vector<Pending> pending_;
   std::vector<uint32_t> free_pending_;
   uint32_t pending_used_ = 0;
-  rpc::HandlerId lock_id_ = 0, end_id_ = 0;
+  rpc::HandlerId lock_id_ = 0, end_id_ = 0, vote_id_ = 0;
   uint32_t workers_per_node_;
+  // 2PC votes: the newest attempt sequence + 1 voted for, per coordinator
+  // of the cluster (a duplicate is ignored); votes waiting for a free FAA
+  // slot (at most one per coordinator: a ring of that many); the FAAs in
+  // flight (their completions, polled by the worker's CQ poller).
+  struct Vote {
+    uint64_t txn;
+    bool yes;
+  };
+  std::vector<uint32_t> voted_;
+  std::vector<Vote> vote_queue_;
+  uint32_t vq_head_ = 0, vq_count_ = 0;
+  runtime::WaitGroup faa_wg_;
+  uint64_t votes_seen_ = 0, abort_every_ = 0, drop_every_ = 0;  // tests' faults
 };
 
 using LockService = ShardService<LockTable>;

@@ -124,7 +124,8 @@ cluster::ClusterConfig sized_cluster(const RunConfig& rc) {
   }
   cc.scratch_bytes = txn::scratch_bytes_for_tuple(max_tuple, rc.options.coroutines, rc.options.scratch_banks);
   cc.max_outstanding =
-      std::max<uint32_t>(cc.max_outstanding, 2 * txn::OneSidedBatch::kMaxInFlightPerNode * rc.options.coroutines);
+      std::max<uint32_t>(cc.max_outstanding, 2 * txn::OneSidedBatch::kMaxInFlightPerNode * rc.options.coroutines +
+                                                 txn::kServiceVerbsPerQp);
   return cc;
 }
 

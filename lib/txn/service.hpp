@@ -27,6 +27,11 @@
 
 namespace rdtx::txn {
 
+// One-sided requests a worker's services may have in flight on each of its
+// QPs at once (2PL's 2PC votes: FAAs), besides its coordinators'; the
+// runner sizes the QPs and the CQ for them.
+inline constexpr uint32_t kServiceVerbsPerQp = 16;
+
 class Service {
  public:
   explicit Service(std::string name, uint64_t period_ns = 0) : name_(std::move(name)), period_ns_(period_ns) {}

@@ -48,6 +48,9 @@ struct WorkerStats {
   // refused at once).
   uint64_t lock_requests = 0;
   uint64_t lock_waits = 0;
+  // 2PC votes this worker's coordinators ran (protocol 2pl: committing
+  // transactions that wrote at more than one shard), measured window.
+  uint64_t votes = 0;
   // Replication (replication.hpp): entries and bytes logged by committed
   // transactions (measured window), waits for a full ring, entries a backup
   // refused or that never got an answer, records the appliers installed.
@@ -100,6 +103,7 @@ inline constexpr WorkerCounter kWorkerCounters[] = {
     {"insert_errors", "insert errors", &WorkerStats::insert_errors},
     {"lock_requests", "lock requests served", &WorkerStats::lock_requests},
     {"lock_waits", "lock requests that waited", &WorkerStats::lock_waits},
+    {"votes", "2PC votes", &WorkerStats::votes},
     {"log_entries", "log entries", &WorkerStats::log_entries},
     {"log_bytes", "log bytes", &WorkerStats::log_bytes},
     {"log_full_waits", "log ring full waits", &WorkerStats::log_full_waits},

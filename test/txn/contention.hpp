@@ -52,6 +52,9 @@ struct Combo {
   uint32_t replicas = 1;
   Primitive log = Primitive::kRpc;
   uint32_t log_skip_every = 0;  // the broken variant: an entry left out
+  // More protocol settings, after the variant's: tests' hooks no
+  // configuration has (2pl.test_vote_abort_every).
+  std::vector<std::pair<std::string, std::string>> settings;
   // Chaos: extra shm devargs (faults), the RPC timeout, and the warm-up
   // (measuring starts after it, e.g. after an injected stall).
   std::string faults = "";
@@ -324,6 +327,7 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
     else
       rc.options.protocol_settings.emplace_back(k, v);
   }
+  for (const auto& kv : c.settings) rc.options.protocol_settings.push_back(kv);
   rc.options.coroutines = c.coroutines;
   // FaRM's message logs hold a LOCK record of every write of a transaction
   // to one primary: with records as large as TPC-C's customers (664 bytes)

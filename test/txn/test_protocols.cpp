@@ -206,6 +206,32 @@ TEST(BrokenProtocol, SharedWriteLocksAreCaught) {
     }
 }
 
+// The 2PC vote's failure paths: a participant that votes abort, and one
+// whose vote never comes (its request lost), abort the attempt before
+// anything is installed; the run keeps its invariants, its history is
+// certified, and no lock is left. (Every vote says yes otherwise: a
+// participant that wrote holds its X locks until the end message.)
+TEST(Lock2pl, AnAbortVoteOrAMissingVoteAbortsTheAttempt) {
+  for (const char* hook : {"2pl.test_vote_abort_every", "2pl.test_vote_drop_every"}) {
+    SCOPED_TRACE(hook);
+    Combo cb{"smallbank", "2pl/bounded_wait"};
+    cb.settings = {{hook, "7"}};
+    // A lost vote ends its wait at the RPC timeout: a short one.
+    cb.rpc_timeout_ns = 2'000'000;
+    auto out = run_contended(cb, 1, 0.3);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    const run::RunResult& r = out->run;
+    EXPECT_GT(r.total.votes, 0u);
+    EXPECT_GT(r.total.commits, 0u);
+    const char* reason = std::string(hook).find("abort") != std::string::npos ? "vote_abort" : "vote_timeout";
+    EXPECT_GT(aborts_named(r, reason), 0u);
+    EXPECT_TRUE(r.invariants.ok()) << r.invariants.error().message;
+    EXPECT_EQ(r.locks_left, 0u);
+    EXPECT_EQ(r.total.commit_errors, 0u);
+    EXPECT_TRUE(out->check.certified) << out->check_text;
+  }
+}
+
 // TO whose writes are asked for as reads: no write is ever pending, so two
 // writers of a row overwrite each other; caught on every workload.
 TEST(BrokenProtocol, UnorderedWritesAreCaught) {
