@@ -331,7 +331,10 @@ Task<bool> vote(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) {
       no += v >> 32;
     }
     if (yes + no >= n || env::tsc() > deadline) break;
-    co_await runtime::yield();
+    // Waiting for other nodes, not working: the worker's idle policy
+    // applies (a busy loop here would keep a participant sharing this
+    // lcore from running).
+    co_await runtime::poll_wait();
   }
   if (no == 0 && yes == n) co_return true;
   // An abort vote, a count short of the participants (a lost request or
