@@ -201,7 +201,7 @@ std::vector<ProtocolVariant> read_lock_variants() {
 
 const ProtocolDef kNoWait = {
     "nowait",
-    "2PL, exclusive locks at fetch, abort on any conflict (RCC 4.2)",
+    "2PL, locks at fetch (reads exclusive, or shared: txn.options.read_locks), abort on any conflict (RCC 4.2)",
     8,
     0,
     Isolation::kSerializable,
@@ -225,7 +225,8 @@ const ProtocolDef kNoWait = {
 
 const ProtocolDef kWaitDie = {
     "waitdie",
-    "2PL, exclusive locks at fetch, older waits for younger, younger dies (RCC 4.3)",
+    "2PL, locks at fetch (reads exclusive, or shared: txn.options.read_locks), older waits for younger, "
+    "younger dies (RCC 4.3)",
     8,
     0,
     Isolation::kSerializable,
