@@ -122,12 +122,12 @@ inline Result<std::unique_ptr<txn::Workload>> contended_workload(const std::stri
 // (TPC-C's: keys computed from values read). The suites leave refused
 // combinations out of their runs and the Refusals test checks each refusal.
 inline std::vector<std::pair<std::string, std::string>> protocol_settings(const std::string& name);
+inline bool shared_read_locks(const std::string& name);
 
 inline std::string refusal(const Combo& c) {
   // Shared read locks go back the way they were taken (options.cpp).
-  for (const auto& [k, v] : protocol_settings(c.protocol))
-    if (k == "txn.options.read_locks" && v == "shared" && c.fetch != c.commit)
-      return "to be the same primitive: a read lock is released the way it was taken";
+  if (c.fetch != c.commit && shared_read_locks(c.protocol))
+    return "to be the same primitive: a read lock is released the way it was taken";
   static std::map<std::string, std::string> known;  // (workload, protocol, replicated) -> refusal
   const std::string id = c.workload + "|" + c.protocol + "|" + (c.replicas > 1 ? "r" : "");
   if (auto it = known.find(id); it != known.end()) return it->second;
@@ -265,6 +265,14 @@ inline std::vector<std::pair<std::string, std::string>> protocol_settings(const 
     if (name.compare(slash + 1, std::string::npos, var.name) == 0)
       for (const auto& [k, val] : var.settings) v.emplace_back(k, val);
   return v;
+}
+
+// Whether a "<name>/<variant>" protocol runs with shared read locks
+// (txn.options.read_locks = shared: nowait/shared, waitdie/shared).
+inline bool shared_read_locks(const std::string& name) {
+  for (const auto& [k, v] : protocol_settings(name))
+    if (k == "txn.options.read_locks" && v == "shared") return true;
+  return false;
 }
 
 inline constexpr uint32_t kNodes = 3;
