@@ -14,6 +14,14 @@
 // Tuple metadata: word 0 is the lock: 0 when free, else the holder's lock
 // value — its attempt id (NOWAIT) or its timestamp (WAITDIE, so that a
 // requester can compare priorities with the holder it finds there).
+//
+// With txn.options.read_locks = shared (doc/txn.md "Shared read locks"),
+// reads share: word 0 holds kExclusiveBit | the lock value for a writer,
+// the number of readers otherwise. A reader joins readers (CAS count ->
+// count + 1, a few tries one-sided) and meets a writer as above; a writer
+// meeting readers cannot tell their ages: NOWAIT aborts, WAITDIE dies. A
+// reader gives its lock back with FAA -1 (one-sided) or through the owner,
+// which remembers its RPC grants by attempt (Toolkit::enable_shared_reads).
 #include <cstring>
 
 #include "cc/twopl/twopl.hpp"
@@ -37,18 +45,36 @@ const AbortReason kWaitDieAbort = protocol_reason(0);
 
 enum class Policy { kNoWait, kWaitDie };
 
+// Entries per coordinator of the cluster in an owner's table of RPC shared
+// holders: an attempt holding more read locks at one owner than its share
+// is refused (a conflict) once the table is full, which the average
+// attempt (YCSB: 10 accesses; TPC-C's Stock-Level: a few hundred, rare)
+// never makes it.
+constexpr uint32_t kSharedHoldsPerCoordinator = 64;
+
 class TwoPl final : public Protocol {
  public:
-  TwoPl(WorkerEngine& e, Policy policy) : o(e.options()), policy(policy) {}
+  TwoPl(WorkerEngine& e, Policy policy, bool broken_readers)
+      : o(e.options()),
+        policy(policy),
+        shared(o.read_locks == ReadLocks::kShared || broken_readers),
+        broken_readers(broken_readers) {}
   const Options& o;
   const Policy policy;
-  uint64_t lock_value(const Txn& t) const { return policy == Policy::kWaitDie ? t.timestamp() : t.id(); }
-
+  const bool shared;  // txn.options.read_locks = shared
+  // BROKEN, tests only (nowait-broken-readers): a read that finds a writer
+  // holding the record takes the copy READ beside the refused CAS as if
+  // it held a shared lock.
+  const bool broken_readers;
+  // What the transaction is known by: attempt id or timestamp.
+  uint64_t priority(const Txn& t) const { return policy == Policy::kWaitDie ? t.timestamp() : t.id(); }
+  // What its exclusive locks hold in the word.
+  uint64_t lock_value(const Txn& t) const { return shared ? kExclusiveBit | priority(t) : priority(t); }
 };
 
 Task<bool> fetch(TwoPl& p, Coordinator& c, Txn& t, uint32_t from) {
   const Primitive prim = p.o.stage(Stage::kFetch);
-  const uint64_t mine = p.lock_value(t);
+  const uint64_t mine = p.priority(t);
   const bool rec = c.db().recording();
   LockResult res[Txn::kMaxAccesses];
   uint64_t holders[Txn::kMaxAccesses];
@@ -62,7 +88,8 @@ Task<bool> fetch(TwoPl& p, Coordinator& c, Txn& t, uint32_t from) {
       if (!t.access(i).fetched) wanted.idx[wanted.n++] = i;
     if (wanted.empty()) co_return true;
     // The whole tuple of each access (length 0: to the tuple's end).
-    const bool sent = co_await lock_read(c, t, prim, wanted.span(), mine, {0, 0, true}, res, holders);
+    const bool sent =
+        co_await lock_read(c, t, prim, wanted.span(), p.lock_value(t), {0, 0, true}, res, holders, p.shared);
     if (!sent) co_return false;
     bool waiting = false, relocate = false;
     AbortReason verdict = AbortReason::kNone;
@@ -79,6 +106,12 @@ Task<bool> fetch(TwoPl& p, Coordinator& c, Txn& t, uint32_t from) {
           break;
         case LockResult::kStale: relocate = true; break;
         case LockResult::kConflict: {
+          if (p.broken_readers && a.mode == AccessMode::kRead && holders[k] != 0) {
+            if (rec) std::memcpy(&a.writer, a.copy + c.db().history_word_offset(), 8);
+            a.replaced = a.writer;
+            a.fetched = true;  // unlocked: nothing to release
+            break;
+          }
           if (p.policy == Policy::kNoWait) {
             if (verdict == AbortReason::kNone) verdict = kConflictAbort;
           } else if (wait_die(mine, holders[k]) == LockResult::kWait) {
@@ -127,11 +160,25 @@ Task<bool> release(TwoPl& p, Coordinator& c, Txn& t, uint32_t) {
   return release_locks(c, t, p.o.stage(Stage::kCommit), p.lock_value(t));
 }
 
-Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, Policy policy) {
-  auto p = std::make_unique<TwoPl>(e, policy);
+Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, Policy policy, bool broken_readers = false) {
+  auto p = std::make_unique<TwoPl>(e, policy, broken_readers);
   if (policy == Policy::kWaitDie) {
     e.toolkit().set_conflict_rule(ConflictRule::kWaitDie);
     RDTX_TRY(e.toolkit().enable_waiting(kWaitListCapacity));
+  }
+  if (p->shared) {
+    // A read lock goes back the way it was taken (options.cpp refuses the
+    // configuration; this is for runs built without one).
+    const Primitive fetch = p->o.stage(Stage::kFetch), commit = p->o.stage(Stage::kCommit);
+    if (fetch != commit)
+      return make_error(EINVAL,
+                        "shared read locks need txn.pipeline.fetch (%s) and txn.pipeline.commit (%s) to be the same "
+                        "primitive: a read lock is released the way it was taken",
+                        to_string(fetch), to_string(commit));
+    // Every worker serves RPC lock requests of every coordinator.
+    if (fetch == Primitive::kRpc)
+      RDTX_TRY(e.toolkit().enable_shared_reads(e.db().nodes() * e.workers_per_node() * p->o.coroutines *
+                                               kSharedHoldsPerCoordinator));
   }
   p->set_stage(Stage::kFetch, *p, fetch);
   p->set_stage(Stage::kCommit, *p, commit);
@@ -140,12 +187,21 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, Policy policy) {
 }
 Result<std::unique_ptr<Protocol>> create_nowait(WorkerEngine& e) { return make(e, Policy::kNoWait); }
 Result<std::unique_ptr<Protocol>> create_waitdie(WorkerEngine& e) { return make(e, Policy::kWaitDie); }
+Result<std::unique_ptr<Protocol>> create_nowait_broken_readers(WorkerEngine& e) {
+  return make(e, Policy::kNoWait, true);
+}
+
+// The generated suites run each policy with its default (exclusive) read
+// locks under its own name, and with shared ones ("<name>/shared").
+std::vector<ProtocolVariant> read_lock_variants() {
+  return {{"", {}}, {"shared", {{"txn.options.read_locks", "shared"}}}};
+}
 
 }  // namespace
 
 const ProtocolDef kNoWait = {
     "nowait",
-    "2PL, exclusive locks at fetch, abort on any conflict (RCC 4.2)",
+    "2PL, locks at fetch (reads exclusive, or shared: txn.options.read_locks), abort on any conflict (RCC 4.2)",
     8,
     0,
     Isolation::kSerializable,
@@ -154,11 +210,23 @@ const ProtocolDef kNoWait = {
     Stage::kFetch,
     lock_word0_held,
     create_nowait,
+    false,
+    0,
+    nullptr,
+    nullptr,
+    nullptr,
+    true,
+    false,
+    true,
+    read_lock_variants(),
+    {},
+    true,
 };
 
 const ProtocolDef kWaitDie = {
     "waitdie",
-    "2PL, exclusive locks at fetch, older waits for younger, younger dies (RCC 4.3)",
+    "2PL, locks at fetch (reads exclusive, or shared: txn.options.read_locks), older waits for younger, "
+    "younger dies (RCC 4.3)",
     8,
     0,
     Isolation::kSerializable,
@@ -167,9 +235,40 @@ const ProtocolDef kWaitDie = {
     Stage::kFetch,
     lock_word0_held,
     create_waitdie,
+    false,
+    0,
+    nullptr,
+    nullptr,
+    nullptr,
+    true,
+    false,
+    true,
+    read_lock_variants(),
+    {},
+    true,
+};
+
+// Broken on purpose (tests only): NOWAIT with shared read locks whose
+// readers ignore a writer holding the record (taking the copy read beside
+// the refused CAS): they read what is being written, which the history
+// check catches (BrokenProtocol.ReadersIgnoringAWriterAreCaught). One-sided
+// only: over RPC a refused request carries no copy.
+const ProtocolDef kNoWaitBrokenReaders = {
+    "nowait-broken-readers",
+    "NOWAIT with shared read locks that readers take past a writer (broken on purpose: tests only)",
+    8,
+    0,
+    Isolation::kSerializable,
+    {{Primitive::kOneSided}, {}, {}, {}, {Primitive::kOneSided}},
+    {{"lock_conflict", "lock conflict"}},
+    Stage::kFetch,
+    lock_word0_held,
+    create_nowait_broken_readers,
+    true,
 };
 
 RDTX_REGISTER_PROTOCOL(kNoWait)
+RDTX_REGISTER_PROTOCOL(kNoWaitBrokenReaders)
 RDTX_REGISTER_PROTOCOL(kWaitDie)
 
 }  // namespace rdtx::cc::twopl

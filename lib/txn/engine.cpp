@@ -567,6 +567,18 @@ bool OneSidedBatch::add_unlock(const Access& a) {
   return true;
 }
 
+bool OneSidedBatch::add_read_unlock(const Access& a, std::byte* result) {
+  rdma::WorkRequest* un = add(a.node);
+  if (un == nullptr) return false;
+  un->opcode = rdma::Opcode::kFetchAdd;
+  un->local = result;
+  un->length = 8;
+  un->compare_add = ~uint64_t{0};  // -1: while shared holders count, no exclusive bit can be set
+  un->remote_addr = a.tuple_addr;
+  un->rkey = c_.descriptor(a.node, a.table).rkey;
+  return true;
+}
+
 bool OneSidedBatch::post_node(uint32_t nd, runtime::WaitGroup& wg, bool doorbell, bool signaled) {
   if (signaled) {
     tail[nd]->flags |= rdma::kSignaled;

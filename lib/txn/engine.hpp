@@ -217,6 +217,10 @@ class OneSidedBatch {
   // An inline 8-byte WRITE of 0 to the lock word (metadata word 0) of the
   // access's tuple: how every protocol releases a lock one-sided. False when full.
   bool add_unlock(const Access& a);
+  // A shared holder's release (txn.options.read_locks = shared): FAA -1 on
+  // the lock word, its old value landing in `result` (registered scratch of
+  // the access: c.extra(i)). False when full.
+  bool add_read_unlock(const Access& a, std::byte* result);
   bool empty() const { return n_ == 0; }
   // Whether post_only() can post it all at once (no node's list is longer
   // than kMaxInFlightPerNode); else execute() it.

@@ -66,6 +66,9 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   schema.add_int("txn.options.scratch_banks", 1, 1, 2,
                  "scratch banks per coroutine: 2 = a passively acknowledged commit is awaited only before its bank "
                  "is reused, two transactions later (DrTM+H); 1 = before the coroutine's next transaction");
+  schema.add_enum("txn.options.read_locks", "exclusive", {"exclusive", "shared"},
+                  "nowait and waitdie: the lock a read takes: exclusive (one lock per record for reads and writes, "
+                  "as RCC measures) or shared (readers share a record; a writer needs it free)");
   schema.add_bool("txn.options.location_cache", true, "cache remote tuple addresses (one READ per hit)");
   schema.add_int("txn.options.location_cache_entries", 1 << 16, 4, 1 << 26, "location cache entries per worker");
   schema.add_bool("stats.breakdown", true,
@@ -115,6 +118,22 @@ std::string check_pipeline(const config::Config& cfg, const ProtocolDef& def) {
       return "txn.isolation = '" + level + "' (" + cfg.origin("txn.isolation") + "): protocol '" + def.name +
              "' runs at " + to_string(def.isolation) + " only";
   }
+  if (cfg.get_string("txn.options.read_locks") == "shared") {
+    const std::string& origin = cfg.origin("txn.options.read_locks");
+    if (!def.shared_read_locks)
+      return "txn.options.read_locks = 'shared' (" + origin + "): protocol '" + def.name +
+             "' has no shared read locks (nowait and waitdie have)";
+    // A read lock is given back in the form it was taken: FAA -1 one-sided,
+    // or through the owner, which alone knows which attempts hold it.
+    const std::string& fetch = cfg.get_string("txn.pipeline.fetch");
+    const std::string& commit = cfg.get_string("txn.pipeline.commit");
+    if (fetch != commit)
+      return "txn.options.read_locks = 'shared' (" + origin + ") needs txn.pipeline.fetch (" + fetch + ", " +
+             cfg.origin("txn.pipeline.fetch") + ") and txn.pipeline.commit (" + commit + ", " +
+             cfg.origin("txn.pipeline.commit") +
+             ") to be the same primitive: a read lock is released the way it "
+             "was taken";
+  }
   std::string stages;
   for (int s = 0; s < static_cast<int>(Stage::kCount_); ++s)
     if (!def.allowed[s].empty()) stages += (stages.empty() ? "" : ", ") + std::string(to_string(static_cast<Stage>(s)));
@@ -162,6 +181,7 @@ Options options_from(const config::Config& cfg) {
   o.protocol = cfg.get_string("txn.protocol");
   o.isolation = cfg.get_string("txn.isolation") == "read_committed" ? Isolation::kReadCommitted
                                                                     : Isolation::kSerializable;
+  o.read_locks = cfg.get_string("txn.options.read_locks") == "shared" ? ReadLocks::kShared : ReadLocks::kExclusive;
   o.coroutines = static_cast<uint32_t>(cfg.get_int("txn.coroutines"));
   o.max_retries = static_cast<uint32_t>(cfg.get_int("txn.max_retries"));
   o.backoff_ns = static_cast<uint32_t>(cfg.get_int("txn.backoff_ns"));

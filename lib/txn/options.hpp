@@ -17,12 +17,18 @@ namespace rdtx::txn {
 
 struct ProtocolDef;
 
+// txn.options.read_locks: how NOWAIT and WAITDIE lock what they only read.
+// kExclusive: one exclusive lock per record, reads and writes alike (what
+// RCC measures); kShared: readers share (doc/txn.md "Shared read locks").
+enum class ReadLocks : uint8_t { kExclusive, kShared };
+
 struct Options {
   std::string protocol = "occ";
   // txn.isolation: the level the run asks of its protocol (a level it
   // offers: ProtocolDef::isolation or ProtocolDef::weaker_levels); the
   // history check certifies this level.
   Isolation isolation = Isolation::kSerializable;
+  ReadLocks read_locks = ReadLocks::kExclusive;
   uint32_t coroutines = 8;
   Primitive pipeline[static_cast<int>(Stage::kCount_)] = {Primitive::kOneSided, Primitive::kOneSided,
                                                           Primitive::kOneSided, Primitive::kOff,

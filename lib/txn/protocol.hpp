@@ -192,6 +192,9 @@ struct ProtocolDef {
   // Weaker levels the protocol also runs at when txn.isolation asks (2pl:
   // read committed); `isolation` is its default and strongest.
   std::vector<Isolation> weaker_levels = {};
+  // The protocol takes shared read locks when txn.options.read_locks asks
+  // (nowait, waitdie); others refuse the setting.
+  bool shared_read_locks = false;
 };
 
 // Whether the protocol runs at level `i` (its own, or a weaker one it offers).

@@ -72,6 +72,7 @@ struct Access {
   bool located = false;       // tuple_addr and a hint are known
   bool fetched = false;
   bool locked = false;        // this attempt holds the tuple's lock
+  bool shared = false;        // ... as one of its shared holders (txn.options.read_locks)
   RowChange change = RowChange::kNone;
 };
 

@@ -19,6 +19,14 @@ inline constexpr uint64_t make_txn_id(uint32_t node, uint32_t worker, uint32_t c
   return (uint64_t{node} << 48) | (uint64_t{worker & 0x3ff} << 38) | (uint64_t{coroutine & 0x3f} << 32) | seq;
 }
 inline constexpr uint32_t kMaxWorkersPerNode = 256;
+
+// A lock word with shared read locks (txn.options.read_locks = shared,
+// doc/txn.md "Shared read locks"): 0 free, kExclusiveBit | value for an
+// exclusive holder, else the count of shared holders. Lock values never
+// have the bit: an attempt id's node field is below kMaxNodesTs (64), and a
+// timestamp's clock part stays below 2^43 for 60 hours of TSC after its
+// epoch (the run's start).
+inline constexpr uint64_t kExclusiveBit = uint64_t{1} << 63;
 inline constexpr uint32_t kMaxCoroutines = 64;
 inline constexpr uint32_t kMaxNodesTs = 64;
 

@@ -124,7 +124,13 @@ inline Result<std::unique_ptr<txn::Workload>> contended_workload(const std::stri
 // workload with a type whose read/write set it cannot know up front
 // (TPC-C's: keys computed from values read). The suites leave refused
 // combinations out of their runs and the Refusals test checks each refusal.
+inline std::vector<std::pair<std::string, std::string>> protocol_settings(const std::string& name);
+inline bool shared_read_locks(const std::string& name);
+
 inline std::string refusal(const Combo& c) {
+  // Shared read locks go back the way they were taken (options.cpp).
+  if (c.fetch != c.commit && shared_read_locks(c.protocol))
+    return "to be the same primitive: a read lock is released the way it was taken";
   static std::map<std::string, std::string> known;  // (workload, protocol, replicated) -> refusal
   const std::string id = c.workload + "|" + c.protocol + "|" + (c.replicas > 1 ? "r" : "");
   if (auto it = known.find(id); it != known.end()) return it->second;
@@ -187,13 +193,16 @@ inline bool accepts_everywhere(const txn::ProtocolDef& d, Primitive p) {
 }
 
 // Every registered protocol, broken variants aside; a protocol with
-// variants (ProtocolDef::variants) as each "<name>/<variant>".
+// variants (ProtocolDef::variants) as each "<name>/<variant>" ("<name>"
+// for a variant named "").
 inline std::vector<std::string> protocol_names() {
   std::vector<std::string> v;
   for (const txn::ProtocolDef* d : txn::protocols()) {
     if (d->broken) continue;
     if (d->variants.empty()) v.push_back(d->name);
-    for (const txn::ProtocolVariant& var : d->variants) v.push_back(std::string(d->name) + "/" + var.name);
+    // A variant named "" is the defaults, under the protocol's own name.
+    for (const txn::ProtocolVariant& var : d->variants)
+      v.push_back(*var.name ? std::string(d->name) + "/" + var.name : std::string(d->name));
   }
   return v;
 }
@@ -267,6 +276,14 @@ inline std::vector<std::pair<std::string, std::string>> protocol_settings(const 
   return v;
 }
 
+// Whether a "<name>/<variant>" protocol runs with shared read locks
+// (txn.options.read_locks = shared: nowait/shared, waitdie/shared).
+inline bool shared_read_locks(const std::string& name) {
+  for (const auto& [k, v] : protocol_settings(name))
+    if (k == "txn.options.read_locks" && v == "shared") return true;
+  return false;
+}
+
 inline constexpr uint32_t kNodes = 3;
 
 // The workload `name` in its contended setting for `nodes` nodes: its keys'
@@ -320,10 +337,13 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   rc.cluster.rpc.send_buffers = 256;
   rc.protocol = protocol_of(c.protocol);
   if (rc.protocol == nullptr) return make_error(EINVAL, "unknown protocol '%s'", c.protocol.c_str());
-  // A variant's settings: the protocol's own keys, and txn.isolation.
+  // A variant's settings: the protocol's own keys, txn.isolation and
+  // txn.options.read_locks.
   for (const auto& [k, v] : protocol_settings(c.protocol)) {
     if (k == "txn.isolation")
       rc.options.isolation = v == "read_committed" ? txn::Isolation::kReadCommitted : txn::Isolation::kSerializable;
+    else if (k == "txn.options.read_locks")
+      rc.options.read_locks = v == "shared" ? txn::ReadLocks::kShared : txn::ReadLocks::kExclusive;
     else
       rc.options.protocol_settings.emplace_back(k, v);
   }

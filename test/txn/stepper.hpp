@@ -276,6 +276,7 @@ struct StepConfig {
   // Long enough that no call times out, nor WAITDIE's waiting list (a
   // quarter of it) gives up, while a test steps; tests of timeouts lower it.
   uint64_t rpc_timeout_ns = 2'000'000'000;
+  txn::ReadLocks read_locks = txn::ReadLocks::kExclusive;  // txn.options.read_locks
 };
 
 inline constexpr int kMaxPasses = 10000;
@@ -382,6 +383,7 @@ class Stepper {
     txn::Options& o = rc.options;
     o.protocol = def_.name;
     o.coroutines = cfg_.coroutines;
+    o.read_locks = cfg_.read_locks;
     for (int s = 0; s < txn::kStages; ++s)
       if (!def_.allowed[s].empty()) o.pipeline[s] = cfg_.primitive;
     if (cfg_.commit != Primitive::kOff) o.pipeline[static_cast<int>(Stage::kCommit)] = cfg_.commit;

@@ -66,6 +66,36 @@ TEST(TxnOptions, LogStageIsOneSidedRpcOrOff) {
   EXPECT_EQ(txn::options_from(*c).log_ring_bytes, 64u << 10);
 }
 
+// txn.options.read_locks: exclusive by default; shared for nowait and
+// waitdie only, with fetch and commit in one form (a read lock is given
+// back the way it was taken).
+TEST(TxnOptions, SharedReadLocksOnlyWhereTheyApply) {
+  auto d = load("[txn]\nprotocol = \"nowait\"\n");
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(txn::options_from(*d).read_locks, txn::ReadLocks::kExclusive);
+  for (const char* p : {"nowait", "waitdie"})
+    for (const char* prim : {"onesided", "rpc"}) {
+      auto c = load(std::string("[txn]\nprotocol = \"") + p + "\"\n",
+                    {"txn.options.read_locks=shared", std::string("txn.pipeline.fetch=") + prim,
+                     std::string("txn.pipeline.commit=") + prim});
+      ASSERT_TRUE(c.ok()) << p << " " << prim << ": " << c.error().message;
+      EXPECT_EQ(txn::options_from(*c).read_locks, txn::ReadLocks::kShared);
+    }
+  for (const char* p : {"occ", "mvcc", "sundial", "2pl"}) {
+    std::string e = error_of(std::string("[txn]\nprotocol = \"") + p + "\"\n", {"txn.options.read_locks=shared"});
+    EXPECT_NE(e.find(std::string("txn.options.read_locks = 'shared' (--set): protocol '") + p +
+                     "' has no shared read locks (nowait and waitdie have)"),
+              std::string::npos)
+        << e;
+  }
+  std::string e = error_of("[txn]\nprotocol = \"waitdie\"\n",
+                           {"txn.options.read_locks=shared", "txn.pipeline.fetch=rpc"});
+  EXPECT_NE(e.find("txn.options.read_locks = 'shared' (--set) needs txn.pipeline.fetch (rpc, --set) and "
+                   "txn.pipeline.commit (onesided, default) to be the same primitive"),
+            std::string::npos)
+      << e;
+}
+
 TEST(TxnOptions, UnknownProtocolListsTheKnownOnes) {
   std::string e = error_of("[txn]\nprotocol = \"no-such-protocol\"\n");
   EXPECT_NE(e.find("nowait"), std::string::npos) << e;

@@ -538,6 +538,145 @@ TEST_P(NoWaitRule, ConflictInOneRoundReleasesTheOtherOwnersLock) {
 
 INSTANTIATE_TEST_SUITE_P(Rules, NoWaitRule, kPrimitives, prim_name);
 
+// ---------------------------------------------------------------- shared read locks
+
+// txn.options.read_locks = shared (doc/txn.md "Shared read locks"): the lock
+// word counts readers; a writer holds kExclusiveBit | its lock value.
+std::unique_ptr<Stepper> make_shared(const char* protocol, Primitive p) {
+  StepConfig cfg{protocol, p};
+  cfg.read_locks = txn::ReadLocks::kShared;
+  return make(cfg);
+}
+
+class SharedReadLockRule : public testing::TestWithParam<Primitive> {};
+
+// T1 and T2 read x: both hold it (count 2). T3 asks to write it and is
+// refused (NOWAIT: lock_conflict), the count untouched. Each reader's
+// commit gives one back; the last leaves the word free.
+TEST_P(SharedReadLockRule, ReadersShareAWriterIsRefusedReleaseRestoresZero) {
+  auto fx = make_shared("nowait", GetParam());
+  ASSERT_NE(fx, nullptr);
+  Script& t1 = fx->script({R(kX), Fetch(), Pause("reading"), Commit()});
+  Script& t2 = fx->script({R(kX), R(kY), Fetch(), Pause("reading"), Commit()});
+  Script& t3 = fx->script({W(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  ASSERT_TRUE(fx->run_until_paused(t1, "reading"));
+  EXPECT_EQ(fx->lock_word(kX), 1u);
+  ASSERT_TRUE(fx->start(0, 1, t2));
+  ASSERT_TRUE(fx->run_until_paused(t2, "reading"))
+      << (t2.done() ? "the second reader aborted: " + fx->reason_key(t2) : "");
+  EXPECT_EQ(fx->lock_word(kX), 2u) << "two readers share x";
+  EXPECT_EQ(fx->lock_word(kY), 1u);
+  ASSERT_TRUE(fx->start(0, 2, t3));
+  ASSERT_TRUE(fx->run_until_done(t3));
+  EXPECT_FALSE(t3.committed());
+  EXPECT_EQ(fx->reason_key(t3), "lock_conflict");
+  EXPECT_EQ(fx->lock_word(kX), 2u) << "the refused writer changed the count";
+  fx->resume(t1);
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_TRUE(t1.committed()) << fx->reason_key(t1);
+  EXPECT_TRUE(fx->run_until([&] { return fx->lock_word(kX) == 1u; })) << fx->lock_word(kX);
+  fx->resume(t2);
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_TRUE(t2.committed()) << fx->reason_key(t2);
+  EXPECT_TRUE(fx->run_until([&] { return fx->lock_word(kX) == 0u && fx->lock_word(kY) == 0u; }))
+      << fx->lock_word(kX) << " " << fx->lock_word(kY);
+  EXPECT_EQ(fx->counter(kX), kInitial);
+}
+
+// T1 writes x (the word: kExclusiveBit | its id); T2 reads x and is
+// refused. T2's abort gives back y, which it had read-locked in the same
+// round; T1 commits and frees x.
+TEST_P(SharedReadLockRule, AReaderIsRefusedWhileAWriterHolds) {
+  auto fx = make_shared("nowait", GetParam());
+  ASSERT_NE(fx, nullptr);
+  Script& t1 = fx->script({W(kX), Fetch(), Pause("holding"), Commit()});
+  Script& t2 = fx->script({R(kY), R(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  ASSERT_TRUE(fx->run_until_paused(t1, "holding"));
+  EXPECT_EQ(fx->lock_word(kX), txn::kExclusiveBit | t1.id());
+  ASSERT_TRUE(fx->start(0, 1, t2));
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_FALSE(t2.committed());
+  EXPECT_EQ(fx->reason_key(t2), "lock_conflict");
+  EXPECT_EQ(fx->lock_word(kX), txn::kExclusiveBit | t1.id()) << "the holder's lock must stay";
+  EXPECT_TRUE(fx->run_until([&] { return fx->lock_word(kY) == 0u; })) << "y left read-locked: " << fx->lock_word(kY);
+  fx->resume(t1);
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_TRUE(t1.committed()) << fx->reason_key(t1);
+  EXPECT_EQ(fx->lock_word(kX), 0u);
+  EXPECT_EQ(fx->counter(kX), kInitial + 1);
+}
+
+// WAITDIE: a writer cannot know the readers' ages, so it dies even when it
+// is older than every one of them (never waiting on readers keeps it free
+// of deadlocks).
+TEST_P(SharedReadLockRule, WaitDieWriterDiesAgainstReaders) {
+  auto fx = make_shared("waitdie", GetParam());
+  ASSERT_NE(fx, nullptr);
+  ASSERT_LT(fx->idle_ts(0, 0), fx->idle_ts(0, 1));
+  ASSERT_LT(fx->idle_ts(0, 1), fx->idle_ts(0, 2));
+  Script& reader = fx->script({R(kX), Fetch(), Pause("reading"), Commit()});
+  Script& old_writer = fx->script({W(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 2, reader));  // the youngest
+  ASSERT_TRUE(fx->run_until_paused(reader, "reading"));
+  EXPECT_EQ(fx->lock_word(kX), 1u);
+  ASSERT_TRUE(fx->start(0, 0, old_writer));  // the oldest
+  ASSERT_TRUE(fx->run_until_done(old_writer)) << "a writer must not wait for readers";
+  EXPECT_FALSE(old_writer.committed());
+  EXPECT_EQ(fx->reason_key(old_writer), "wait_die");
+  EXPECT_EQ(fx->lock_word(kX), 1u);
+  fx->resume(reader);
+  ASSERT_TRUE(fx->run_until_done(reader));
+  EXPECT_TRUE(reader.committed()) << fx->reason_key(reader);
+  EXPECT_TRUE(fx->run_until([&] { return fx->lock_word(kX) == 0u; }));
+}
+
+// WAITDIE: T2 (coordinator 1) writes x. T1 (older) reads x and waits; T3
+// (younger) reads x and dies. T2 commits: T1 gets x shared and reads T2's
+// write.
+TEST_P(SharedReadLockRule, WaitDieOlderReaderWaitsForAWriterYoungerDies) {
+  auto fx = make_shared("waitdie", GetParam());
+  ASSERT_NE(fx, nullptr);
+  ASSERT_LT(fx->idle_ts(0, 0), fx->idle_ts(0, 1));
+  ASSERT_LT(fx->idle_ts(0, 1), fx->idle_ts(0, 2));
+  Script& t2 = fx->script({W(kX), Fetch(), Pause("holding"), Commit()});
+  Script& t1 = fx->script({R(kX), Fetch(), Pause("reading"), Commit()});
+  Script& t3 = fx->script({R(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 1, t2));
+  ASSERT_TRUE(fx->run_until_paused(t2, "holding"));
+  EXPECT_EQ(fx->lock_word(kX), txn::kExclusiveBit | t2.timestamp());
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  EXPECT_FALSE(fx->run_until([&] { return t1.done() || !t1.paused_at().empty(); }, 200)) << "the older reader waits";
+  ASSERT_TRUE(fx->start(0, 2, t3));
+  ASSERT_TRUE(fx->run_until_done(t3)) << "the younger reader must not wait";
+  EXPECT_FALSE(t3.committed());
+  EXPECT_EQ(fx->reason_key(t3), "wait_die");
+  EXPECT_EQ(fx->lock_word(kX), txn::kExclusiveBit | t2.timestamp());
+  fx->resume(t2);
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_TRUE(t2.committed()) << fx->reason_key(t2);
+  ASSERT_TRUE(fx->run_until_paused(t1, "reading")) << (t1.done() ? "it aborted: " + fx->reason_key(t1) : "");
+  EXPECT_EQ(fx->lock_word(kX), 1u);
+  fx->resume(t1);
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_TRUE(t1.committed()) << fx->reason_key(t1);
+  ASSERT_EQ(t1.reads_seen().size(), 1u);
+  EXPECT_EQ(t1.reads_seen()[0], kInitial + 1) << "the reader sees the write it waited for";
+  EXPECT_TRUE(fx->run_until([&] { return fx->lock_word(kX) == 0u; }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Rules, SharedReadLockRule, kPrimitives, prim_name);
+
+// The configuration refuses shared read locks where they do not apply.
+TEST(SharedReadLocks, RefusedWithMixedFetchAndCommit) {
+  StepConfig cfg{"nowait", Primitive::kRpc, Primitive::kOneSided};
+  cfg.read_locks = txn::ReadLocks::kShared;
+  auto s = Stepper::create(cfg);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("released the way it was taken"), std::string::npos) << s.error().message;
+}
+
 // ---------------------------------------------------------------- fences
 
 // WAITDIE over RPC, commits one-sided (so that a holder can release while

@@ -1,6 +1,7 @@
 // lock_read, coordinator side: CAS+READ in one doorbell per node, or one RPC
 // per owner; cancels the attempt at an owner whose call failed.
 #include <cstring>
+#include <utility>
 
 #include "txn/engine.hpp"
 #include "txn/item_batch.hpp"
@@ -105,6 +106,117 @@ Task<bool> lock_read_onesided(Coordinator& c, Txn& t, std::span<const uint32_t> 
   co_return posted;
 }
 
+// Rounds a shared reader gets to add itself to a count that other readers
+// keep changing under it (each a CAS from the count it last saw); then it
+// treats the record as contended (a conflict).
+constexpr int kShareRounds = 4;
+
+// lock_read_onesided with shared read locks (txn.options.read_locks =
+// shared): a read CASes the word from the count it expects (0 first) to
+// one more, a write from 0 to `value` (kExclusiveBit | the caller's lock
+// value). A reader finding other readers tries again from their count, up
+// to kShareRounds round trips in all. A separate coroutine: the exclusive
+// form, which every other protocol uses, keeps its frame and its path.
+Task<bool> lock_read_onesided_shared(Coordinator& c, Txn& t, std::span<const uint32_t> items, uint64_t value,
+                                     TupleSpan span, LockResult* results, uint64_t* holders) {
+  if (items.empty()) co_return true;
+  uint64_t expect[Txn::kMaxAccesses];             // per position in items: the word the CAS expects
+  uint32_t again[Txn::kMaxAccesses], nagain = 0;  // positions of readers that found readers
+  auto add = [&](OneSidedBatch& batch, uint32_t k) {
+    const uint32_t i = items[k];
+    Access& a = t.access(i);
+    const auto& d = c.descriptor(a.node, a.table);
+    std::byte* x = c.extra(i);
+    const uint64_t never = UINT64_MAX;  // stays if the CAS never executed
+    std::memcpy(x, &never, 8);
+    rdma::WorkRequest* cas = batch.add(a.node);
+    cas->opcode = rdma::Opcode::kCompareSwap;
+    cas->local = x;
+    cas->length = 8;
+    cas->remote_addr = a.tuple_addr;
+    cas->rkey = d.rkey;
+    cas->compare_add = expect[k];
+    cas->swap = a.mode == AccessMode::kRead ? expect[k] + 1 : value;
+    rdma::WorkRequest* rd = batch.add(a.node);
+    rd->opcode = rdma::Opcode::kRead;
+    rd->flags = rdma::kFence;  // after the CAS: the version read under the lock
+    rd->local = span_base(c, a, i, span) + span.offset;
+    rd->length = span_length(c, a, span);
+    rd->remote_addr = a.tuple_addr + span.offset;
+    rd->rkey = d.rkey;
+  };
+  bool stale_locked = false;
+  bool posted = true;
+  auto judge = [&](uint32_t k) {
+    Access& a = t.access(items[k]);
+    const uint64_t old = load8(c.extra(items[k]));
+    const bool reader = a.mode == AccessMode::kRead;
+    if (old == expect[k]) {
+      a.locked = true;
+      a.shared = reader;
+    }
+    if (!posted) {
+      results[k] = LockResult::kFailed;
+      return;
+    }
+    if (span.into_copy && !check_fetched(c, a)) {
+      results[k] = LockResult::kStale;
+      stale_locked |= a.locked;
+      return;
+    }
+    if (!span.into_copy && a.locked && !holds_key(c, a, items[k], span)) {
+      results[k] = LockResult::kStale;  // as in lock_read_onesided
+      stale_locked = true;
+      return;
+    }
+    if (a.locked) {
+      results[k] = LockResult::kGranted;
+      holders[k] = 0;
+      return;
+    }
+    // An exclusive holder's value without the bit (WAITDIE compares it);
+    // shared holders have none: 0 (a writer finding them dies).
+    results[k] = LockResult::kConflict;
+    holders[k] = old & kExclusiveBit ? old & ~kExclusiveBit : 0;
+    if (reader && !(old & kExclusiveBit)) {  // readers only, or free again: join them
+      expect[k] = old;
+      again[nagain++] = k;
+    }
+  };
+  OneSidedBatch& batch = c.onesided();
+  for (uint32_t k = 0; k < items.size(); ++k) {
+    expect[k] = 0;
+    add(batch, k);
+  }
+  posted = co_await batch.execute();
+  for (uint32_t k = 0; k < items.size(); ++k) judge(k);
+  for (int round = 1; nagain > 0 && posted && round < kShareRounds; ++round) {
+    OneSidedBatch& more = c.onesided();
+    for (uint32_t j = 0; j < nagain; ++j) add(more, again[j]);
+    posted = co_await more.execute();
+    const uint32_t n = std::exchange(nagain, 0);
+    // judge() appends to `again` what must try once more: in place, as it
+    // never gets ahead of the entry being judged.
+    for (uint32_t j = 0; j < n; ++j) judge(again[j]);
+  }
+  if (stale_locked) {
+    // A lock on a tuple that is no longer the key's: give it back now.
+    OneSidedBatch& un = c.onesided();
+    for (uint32_t k = 0; k < items.size(); ++k) {
+      Access& a = t.access(items[k]);
+      if (results[k] != LockResult::kStale || !a.locked) continue;
+      if (a.shared)
+        un.add_read_unlock(a, read_unlock_sink(c, items[k]));
+      else
+        un.add_unlock(a);
+      a.locked = a.shared = false;
+    }
+    co_await un.execute();
+  }
+  if (!posted) t.fail(AbortReason::kNetwork);
+  co_return posted;
+}
+
 // Cancels the attempt at the owners of `batch`'s failed calls: each owner
 // fences the attempt (a lock request of it arriving later is refused) and
 // frees what the attempt holds there. Retried until every owner answered.
@@ -120,14 +232,14 @@ Task<bool> cancel_failed(Coordinator& c, Txn& t, const ItemBatch& failed, uint64
   // checks then report it.
   for (StopBudget budget; !ok && !budget.spent();) ok = co_await cancel.retry_failed();
   if (!ok) ++c.engine().stats().cancel_failures;  // a lock may be left: the run's check says so
-  auto unheld = [&](uint32_t i) { t.access(i).locked = false; };
+  auto unheld = [&](uint32_t i) { t.access(i).locked = t.access(i).shared = false; };
   if (all) failed.for_each_item(unheld);
   else failed.for_each_failed_item(unheld);
   co_return ok;
 }
 
 Task<bool> lock_read_rpc(Coordinator& c, Txn& t, std::span<const uint32_t> items, uint64_t value, TupleSpan span,
-                         LockResult* results, uint64_t* holders) {
+                         bool shared_reads, LockResult* results, uint64_t* holders) {
   if (items.empty()) co_return true;
   ItemBatch& batch = c.items(c.engine().toolkit().handlers().lock_read);
   const uint64_t sw = owner::span_word(span.offset, span.length);
@@ -136,7 +248,13 @@ Task<bool> lock_read_rpc(Coordinator& c, Txn& t, std::span<const uint32_t> items
     pos[items[k]] = k;
     results[k] = LockResult::kFailed;
     holders[k] = 0;
-    if (!batch.add(items[k], value, t.id(), std::as_bytes(std::span(&sw, 1)), span_length(c, t.access(items[k]), span))) {
+    // Shared read locks: a read asks with its lock value alone, a write
+    // with kExclusiveBit | it (the value given), and the owner tells them
+    // apart by the bit.
+    const bool reader = shared_reads && t.access(items[k]).mode == AccessMode::kRead;
+    const uint64_t asked = reader ? value & ~kExclusiveBit : value;
+    if (!batch.add(items[k], asked, t.id(), std::as_bytes(std::span(&sw, 1)),
+                   span_length(c, t.access(items[k]), span))) {
       t.fail(AbortReason::kNetwork);
       co_return false;
     }
@@ -148,6 +266,7 @@ Task<bool> lock_read_rpc(Coordinator& c, Txn& t, std::span<const uint32_t> items
     switch (r.status) {
       case owner::kOk: {
         a.locked = true;
+        a.shared = shared_reads && a.mode == AccessMode::kRead;
         // The lock is in the tuple the owner found now, which a one-sided
         // release or write-back must reach: the row may have moved since
         // the fetch (Txn::relocate). Its state stays the one fetched, so a
@@ -185,8 +304,9 @@ Task<bool> lock_read_rpc(Coordinator& c, Txn& t, std::span<const uint32_t> items
 
 // Not a coroutine itself: the caller awaits the primitive's own frame.
 Task<bool> lock_read(Coordinator& c, Txn& t, Primitive p, std::span<const uint32_t> items, uint64_t value,
-                     TupleSpan span, LockResult* results, uint64_t* holders) {
-  if (p == Primitive::kRpc) return lock_read_rpc(c, t, items, value, span, results, holders);
+                     TupleSpan span, LockResult* results, uint64_t* holders, bool shared_reads) {
+  if (p == Primitive::kRpc) return lock_read_rpc(c, t, items, value, span, shared_reads, results, holders);
+  if (shared_reads) return lock_read_onesided_shared(c, t, items, value, span, results, holders);
   return lock_read_onesided(c, t, items, value, span, results, holders);
 }
 

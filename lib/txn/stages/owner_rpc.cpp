@@ -57,6 +57,61 @@ Result<void> Toolkit::enable_waiting(uint32_t capacity) {
   return {};
 }
 
+Result<void> Toolkit::enable_shared_reads(uint32_t capacity) {
+  // (MVCC's lock check reads timestamps the shared holders do not keep.)
+  if (check_ != nullptr) return make_error(EINVAL, "shared read locks: not with a protocol's lock check");
+  if (capacity == 0 || capacity > (1u << 28))
+    return make_error(EINVAL, "shared read locks: holder table capacity %u is not in [1, 2^28]", capacity);
+  shared_ = true;
+  holds_.init(capacity);
+  return {};
+}
+
+void Toolkit::SharedHolds::init(uint32_t capacity) {
+  uint32_t n = 16;
+  while (n < capacity) n <<= 1;
+  e_.assign(n, Entry{});
+  mask_ = n - 1;
+  used_ = 0;
+  limit_ = n - n / 4;  // probes stay short below 3/4 full
+}
+
+uint32_t Toolkit::SharedHolds::home(uint64_t id, const std::byte* tuple) const {
+  uint64_t h = (id ^ reinterpret_cast<uintptr_t>(tuple)) * 0x9e3779b97f4a7c15ull;
+  return static_cast<uint32_t>(h >> 32) & mask_;
+}
+
+bool Toolkit::SharedHolds::insert(uint64_t id, const std::byte* tuple) {
+  if (used_ >= limit_) return false;
+  uint32_t i = home(id, tuple);
+  while (e_[i].id != 0) i = (i + 1) & mask_;
+  e_[i] = {id, tuple};
+  ++used_;
+  return true;
+}
+
+bool Toolkit::SharedHolds::erase(uint64_t id, const std::byte* tuple) {
+  if (used_ == 0) return false;
+  uint32_t i = home(id, tuple);
+  while (e_[i].id != id || e_[i].tuple != tuple) {
+    if (e_[i].id == 0) return false;
+    i = (i + 1) & mask_;
+  }
+  // Shift later entries of the run back into the hole, unless their home
+  // lies cyclically in (hole, them]: a lookup must never stop at a gap
+  // before it reaches them.
+  for (uint32_t j = (i + 1) & mask_; e_[j].id != 0; j = (j + 1) & mask_) {
+    const uint32_t h = home(e_[j].id, e_[j].tuple);
+    if (((j - h) & mask_) >= ((j - i) & mask_)) {
+      e_[i] = e_[j];
+      i = j;
+    }
+  }
+  e_[i] = Entry{};
+  --used_;
+  return true;
+}
+
 // Items [first, ...) of a lock_read request: per item CAS the lock word
 // (meta word 0) from 0 to arg0, unless the attempt (arg1) is fenced, then
 // copy the requested span. A conflict stops the request (later items:
@@ -102,6 +157,64 @@ int Toolkit::serve_lock_read(std::span<const std::byte> payload, uint32_t first,
       continue;
     }
     uint64_t holder = 0, seen = 0;
+    if (shared_) {
+      // Shared read locks: a request without kExclusiveBit joins the
+      // word's shared holders (count + 1) unless an exclusive holder has
+      // it; one with the bit needs the word free. Priorities (WAITDIE's
+      // timestamps) are compared without the bit.
+      const uint64_t prio = h.arg0 & ~kExclusiveBit;
+      const bool reader = !(h.arg0 & kExclusiveBit);
+      const bool queued = wait_ && wait_->older_waiter(ref.tuple, prio);
+      std::atomic_ref<uint64_t> word = word_at(ref.tuple, 0);
+      bool granted = false;
+      if (!queued && reader) {
+        holder = word.load(std::memory_order_relaxed);
+        while (!(holder & kExclusiveBit) && !granted)
+          granted = word.compare_exchange_weak(holder, holder + 1, std::memory_order_seq_cst);
+      } else if (!queued) {
+        granted = word.compare_exchange_strong(holder, h.arg0, std::memory_order_seq_cst);
+      }
+      auto give_back = [&] {
+        if (reader)
+          word.fetch_sub(1, std::memory_order_release);
+        else
+          word.store(0, std::memory_order_release);
+      };
+      if (granted && word_at(ref.tuple, tab->layout().state_offset()).load(std::memory_order_acquire) != ref.state) {
+        give_back();  // the key moved or went meanwhile, as above
+        put({-EAGAIN, 0, 0, 0, 0}, nullptr, 0);
+        stopped = true;
+        continue;
+      }
+      // A shared grant is remembered, or not made: its release and a
+      // cancel must find it.
+      if (granted && reader && !holds_.insert(h.arg1, ref.tuple)) {
+        give_back();
+        granted = false;
+        holder = 0;
+      }
+      if (granted) {
+        put({owner::kOk, 0, ref.index, ref.state, 0}, ref.tuple + off, n);
+        continue;
+      }
+      // Refused: an exclusive holder's value without the bit; shared
+      // holders have none (0), and a WAITDIE writer finding them dies, as it
+      // cannot show it is older than each of them.
+      holder = holder & kExclusiveBit ? holder & ~kExclusiveBit : 0;
+      LockResult verdict = LockResult::kConflict;
+      if (queued)
+        verdict = LockResult::kDie;
+      else if (rule_ == ConflictRule::kWaitDie)
+        verdict = wait_die(prio, holder);
+      if (verdict == LockResult::kWait && can_wait) {
+        *out_len = len;
+        *wait_tuple = ref.tuple;
+        return static_cast<int>(k);
+      }
+      put({verdict == LockResult::kConflict ? owner::kConflict : owner::kDie, 0, 0, 0, holder}, nullptr, 0);
+      stopped = true;
+      continue;
+    }
     // The protocol's condition, before the CAS (nothing to undo when it
     // fails) and again once the lock is taken: what changed in between is
     // seen, and a lock that fails it is given back at once.
@@ -195,8 +308,11 @@ Result<void> Toolkit::register_handlers() {
       ItemHeader h{};
       Data d;
       in.next(&h, &d);  // every item carries the requester's lock value and attempt
+      // (Shared read locks: a write's value carries kExclusiveBit, which
+      // no priority comparison may see.)
+      const uint64_t prio = shared_ ? h.arg0 & ~kExclusiveBit : h.arg0;
       if (wait_->park(r, static_cast<uint32_t>(wait), std::span<const std::byte>(r.reply_buffer().data(), len),
-                      tuple, h.arg0, h.arg1))
+                      tuple, prio, h.arg1))
         return;
       // Could not park (full): answer what we have; the waiting item dies.
       len = 0;
@@ -239,6 +355,18 @@ Result<void> Toolkit::register_handlers() {
         out.add({owner::kFenced, 0, 0, 0, 0});
         return;
       }
+      if (shared_ && h.arg0 == 0) {
+        // A shared holder's release (no value: a count names nobody). Only
+        // a grant remembered here is given back, and forgotten: a re-sent
+        // copy finds nothing to take.
+        if (!data.empty() || !holds_.erase(h.arg1, ref.tuple)) {
+          out.add({data.empty() ? owner::kNotHeld : -EINVAL, 0, 0, 0, 0});
+          return;
+        }
+        word_at(ref.tuple, 0).fetch_sub(1, std::memory_order_release);
+        out.add({owner::kOk, 0, 0, 0, 0});
+        return;
+      }
       if (word_at(ref.tuple, 0).load(std::memory_order_acquire) != h.arg0) {
         out.add({owner::kNotHeld, 0, 0, 0, 0});
         return;
@@ -260,7 +388,12 @@ Result<void> Toolkit::register_handlers() {
     serve_items(r, st, [this](const ItemHeader& h, Data, int rc, store::Table*, const store::TupleRef& ref,
                               ItemWriter& out) {
       fence(h.arg1);
-      if (rc == 0) {
+      // A shared lock the attempt was granted here (its reply lost, or not
+      // awaited) is found by (attempt, tuple); anything else is freed if
+      // the word holds the attempt's exclusive value.
+      if (rc == 0 && shared_ && holds_.erase(h.arg1, ref.tuple)) {
+        word_at(ref.tuple, 0).fetch_sub(1, std::memory_order_release);
+      } else if (rc == 0) {
         uint64_t held = h.arg0;
         word_at(ref.tuple, 0).compare_exchange_strong(held, 0, std::memory_order_release);
       }

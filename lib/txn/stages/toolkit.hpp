@@ -103,6 +103,17 @@ class Toolkit {
   // by the worker); created by the protocol that needs it.
   Result<void> enable_waiting(uint32_t capacity);
   LockWaitList* waiting() { return wait_; }
+  // Shared read locks (txn.options.read_locks = shared): from now on a
+  // lock request whose value has kExclusiveBit takes the word exclusively
+  // (from 0), one without it joins the shared holders (count + 1, unless an
+  // exclusive holder has it). Every grant to a shared holder is remembered
+  // (attempt, tuple) in a table of `capacity` entries (rounded up to a power
+  // of two; full: the request is refused as a conflict), which alone lets a
+  // release or cancel item (arg0 0 for a release) take back exactly the
+  // count that attempt added, once: a count names no holder, and a release
+  // is re-sent when its reply is lost.
+  Result<void> enable_shared_reads(uint32_t capacity);
+  bool shared_reads() const { return shared_; }
 
   // Fences: true if a lock request of attempt `id` must be refused because
   // the attempt (or a later one of its coordinator) was cancelled here.
@@ -146,6 +157,25 @@ class Toolkit {
   ConflictRule rule_ = ConflictRule::kAbort;
   LockCheck check_ = nullptr;
   LockWaitList* wait_ = nullptr;  // a service of the engine (it owns it)
+  // The shared holders granted here over RPC, by (attempt id, tuple): open
+  // addressing with linear probing, deleted entries shifted back (no
+  // tombstones); id 0 marks a free slot (ids are never 0).
+  class SharedHolds {
+   public:
+    void init(uint32_t capacity);
+    bool insert(uint64_t id, const std::byte* tuple);  // false when full
+    bool erase(uint64_t id, const std::byte* tuple);   // false when absent
+   private:
+    struct Entry {
+      uint64_t id = 0;
+      const std::byte* tuple = nullptr;
+    };
+    uint32_t home(uint64_t id, const std::byte* tuple) const;
+    std::vector<Entry> e_;
+    uint32_t mask_ = 0, used_ = 0, limit_ = 0;
+  };
+  bool shared_ = false;
+  SharedHolds holds_;
   std::vector<uint32_t> fence_;  // per coordinator of the cluster: highest finished sequence + 1
   std::vector<uint32_t> asked_;  // per coordinator: highest sequence that asked for a lock
   uint32_t workers_per_node_ = 1;
@@ -156,8 +186,12 @@ class Toolkit {
 // results[k], holders[k] (the value found; 0 when granted). Sets a.locked
 // for every lock the attempt holds. False: the request failed (reason
 // kNetwork set); locks possibly taken on a failed owner are cancelled first.
+// `shared_reads` (txn.options.read_locks = shared; RPC: the owners' toolkits
+// enable_shared_reads()): `value` has kExclusiveBit, read accesses join the
+// word's shared holders instead (a.shared), and holders[k] of a conflict is
+// an exclusive holder's value without the bit, or 0 for shared holders.
 runtime::Task<bool> lock_read(Coordinator& c, Txn& t, Primitive p, std::span<const uint32_t> items, uint64_t value,
-                              TupleSpan span, LockResult* results, uint64_t* holders);
+                              TupleSpan span, LockResult* results, uint64_t* holders, bool shared_reads = false);
 
 // Fetches the copies of accesses [from, t.size()) not yet fetched, without
 // locks: one-sided (location cache, index walk, READ; stale locations are
@@ -227,6 +261,13 @@ runtime::Task<void> retry_unlocks(Coordinator& c, ItemBatch& batch, uint32_t jud
 // Unlocks every access the attempt holds (RPC: owner-checked, retried).
 // Yields true (a release module's result: nothing more to do).
 runtime::Task<bool> release_locks(Coordinator& c, Txn& t, Primitive p, uint64_t value);
+
+// Where the old value of a shared holder's FAA -1 (a one-sided read-lock
+// release) lands: the second word of the access's scratch, which nothing
+// reads while locks are shared (the lock CAS's result is the first). A
+// passively acknowledged release may land it after the coordinator moved
+// on to its next transaction, harmlessly.
+std::byte* read_unlock_sink(Coordinator& c, uint32_t i);
 
 // The accesses [from, to) matching `pred`, as an index list.
 struct ItemList {

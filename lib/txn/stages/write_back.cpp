@@ -19,6 +19,13 @@ void add_unlock_items(Coordinator& c, Txn& t, ItemBatch& batch, WriteBackSpec sp
   for (uint32_t i = 0; i < t.size(); ++i) {
     Access& a = t.access(i);
     if (!a.locked) continue;
+    if (a.shared) {
+      // A shared holder: no value (the owner finds the grant by attempt).
+      const uint64_t span = owner::span_word(spec.body_offset, spec.version_offset);
+      batch.add(i, 0, t.id(), {}, 0, &span);
+      a.locked = a.shared = false;
+      continue;
+    }
     std::span<const std::byte> data;
     if (write && a.mode == AccessMode::kWrite)
       data = std::span<const std::byte>(a.copy + first, c.db().tuple_bytes(a.table) - first);
@@ -113,8 +120,11 @@ Task<bool> write_back_onesided(Coordinator& c, Txn& t, WriteBackSpec spec) {
         ver->rkey = rkey;
       }
     }
-    batch.add_unlock(a);
-    a.locked = false;
+    if (a.shared)
+      batch.add_read_unlock(a, read_unlock_sink(c, i));
+    else
+      batch.add_unlock(a);
+    a.locked = a.shared = false;
   }
   if (batch.empty()) co_return true;
   if (o.passive_ack && batch.fits_in_flight()) {
@@ -130,8 +140,11 @@ Task<bool> release_onesided(Coordinator& c, Txn& t) {
   for (uint32_t i = 0; i < t.size(); ++i) {
     Access& a = t.access(i);
     if (!a.locked) continue;
-    batch.add_unlock(a);
-    a.locked = false;
+    if (a.shared)
+      batch.add_read_unlock(a, read_unlock_sink(c, i));
+    else
+      batch.add_unlock(a);
+    a.locked = a.shared = false;
   }
   if (c.engine().options().passive_ack && batch.fits_in_flight()) {
     if (!batch.post_only(c.pending_commit())) ++c.engine().stats().commit_errors;
@@ -144,6 +157,8 @@ Task<bool> release_onesided(Coordinator& c, Txn& t) {
 Task<bool> nothing_to_release() { co_return true; }
 
 }  // namespace
+
+std::byte* read_unlock_sink(Coordinator& c, uint32_t i) { return c.extra(i) + 8; }
 
 // Plain functions returning the task of their primitive's form: no
 // coroutine frame of their own on the commit path.
