@@ -278,9 +278,11 @@ TEST(Isolation, ReadCommittedAllowsWhatSerializableForbids) {
     // of a customer share one shard, which serves them in one go).
     Combo cb{"ycsb", variant};
     bool shown = false;
-    // Up to 16 runs: one is enough in an optimised build; a sanitizer
-    // build runs ~10x fewer transactions a run.
-    for (uint64_t seed = 1; seed <= 16 && !shown; ++seed) {
+    // Up to 48 runs, stopping at the first that shows it: one or a few are
+    // enough in an optimised build alone; a sanitizer build runs ~10x fewer
+    // transactions a run, and under the suite's parallel load the 2PC vote's
+    // timing made Bounded Wait need more than 16 once.
+    for (uint64_t seed = 1; seed <= 48 && !shown; ++seed) {
       auto out = run_contended(cb, seed, 0.5);
       ASSERT_TRUE(out.ok()) << out.error().message;
       ASSERT_EQ(out->run.isolation, Isolation::kReadCommitted);
@@ -292,7 +294,7 @@ TEST(Isolation, ReadCommittedAllowsWhatSerializableForbids) {
       ASSERT_TRUE(ser.ok()) << ser.error().message;
       shown = !ser->certified && ser->counts[static_cast<size_t>(history::Anomaly::kG2Item)] > 0;
     }
-    EXPECT_TRUE(shown) << "no read skew in 16 runs at read committed";
+    EXPECT_TRUE(shown) << "no read skew in 48 runs at read committed";
   }
 }
 
