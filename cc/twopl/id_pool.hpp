@@ -1,8 +1,15 @@
-// IdPool: a fixed pool of T, found by a 64-bit id through a chained hash,
-// for the server shards' tables (LockTable's locks and transactions,
-// TsTable's items and transactions). T has `uint64_t id` and `uint32_t
+// The server shards' tables' building blocks (LockTable, TsTable):
+//
+// IdPool: a fixed pool of T, found by a 64-bit id through a chained hash
+// (locks or items, and transactions). T has `uint64_t id` and `uint32_t
 // next` (the hash chain, or the free list). Sized once; nothing is
 // allocated after init().
+//
+// EventRing: the waiters a table granted or denied after their request
+// returned kWaiting, in order, for its server to answer (pop()). One event
+// per waiting request at most, so a ring of `requests` entries cannot
+// overflow if the server drains it after each call; if it ever did, the
+// oldest would be lost and lost() says so (the tables' check()).
 // Thread-safety: none (one shard per thread).
 #pragma once
 
@@ -67,6 +74,35 @@ struct IdPool {
   }
   uint32_t* bucket(uint64_t id) { return &buckets[id_mix(id) & (buckets.size() - 1)]; }
   const uint32_t* bucket(uint64_t id) const { return &buckets[id_mix(id) & (buckets.size() - 1)]; }
+};
+
+template <typename E>
+class EventRing {
+ public:
+  void init(uint32_t n) { items_.assign(std::max(n, 1u), E{}); }
+  void push(const E& e) {
+    const uint32_t cap = static_cast<uint32_t>(items_.size());
+    if (count_ == cap) {
+      head_ = (head_ + 1) % cap;
+      --count_;
+      ++lost_;
+    }
+    items_[(head_ + count_) % cap] = e;
+    ++count_;
+  }
+  bool pop(E* e) {
+    if (count_ == 0) return false;
+    *e = items_[head_];
+    head_ = (head_ + 1) % static_cast<uint32_t>(items_.size());
+    --count_;
+    return true;
+  }
+  uint64_t lost() const { return lost_; }
+
+ private:
+  std::vector<E> items_;
+  uint32_t head_ = 0, count_ = 0;
+  uint64_t lost_ = 0;
 };
 
 }  // namespace rdtx::cc::twopl

@@ -33,8 +33,8 @@ LockMode supremum(LockMode a, LockMode b) {
 }
 
 LockTable::LockTable(const Limits& limits, DeadlockPolicy policy, uint64_t wait_limit)
-    : limits_(limits), policy_(policy), wait_limit_(wait_limit), reqs_(limits.requests), free_reqs_(limits.requests),
-      events_(std::max(limits.requests, 1u)) {
+    : limits_(limits), policy_(policy), wait_limit_(wait_limit), reqs_(limits.requests), free_reqs_(limits.requests) {
+  events_.init(limits.requests);
   locks_.init(limits.locks);
   txns_.init(limits.transactions);
   for (uint32_t i = limits.requests; i-- > 0;) {
@@ -116,25 +116,10 @@ void LockTable::dequeue(Lock& l, uint32_t r) {
 }
 
 void LockTable::push_event(const Req& r, bool granted) {
-  // One event per waiting request at most, and at most `requests` of them
-  // wait: the ring cannot overflow if the caller drains it after each call.
-  const uint32_t cap = static_cast<uint32_t>(events_.size());
-  if (ev_count_ == cap) {
-    ev_head_ = (ev_head_ + 1) % cap;  // the oldest is lost; check() reports it
-    --ev_count_;
-    ++events_lost_;
-  }
-  events_[(ev_head_ + ev_count_) % cap] = Event{r.txn, locks_.items[r.lock].id, r.tag, r.mode, granted};
-  ++ev_count_;
+  events_.push(Event{r.txn, locks_.items[r.lock].id, r.tag, r.mode, granted});
 }
 
-bool LockTable::pop_event(Event* e) {
-  if (ev_count_ == 0) return false;
-  *e = events_[ev_head_];
-  ev_head_ = (ev_head_ + 1) % static_cast<uint32_t>(events_.size());
-  --ev_count_;
-  return true;
-}
+bool LockTable::pop_event(Event* e) { return events_.pop(e); }
 
 void LockTable::grant_waiters(uint32_t li) {
   Lock& l = locks_.items[li];
@@ -298,8 +283,8 @@ uint32_t LockTable::waiting(uint64_t lock) const {
 
 std::string LockTable::check() const {
   char buf[200];
-  if (events_lost_ != 0) {
-    std::snprintf(buf, sizeof buf, "%llu events were lost (not drained)", static_cast<unsigned long long>(events_lost_));
+  if (events_.lost() != 0) {
+    std::snprintf(buf, sizeof buf, "%llu events were lost (not drained)", static_cast<unsigned long long>(events_.lost()));
     return buf;
   }
   for (uint32_t head : locks_.buckets)

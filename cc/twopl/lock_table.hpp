@@ -178,9 +178,7 @@ class LockTable {
   std::vector<Req> reqs_;
   uint32_t free_req_ = kNone, free_reqs_;
   uint32_t pending_head_ = kNone;  // locks with waiters
-  std::vector<Event> events_;      // a ring of `requests` entries
-  uint32_t ev_head_ = 0, ev_count_ = 0;
-  uint64_t events_lost_ = 0;
+  EventRing<Event> events_;  // `requests` entries
 };
 
 }  // namespace rdtx::cc::twopl

@@ -6,8 +6,8 @@
 namespace rdtx::cc::twopl {
 
 TsTable::TsTable(const Limits& limits, uint64_t wait_limit)
-    : limits_(limits), wait_limit_(wait_limit), reqs_(limits.requests), free_reqs_(limits.requests),
-      events_(std::max(limits.requests, 1u)) {
+    : limits_(limits), wait_limit_(wait_limit), reqs_(limits.requests), free_reqs_(limits.requests) {
+  events_.init(limits.requests);
   items_.init(limits.items);
   txns_.init(limits.transactions);
   for (uint32_t i = limits.requests; i-- > 0;) {
@@ -89,25 +89,10 @@ void TsTable::dequeue(uint32_t q) {
 }
 
 void TsTable::push_event(const Req& r, bool granted) {
-  // One event per waiting request at most: the ring cannot overflow if the
-  // caller drains it after each call.
-  const uint32_t cap = static_cast<uint32_t>(events_.size());
-  if (ev_count_ == cap) {
-    ev_head_ = (ev_head_ + 1) % cap;  // the oldest is lost; check() reports it
-    --ev_count_;
-    ++events_lost_;
-  }
-  events_[(ev_head_ + ev_count_) % cap] = Event{r.txn, items_.items[r.item].id, r.tag, r.mode, granted};
-  ++ev_count_;
+  events_.push(Event{r.txn, items_.items[r.item].id, r.tag, r.mode, granted});
 }
 
-bool TsTable::pop_event(Event* e) {
-  if (ev_count_ == 0) return false;
-  *e = events_[ev_head_];
-  ev_head_ = (ev_head_ + 1) % static_cast<uint32_t>(events_.size());
-  --ev_count_;
-  return true;
-}
+bool TsTable::pop_event(Event* e) { return events_.pop(e); }
 
 TsTable::Outcome TsTable::acquire(uint64_t item, uint64_t* stamps, const Request& r, uint64_t now, uint64_t* seen) {
   const bool write = r.mode == LockMode::kX;
@@ -239,8 +224,8 @@ uint32_t TsTable::waiting(uint64_t item) const {
 
 std::string TsTable::check() const {
   char buf[200];
-  if (events_lost_ != 0) {
-    std::snprintf(buf, sizeof buf, "%llu events were lost (not drained)", static_cast<unsigned long long>(events_lost_));
+  if (events_.lost() != 0) {
+    std::snprintf(buf, sizeof buf, "%llu events were lost (not drained)", static_cast<unsigned long long>(events_.lost()));
     return buf;
   }
   for (uint32_t head : items_.buckets)

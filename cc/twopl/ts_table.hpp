@@ -140,9 +140,7 @@ class TsTable {
   std::vector<Req> reqs_;
   uint32_t free_req_ = kNone, free_reqs_;
   uint32_t arrival_head_ = kNone, arrival_tail_ = kNone;
-  std::vector<Event> events_;  // a ring of `requests` entries
-  uint32_t ev_head_ = 0, ev_count_ = 0;
-  uint64_t events_lost_ = 0;
+  EventRing<Event> events_;  // `requests` entries
 };
 
 }  // namespace rdtx::cc::twopl
