@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace rdtx::cc::twopl {
@@ -98,6 +99,10 @@ class EventRing {
     return true;
   }
   uint64_t lost() const { return lost_; }
+  // "" if no event was lost, else how many (for the tables' check()).
+  std::string check() const {
+    return lost_ == 0 ? std::string() : std::to_string(lost_) + " events were lost (not drained)";
+  }
 
  private:
   std::vector<E> items_;

@@ -282,11 +282,8 @@ uint32_t LockTable::waiting(uint64_t lock) const {
 }
 
 std::string LockTable::check() const {
+  if (std::string lost = events_.check(); !lost.empty()) return lost;
   char buf[200];
-  if (events_.lost() != 0) {
-    std::snprintf(buf, sizeof buf, "%llu events were lost (not drained)", static_cast<unsigned long long>(events_.lost()));
-    return buf;
-  }
   for (uint32_t head : locks_.buckets)
     for (uint32_t li = head; li != kNone; li = locks_.items[li].next) {
       const Lock& l = locks_.items[li];

@@ -223,11 +223,8 @@ uint32_t TsTable::waiting(uint64_t item) const {
 }
 
 std::string TsTable::check() const {
+  if (std::string lost = events_.check(); !lost.empty()) return lost;
   char buf[200];
-  if (events_.lost() != 0) {
-    std::snprintf(buf, sizeof buf, "%llu events were lost (not drained)", static_cast<unsigned long long>(events_.lost()));
-    return buf;
-  }
   for (uint32_t head : items_.buckets)
     for (uint32_t ii = head; ii != kNone; ii = items_.items[ii].next) {
       const Item& it = items_.items[ii];
