@@ -16,6 +16,19 @@ for line in open(sys.argv[1]):
     r = json.loads(line).get("result", "")
     key = {"OK": "passed", "EXPECTEDFAIL": "passed", "SKIP": "skipped"}.get(r, "failed")
     counts[key] += 1
+# A failing test's log can be long (meson shows only its last 100 lines): show
+# googletest's failure lines again, so that a CI log names what failed.
+import re
+pat = re.compile(r"Failure|\[  FAILED  \]|\.(cpp|hpp|py):[0-9]+|error:|FAIL")
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("result", "") in ("OK", "EXPECTEDFAIL", "SKIP"):
+        continue
+    out = (r.get("stdout") or "") + "\n" + (r.get("stderr") or "")
+    hits = [l for l in out.splitlines() if pat.search(l)]
+    print(f"--- failure lines of {r.get('name')} ({len(hits)}; at most 80 shown):")
+    for l in hits[:80]:
+        print("   ", l[:400])
 print(f"tests: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
 PY
 exit $rc

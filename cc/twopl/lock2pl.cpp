@@ -323,19 +323,19 @@ Task<bool> vote(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) {
   c.count_round_trip();
   const uint64_t deadline = env::tsc() + env::ns_to_tsc(e.ctx().rpc_timeout_ns);
   uint64_t yes = 0, no = 0;
-  for (;;) {
+  // The votes land silently in memory: the worker checks the count every
+  // pass (poll_until), so the idle policy gives the CPU away while votes
+  // are missing (a busy loop would keep a participant sharing this lcore
+  // from running) but not between their landing and this resumption.
+  co_await runtime::poll_until([&] {
     yes = no = 0;
     for (uint32_t w = 0; w < nwords; ++w) {
       const uint64_t v = std::atomic_ref<uint64_t>(*words[w]).load(std::memory_order_acquire);
       yes += v & 0xffffffffu;
       no += v >> 32;
     }
-    if (yes + no >= n || env::tsc() > deadline) break;
-    // Waiting for other nodes, not working: the worker's idle policy
-    // applies (a busy loop here would keep a participant sharing this
-    // lcore from running).
-    co_await runtime::poll_wait();
-  }
+    return yes + no >= n || env::tsc() > deadline;
+  });
   if (no == 0 && yes == n) co_return true;
   // An abort vote, a count short of the participants (a lost request or
   // vote) or past them (a late vote of an earlier attempt): no commit.

@@ -57,9 +57,15 @@ void Endpoint::recover_credits(uint64_t now) {
   for (uint32_t dest : m.active) {
     Impl::Peer& p = m.peers[dest];
     if (!p.stalled || !aged(p.stalled_tsc, now, m.timeout_tsc) || !aged(p.credit_tsc, now, m.timeout_tsc)) continue;
-    RDTX_LOG(rpc_log(), Warning, "endpoint %u: peer %u returned no credit for %.0f ms (%u of %u outstanding): taken back",
-             id_, dest, env::tsc_to_ns(now - std::max(p.stalled_tsc, p.credit_tsc)) / 1e6, m.cfg.credits - p.credits,
-             m.cfg.credits);
+    // The first reset of an endpoint is a warning, the rest debug: under a
+    // lossy network or a stalled peer they come every timeout, and the count
+    // (stats().credit_resets) says how many.
+    const auto level = stats_.credit_resets == 0 ? env::LogLevel::kWarning : env::LogLevel::kDebug;
+    if (rpc_log().enabled(level))
+      rpc_log().log(level, "endpoint %u: peer %u returned no credit for %.0f ms (%u of %u outstanding): taken back%s",
+                    id_, dest, env::tsc_to_ns(now - std::max(p.stalled_tsc, p.credit_tsc)) / 1e6,
+                    m.cfg.credits - p.credits, m.cfg.credits,
+                    stats_.credit_resets == 0 ? " (further resets of this endpoint are logged at debug level)" : "");
     p.credits = m.cfg.credits;
     p.credit_tsc = now;
     p.stalled = false;

@@ -64,6 +64,8 @@ Worker::Worker(std::string name) : name_(std::move(name)) {
   running_.reserve(64);
   polling_.reserve(64);
   polling_now_.reserve(64);
+  watching_.reserve(64);
+  watching_now_.reserve(64);
   timers_.reserve(64);
 }
 
@@ -133,6 +135,7 @@ int Worker::poll_once() {
     work += pollers_[i].fn();
   }
   work += fire_timers();
+  check_watches();  // what it schedules counts below, as resumed work
   if (!ready_.empty()) {
     running_.swap(ready_);
     for (auto h : running_) h.resume();
@@ -145,6 +148,19 @@ int Worker::poll_once() {
     polling_now_.clear();
   }
   return work;
+}
+
+void Worker::check_watches() {
+  if (watching_.empty()) return;
+  watching_now_.swap(watching_);
+  for (Watch* w : watching_now_) {
+    if (w->check(w)) {
+      schedule(w->h);  // resumed in this pass, with the ready coroutines
+    } else {
+      watching_.push_back(w);
+    }
+  }
+  watching_now_.clear();
 }
 
 PollerId Worker::register_poller(std::string name, Poller p, uint64_t period_ns) {

@@ -27,6 +27,14 @@ namespace detail {
 struct DetachedPromise;
 }
 
+// A coroutine waiting for a condition on memory another node or thread
+// writes (a flag, a counter, a slot a one-sided WRITE fills): the worker
+// checks it once per pass (poll_until()).
+struct Watch {
+  bool (*check)(Watch*);
+  std::coroutine_handle<> h;
+};
+
 // A poller returns how much work it did (0 = idle), so the loop can tell busy
 // from idle time.
 using Poller = std::function<int()>;
@@ -53,6 +61,9 @@ class Worker {
   // loop whose coroutines all wait can idle (and give the CPU to the peer
   // they wait for, under run.idle = yield or sleep).
   void schedule_polling(std::coroutine_handle<> h) { polling_.push_back(h); }
+  // Resumes w's coroutine on the first pass whose check of w is true; that
+  // pass counts as work (something landed), the passes before do not.
+  void watch(Watch* w) { watching_.push_back(w); }
   void add_poller(Poller p) { (void)register_poller("", std::move(p)); }
   // A named poller (as SPDK's spdk_poller_register_named), run every pass,
   // or at most once per period_ns when it is not 0. Control path only.
@@ -114,6 +125,9 @@ class Worker {
   std::vector<std::coroutine_handle<>> running_;
   std::vector<std::coroutine_handle<>> polling_;  // schedule_polling(): resumed, not counted
   std::vector<std::coroutine_handle<>> polling_now_;
+  std::vector<Watch*> watching_;  // watch(): checked every pass
+  std::vector<Watch*> watching_now_;
+  void check_watches();
   struct Timer {
     uint64_t deadline;
     std::coroutine_handle<> h;
@@ -145,6 +159,30 @@ struct PollWait {
   void await_resume() const noexcept {}
 };
 inline PollWait poll_wait() { return {}; }
+
+// Suspends until done() is true, checked by the worker once per pass without
+// resuming the coroutine: for what lands silently in memory (a vote counter
+// other nodes add to, a reply slot their WRITEs fill). Unlike a poll_wait()
+// loop, the pass that finds it done counts as work, so the loop's idle
+// policy does not run between the landing and the resumption, while the
+// passes that find nothing still let it give the CPU away. done() must be
+// cheap and must include the caller's deadline if it has one.
+template <typename Done>
+struct PollUntil : Watch {
+  Done done;
+  explicit PollUntil(Done d) : Watch{&PollUntil::check_done, {}}, done(std::move(d)) {}
+  static bool check_done(Watch* w) { return static_cast<PollUntil*>(w)->done(); }
+  bool await_ready() { return done(); }
+  void await_suspend(std::coroutine_handle<> coro) {
+    h = coro;
+    Worker::current()->watch(this);
+  }
+  void await_resume() const noexcept {}
+};
+template <typename Done>
+PollUntil<Done> poll_until(Done done) {
+  return PollUntil<Done>(std::move(done));
+}
 
 // Suspends the calling coroutine for at least `ns` nanoseconds without
 // blocking the thread: other coroutines and pollers run meanwhile.

@@ -181,6 +181,33 @@ TEST(Worker, SleepForWaitsWithoutBlocking) {
   EXPECT_GE(env::tsc_to_ns(woke - start), 2'000'000.0);
 }
 
+// poll_until: the worker checks the condition every pass without resuming
+// the coroutine; the passes that find it false count as no work (the idle
+// policy may run), the one that finds it true resumes the coroutine and
+// counts as work. A condition already true does not suspend.
+TEST(Worker, PollUntilResumesOnTheFirstPassThatFindsItDone) {
+  Worker w("w");
+  int flag = 0, checks = 0, resumed = 0;
+  w.spawn([](int& flag, int& checks, int& resumed) -> Task<void> {
+    co_await poll_until([&] {
+      ++checks;
+      return flag != 0;
+    });
+    ++resumed;
+    co_await poll_until([&] { return true; });  // already done: no suspension
+    ++resumed;
+  }(flag, checks, resumed));
+  EXPECT_EQ(w.poll_once(), 1);  // the spawn: runs until the first wait
+  EXPECT_EQ(checks, 1);         // await_ready's check
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(w.poll_once(), 0) << "a pass that found nothing counted as work";
+  EXPECT_EQ(checks, 6);
+  EXPECT_EQ(resumed, 0);
+  flag = 1;  // "lands"
+  EXPECT_EQ(w.poll_once(), 1);
+  EXPECT_EQ(resumed, 2);
+  EXPECT_EQ(w.live_tasks(), 0u);
+}
+
 // Many workers on one loop exchanging messages through mailboxes: the whole
 // run happens on this thread and is deterministic.
 TEST(Loop, ManyWorkersOnOneThreadAreDeterministic) {

@@ -54,7 +54,7 @@ struct Combo {
   uint32_t log_skip_every = 0;  // the broken variant: an entry left out
   // More protocol settings, after the variant's: tests' hooks no
   // configuration has (2pl.test_vote_abort_every).
-  std::vector<std::pair<std::string, std::string>> settings;
+  std::vector<std::pair<std::string, std::string>> settings = {};
   // Chaos: extra shm devargs (faults), the RPC timeout, and the warm-up
   // (measuring starts after it, e.g. after an injected stall).
   std::string faults = "";
