@@ -55,6 +55,7 @@
 #include "env/tsc.hpp"
 #include "txn/engine.hpp"
 #include "txn/item_batch.hpp"
+#include "txn/ring_log.hpp"
 #include "txn/stages/toolkit.hpp"
 
 namespace rdtx::cc::twopl {
@@ -119,7 +120,90 @@ class Lock2pl final : public Protocol {
   // S, held to the end (serializable), or a short S (read committed); TO: a
   // read.
   const uint64_t read_mode;
+  // fetch = mailbox: the slots (nodes == 0: RPC), each coroutine's call
+  // number, and one slot's copy (scans do not interleave: one thread).
+  MailboxLayout mail;
+  uint64_t mail_seq[kMaxCoroutines] = {};
+  std::vector<uint64_t> mail_buf;
 };
+
+// The lock calls of `b` through the mailboxes (region.hpp): each call's
+// request WRITten into its shard's slot, then the replies polled until
+// every one came or the call timeout passed (then the missing ones failed,
+// as RPC calls that timed out). A shard has one slot per coordinator: calls
+// to the same shard (a request larger than a message) go in successive
+// waves, one call per shard each.
+Task<bool> mailbox_call(Lock2pl& p, Coordinator& c, ItemBatch& b) {
+  WorkerEngine& e = c.engine();
+  const MailboxLayout& L = p.mail;
+  const uint32_t workers = e.workers_per_node(), me = e.node(), i = e.ctx().index, co = c.index();
+  const uint32_t ncalls = b.calls();
+  uint64_t seqs[ItemBatch::kMaxCalls] = {};
+  bool sent[ItemBatch::kMaxCalls] = {}, came[ItemBatch::kMaxCalls] = {};
+  uint32_t done = 0;
+  bool ok = true;
+  const uint64_t deadline = env::tsc() + env::ns_to_tsc(p.call_timeout_ns);
+  while (ok && done < ncalls) {
+    // A wave: the first unsent call to each shard.
+    uint32_t wave[ItemBatch::kMaxCalls], nwave = 0;
+    for (uint32_t k = 0; k < ncalls; ++k) {
+      if (sent[k]) continue;
+      bool busy = false;
+      for (uint32_t q = 0; q < nwave && !busy; ++q) busy = b.call_dest(wave[q]) == b.call_dest(k);
+      if (!busy) wave[nwave++] = k;
+    }
+    OneSidedBatch& w = c.onesided();
+    for (uint32_t q = 0; q < nwave; ++q) {
+      const uint32_t k = wave[q], dest = b.call_dest(k), m = dest / workers, j = dest % workers;
+      const std::span<const std::byte> req = b.request(k);
+      const uint32_t bytes = static_cast<uint32_t>(sizeof(ringlog::EntryHead) + req.size() + 8);
+      // create() checked that an RPC payload fits a slot; a wave has no
+      // more calls than the cluster has shards.
+      std::byte* st = e.db().local_region(me, i) + L.request_staging(co, q);
+      std::memcpy(st + sizeof(ringlog::EntryHead), req.data(), req.size());
+      seqs[k] = ++p.mail_seq[co];
+      ringlog::seal_entry(st, bytes, 1, MailboxLayout::pos(seqs[k]));
+      const txn::RegionDescriptor& rd = e.db().region(m, i);
+      rdma::WorkRequest* wr = w.add(m);
+      wr->opcode = rdma::Opcode::kWrite;
+      wr->local = st;
+      wr->length = bytes;
+      wr->lkey = e.db().local_region_lkey(me, i);
+      wr->remote_addr = rd.addr + L.request(me, co, j);
+      wr->rkey = rd.rkey;
+      sent[k] = true;
+    }
+    ok = co_await w.execute();
+    uint32_t left = nwave;
+    while (ok) {
+      for (uint32_t q = 0; q < nwave; ++q) {
+        const uint32_t k = wave[q];
+        if (came[k]) continue;
+        const uint32_t dest = b.call_dest(k), m = dest / workers, j = dest % workers;
+        const std::byte* slot = e.db().local_region(me, j) + L.reply(i, co, m);
+        ringlog::EntryHead eh;
+        uint64_t advance = 0;
+        if (ringlog::scan(slot, MailboxLayout::kSlotBytes, MailboxLayout::pos(seqs[k]), p.mail_buf.data(), &eh,
+                          &advance) != ringlog::Scan::kEntry)
+          continue;
+        const uint32_t len = eh.bytes - ringlog::kEntryOverhead;
+        const std::span<std::byte> rb = b.reply_buffer(k);
+        const bool fits = len <= rb.size();
+        if (fits) std::memcpy(rb.data(), reinterpret_cast<const std::byte*>(p.mail_buf.data()) + sizeof eh, len);
+        b.set_reply(k, fits, len);
+        came[k] = true;
+        ++done;
+        --left;
+      }
+      if (left == 0) break;
+      if (env::tsc() > deadline) ok = false;
+      else co_await runtime::poll_wait();  // waiting for other nodes (see vote)
+    }
+  }
+  for (uint32_t k = 0; k < ncalls; ++k)
+    if (!came[k]) b.set_reply(k, false, 0);
+  co_return ok && done == ncalls;
+}
 
 AbortReason verdict_of(int32_t status) {
   switch (status) {
@@ -154,7 +238,9 @@ Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
       t.fail(AbortReason::kNetwork);  // cannot happen: create() checks that a tuple fits a reply
       co_return false;
     }
-    const bool sent = co_await b.call(p.call_timeout_ns);
+    bool sent = false;
+    if (p.mail.nodes != 0) sent = co_await mailbox_call(p, c, b);
+    else sent = co_await b.call(p.call_timeout_ns);
     const bool wellformed = b.for_each_reply([&](uint32_t k, const ItemReply& r, std::span<const std::byte> d) {
       Access& a = t.access(k);
       const uint32_t tb = c.db().tuple_bytes(a.table);
@@ -373,12 +459,22 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode, boo
     LockService::Config cfg;
     cfg.policy = policy_of(e.options().setting_string("2pl.policy", "bounded_wait"));
     cfg.wait_ns = static_cast<uint64_t>(e.options().setting_int("2pl.wait_ms", 100)) * 1'000'000;
+    cfg.mailbox = e.options().stage(Stage::kFetch) == Primitive::kMailbox;
+    // A lock call's request and reply must fit a mailbox slot.
+    if (cfg.mailbox && e.ctx().rpc->max_payload() + ringlog::kEntryOverhead > MailboxLayout::kSlotBytes)
+      return make_error(EINVAL, "2pl: fetch = mailbox needs RPC payloads of at most %u bytes (a mailbox slot); "
+                        "this device's are %u", MailboxLayout::kSlotBytes - ringlog::kEntryOverhead,
+                        e.ctx().rpc->max_payload());
     auto svc = LockService::create(e, cfg);
     if (!svc.ok()) return svc.error();
     p = std::make_unique<Lock2pl>((*svc)->lock_handler(), (*svc)->end_handler(), (*svc)->vote_handler(), false,
                                   cfg.wait_ns + rpc_ns, write_mode, e.options().isolation);
     e.add_service(std::move(*svc));
     p->set_stage(Stage::kValidate, *p, vote);
+    if (cfg.mailbox) {
+      p->mail = MailboxLayout::of(e.db().nodes(), e.workers_per_node(), e.options().coroutines);
+      p->mail_buf.resize(MailboxLayout::kSlotBytes / 8);
+    }
   }
   p->set_stage(Stage::kFetch, *p, fetch);
   p->set_stage(Stage::kCommit, *p, commit);
@@ -393,8 +489,11 @@ Result<std::unique_ptr<Protocol>> create_to_writes_as_reads(WorkerEngine& e) { r
 
 bool no_lock_in_tuples(const std::byte*) { return false; }
 
-// 2pl's protocol region: the 2PC vote words (VoteLayout).
-Result<uint64_t> vote_region_bytes(const RegionQuery& q) {
+// 2pl's protocol region: the 2PC vote words (VoteLayout), and the
+// mailboxes with fetch = mailbox (MailboxLayout).
+Result<uint64_t> region_bytes(const RegionQuery& q) {
+  if (q.options != nullptr && q.options->stage(Stage::kFetch) == Primitive::kMailbox)
+    return MailboxLayout::of(q.nodes, q.workers_per_node, q.coroutines).region_bytes();
   return VoteLayout::region_bytes(q.workers_per_node, q.coroutines);
 }
 
@@ -418,7 +517,7 @@ const ProtocolDef kLock2pl = {
     0,
     sizeof(AccessState),
     Isolation::kSerializable,
-    {{Primitive::kRpc}, {}, {Primitive::kRpc}, {}, {Primitive::kOneSided}},
+    {{Primitive::kRpc, Primitive::kMailbox}, {}, {Primitive::kRpc}, {}, {Primitive::kOneSided}},
     {{"lock_denied", "lock denied"},
      {"lock_wait_timeout", "lock wait timed out"},
      {"lock_table_full", "lock table full"},
@@ -430,7 +529,7 @@ const ProtocolDef kLock2pl = {
     false,
     0,
     nullptr,
-    vote_region_bytes,
+    region_bytes,
     add_schema,
     true,
     false,
@@ -450,7 +549,7 @@ const ProtocolDef kLock2plSharedWrites = {
     0,
     sizeof(AccessState),
     Isolation::kSerializable,
-    {{Primitive::kRpc}, {}, {Primitive::kRpc}, {}, {Primitive::kOneSided}},
+    {{Primitive::kRpc, Primitive::kMailbox}, {}, {Primitive::kRpc}, {}, {Primitive::kOneSided}},
     {{"lock_denied", "lock denied"},
      {"lock_wait_timeout", "lock wait timed out"},
      {"lock_table_full", "lock table full"},
@@ -462,7 +561,7 @@ const ProtocolDef kLock2plSharedWrites = {
     true,
     0,
     nullptr,
-    vote_region_bytes,
+    region_bytes,
     add_schema,
     true,
     false,

@@ -10,8 +10,9 @@
 #include "env/tsc.hpp"
 #include "store/tuple.hpp"
 #include "txn/engine.hpp"
-#include "txn/item_batch.hpp"
 #include "runtime/cq_poller.hpp"
+#include "txn/item_batch.hpp"
+#include "txn/ring_log.hpp"
 
 namespace rdtx::cc::twopl {
 
@@ -23,6 +24,10 @@ using txn::pad8;
 namespace {
 
 constexpr uint32_t kNoPending = UINT32_MAX;
+// 2PC-vote FAAs in flight from one shard: with the mailbox replies
+// (MailboxLayout::kReplyStaging), within txn::kServiceVerbsPerQp.
+constexpr int kVotesInFlight = 16;
+static_assert(kVotesInFlight + MailboxLayout::kReplyStaging <= txn::kServiceVerbsPerQp);
 const env::LogType kLog("rdtx.2pl");
 
 // Sizes from the run: every coordinator of the cluster may have an attempt
@@ -85,6 +90,17 @@ Result<std::unique_ptr<ShardService<Table>>> ShardService<Table>::create(txn::Wo
     auto vote = e.register_handler("2pl.vote", [self](rpc::Request& r) { self->serve_vote(r); });
     if (!vote.ok()) return vote.error();
     s->vote_id_ = *vote;
+    if (cfg.mailbox) {
+      const MailboxLayout l =
+          MailboxLayout::of(e.db().nodes(), e.workers_per_node(), e.options().coroutines);
+      if (e.db().region_bytes() < l.region_bytes())
+        return make_error(EINVAL, "2pl: the protocol region has %llu bytes, the mailboxes need %llu",
+                          static_cast<unsigned long long>(e.db().region_bytes()),
+                          static_cast<unsigned long long>(l.region_bytes()));
+      s->mail_ = l;
+      s->mail_seen_.assign(static_cast<size_t>(l.workers) * l.nodes * l.coroutines, 0);
+      s->mail_buf_.resize(MailboxLayout::kSlotBytes / 8);
+    }
   }
   return s;
 }
@@ -119,8 +135,17 @@ int32_t ShardService<Table>::copy_row(txn::TableId table, txn::Key key, std::byt
 
 template <class Table>
 void ShardService<Table>::serve_lock(rpc::Request& r) {
-  ItemReader in(r.payload());
-  std::span<std::byte> out = r.reply_buffer();
+  uint32_t p = kNoPending;
+  const uint32_t len = serve_items(r.payload(), r.reply_buffer(), &p);
+  if (p == kNoPending) r.set_reply_len(len);
+  else pending_[p].token = r.defer();
+  deliver_events();  // waiters a short lock held up, granted when it went
+}
+
+template <class Table>
+uint32_t ShardService<Table>::serve_items(std::span<const std::byte> payload, std::span<std::byte> out,
+                                          uint32_t* pending) {
+  ItemReader in(payload);
   const store::Store& st = e_.db().store(e_.node());
   const uint32_t p = free_pending_.empty() ? kNoPending : free_pending_.back();
   const uint64_t now = env::tsc();
@@ -208,21 +233,21 @@ void ShardService<Table>::serve_lock(rpc::Request& r) {
     }
   }
   if (!in.valid() && len == 0) put({-EINVAL, 0, 0, 0, 0}, 0);
-  if (waiting == 0) {
-    r.set_reply_len(len);
-    deliver_events();  // waiters a short lock held up, granted when it went
-    return;
-  }
+  *pending = kNoPending;
+  if (waiting == 0) return len;
+  // The reply waits in a pending slot; the caller says how it goes.
   free_pending_.pop_back();
   ++pending_used_;
   Pending& pd = pending_[p];
   pd.used = true;
-  pd.token = r.defer();
+  pd.mail = false;
+  pd.token = {};
   pd.txn = txn;
   pd.waiting = waiting;
   pd.len = len;
   std::memcpy(pd.reply.data(), out.data(), len);
-  deliver_events();
+  *pending = p;
+  return len;
 }
 
 template <class Table>
@@ -259,8 +284,18 @@ int ShardService<Table>::deliver_events() {
 template <class Table>
 void ShardService<Table>::finish(uint32_t p) {
   Pending& pd = pending_[p];
-  e_.ctx().rpc->reply(pd.token, std::span<const std::byte>(pd.reply.data(), pd.len));
+  if (pd.mail) {
+    // Through the coordinator's mailbox; with no staging slot free now,
+    // poll() sends it later.
+    if (!send_mail(pd.to, {pd.reply.data(), pd.len})) {
+      pd.ready = true;
+      return;
+    }
+  } else {
+    e_.ctx().rpc->reply(pd.token, std::span<const std::byte>(pd.reply.data(), pd.len));
+  }
   pd.used = false;
+  pd.ready = false;
   free_pending_.push_back(p);
   --pending_used_;
 }
@@ -363,7 +398,7 @@ int ShardService<Table>::post_votes() {
   int n = 0;
   const uint32_t j = e_.ctx().index, me = e_.node();
   const uint32_t coroutines = e_.options().coroutines;
-  while (vq_count_ > 0 && faa_wg_.remaining() < static_cast<int>(txn::kServiceVerbsPerQp)) {
+  while (vq_count_ > 0 && faa_wg_.remaining() < kVotesInFlight) {
     const Vote v = vote_queue_[vq_head_];
     vq_head_ = (vq_head_ + 1) % static_cast<uint32_t>(vote_queue_.size());
     --vq_count_;
@@ -390,7 +425,9 @@ int ShardService<Table>::post_votes() {
   }
   if (faa_wg_.failed() && faa_wg_.remaining() == 0) {
     // A vote that did not land: its coordinator's wait ends the attempt
-    // (vote_timeout); say why here.
+    // (vote_timeout; a FAA is not repeated: it may have been applied). Its
+    // QP is in the error state: bring the QPs of this worker's votes back.
+    for (uint32_t nd = 0; nd < e_.db().nodes(); ++nd) (void)e_.ctx().reconnect(nd, 0);
     RDTX_LOG(kLog, Warning, "2pl: a 2PC vote's fetch-and-add failed on worker %u of node %u", e_.ctx().index,
              e_.node());
     faa_wg_.reset(0);
@@ -399,8 +436,132 @@ int ShardService<Table>::post_votes() {
 }
 
 template <class Table>
+int ShardService<Table>::free_staging() const {
+  for (uint32_t k = 0; k < MailboxLayout::kReplyStaging; ++k)
+    if (staging_wg_[k].remaining() == 0) return static_cast<int>(k);
+  return -1;
+}
+
+template <class Table>
+bool ShardService<Table>::send_mail(const MailTo& to, std::span<const std::byte> reply) {
+  const int k = free_staging();
+  if (k < 0) return false;
+  std::byte* st = e_.db().local_region(e_.node(), e_.ctx().index) + mail_.reply_staging(static_cast<uint32_t>(k));
+  if (reply.data() != st + sizeof(txn::ringlog::EntryHead))
+    std::memcpy(st + sizeof(txn::ringlog::EntryHead), reply.data(), reply.size());
+  post_mail(to, static_cast<uint32_t>(k), static_cast<uint32_t>(reply.size()));
+  return true;
+}
+
+template <class Table>
+void ShardService<Table>::post_mail(const MailTo& to, uint32_t k, uint32_t len) {
+  // The reply, sealed for its request's position, WRITten into the
+  // coordinator's reply slot in this worker's counterpart region there.
+  const uint32_t me = e_.node(), j = e_.ctx().index;
+  std::byte* st = e_.db().local_region(me, j) + mail_.reply_staging(k);
+  const uint32_t bytes = static_cast<uint32_t>(sizeof(txn::ringlog::EntryHead)) + len + 8;
+  txn::ringlog::seal_entry(st, bytes, 1, MailboxLayout::pos(to.seq));
+  const txn::RegionDescriptor& rd = e_.db().region(to.node, j);
+  if (staged_[k].to.seq != to.seq || staged_[k].to.node != to.node) staged_[k] = {to, len, 0};
+  ++staged_[k].tries;
+  rdma::WorkRequest wr;
+  wr.opcode = rdma::Opcode::kWrite;
+  wr.flags = rdma::kSignaled;
+  wr.wr_id = runtime::CqPoller::wr_id(&staging_wg_[k]);
+  wr.local = st;
+  wr.length = bytes;
+  wr.lkey = e_.db().local_region_lkey(me, j);
+  wr.remote_addr = rd.addr + mail_.reply(to.worker, to.coroutine, me);
+  wr.rkey = rd.rkey;
+  staging_wg_[k].reset(1);
+  rdma::WorkRequest* bad = nullptr;
+  if (e_.ctx().qp_to(to.node, 0)->post_send(&wr, &bad) != 0) {
+    // Not sent: the coordinator's wait ends its call (a failed lock call).
+    staging_wg_[k].reset(0);
+    RDTX_LOG(kLog, Warning, "2pl: a mailbox reply could not be posted on worker %u of node %u", j, me);
+  }
+}
+
+template <class Table>
+int ShardService<Table>::retry_failed_mail() {
+  int n = 0;
+  for (uint32_t k = 0; k < MailboxLayout::kReplyStaging; ++k) {
+    runtime::WaitGroup& w = staging_wg_[k];
+    if (w.remaining() != 0 || !w.failed()) continue;
+    ++n;
+    const Staged s = staged_[k];
+    // A failed verb left the QP in the error state (a peer stalled past the
+    // transport's retries): bring it back, as coordinators do.
+    (void)e_.ctx().reconnect(s.to.node, 0);
+    w.reset(0);
+    if (s.tries < 3) {
+      post_mail(s.to, k, s.len);
+    } else {
+      // Given up: the coordinator's wait ends its call (a failed lock call).
+      RDTX_LOG(kLog, Warning, "2pl: a mailbox reply to node %u failed %u times on worker %u of node %u", s.to.node,
+               s.tries, e_.ctx().index, e_.node());
+      staged_[k] = {};
+    }
+  }
+  return n;
+}
+
+template <class Table>
+int ShardService<Table>::poll_mailboxes() {
+  // Every request slot meant for this shard, in every region of its node.
+  int n = 0;
+  const uint32_t me = e_.node(), j = e_.ctx().index;
+  for (uint32_t i = 0; i < mail_.workers; ++i) {
+    const std::byte* region = e_.db().local_region(me, i);
+    for (uint32_t src = 0; src < mail_.nodes; ++src)
+      for (uint32_t c = 0; c < mail_.coroutines; ++c) {
+        const std::byte* slot = region + mail_.request(src, c, j);
+        const uint64_t pos = store::load_word(
+            reinterpret_cast<const uint64_t*>(slot + offsetof(txn::ringlog::EntryHead, pos)),
+            std::memory_order_acquire);
+        uint64_t& last = mail_seen_[(size_t{i} * mail_.nodes + src) * mail_.coroutines + c];
+        if (pos == 0 || pos % MailboxLayout::kSlotBytes != 0 || pos / MailboxLayout::kSlotBytes <= last) continue;
+        const int k = free_staging();
+        if (k < 0) return n;  // no room for a reply: later
+        txn::ringlog::EntryHead eh;
+        uint64_t advance = 0;
+        if (txn::ringlog::scan(slot, MailboxLayout::kSlotBytes, pos, mail_buf_.data(), &eh, &advance) !=
+            txn::ringlog::Scan::kEntry)
+          continue;  // not all landed yet
+        last = pos / MailboxLayout::kSlotBytes;
+        ++n;
+        const MailTo to{src, i, c, last};
+        const std::span<const std::byte> req(reinterpret_cast<const std::byte*>(mail_buf_.data()) +
+                                                 sizeof(txn::ringlog::EntryHead),
+                                             eh.bytes - txn::ringlog::kEntryOverhead);
+        std::byte* st = e_.db().local_region(me, j) + mail_.reply_staging(static_cast<uint32_t>(k));
+        const std::span<std::byte> out(st + sizeof(txn::ringlog::EntryHead),
+                                       MailboxLayout::kSlotBytes - txn::ringlog::kEntryOverhead);
+        uint32_t p = kNoPending;
+        const uint32_t len = serve_items(req, out, &p);
+        if (p == kNoPending) {
+          post_mail(to, static_cast<uint32_t>(k), len);
+        } else {
+          pending_[p].mail = true;
+          pending_[p].to = to;
+        }
+        deliver_events();
+      }
+  }
+  return n;
+}
+
+template <class Table>
 int ShardService<Table>::poll() {
   int n = 0;
+  if constexpr (!kTimestampOrdering)
+    if (mail_.nodes != 0) {
+      n += retry_failed_mail();
+      n += poll_mailboxes();
+      if (pending_used_ > 0)  // replies that found no staging slot
+        for (uint32_t p = 0; p < pending_.size(); ++p)
+          if (pending_[p].used && pending_[p].ready) finish(p);
+    }
   if constexpr (!kTimestampOrdering)
     if (vq_count_ > 0) n += post_votes();
   if (pending_used_ > 0) n += static_cast<int>(table_.expire(env::tsc()));
@@ -415,6 +576,12 @@ bool ShardService<Table>::drain() {
   if constexpr (!kTimestampOrdering) {
     post_votes();
     if (vq_count_ > 0 || faa_wg_.remaining() > 0) return false;  // votes still going out
+    if (mail_.nodes != 0) {
+      for (uint32_t p = 0; p < pending_.size(); ++p)
+        if (pending_[p].used && pending_[p].ready) finish(p);
+      for (const runtime::WaitGroup& w : staging_wg_)
+        if (w.remaining() > 0) return false;  // replies still landing
+    }
   }
   return pending_used_ == 0;
 }

@@ -49,11 +49,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <type_traits>
 #include <vector>
 
 #include "base/result.hpp"
 #include "cc/twopl/lock_table.hpp"
+#include "cc/twopl/region.hpp"
 #include "cc/twopl/ts_table.hpp"
 #include "rpc/endpoint.hpp"
 #include "runtime/worker.hpp"
@@ -87,28 +89,6 @@ inline constexpr uint64_t kShortLock = 0x100;
 // End message flags (ItemHeader::arg1).
 inline constexpr uint64_t kEndCommit = 1;
 
-// The 2PC vote words (protocol 2pl), in the protocol region of each worker
-// j of a node: one 64-byte slot per coordinator of the node (its worker i,
-// coroutine c) and attempt parity, which shard j's FAAs reach; then the
-// 8-byte destination of shard j's own FAAs (their fetched values are not
-// used). Two slots a coordinator, by the parity of the attempt's sequence:
-// a vote of an earlier attempt that lands late (it was posted before that
-// attempt's end message fenced it) cannot count for the next one.
-struct VoteLayout {
-  static constexpr uint64_t kSlot = 64;
-  static uint64_t offset(uint32_t worker, uint32_t coroutine, uint32_t coroutines, uint64_t attempt) {
-    return ((uint64_t{worker} * coroutines + coroutine) * 2 + (attempt & 1)) * kSlot;
-  }
-  static uint64_t scratch_offset(uint32_t workers, uint32_t coroutines) {
-    return uint64_t{workers} * coroutines * 2 * kSlot;
-  }
-  static uint64_t region_bytes(uint32_t workers, uint32_t coroutines) {
-    return scratch_offset(workers, coroutines) + kSlot;
-  }
-};
-inline constexpr uint64_t kVoteYes = 1;
-inline constexpr uint64_t kVoteAbort = uint64_t{1} << 32;
-
 // The lock name of a record, and the worker of its node that serves it.
 inline uint64_t lock_name(txn::TableId table, txn::Key key) {
   uint64_t x = key ^ (uint64_t{table} * 0xd6e8feb86659fd93ull);
@@ -126,6 +106,7 @@ class ShardService final : public txn::Service {
   struct Config {
     DeadlockPolicy policy = DeadlockPolicy::kBoundedWait;  // a LockTable's
     uint64_t wait_ns = 100'000'000;  // the wait limit (Bounded Wait's; see above)
+    bool mailbox = false;            // 2pl: lock requests through mailboxes (region.hpp)
   };
   // Registers the handlers on the worker's endpoint (same ids everywhere):
   // "2pl.lock" and "2pl.end", or "to.lock" and "to.end".
@@ -141,8 +122,17 @@ class ShardService final : public txn::Service {
   uint64_t locks_left() const override { return table_.requests_in_use(); }
 
  private:
+  // Where a mailbox reply goes: the coordinator (node, worker, coroutine)
+  // and its request's sequence.
+  struct MailTo {
+    uint32_t node = 0, worker = 0, coroutine = 0;
+    uint64_t seq = 0;
+  };
   struct Pending {
     bool used = false;
+    bool mail = false;   // the reply goes to a mailbox (`to`), not by RPC (`token`)
+    bool ready = false;  // complete, waiting for a staging slot (mailbox)
+    MailTo to;
     rpc::Deferred token;
     uint64_t txn = 0;
     uint32_t waiting = 0;  // items not answered yet
@@ -152,7 +142,17 @@ class ShardService final : public txn::Service {
   ShardService(txn::WorkerEngine& e, const typename Table::Limits& limits, DeadlockPolicy policy, uint64_t wait_tsc,
                uint32_t pending, uint32_t max_payload);
   void serve_lock(rpc::Request& r);
+  // The items of one lock request, answered into `out`: the reply's
+  // length; *pending: the pending slot now holding a reply that waits
+  // (kNoPending: complete; the caller sets its transport).
+  uint32_t serve_items(std::span<const std::byte> payload, std::span<std::byte> out, uint32_t* pending);
   void serve_end(rpc::Request& r);
+  // Mailboxes (2pl, fetch = mailbox): requests taken from the slots, replies
+  // WRITten from staging slots (one WRITE in flight each).
+  int poll_mailboxes();
+  int free_staging() const;
+  bool send_mail(const MailTo& to, std::span<const std::byte> reply);
+  void post_mail(const MailTo& to, uint32_t staging, uint32_t len);
   void serve_vote(rpc::Request& r);
   // Posts the queued votes' FAAs while fewer than kVotesInFlight are.
   int post_votes();
@@ -185,6 +185,19 @@ class ShardService final : public txn::Service {
   uint32_t vq_head_ = 0, vq_count_ = 0;
   runtime::WaitGroup faa_wg_;
   uint64_t votes_seen_ = 0, abort_every_ = 0, drop_every_ = 0;  // tests' faults
+  MailboxLayout mail_;               // nodes == 0: no mailboxes
+  std::vector<uint64_t> mail_seen_;  // per request slot: the newest sequence taken
+  std::vector<uint64_t> mail_buf_;   // one slot's copy
+  runtime::WaitGroup staging_wg_[MailboxLayout::kReplyStaging];
+  struct Staged {
+    MailTo to;
+    uint32_t len = 0;
+    uint32_t tries = 0;
+  };
+  Staged staged_[MailboxLayout::kReplyStaging];
+  // Reply WRITEs that failed: their QP is brought back and they are sent
+  // again (a slot WRITE can be repeated), a few times.
+  int retry_failed_mail();
 };
 
 using LockService = ShardService<LockTable>;

@@ -114,6 +114,19 @@ class ItemBatch {
     }
     return true;
   }
+  // Call k without its transport, for a stage that carries the batch's
+  // requests and replies another way (2PL's mailboxes): its destination
+  // worker (node x workers_per_node + worker), its request bytes, and its
+  // reply buffer (max_payload bytes), filled by the carrier, which then
+  // says whether it came (set_reply; replies are then read as from RPC).
+  uint32_t call_dest(uint32_t k) const { return calls_[k].dest; }
+  std::span<const std::byte> request(uint32_t k) const { return {calls_[k].req, calls_[k].req_len}; }
+  std::span<std::byte> reply_buffer(uint32_t k) { return {calls_[k].reply.buf, calls_[k].reply.capacity}; }
+  void set_reply(uint32_t k, bool came, uint32_t len) {
+    calls_[k].reply.status = came ? rpc::CallStatus::kOk : rpc::CallStatus::kTimeout;
+    calls_[k].reply.len = came ? len : 0;
+  }
+
   // fn(access index) for every item of every call.
   template <typename Fn>
   void for_each_item(Fn&& fn) const {

@@ -28,9 +28,9 @@
 namespace rdtx::txn {
 
 // One-sided requests a worker's services may have in flight on each of its
-// QPs at once (2PL's 2PC votes: FAAs), besides its coordinators'; the
-// runner sizes the QPs and the CQ for them.
-inline constexpr uint32_t kServiceVerbsPerQp = 16;
+// QPs at once, besides its coordinators' (2PL's shard: 16 2PC-vote FAAs and
+// 16 mailbox reply WRITEs); the runner sizes the QPs and the CQ for them.
+inline constexpr uint32_t kServiceVerbsPerQp = 32;
 
 class Service {
  public:
