@@ -142,7 +142,7 @@ Task<bool> mailbox_call(Lock2pl& p, Coordinator& c, ItemBatch& b) {
   bool sent[ItemBatch::kMaxCalls] = {}, came[ItemBatch::kMaxCalls] = {};
   uint32_t done = 0;
   bool ok = true;
-  const uint64_t deadline = env::tsc() + env::ns_to_tsc(p.call_timeout_ns);
+  const uint64_t timeout = env::ns_to_tsc(p.call_timeout_ns), gap = env::ns_to_tsc(1'000'000);
   while (ok && done < ncalls) {
     // A wave: the first unsent call to each shard.
     uint32_t wave[ItemBatch::kMaxCalls], nwave = 0;
@@ -174,8 +174,16 @@ Task<bool> mailbox_call(Lock2pl& p, Coordinator& c, ItemBatch& b) {
       sent[k] = true;
     }
     ok = co_await w.execute();
+    if (!ok) break;
+    // The replies land silently in the slots: the worker checks them every
+    // pass (poll_until; see vote()).
+    // Each wave has the whole call timeout, as each RPC call has (a wave's
+    // grant may wait 2pl.wait_ms at its shard), and time this worker was
+    // not running (a descheduled thread) moves the deadline on, as the RPC
+    // layer does.
     uint32_t left = nwave;
-    while (ok) {
+    uint64_t last = env::tsc(), deadline = last + timeout;
+    co_await runtime::poll_until([&] {
       for (uint32_t q = 0; q < nwave; ++q) {
         const uint32_t k = wave[q];
         if (came[k]) continue;
@@ -195,10 +203,13 @@ Task<bool> mailbox_call(Lock2pl& p, Coordinator& c, ItemBatch& b) {
         ++done;
         --left;
       }
-      if (left == 0) break;
-      if (env::tsc() > deadline) ok = false;
-      else co_await runtime::poll_wait();  // waiting for other nodes (see vote)
-    }
+      if (left == 0) return true;
+      const uint64_t now = env::tsc();
+      if (now - last > gap) deadline += now - last;
+      last = now;
+      return now > deadline;
+    });
+    ok = left == 0;
   }
   for (uint32_t k = 0; k < ncalls; ++k)
     if (!came[k]) b.set_reply(k, false, 0);

@@ -202,13 +202,13 @@ TEST(Replicas, NeedTheLogStageAndEnoughNodes) {
 }
 
 // 64 nodes x 64 coroutines needed a CQ deeper than the device allows: the
-// run got as far as create_cq(1048592) and exited 1. (Now 1049616: 64 nodes
-// x (2 x 128 x 64 coordinator requests + 16 of the services') + 16.)
+// run got as far as create_cq(1048592) and exited 1. (Now 1050640: 64 nodes
+// x (2 x 128 x 64 coordinator requests + 32 of the services') + 16.)
 TEST(Resources, ACompletionQueueDeeperThanTheDeviceAllowsNamesTheKeys) {
   Loaded l = load({"cluster.nodes=64", "txn.coroutines=64"});
   auto r = check(l, plenty());
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("1049616"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("1050640"), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find("txn.coroutines = 64"), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find("cluster.nodes = 64"), std::string::npos) << r.error().message;
 }
