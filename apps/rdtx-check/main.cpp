@@ -29,7 +29,8 @@ dependencies), and checks the isolation level asked for. All files must be
 of the same run, and every worker of the run must have one.
 
 Options:
-  --isolation LEVEL   serializable (default), si (snapshot isolation) or rc
+  --isolation LEVEL   serializable (default), si (snapshot isolation), rr
+                      (repeatable read: Adya's PL-2.99) or rc
                       (read committed)
   --allow-truncated   check the recorded prefix of a history whose recorder
                       ran out of room (default: refuse to certify it)

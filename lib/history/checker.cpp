@@ -1100,7 +1100,7 @@ void Checker::find_cycles() {
   }
   const DependencyGraph g(static_cast<uint32_t>(node_of_.size()), std::move(edges_));
   CycleSearch search(g);
-  if (o_.isolation == Isolation::kSerializable) {
+  if (forbidden(o_.isolation, Anomaly::kG2Item)) {  // serializable, repeatable read
     // Coarse to fine: most histories are acyclic and stop after one pass.
     const Components full = g.components(kAllKinds, nullptr);
     note_components(full);
@@ -1181,6 +1181,8 @@ const char* to_string(Isolation i) {
       return "snapshot isolation";
     case Isolation::kReadCommitted:
       return "read committed";
+    case Isolation::kRepeatableRead:
+      return "repeatable read";
   }
   return "?";
 }
@@ -1189,7 +1191,8 @@ Result<Isolation> parse_isolation(std::string_view s) {
   if (s == "serializable") return Isolation::kSerializable;
   if (s == "si" || s == "snapshot") return Isolation::kSnapshot;
   if (s == "rc" || s == "read-committed") return Isolation::kReadCommitted;
-  return make_error(EINVAL, "isolation level '%.*s' is not one of serializable, si, rc", static_cast<int>(s.size()),
+  if (s == "rr" || s == "repeatable-read") return Isolation::kRepeatableRead;
+  return make_error(EINVAL, "isolation level '%.*s' is not one of serializable, si, rc, rr", static_cast<int>(s.size()),
                     s.data());
 }
 
@@ -1236,7 +1239,9 @@ bool forbidden(Isolation level, Anomaly a) {
     case Anomaly::kInconsistent:
       return true;
     case Anomaly::kG2Item:
-      return level == Isolation::kSerializable;
+      // PL-2.99 forbids G2-item; PL-3 adds predicate cycles, which item
+      // histories cannot show.
+      return level == Isolation::kSerializable || level == Isolation::kRepeatableRead;
     case Anomaly::kLostUpdate:
       return level != Isolation::kReadCommitted;
     case Anomaly::kGSIa:

@@ -11,7 +11,8 @@ namespace rdtx::txn {
 // txn::Isolation and history::Isolation name the same levels in the same order.
 static_assert(static_cast<int>(Isolation::kSerializable) == static_cast<int>(history::Isolation::kSerializable) &&
               static_cast<int>(Isolation::kSnapshot) == static_cast<int>(history::Isolation::kSnapshot) &&
-              static_cast<int>(Isolation::kReadCommitted) == static_cast<int>(history::Isolation::kReadCommitted));
+              static_cast<int>(Isolation::kReadCommitted) == static_cast<int>(history::Isolation::kReadCommitted) &&
+              static_cast<int>(Isolation::kRepeatableRead) == static_cast<int>(history::Isolation::kRepeatableRead));
 
 namespace {
 std::vector<const ProtocolDef*>& registry() {
@@ -95,6 +96,7 @@ const char* to_string(Isolation i) {
     case Isolation::kSerializable: return "serializable";
     case Isolation::kSnapshot: return "snapshot isolation";
     case Isolation::kReadCommitted: return "read committed";
+    case Isolation::kRepeatableRead: return "repeatable read";
   }
   return "?";
 }

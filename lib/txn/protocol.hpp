@@ -190,7 +190,8 @@ struct ProtocolDef {
   // them with the keys themselves.
   std::vector<ProtocolVariant> variants = {};
   // Weaker levels the protocol also runs at when txn.isolation asks (2pl:
-  // read committed); `isolation` is its default and strongest.
+  // repeatable read, read committed); `isolation` is its default and
+  // strongest.
   std::vector<Isolation> weaker_levels = {};
   // The protocol takes shared read locks when txn.options.read_locks asks
   // (nowait, waitdie); others refuse the setting.

@@ -72,7 +72,7 @@ inline constexpr AbortReason protocol_reason(int k) {
 }
 
 // The isolation level a protocol guarantees; the history check certifies it.
-enum class Isolation : uint8_t { kSerializable, kSnapshot, kReadCommitted };
+enum class Isolation : uint8_t { kSerializable, kSnapshot, kReadCommitted, kRepeatableRead };
 const char* to_string(Isolation i);
 
 // The stages a protocol is assembled from (DESIGN.md), in pipeline order.

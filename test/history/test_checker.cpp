@@ -375,13 +375,30 @@ TEST(Isolation, ReadCommittedAcceptsG2ButRejectsG1) {
   }
 }
 
+// Repeatable read is Adya's PL-2.99: G0, G1 and G2-item forbidden, only
+// predicate anti-dependency cycles allowed, which an item history cannot
+// show. So it rejects the write skew and the lost update read committed
+// accepts, as serializable does.
+TEST(Isolation, RepeatableReadRejectsG2ItemAsSerializableDoes) {
+  expect_only(run(write_skew(), Isolation::kRepeatableRead), {{Anomaly::kG2Item, 1}});
+  expect_only(run(lost_update(false), Isolation::kRepeatableRead),
+              {{Anomaly::kLostUpdate, 1}, {Anomaly::kG2Item, 1}});
+  expect_only(run(lost_update(false)), {{Anomaly::kLostUpdate, 1}, {Anomaly::kG2Item, 1}});
+  HistoryBuilder b;
+  b.txn(T(1)).write(kChecking, 1, kInit).abort();
+  b.txn(T(2)).read(kChecking, 1, V(T(1))).commit();
+  expect_only(run(b.history(), Isolation::kRepeatableRead), {{Anomaly::kG1a, 1}});
+}
+
 TEST(Isolation, ParseNames) {
   EXPECT_EQ(*parse_isolation("serializable"), Isolation::kSerializable);
   EXPECT_EQ(*parse_isolation("si"), Isolation::kSnapshot);
   EXPECT_EQ(*parse_isolation("rc"), Isolation::kReadCommitted);
-  auto bad = parse_isolation("repeatable-read");
+  EXPECT_EQ(*parse_isolation("rr"), Isolation::kRepeatableRead);
+  EXPECT_EQ(*parse_isolation("repeatable-read"), Isolation::kRepeatableRead);
+  auto bad = parse_isolation("cursor-stability");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message, "isolation level 'repeatable-read' is not one of serializable, si, rc");
+  EXPECT_EQ(bad.error().message, "isolation level 'cursor-stability' is not one of serializable, si, rc, rr");
 }
 
 // --- histories that contradict themselves --------------------------------------------

@@ -33,7 +33,8 @@ const Finding* first(const CheckReport& r, Anomaly a) {
 
 std::set<TxnId> as_set(const std::vector<TxnId>& v) { return {v.begin(), v.end()}; }
 
-constexpr Isolation kLevels[] = {Isolation::kSerializable, Isolation::kSnapshot, Isolation::kReadCommitted};
+constexpr Isolation kLevels[] = {Isolation::kSerializable, Isolation::kSnapshot, Isolation::kReadCommitted,
+                                 Isolation::kRepeatableRead};
 
 TEST(RandomHistory, SerialHistoriesAreCertifiedAtEveryLevel) {
   for (uint64_t seed = 1; seed <= 6; ++seed) {

@@ -216,7 +216,7 @@ inline std::vector<std::string> protocol_names() {
 enum class OnConflict { kAbort, kWait, kAbortOrWait, kNever };
 inline OnConflict on_conflict(const std::string& protocol) {
   if (protocol.rfind("calvin", 0) == 0) return OnConflict::kNever;
-  if (protocol == "2pl/bounded_wait" || protocol == "2pl/bounded_wait_rc") return OnConflict::kWait;
+  if (protocol.rfind("2pl/bounded_wait", 0) == 0) return OnConflict::kWait;  // at every level
   if (protocol == "to") return OnConflict::kAbortOrWait;
   return OnConflict::kAbort;
 }
@@ -341,7 +341,9 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   // txn.options.read_locks.
   for (const auto& [k, v] : protocol_settings(c.protocol)) {
     if (k == "txn.isolation")
-      rc.options.isolation = v == "read_committed" ? txn::Isolation::kReadCommitted : txn::Isolation::kSerializable;
+      rc.options.isolation = v == "read_committed"    ? txn::Isolation::kReadCommitted
+                             : v == "repeatable_read" ? txn::Isolation::kRepeatableRead
+                                                      : txn::Isolation::kSerializable;
     else if (k == "txn.options.read_locks")
       rc.options.read_locks = v == "shared" ? txn::ReadLocks::kShared : txn::ReadLocks::kExclusive;
     else

@@ -110,8 +110,15 @@ TEST(TxnOptions, IsolationLevelMustBeOneTheProtocolOffers) {
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(txn::options_from(*c).isolation, txn::Isolation::kReadCommitted);
   EXPECT_EQ(txn::options_from(*load("[txn]\nprotocol = \"2pl\"\n")).isolation, txn::Isolation::kSerializable);
+  auto rr = load("[txn]\nprotocol = \"2pl\"\nisolation = \"repeatable_read\"\n");
+  ASSERT_TRUE(rr.ok()) << rr.error().message;
+  EXPECT_EQ(txn::options_from(*rr).isolation, txn::Isolation::kRepeatableRead);
   std::string e = error_of("[txn]\nprotocol = \"occ\"\n", {"txn.isolation=read_committed"});
   EXPECT_NE(e.find("txn.isolation = 'read_committed' (--set): protocol 'occ' runs at serializable only"),
+            std::string::npos)
+      << e;
+  e = error_of("[txn]\nprotocol = \"to\"\n", {"txn.isolation=repeatable_read"});
+  EXPECT_NE(e.find("txn.isolation = 'repeatable_read' (--set): protocol 'to' runs at serializable only"),
             std::string::npos)
       << e;
 }
