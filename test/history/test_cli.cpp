@@ -138,6 +138,10 @@ TEST_F(RdtxCheck, IsolationOption) {
   EXPECT_EQ(run({"--isolation", "si", d}).status, 0);
   EXPECT_EQ(run({"--isolation=rc", d}).status, 0);
   EXPECT_EQ(run({"--isolation", "serializable", d}).status, 1);
+  // Write skew is G2-item, which repeatable read (PL-2.99) forbids too.
+  Output rr = run({"--isolation", "rr", d});
+  EXPECT_EQ(rr.status, 1) << rr.out;
+  EXPECT_NE(rr.out.find("NOT CERTIFIED repeatable read"), std::string::npos) << rr.out;
 }
 
 TEST_F(RdtxCheck, TruncatedHistoryNeedsAllowTruncated) {
@@ -182,7 +186,7 @@ TEST_F(RdtxCheck, UsageErrors) {
   } cases[] = {
       {{}, "no history file or directory given"},
       {{"--isolation", "snapshot-ish", "x"},
-       "--isolation: isolation level 'snapshot-ish' is not one of serializable, si, rc"},
+       "--isolation: isolation level 'snapshot-ish' is not one of serializable, si, rc, rr"},
       {{"--max-report", "many", "x"}, "--max-report: 'many' is not a whole number"},
       {{"--max-report", "2000000", "x"}, "--max-report: 2000000 is outside 0..1000000"},
       {{"--threads", "2000", "x"}, "--threads: 2000 is outside 0..1024"},
