@@ -47,6 +47,7 @@
 #include "cc/occ/occ.hpp"
 #include "env/tsc.hpp"
 #include "runtime/cq_poller.hpp"
+#include "runtime/deadline.hpp"
 #include "store/tuple.hpp"
 #include "txn/ring_log.hpp"
 #include "txn/stages/copy_check.hpp"
@@ -679,16 +680,11 @@ Task<bool> lock(Farm& p, Coordinator& c, Txn& t, uint32_t) {
   // (stalled) fails the attempt: the release's ABORT frees whatever its
   // LOCK took, whenever it is processed (after the LOCK: log order). Time
   // this coroutine was not resumed (a descheduled thread) moves the
-  // deadline on, as the RPC layer does.
-  const uint64_t timeout = env::ns_to_tsc(p.e.ctx().rpc_timeout_ns);
-  const uint64_t gap = env::ns_to_tsc(1'000'000);
-  uint64_t last = env::tsc(), deadline = last + timeout;
+  // deadline on, as the RPC layer does (runtime::Deadline).
+  runtime::Deadline deadline(p.e.ctx().rpc_timeout_ns);
   while (slot.got < slot.expected) {
     co_await runtime::poll_wait();
-    const uint64_t now = env::tsc();
-    if (now - last > gap) deadline += now - last;
-    last = now;
-    if (now > deadline) break;
+    if (deadline.passed()) break;
   }
   const uint16_t status = slot.got < slot.expected ? static_cast<uint16_t>(kRefused) : slot.status;
   slot.txn = 0;  // late replies are dropped

@@ -53,6 +53,7 @@
 #include "cc/twopl/shard_service.hpp"
 #include "cc/twopl/twopl.hpp"
 #include "env/tsc.hpp"
+#include "runtime/deadline.hpp"
 #include "txn/engine.hpp"
 #include "txn/item_batch.hpp"
 #include "txn/ring_log.hpp"
@@ -145,7 +146,6 @@ Task<bool> mailbox_call(Lock2pl& p, Coordinator& c, ItemBatch& b) {
   bool sent[ItemBatch::kMaxCalls] = {}, came[ItemBatch::kMaxCalls] = {};
   uint32_t done = 0;
   bool ok = true;
-  const uint64_t timeout = env::ns_to_tsc(p.call_timeout_ns), gap = env::ns_to_tsc(1'000'000);
   while (ok && done < ncalls) {
     // A wave: the first unsent call to each shard.
     uint32_t wave[ItemBatch::kMaxCalls], nwave = 0;
@@ -183,9 +183,9 @@ Task<bool> mailbox_call(Lock2pl& p, Coordinator& c, ItemBatch& b) {
     // Each wave has the whole call timeout, as each RPC call has (a wave's
     // grant may wait 2pl.wait_ms at its shard), and time this worker was
     // not running (a descheduled thread) moves the deadline on, as the RPC
-    // layer does.
+    // layer does (runtime::Deadline).
     uint32_t left = nwave;
-    uint64_t last = env::tsc(), deadline = last + timeout;
+    runtime::Deadline deadline(p.call_timeout_ns);
     co_await runtime::poll_until([&] {
       for (uint32_t q = 0; q < nwave; ++q) {
         const uint32_t k = wave[q];
@@ -206,11 +206,7 @@ Task<bool> mailbox_call(Lock2pl& p, Coordinator& c, ItemBatch& b) {
         ++done;
         --left;
       }
-      if (left == 0) return true;
-      const uint64_t now = env::tsc();
-      if (now - last > gap) deadline += now - last;
-      last = now;
-      return now > deadline;
+      return left == 0 || deadline.passed();
     });
     ok = left == 0;
   }

@@ -551,6 +551,14 @@ int ShardService<Table>::poll_mailboxes() {
   return n;
 }
 
+// Replies complete but held back for want of a staging slot (mailboxes):
+// sent as slots free up.
+template <class Table>
+void ShardService<Table>::finish_ready() {
+  for (uint32_t p = 0; p < pending_.size(); ++p)
+    if (pending_[p].used && pending_[p].ready) finish(p);
+}
+
 template <class Table>
 int ShardService<Table>::poll() {
   int n = 0;
@@ -558,9 +566,7 @@ int ShardService<Table>::poll() {
     if (mail_.nodes != 0) {
       n += retry_failed_mail();
       n += poll_mailboxes();
-      if (pending_used_ > 0)  // replies that found no staging slot
-        for (uint32_t p = 0; p < pending_.size(); ++p)
-          if (pending_[p].used && pending_[p].ready) finish(p);
+      if (pending_used_ > 0) finish_ready();
     }
   if constexpr (!kTimestampOrdering)
     if (vq_count_ > 0) n += post_votes();
@@ -577,8 +583,7 @@ bool ShardService<Table>::drain() {
     post_votes();
     if (vq_count_ > 0 || faa_wg_.remaining() > 0) return false;  // votes still going out
     if (mail_.nodes != 0) {
-      for (uint32_t p = 0; p < pending_.size(); ++p)
-        if (pending_[p].used && pending_[p].ready) finish(p);
+      finish_ready();
       for (const runtime::WaitGroup& w : staging_wg_)
         if (w.remaining() > 0) return false;  // replies still landing
     }

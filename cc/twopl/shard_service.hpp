@@ -151,6 +151,7 @@ class ShardService final : public txn::Service {
   // WRITten from staging slots (one WRITE in flight each).
   int poll_mailboxes();
   int free_staging() const;
+  void finish_ready();
   bool send_mail(const MailTo& to, std::span<const std::byte> reply);
   void post_mail(const MailTo& to, uint32_t staging, uint32_t len);
   void serve_vote(rpc::Request& r);
