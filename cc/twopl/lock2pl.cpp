@@ -32,6 +32,22 @@
 // Strict 2PL with S and X record locks is serializable (the history check
 // certifies it).
 //
+// Scans and the lock hierarchy (2pl.granularity = partition, the default,
+// at serializable): a table with a partition level (TableDef::parent_keys)
+// has its partitions as the records' parents. A record's request comes with
+// an intention lock on its partition (IS for a read, IX for a write), and
+// a scan (Txn::scan) takes one S lock on its partition instead of a lock
+// per row; its rows are READ one-sided once the locks are granted (the
+// grant cannot carry a partition's rows; the paper's agents READ). A
+// partition the attempt asks for in several modes is asked once, in their
+// supremum (a scan and a write: SIX); a later round converts it. The
+// parents go in the same calls as their children, not a round trip ahead:
+// no row is used, and nothing written, before every lock of the call is
+// granted, so the order within a call cannot be observed. Repeatable read
+// and read committed take no partition locks (a scan locks its rows, held
+// to the end or short), and so no intention locks either: nothing would
+// take the S lock they guard against.
+//
 // Timestamp ordering, protocol "to" (the paper's 3.2.2), is the same agent
 // with another table at the shards (TsTable): a request is a timestamped
 // read or write instead of a lock, taken with a fresh timestamp per attempt
@@ -44,11 +60,9 @@
 // call that did not come back. A refusal carries the timestamp that was
 // too late for, which the worker's clock catches up with (as MVCC does).
 //
-// Not built yet, and refused by configuration until they are (doc/txn.md
-// "2PL"): intention locks on partitions, repeatable read and mailbox
-// messages.
 #include <atomic>
 #include <cstring>
+#include <utility>
 
 #include "cc/twopl/shard_service.hpp"
 #include "cc/twopl/twopl.hpp"
@@ -57,6 +71,7 @@
 #include "txn/engine.hpp"
 #include "txn/item_batch.hpp"
 #include "txn/ring_log.hpp"
+#include "txn/stages/copy_check.hpp"
 #include "txn/stages/toolkit.hpp"
 
 namespace rdtx::cc::twopl {
@@ -84,11 +99,27 @@ void add_schema_to(config::Schema& s) {
             "is refused (only a stalled or dead writer makes a wait long)");
 }
 
+// A partition the attempt locks (the lock hierarchy): the mode granted so
+// far and the mode wanted (asked in the next call when stronger).
+struct Parent {
+  uint32_t node, shard;
+  TableId table;
+  uint64_t part;
+  LockMode held, want;
+  bool requested;  // a call went: the end message goes to its shard
+};
+// A parent's item id in a lock call (an access's is its index).
+constexpr uint32_t kParentItem = 0x80000000u;
+
 void add_schema(config::Schema& s) {
   s.add_enum("2pl.policy", "bounded_wait", {"nowait", "waitdie", "bounded_wait"},
              "2PL (protocol 2pl): what a lock request that cannot be granted at once does: nowait = refused; "
              "waitdie = waits if its transaction is older than every holder and waiter, else refused; "
              "bounded_wait = waits up to 2pl.wait_ms");
+  s.add_enum("2pl.granularity", "partition", {"partition", "record"},
+             "2PL at serializable: partition = the lock hierarchy, a scan takes one S lock on its partition and "
+             "every record request an intention lock (IS, IX) on its partition; record = a scan locks each row "
+             "(as repeatable read does; no intention locks)");
   s.add_int("2pl.wait_ms", 100, 1, 60'000,
             "2PL: how long a lock request may wait before it is refused: bounded_wait's limit (the paper's "
             "100 ms), and waitdie's bound");
@@ -97,21 +128,24 @@ void add_schema(config::Schema& s) {
 class Lock2pl final : public Protocol {
  public:
   Lock2pl(rpc::HandlerId lock_id, rpc::HandlerId end_id, rpc::HandlerId vote_id, bool to, uint64_t call_timeout_ns,
-          LockMode write_mode, Isolation level)
+          LockMode write_mode, Isolation level, bool hierarchy, LockMode scan_mode, uint32_t coroutines)
       : lock_id(lock_id),
         end_id(end_id),
         vote_id(vote_id),
         to(to),
         call_timeout_ns(call_timeout_ns),
         write_mode(write_mode),
-        // Repeatable read takes the locks serializable does: record S locks
-        // held to the end; serializable's phantom protection would add
-        // locks for predicate reads, and no workload has one (doc/txn.md).
-        read_mode(static_cast<uint64_t>(LockMode::kS) | (level == Isolation::kReadCommitted ? kShortLock : 0)) {}
+        // Repeatable read takes serializable's record locks: S held to the
+        // end; serializable adds the partition locks of scans (hierarchy).
+        read_mode(static_cast<uint64_t>(LockMode::kS) | (level == Isolation::kReadCommitted ? kShortLock : 0)),
+        hierarchy(hierarchy && !to && level == Isolation::kSerializable),
+        scan_mode(scan_mode),
+        parents(this->hierarchy ? size_t{coroutines} * kMaxParents : 0) {}
   // TO: a fresh timestamp per attempt (a retry with the old one would come
   // too late again).
   void begin(Coordinator& c, Txn& t) override {
     if (to) c.renew_timestamp(t);
+    nparents[c.index()] = 0;
   }
   // The shards' handlers (the same ids on every worker; vote: 2pl only).
   const rpc::HandlerId lock_id, end_id, vote_id;
@@ -124,6 +158,17 @@ class Lock2pl final : public Protocol {
   // S, held to the end (serializable), or a short S (read committed); TO: a
   // read.
   const uint64_t read_mode;
+  // The lock hierarchy (see the top): partitions locked, scans' rows READ.
+  const bool hierarchy;
+  // A scan's partition lock: S; IS in the broken variant (writers' IX
+  // locks get past it).
+  const LockMode scan_mode;
+  // Per coroutine, the partitions its attempt locks (a distinct one per
+  // access at most).
+  static constexpr uint32_t kMaxParents = Txn::kMaxAccesses;
+  std::vector<Parent> parents;
+  uint32_t nparents[kMaxCoroutines] = {};
+  Parent* parents_of(uint32_t co) { return parents.data() + size_t{co} * kMaxParents; }
   // fetch = mailbox: the slots (nodes == 0: RPC), each coroutine's call
   // number, and one slot's copy (scans do not interleave: one thread).
   MailboxLayout mail;
@@ -225,16 +270,78 @@ AbortReason verdict_of(int32_t status) {
   }
 }
 
+// Whether access a is a scanned row the partition's S lock covers (READ
+// after the grant, no row lock).
+bool under_parent(const Lock2pl& p, Coordinator& c, const Access& a) {
+  return p.hierarchy && a.scanned && a.mode == AccessMode::kRead && c.db().def(a.table).parent_keys != 0;
+}
+
+// The lock hierarchy: the partitions of accesses [from, t.size()), each
+// wanted in the supremum of what its accesses need (IS a read, IX a write,
+// the scan mode a scanned row).
+void collect_parents(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
+  Parent* ps = p.parents_of(c.index());
+  uint32_t& np = p.nparents[c.index()];
+  const uint32_t workers = c.engine().workers_per_node();
+  for (uint32_t i = from; i < t.size(); ++i) {
+    const Access& a = t.access(i);
+    const uint64_t pk = c.db().def(a.table).parent_keys;
+    if (pk == 0 || a.fetched) continue;
+    const LockMode need = under_parent(p, c, a)           ? p.scan_mode
+                          : a.mode == AccessMode::kWrite ? LockMode::kIX
+                                                         : LockMode::kIS;
+    const uint64_t part = a.key / pk;
+    uint32_t k = 0;
+    while (k < np && !(ps[k].part == part && ps[k].table == a.table && ps[k].node == a.node)) ++k;
+    if (k == np) {
+      // A partition per access at most: kMaxParents suffices.
+      ps[np++] = {a.node, shard_of(parent_lock_name(a.table, part), workers), a.table, part, LockMode::kNL, need, false};
+    } else {
+      ps[k].want = supremum(ps[k].want, need);
+    }
+  }
+}
+
+// A granted record's reply, copied into its access.
+Verdict accept_scanned(Coordinator& c, Txn&, Access& a) {
+  if (c.db().recording()) a.writer = a.replaced = copy_word(a.copy, c.db().history_word_offset());
+  return Verdict::kAccept;
+}
+
 Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
   const uint32_t workers = c.engine().workers_per_node();
   const bool rec = c.db().recording();
   const uint32_t hw = c.db().history_word_offset();
   AbortReason verdict = AbortReason::kNone;
-  for (uint32_t i = from; i < t.size();) {
+  Parent* ps = p.parents_of(c.index());
+  uint32_t np = 0;
+  bool scanned = false;
+  if (p.hierarchy) {
+    collect_parents(p, c, t, from);
+    np = p.nparents[c.index()];
+  }
+  uint32_t pi = 0;  // the next partition to ask for
+  for (uint32_t i = from; i < t.size() || pi < np;) {
     ItemBatch& b = c.items(p.lock_id);
-    for (; i < t.size(); ++i) {
+    bool full = false;
+    // The partitions first (the same calls as their rows: see the top).
+    for (; pi < np; ++pi) {
+      Parent& q = ps[pi];
+      if (q.want == q.held) continue;
+      const uint64_t mode = static_cast<uint64_t>(q.want) | kParentLock;
+      if (!b.add_item(q.node, kParentItem | pi, q.table, q.part, t.id(), t.timestamp(), {}, 0, &mode, q.shard)) {
+        full = true;
+        break;
+      }
+      q.requested = true;
+    }
+    for (; !full && i < t.size(); ++i) {
       Access& a = t.access(i);
       if (a.fetched) continue;
+      if (under_parent(p, c, a)) {
+        scanned = true;
+        continue;
+      }
       AccessState& s = t.state<AccessState>(i);
       s.shard = shard_of(lock_name(a.table, a.key), workers);
       const uint64_t mode = a.mode == AccessMode::kWrite ? static_cast<uint64_t>(p.write_mode) : p.read_mode;
@@ -244,7 +351,7 @@ Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
       s.requested = 1;
     }
     if (b.empty()) {
-      if (i == t.size()) break;
+      if (i == t.size() && pi == np) break;
       t.fail(AbortReason::kNetwork);  // cannot happen: create() checks that a tuple fits a reply
       co_return false;
     }
@@ -252,6 +359,13 @@ Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
     if (p.mail.nodes != 0) sent = co_await mailbox_call(p, c, b);
     else sent = co_await b.call(p.call_timeout_ns);
     const bool wellformed = b.for_each_reply([&](uint32_t k, const ItemReply& r, std::span<const std::byte> d) {
+      if (k & kParentItem) {
+        Parent& q = ps[k & ~kParentItem];
+        if (r.status == kLockGranted && d.empty()) q.held = q.want;
+        else if (verdict == AbortReason::kNone)
+          verdict = r.status == kLockGranted ? AbortReason::kNetwork : verdict_of(r.status);
+        return;
+      }
       Access& a = t.access(k);
       const uint32_t tb = c.db().tuple_bytes(a.table);
       if (r.status != kLockGranted || d.size() != tb) {
@@ -283,8 +397,14 @@ Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
       co_return false;
     }
   }
+  // A scan's rows, under their partitions' S locks: nobody writes them, so
+  // a READ cannot tear (a stale location is looked up again; retries that
+  // run out cannot happen under the lock, and count as a network abort,
+  // which fails a run without faults).
+  if (scanned) co_return co_await read_tuples(c, t, Primitive::kOneSided, from, accept_scanned, AbortReason::kNetwork);
   co_return true;
 }
+
 
 // The end-of-transaction message to every shard the attempt asked (one
 // item per shard: the shard releases everything the attempt has there;
@@ -295,15 +415,28 @@ Task<bool> end(Lock2pl& p, Coordinator& c, Txn& t, bool commit) {
   ItemBatch* b = &c.commit_items(p.end_id);
   uint64_t sent_to[ItemBatch::kMaxCalls];
   uint32_t nsent = 0;
-  for (uint32_t i = 0; i < t.size(); ++i) {
-    Access& a = t.access(i);
-    AccessState& s = t.state<AccessState>(i);
-    a.locked = false;
-    if (!s.requested) continue;
-    s.requested = 0;
-    const uint64_t dest = uint64_t{a.node} * workers + s.shard;
+  // The accesses' shards, then the partitions' (the lock hierarchy).
+  Parent* ps = p.parents_of(c.index());
+  const uint32_t np = p.hierarchy ? std::exchange(p.nparents[c.index()], 0) : 0;
+  for (uint32_t k = 0; k < t.size() + np; ++k) {
+    uint32_t node, shard, id;
+    TableId table;
+    Key key;
+    if (k < t.size()) {
+      Access& a = t.access(k);
+      AccessState& s = t.state<AccessState>(k);
+      a.locked = false;
+      if (!s.requested) continue;
+      s.requested = 0;
+      node = a.node, shard = s.shard, id = k, table = a.table, key = a.key;
+    } else {
+      const Parent& q = ps[k - t.size()];
+      if (!q.requested) continue;
+      node = q.node, shard = q.shard, id = kParentItem | (k - t.size()), table = q.table, key = q.part;
+    }
+    const uint64_t dest = uint64_t{node} * workers + shard;
     bool dup = false;
-    for (uint32_t k = 0; k < nsent && !dup; ++k) dup = sent_to[k] == dest;
+    for (uint32_t j = 0; j < nsent && !dup; ++j) dup = sent_to[j] == dest;
     if (dup) continue;
     if (nsent == ItemBatch::kMaxCalls) {
       // More shards than one batch has calls: this one is awaited (and
@@ -315,7 +448,7 @@ Task<bool> end(Lock2pl& p, Coordinator& c, Txn& t, bool commit) {
       nsent = 0;
     }
     sent_to[nsent++] = dest;
-    b->add_item(a.node, i, a.table, a.key, t.id(), commit ? kEndCommit : 0, {}, 0, nullptr, s.shard);
+    b->add_item(node, id, table, key, t.id(), commit ? kEndCommit : 0, {}, 0, nullptr, shard);
   }
   if (b->empty()) co_return true;
   if (c.engine().options().passive_ack) {
@@ -445,9 +578,22 @@ DeadlockPolicy policy_of(const std::string& s) {
   return DeadlockPolicy::kBoundedWait;
 }
 
-Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode, bool to) {
+Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode, bool to,
+                                       LockMode scan_mode = LockMode::kS) {
   // A grant carries its row: every table's tuple must fit one RPC reply.
   const Database& db = e.db();
+  const bool hierarchy = !to && e.options().isolation == Isolation::kSerializable &&
+                         e.options().setting_string("2pl.granularity", "partition") == "partition";
+  // Rows inserted into a partition would need its IX lock before they
+  // appear, which the insert path does not take: refused rather than a
+  // phantom a scan could miss.
+  if (hierarchy)
+    for (TableId t = 0; t < db.tables(); ++t)
+      if (db.has_table(t) && db.def(t).parent_keys != 0 && db.def(t).grows)
+        return make_error(EINVAL,
+                          "2pl: table '%s' has partitions (scans) and takes inserts; inserts take no intention "
+                          "lock on their partition (set 2pl.granularity = \"record\", or scan another table)",
+                          db.def(t).name.c_str());
   const uint32_t room = e.ctx().rpc->max_payload() - static_cast<uint32_t>(sizeof(ItemReply));
   for (TableId t = 0; t < db.tables(); ++t)
     if (db.has_table(t) && db.tuple_bytes(t) > room)
@@ -463,7 +609,7 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode, boo
     auto svc = TsService::create(e, cfg);
     if (!svc.ok()) return svc.error();
     p = std::make_unique<Lock2pl>((*svc)->lock_handler(), (*svc)->end_handler(), 0, true, cfg.wait_ns + rpc_ns,
-                                  write_mode, e.options().isolation);
+                                  write_mode, e.options().isolation, false, scan_mode, e.options().coroutines);
     e.add_service(std::move(*svc));
   } else {
     LockService::Config cfg;
@@ -478,7 +624,8 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode, boo
     auto svc = LockService::create(e, cfg);
     if (!svc.ok()) return svc.error();
     p = std::make_unique<Lock2pl>((*svc)->lock_handler(), (*svc)->end_handler(), (*svc)->vote_handler(), false,
-                                  cfg.wait_ns + rpc_ns, write_mode, e.options().isolation);
+                                  cfg.wait_ns + rpc_ns, write_mode, e.options().isolation, hierarchy, scan_mode,
+                                  e.options().coroutines);
     e.add_service(std::move(*svc));
     p->set_stage(Stage::kValidate, *p, vote);
     if (cfg.mailbox) {
@@ -494,6 +641,9 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode, boo
 
 Result<std::unique_ptr<Protocol>> create(WorkerEngine& e) { return make(e, LockMode::kX, false); }
 Result<std::unique_ptr<Protocol>> create_shared_writes(WorkerEngine& e) { return make(e, LockMode::kS, false); }
+Result<std::unique_ptr<Protocol>> create_scan_is(WorkerEngine& e) {
+  return make(e, LockMode::kX, false, LockMode::kIS);
+}
 Result<std::unique_ptr<Protocol>> create_to(WorkerEngine& e) { return make(e, LockMode::kX, true); }
 Result<std::unique_ptr<Protocol>> create_to_writes_as_reads(WorkerEngine& e) { return make(e, LockMode::kS, true); }
 
@@ -583,6 +733,36 @@ const ProtocolDef kLock2plSharedWrites = {
     {Isolation::kRepeatableRead, Isolation::kReadCommitted},
 };
 
+// Broken on purpose (tests only): a scan takes IS on its partition instead
+// of S, so a writer's IX gets past it and the scan reads some rows before
+// the writer's commit and others after (BrokenProtocol.ScanIntentionLocksAreCaught).
+const ProtocolDef kLock2plScanIs = {
+    "2pl-broken-scanis",
+    "2pl whose scans take IS on their partition (broken on purpose: tests only)",
+    0,
+    sizeof(AccessState),
+    Isolation::kSerializable,
+    {{Primitive::kRpc, Primitive::kMailbox}, {}, {Primitive::kRpc}, {}, {Primitive::kOneSided}},
+    {{"lock_denied", "lock denied"},
+     {"lock_wait_timeout", "lock wait timed out"},
+     {"lock_table_full", "lock table full"},
+     {"vote_abort", "2PC: a participant voted abort"},
+     {"vote_timeout", "2PC: the votes did not all come"}},
+    Stage::kFetch,
+    no_lock_in_tuples,
+    create_scan_is,
+    true,
+    0,
+    nullptr,
+    region_bytes,
+    add_schema,
+    true,
+    false,
+    true,
+    policy_variants(),
+    {Isolation::kRepeatableRead, Isolation::kReadCommitted},
+};
+
 // Timestamp ordering: the item's rts and wts are the tuple's two protocol
 // words (zero in a new tuple: a row no one can have read before its
 // inserter's guard, txn.hpp). A row that moves would lose them: refused.
@@ -636,6 +816,7 @@ const ProtocolDef kToWritesAsReads = {
 
 RDTX_REGISTER_PROTOCOL(kLock2pl)
 RDTX_REGISTER_PROTOCOL(kLock2plSharedWrites)
+RDTX_REGISTER_PROTOCOL(kLock2plScanIs)
 RDTX_REGISTER_PROTOCOL(kTo)
 RDTX_REGISTER_PROTOCOL(kToWritesAsReads)
 

@@ -170,18 +170,20 @@ uint32_t ShardService<Table>::serve_items(std::span<const std::byte> payload, st
     if (data.size() == 8) std::memcpy(&mode_word, data.data(), 8);
     const auto mode = static_cast<LockMode>(mode_word & 0xff);
     const bool short_lock = (mode_word & kShortLock) != 0;
-    // TO: a read (S) or a write (X), nothing held short.
+    const bool parent = (mode_word & kParentLock) != 0;
+    // TO: a read (S) or a write (X), nothing held short. 2PL: a partition's
+    // lock is held to the end.
     const bool mode_ok = kTimestampOrdering ? mode_word == static_cast<uint64_t>(LockMode::kS) ||
                                                   mode_word == static_cast<uint64_t>(LockMode::kX)
-                                            : (mode_word & ~(kShortLock | 0xff)) == 0 &&
+                                            : (mode_word & ~(kShortLock | kParentLock | 0xff)) == 0 &&
                                                   (mode_word & 0xff) <= static_cast<uint64_t>(LockMode::kX) &&
-                                                  mode != LockMode::kNL;
+                                                  mode != LockMode::kNL && !(parent && short_lock);
     if (tab == nullptr || data.size() != 8 || !mode_ok || (txn != 0 && h.arg0 != txn) || h.arg0 == 0) {
       if (!put({-EINVAL, 0, 0, 0, 0}, 0)) break;
       continue;
     }
     txn = h.arg0;
-    const uint32_t tb = tab->tuple_bytes();
+    const uint32_t tb = parent ? 0 : tab->tuple_bytes();
     if (out.size() < len + sizeof(ItemReply) + pad8(tb)) {  // the caller sized its call for this
       put({-EMSGSIZE, 0, 0, 0, 0}, 0);
       break;
@@ -194,7 +196,7 @@ uint32_t ShardService<Table>::serve_items(std::span<const std::byte> payload, st
       put({kLockFull, 0, 0, 0, 0}, 0);
       continue;
     }
-    const uint64_t name = lock_name(h.table, h.key);
+    const uint64_t name = parent ? parent_lock_name(h.table, h.key) : lock_name(h.table, h.key);
     const uint32_t at = len;
     const typename Table::Request req{txn, h.arg1, mode, (uint64_t{p} << 32) | at};
     uint64_t seen = 0;
@@ -214,7 +216,7 @@ uint32_t ShardService<Table>::serve_items(std::span<const std::byte> payload, st
       case Table::Outcome::kGranted: {
         ItemReply rep{};
         std::byte* slot = put(rep, tb);
-        rep.status = copy_row(h.table, h.key, slot, tb, &rep.tuple_index, &rep.state);
+        rep.status = parent ? kLockGranted : copy_row(h.table, h.key, slot, tb, &rep.tuple_index, &rep.state);
         rep.len = tb;
         std::memcpy(out.data() + at, &rep, sizeof rep);
         if constexpr (!kTimestampOrdering)
@@ -223,8 +225,8 @@ uint32_t ShardService<Table>::serve_items(std::span<const std::byte> payload, st
       }
       case Table::Outcome::kWaiting:
         // The slot is reserved at its full size; the event fills it in. The
-        // table, key and short flag wait in the reply's arg, tuple_index and state.
-        put({kLockPending, 0, h.key, short_lock ? 1u : 0u, h.table}, tb);
+        // table, key and flags (1 short, 2 a partition) wait in the reply's arg, tuple_index and state.
+        put({kLockPending, 0, h.key, (short_lock ? 1u : 0u) | (parent ? 2u : 0u), h.table}, tb);
         ++waiting;
         stats.lock_waits += counting;
         break;
@@ -266,9 +268,9 @@ int ShardService<Table>::deliver_events() {
     if (ev.granted) {
       const txn::TableId table = static_cast<txn::TableId>(rep.arg);
       const txn::Key key = rep.tuple_index;
-      const bool short_lock = rep.state != 0;
+      const bool short_lock = (rep.state & 1) != 0, parent = (rep.state & 2) != 0;
       rep.arg = rep.tuple_index = rep.state = 0;
-      rep.status = copy_row(table, key, slot, rep.len, &rep.tuple_index, &rep.state);
+      rep.status = parent ? kLockGranted : copy_row(table, key, slot, rep.len, &rep.tuple_index, &rep.state);
       if constexpr (!kTimestampOrdering)
         if (short_lock) table_.release(ev.lock, ev.txn);
     } else {

@@ -7,7 +7,8 @@
 //   <p>.lock  per item (table, key; arg0 the attempt id, arg1 its
 //             timestamp; data: the mode word) ask for the record in that
 //             mode: a lock (2pl; a short lock is released once the row is
-//             copied) or a timestamped read or write (to). Granted: the
+//             copied; a partition's lock, kParentLock, carries no row) or a
+//             timestamped read or write (to). Granted: the
 //             reply carries the tuple, copied while nobody may write it
 //             (the paper replies with the address and the agent READs it;
 //             doc/txn.md "2PL" says why one message here). Refused: the
@@ -85,6 +86,11 @@ enum LockStatus : int32_t {
 // for a short lock: released as soon as the row is copied (read committed's
 // read locks), never held to the end of the transaction.
 inline constexpr uint64_t kShortLock = 0x100;
+// ... and this one for a partition's lock (the lock hierarchy, doc/txn.md
+// "Scans and the lock hierarchy"): the item's key is the partition number,
+// the lock is parent_lock_name()'s, and the grant carries no row (the
+// caller READs the rows it needs afterwards, as the paper does).
+inline constexpr uint64_t kParentLock = 0x200;
 
 // End message flags (ItemHeader::arg1).
 inline constexpr uint64_t kEndCommit = 1;
@@ -96,6 +102,11 @@ inline uint64_t lock_name(txn::TableId table, txn::Key key) {
   x *= 0xd6e8feb86659fd93ull;
   x ^= x >> 32;
   return x;
+}
+// A partition's lock name: the record name of its number, salted so that
+// partition k and record k of a table are different locks.
+inline uint64_t parent_lock_name(txn::TableId table, uint64_t part) {
+  return lock_name(table, part ^ 0x8a5cd789635d2dffull) ^ 0x9e3779b97f4a7c15ull;
 }
 inline uint32_t shard_of(uint64_t name, uint32_t workers) { return static_cast<uint32_t>((name >> 40) % workers); }
 

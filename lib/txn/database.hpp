@@ -68,6 +68,12 @@ struct TableDef {
   // (store::TableSpec::grows), so the run is not capped at that number.
   bool grows = false;
   uint64_t max_capacity_per_node = 0;  // with grows: the most it may hold (0: what memory allows)
+  // The lock hierarchy's partition level (2PL's intention locks, doc/txn.md
+  // "Scans and the lock hierarchy"): on each owner node, the rows with keys
+  // [k * parent_keys, (k + 1) * parent_keys) form partition k, the parent
+  // whose one S lock covers a scan of them. 0: no partition level (records
+  // are locked alone).
+  uint64_t parent_keys = 0;
 };
 
 // A protocol's registered region of one worker (ProtocolDef::region_bytes)

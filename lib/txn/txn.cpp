@@ -64,9 +64,14 @@ int Txn::declare(TableId table, Key key, AccessMode mode) {
       return static_cast<int>(i);
     }
   }
+  if (!append(table, key, mode)) return 0;
+  return static_cast<int>(n_ - 1);
+}
+
+bool Txn::append(TableId table, Key key, AccessMode mode) {
   if (n_ == kMaxAccesses || !co_->db().has_table(table) || co_->db().def(table).replicated) {
     overflow_ = true;
-    return 0;
+    return false;
   }
   Access& a = acc_[n_];
   a = Access{};
@@ -78,7 +83,21 @@ int Txn::declare(TableId table, Key key, AccessMode mode) {
   a.copy = co_->slot(n_);
   if (state_bytes_ != 0) std::memset(state_ + static_cast<size_t>(n_) * state_bytes_, 0, state_bytes_);
   if (const store::LocationCache* cache = co_->engine().cache()) cache->prefetch(table, key);
-  return static_cast<int>(n_++);
+  ++n_;
+  return true;
+}
+
+int Txn::scan(TableId table, Key first, uint32_t count) {
+  const uint32_t at = n_;
+  for (uint32_t i = 0; i < n_; ++i)
+    if (acc_[i].table == table && acc_[i].key - first < count) overflow_ = true;  // overlaps an earlier access
+  if (count > kMaxAccesses - n_) overflow_ = true;
+  if (overflow_) return 0;
+  for (uint32_t k = 0; k < count; ++k) {
+    if (!append(table, first + k, AccessMode::kRead)) return 0;
+    acc_[n_ - 1].scanned = true;
+  }
+  return static_cast<int>(at);
 }
 
 int Txn::insert(TableId table, Key key) {

@@ -73,6 +73,7 @@ struct Access {
   bool fetched = false;
   bool locked = false;        // this attempt holds the tuple's lock
   bool shared = false;        // ... as one of its shared holders (txn.options.read_locks)
+  bool scanned = false;       // declared by Txn::scan: a row of a predicate read
   RowChange change = RowChange::kNone;
 };
 
@@ -98,6 +99,20 @@ class Txn {
   // later declared as a write is upgraded if not fetched yet).
   int read(TableId table, Key key) { return declare(table, key, AccessMode::kRead); }
   int write(TableId table, Key key) { return declare(table, key, AccessMode::kWrite); }
+  // Declares a scan: the rows with keys [first, first + count) of `table`,
+  // read; returns the access index of key `first`, that of key first + k
+  // being the returned index + k. A scan is a predicate read over a key
+  // range: a protocol may lock the range as a whole rather than each row
+  // (2PL at serializable: one S lock per partition, TableDef::parent_keys,
+  // the rows then read without row locks); the others read each row as
+  // read() would. A row of the range may be declared a write afterwards
+  // (write() returns its access). Every key of the range must exist (an
+  // absent one aborts the attempt, kNotFound): the history records the
+  // rows read, not the predicate, so a scanned range must not gain or lose
+  // rows (no workload inserts into one; doc/txn.md). A range overlapping
+  // an access declared before, or more than kMaxAccesses accesses in all,
+  // fails the attempt (declare_failed()).
+  int scan(TableId table, Key first, uint32_t count);
 
   // Declares the insert of a new row; returns its index for
   // inserted<R>(k). Its record starts zeroed. Only on the coordinator's own
@@ -174,6 +189,9 @@ class Txn {
  private:
   friend class Coordinator;
   int declare(TableId table, Key key, AccessMode mode);
+  // Appends a new access (no duplicate check); false if full or not a table
+  // a transaction may declare.
+  bool append(TableId table, Key key, AccessMode mode);
   void change(int i, RowChange c);
   runtime::Task<bool> abort_declared();
   void reset(uint64_t id);

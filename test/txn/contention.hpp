@@ -55,6 +55,8 @@ struct Combo {
   // More protocol settings, after the variant's: tests' hooks no
   // configuration has (2pl.test_vote_abort_every).
   std::vector<std::pair<std::string, std::string>> settings = {};
+  // Workload settings ("ycsb.scan_percent=100"), after the variant's.
+  std::vector<std::string> workload_settings = {};
   // Chaos: extra shm devargs (faults), the RPC timeout, and the warm-up
   // (measuring starts after it, e.g. after an injected stall).
   std::string faults = "";
@@ -117,7 +119,8 @@ inline uint64_t stress_seed() {
 
 inline const txn::ProtocolDef* protocol_of(const std::string& name);
 inline Result<std::unique_ptr<txn::Workload>> contended_workload(const std::string& name, uint32_t nodes,
-                                                                  double seconds = 0);
+                                                                  double seconds = 0,
+                                                                  const std::vector<std::string>& more = {});
 
 // Why the configuration refuses `c` at load, by design: a text its error
 // names, or "" when it runs. CALVIN refuses a
@@ -292,7 +295,8 @@ inline constexpr uint32_t kNodes = 3;
 // `seconds` (the measured time of the run it is for): a run no longer than
 // WorkloadDef::kShortRunSeconds gets the workload's short_run overrides too.
 inline Result<std::unique_ptr<txn::Workload>> contended_workload(const std::string& name, uint32_t nodes,
-                                                                  double seconds) {
+                                                                  double seconds,
+                                                                  const std::vector<std::string>& more) {
   const txn::WorkloadDef* def = txn::find_workload(base_workload(name));
   if (def == nullptr) return make_error(EINVAL, "unknown workload '%s'", name.c_str());
   config::Schema schema;
@@ -307,6 +311,7 @@ inline Result<std::unique_ptr<txn::Workload>> contended_workload(const std::stri
   }
   if (seconds > 0 && seconds <= txn::WorkloadDef::kShortRunSeconds)
     overrides.insert(overrides.end(), def->short_run.begin(), def->short_run.end());
+  overrides.insert(overrides.end(), more.begin(), more.end());
   auto cfg = config::Config::parse(schema, "", name + ".contended", overrides);
   if (!cfg.ok()) return make_error(cfg.error().code, "workload '%s': %s", name.c_str(), cfg.error().message.c_str());
   auto w = def->create(*cfg, nodes);
@@ -316,7 +321,7 @@ inline Result<std::unique_ptr<txn::Workload>> contended_workload(const std::stri
 
 // Runs `c` for `seconds` with `seed` and checks the history it recorded.
 inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double seconds) {
-  auto workload = contended_workload(c.workload, kNodes, c.warmup_s + seconds);
+  auto workload = contended_workload(c.workload, kNodes, c.warmup_s + seconds, c.workload_settings);
   if (!workload.ok()) return workload.error();
 
   run::RunConfig rc;

@@ -81,6 +81,14 @@ void Ycsb::add_schema(config::Schema& s) {
   s.add_int("ycsb.relocate_percent", 0, 0, 100,
             "percent of read-modify-writes of the coordinator's own records that also move the record to another "
             "tuple (delete and reinsert: peers' locations go stale; tests)");
+  s.add_int("ycsb.scan_percent", 0, 0, 100,
+            "percent of transactions that are a Scan: the records from a start key on, within one partition "
+            "(YCSB's workload E; a read-modify-write of the first with probability 1 - read_percent)");
+  s.add_int("ycsb.scan_length", 100, 1, kMaxScanLength,
+            "a scan's length is uniform in 1..scan_length (YCSB's maxscanlength, workload E: 100)");
+  s.add_int("ycsb.partition_records", 1000, 1, 1 << 26,
+            "with scans: records per partition, the lock hierarchy's level under the table (a scan stays in "
+            "its start's partition; 2PL at serializable takes one S lock on it)");
   s.add_check([](const config::Config& c) -> std::string {
     if (c.get_int("ycsb.compute_ns") > 0 && c.get_int("ycsb.compute_percent") > 0)
       return "ycsb.compute_ns (" + c.origin("ycsb.compute_ns") + ") and ycsb.compute_percent (" +
@@ -124,6 +132,9 @@ Ycsb::Params Ycsb::params_from(const config::Config& cfg, uint32_t nodes) {
   p.compute_percent = static_cast<uint32_t>(cfg.get_int("ycsb.compute_percent"));
   p.compute_yield = cfg.get_bool("ycsb.compute_yield");
   p.relocate_percent = static_cast<uint32_t>(cfg.get_int("ycsb.relocate_percent"));
+  p.scan_percent = static_cast<uint32_t>(cfg.get_int("ycsb.scan_percent"));
+  p.scan_length = static_cast<uint32_t>(cfg.get_int("ycsb.scan_length"));
+  p.partition_records = static_cast<uint64_t>(cfg.get_int("ycsb.partition_records"));
   p.nodes = nodes;
   return p;
 }
@@ -146,7 +157,10 @@ std::vector<txn::TableDef> Ycsb::tables(uint32_t nodes) const {
   // Relocations take a free tuple before they give theirs back: one per
   // worker thread at a time; kRelocationSlack is plenty.
   const uint64_t cap = p_.records_per_node + (p_.relocate_percent > 0 ? kRelocationSlack : 0);
-  return {{kTable, "usertable", p_.record_bytes, static_cast<uint32_t>(cap), part.value()}};
+  txn::TableDef t{kTable, "usertable", p_.record_bytes, static_cast<uint32_t>(cap), part.value()};
+  // Partitions only where something locks them: a scan.
+  if (p_.scan_percent > 0) t.parent_keys = p_.partition_records;
+  return {t};
 }
 
 Result<void> Ycsb::load(store::Store& s, uint32_t partition) const {
@@ -157,7 +171,15 @@ Result<void> Ycsb::load(store::Store& s, uint32_t partition) const {
   });
 }
 
-std::vector<std::string> Ycsb::type_names() const { return {"ReadOnly", "ReadWrite"}; }
+std::vector<std::string> Ycsb::type_names() const { return {"ReadOnly", "ReadWrite", "Scan"}; }
+
+// A scan's range: from its start key, at most `length` records, within the
+// start's partition and node (keys of a node are contiguous).
+uint32_t Ycsb::scan_count(uint64_t start, uint32_t length) const {
+  const uint64_t part_end = (start / p_.partition_records + 1) * p_.partition_records;
+  const uint64_t node_end = (start / p_.records_per_node + 1) * p_.records_per_node;
+  return static_cast<uint32_t>(std::min<uint64_t>(length, std::min(part_end, node_end) - start));
+}
 
 uint64_t Ycsb::pick(txn::Rng& rng) const {
   switch (p_.distribution) {
@@ -192,6 +214,15 @@ uint64_t Ycsb::pick(txn::Rng& rng) const {
 
 void Ycsb::generate(txn::Rng& rng, uint32_t home_node, txn::TxnInput& in) const {
   in.home_node = home_node;
+  if (p_.scan_percent > 0 && rng() % 100 < p_.scan_percent) {
+    const uint64_t start = pick(rng);
+    const uint32_t length = 1 + static_cast<uint32_t>(rng() % p_.scan_length);
+    const bool write = rng() % 100 >= p_.read_percent;
+    in.type = kScanType;
+    in.args[0] = start << 1 | (write ? 1 : 0);
+    in.args[1] = scan_count(start, length);
+    return;
+  }
   uint32_t writes = 0;
   for (uint32_t i = 0; i < p_.ops_per_txn; ++i) {
     uint64_t key;
@@ -229,6 +260,7 @@ thread_local ComputeCalibration t_calibration;
 }  // namespace
 
 Task<bool> Ycsb::execute(Txn& t, const txn::TxnInput& in, int64_t* delta) const {
+  if (in.type == kScanType) co_return co_await scan(t, in, delta);
   const uint64_t start = env::tsc();
   int idx[kMaxOps];
   for (uint32_t i = 0; i < p_.ops_per_txn; ++i) {
@@ -284,6 +316,22 @@ Task<bool> Ycsb::execute(Txn& t, const txn::TxnInput& in, int64_t* delta) const 
   co_return ok;
 }
 
+// A Scan: the records of the range, read; the first also rewritten if the
+// input says so. Each copy must be one consistent version of its record.
+Task<bool> Ycsb::scan(Txn& t, const txn::TxnInput& in, int64_t* delta) const {
+  const uint64_t first = in.args[0] >> 1;
+  const uint32_t count = static_cast<uint32_t>(in.args[1]);
+  const bool write = (in.args[0] & 1) != 0;
+  const int at = t.scan(kTable, first, count);
+  if (write) t.write(kTable, first);
+  if (!co_await t.fetch()) co_return false;
+  uint64_t w = 0;
+  if (write && consistent(t.record(at), first, &w)) fill(t.mutable_record(at), first, w + 1);
+  const bool ok = co_await t.commit();
+  *delta = ok && write ? 1 : 0;
+  co_return ok;
+}
+
 namespace {
 
 // One step of the computation: a dependent multiply-add the compiler cannot
@@ -329,13 +377,20 @@ void Ycsb::burn_ns(uint64_t ns) {
 // Mirrors execute(): one access per operation, a write if its low bit is set.
 bool Ycsb::declare(const txn::TxnInput& in, txn::DeclaredSet& out) const {
   out.n = 0;
+  if (in.type == kScanType) {
+    const uint64_t first = in.args[0] >> 1;
+    for (uint64_t k = 0; k < in.args[1]; ++k)
+      if (!out.add(kTable, first + k, k == 0 && (in.args[0] & 1) ? txn::AccessMode::kWrite : txn::AccessMode::kRead))
+        return false;
+    return true;
+  }
   for (uint32_t i = 0; i < p_.ops_per_txn; ++i)
     if (!out.add(kTable, in.args[i] >> 1, (in.args[i] & 1) ? txn::AccessMode::kWrite : txn::AccessMode::kRead))
       return false;
   return true;
 }
 
-bool Ycsb::declares(uint16_t type) const { return type <= 1; }
+bool Ycsb::declares(uint16_t type) const { return type <= kScanType; }
 
 Result<int64_t> Ycsb::check_node(txn::Database& db, uint32_t n) const {
   int64_t total = 0;
@@ -380,7 +435,14 @@ const txn::WorkloadDef kYcsb = {
     // location cache, index walks, RPC lookups): half of the own-node
     // writes relocate.
     {{"relocate", {"ycsb.records_per_node=500", "ycsb.distribution=hotspot", "ycsb.hot_records_per_node=16",
-                   "ycsb.hot_percent=80", "ycsb.ops_per_txn=4", "ycsb.read_percent=50", "ycsb.relocate_percent=50"}}},
+                   "ycsb.hot_percent=80", "ycsb.ops_per_txn=4", "ycsb.read_percent=50", "ycsb.relocate_percent=50"}},
+     // Scans of up to 12 records (CALVIN's calvin.max_accesses is 16) in
+     // partitions of 32, 30% of the transactions, beside the hot writers:
+     // 2PL at serializable locks their partitions (S, SIX with the write)
+     // against the writers' intention locks.
+     {"scan", {"ycsb.records_per_node=500", "ycsb.distribution=hotspot", "ycsb.hot_records_per_node=16",
+               "ycsb.hot_percent=80", "ycsb.ops_per_txn=4", "ycsb.read_percent=50", "ycsb.scan_percent=30",
+               "ycsb.scan_length=12", "ycsb.partition_records=32"}}},
 };
 RDTX_REGISTER_WORKLOAD(kYcsb)
 

@@ -15,6 +15,15 @@
 // calibrated against the TSC (RCC's usleep() blocks its worker thread: no
 // other coroutine runs), or in a yielding sleep if `compute_yield`.
 //
+// Scans (`scan_percent`, as YCSB's workload E: a start key and a length
+// uniform in 1..`scan_length`, YCSB's maxscanlength = 100 and
+// scanlengthdistribution = uniform): a Scan transaction reads the records
+// from its start key on (Txn::scan), clipped to the start's partition of
+// `partition_records` keys, and is a read-modify-write of its first record
+// with probability 1 - read_percent. With scans the table has that
+// partition level (TableDef::parent_keys): 2PL at serializable locks a
+// scan's partition, not its rows (doc/txn.md).
+//
 // Relocation (`relocate_percent`, tests): a read-modify-write of a record
 // of the coordinator's node may also move it to another tuple, whose old
 // tuple the next move takes for another key.
@@ -56,6 +65,9 @@ class Ycsb final : public txn::Workload {
     // reinsert, so that locations peers hold go stale and tuples change
     // keys under them (rdtx's test of stale locations, not RCC's YCSB).
     uint32_t relocate_percent = 0;
+    uint32_t scan_percent = 0;   // percent of transactions that are a Scan
+    uint32_t scan_length = 100;  // a scan's most records
+    uint64_t partition_records = 1000;
     uint32_t nodes = 1;
   };
   static void add_schema(config::Schema& s);
@@ -75,7 +87,9 @@ class Ycsb final : public txn::Workload {
   Result<int64_t> check_node(txn::Database& db, uint32_t node) const override;
   Result<void> check_total(int64_t sum, uint32_t nodes, int64_t committed_delta) const override;
 
-  static constexpr uint32_t kMaxOps = 12;  // TxnInput carries the keys (and, in args[kMaxOps], the relocations)
+  static constexpr uint32_t kMaxOps = 12;
+  static constexpr uint16_t kScanType = 2;
+  static constexpr uint32_t kMaxScanLength = 500;  // TxnInput carries the keys (and, in args[kMaxOps], the relocations)
   static constexpr uint64_t kRelocationSlack = 64;
 
   // Burns `ns` of CPU without yielding: a loop calibrated against the TSC.
@@ -85,6 +99,8 @@ class Ycsb final : public txn::Workload {
 
  private:
   uint64_t pick(txn::Rng& rng) const;
+  uint32_t scan_count(uint64_t start, uint32_t length) const;
+  runtime::Task<bool> scan(txn::Txn& t, const txn::TxnInput& in, int64_t* delta) const;
   // compute_percent: attempts of each worker thread skipped (start-up), then measured.
   static constexpr uint32_t kCalibrationSkip = 2000, kCalibrationSamples = 1000;
   const uint64_t id_;                                      // tells the calibrations of runs apart
