@@ -582,7 +582,9 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode, boo
                                        LockMode scan_mode = LockMode::kS) {
   // A grant carries its row: every table's tuple must fit one RPC reply.
   const Database& db = e.db();
-  const bool hierarchy = !to && e.options().isolation == Isolation::kSerializable &&
+  bool partitions = false;  // a table has a partition level
+  for (TableId t = 0; t < db.tables(); ++t) partitions |= db.has_table(t) && db.def(t).parent_keys != 0;
+  const bool hierarchy = partitions && !to && e.options().isolation == Isolation::kSerializable &&
                          e.options().setting_string("2pl.granularity", "partition") == "partition";
   // Rows inserted into a partition would need its IX lock before they
   // appear, which the insert path does not take: refused rather than a

@@ -7,7 +7,9 @@ shm between processes, true parallelism unlike the single-thread stress
 test) in the workload's contended setting (the --list-workloads settings: a
 small hot set), with history recording and the checks; node 0's report must
 pass every check, history certified serializable included (replicas equal,
-for the runs with 3-way replication).
+for the runs with 3-way replication). A protocol with a deadlock policy
+key and several isolation levels (2PL) also runs each preset at every other
+policy x level.
 
   RDTX_STRESS_SECONDS  measured seconds per preset (default and minimum 1)
   GTEST_TOTAL_SHARDS, GTEST_SHARD_INDEX  run every TOTAL-th run from INDEX on
@@ -85,6 +87,35 @@ def protocol_of(preset):
 
 runs += [(w, p, " @ 3 replicas, random word order", x + replicated(p) + ADVERSARIAL) for w, p, x in presets
          if protocol_of(p) in REPLICABLE]
+# A protocol with a deadlock policy key (<p>.policy, --keys) and several
+# isolation levels (--list): its presets also run every other policy x
+# level, each checked at its level (2PL: NoWait, WaitDie, Bounded Wait at
+# serializable, repeatable read and read committed).
+POLICIES = {}
+for line in subprocess.run([BENCH, "--keys"], check=True, capture_output=True, text=True).stdout.splitlines():
+    m = re.match(r"^(\S+)\.policy\s+enum\s+\S+\s+(.+?)\s{2,}", line)
+    if m:
+        POLICIES[m.group(1)] = [v.strip() for v in m.group(2).split("|")]
+LEVELS, proto = {}, None
+for line in LISTED:
+    if re.match(r"^  \S", line):
+        proto = line.split()[0]
+    elif proto and line.split()[:1] == ["isolation"]:
+        LEVELS[proto] = [v.strip().replace(" ", "_") for v in line.split(None, 1)[1].split("(")[0].split(",")]
+
+
+def own_setting(preset, section, key, default):
+    with open(preset, "rb") as f:
+        return tomllib.load(f).get(section, {}).get(key, default)
+
+
+for w, p, x in presets:
+    proto = protocol_of(p)
+    if proto not in POLICIES or len(LEVELS.get(proto, [])) < 2:
+        continue
+    own = (own_setting(p, proto, "policy", ""), own_setting(p, "txn", "isolation", "serializable"))
+    runs += [(w, p, f" @ {pol}, {lvl}", x + ["--set", f"{proto}.policy={pol}", "--set", f"txn.isolation={lvl}"])
+             for pol in POLICIES[proto] for lvl in LEVELS[proto] if (pol, lvl) != own]
 SHARDS = int(os.environ.get("GTEST_TOTAL_SHARDS", "1") or 1)
 SHARD = int(os.environ.get("GTEST_SHARD_INDEX", "0") or 0)
 if SHARDS > 1:
