@@ -215,10 +215,17 @@ TEST(BrokenProtocol, SharedWriteLocksAreCaught) {
 // 2PL whose scans take IS instead of S on their partition: a writer's IX
 // gets past it, so a scan reads some rows before a writer's commit and
 // others after it; caught on YCSB's scans under every deadlock policy. The
-// same runs with S (the generated suite's ycsb/scan x 2pl) are certified.
+// generated suite's ycsb/scan x 2pl runs, with S, are certified.
 TEST(BrokenProtocol, ScanIntentionLocksAreCaught) {
   for (const char* policy : {"nowait", "waitdie", "bounded_wait"}) {
     Combo cb{"ycsb/scan", std::string("2pl-broken-scanis/") + policy};
+    // Only the scan's READs are unprotected, and a read-only scan shows the
+    // bug only when a writer's write-back lands amid them (read skew): half
+    // the transactions scan whole 32-row partitions holding the 32 hot rows,
+    // every other operation writes. (ycsb/scan's own mix shows it too, but
+    // too rarely for a sanitizer build's 8 runs.)
+    cb.workload_settings = {"ycsb.scan_percent=50", "ycsb.read_percent=0", "ycsb.scan_length=32",
+                            "ycsb.hot_records_per_node=32"};
     SCOPED_TRACE(name_of(cb));
     ASSERT_FALSE(refused(cb));
     auto out = until_caught(cb);
