@@ -59,7 +59,6 @@
 // only to the shards where something may be left: a pending write, or a
 // call that did not come back. A refusal carries the timestamp that was
 // too late for, which the worker's clock catches up with (as MVCC does).
-//
 #include <atomic>
 #include <cstring>
 #include <utility>
@@ -302,7 +301,8 @@ void collect_parents(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
   }
 }
 
-// A granted record's reply, copied into its access.
+// A scanned row READ under its partition's S lock: nobody writes it, so
+// the copy is accepted as it is (its writer recorded for the history).
 Verdict accept_scanned(Coordinator& c, Txn&, Access& a) {
   if (c.db().recording()) a.writer = a.replaced = copy_word(a.copy, c.db().history_word_offset());
   return Verdict::kAccept;
