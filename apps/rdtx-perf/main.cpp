@@ -35,7 +35,13 @@ Options (LIST = comma-separated values):
   --verb LIST          read, write, cas, faa, echo, rpc, or all (default:
                        read). echo is an RPC-style SEND + reply SEND on raw UD
                        QPs; rpc is a call to a trivial handler through lib/rpc;
-                       both count round trips
+                       both count round trips. Not in all: oracle and
+                       oracle-faa, NAM-DB's timestamp vector oracle (a READ of
+                       the vector, then a WRITE of the context's slot, or the
+                       compressed vector's FAA), counting timestamp
+                       transactions; every coroutine (--outstanding) of every
+                       worker is a context; --size is ignored (the size column
+                       is the vector's bytes), --batch must be 1
   --size LIST          payload bytes, 8..4096 (default: 64); atomics are 8
   --batch LIST         work requests per doorbell, 1..256 (default: 1); only
                        the last of a batch is signaled
@@ -150,7 +156,9 @@ Params parse_args(std::vector<std::string> args, bool& list_drivers) {
           else if (s == "faa") p.verbs.push_back(Verb::kFaa);
           else if (s == "echo" || s == "send") p.verbs.push_back(Verb::kEcho);
           else if (s == "rpc") p.verbs.push_back(Verb::kRpc);
-          else usage_error("--verb: '" + s + "' is not one of read, write, cas, faa, echo, rpc, all");
+          else if (s == "oracle") p.verbs.push_back(Verb::kOracle);
+          else if (s == "oracle-faa") p.verbs.push_back(Verb::kOracleFaa);
+          else usage_error("--verb: '" + s + "' is not one of read, write, cas, faa, echo, rpc, all, oracle, oracle-faa");
         }
         break;
       }
@@ -255,7 +263,9 @@ int main(int argc, char** argv) {
                 "Mops/s", "Gbit/s", "p50(us)", "p99(us)", "p999(us)", "busy", "errors");
     toml::array points;
     for (Verb v : p.verbs)
-      for (uint32_t size : p.sizes)
+      for (uint32_t size : p.sizes) {
+        // The oracle's size is its vector's: one point per other value.
+        if ((v == Verb::kOracle || v == Verb::kOracleFaa) && size != p.sizes.front()) break;
         for (uint32_t batch : p.batches)
           for (uint32_t out : p.outstanding)
             for (uint32_t workers : p.worker_counts) {
@@ -272,6 +282,7 @@ int main(int argc, char** argv) {
               if (pt->errors > 0) rc = 1;
               points.push_back(point_json(*pt));
             }
+      }
     if (!p.json_path.empty()) {
       toml::table doc{
           {"tool", "rdtx-perf"},

@@ -51,7 +51,9 @@ rdma::Opcode opcode_of(Verb v) {
     case Verb::kCas: return rdma::Opcode::kCompareSwap;
     case Verb::kFaa: return rdma::Opcode::kFetchAdd;
     case Verb::kEcho:
-    case Verb::kRpc: break;
+    case Verb::kRpc:
+    case Verb::kOracle:
+    case Verb::kOracleFaa: break;
   }
   return rdma::Opcode::kSend;
 }

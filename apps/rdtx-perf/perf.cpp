@@ -18,6 +18,8 @@ const char* to_string(Verb v) {
     case Verb::kFaa: return "faa";
     case Verb::kEcho: return "echo";
     case Verb::kRpc: return "rpc";
+    case Verb::kOracle: return "oracle";
+    case Verb::kOracleFaa: return "oracle-faa";
   }
   return "?";
 }
@@ -50,8 +52,10 @@ Result<Point> run_point(Cluster& c, const Params& p, Verb verb, uint32_t size, u
   uint64_t now = env::tsc();
   Window w{now + env::ns_to_tsc(static_cast<uint64_t>(p.warmup_s * 1e9)),
            now + env::ns_to_tsc(static_cast<uint64_t>((p.warmup_s + p.duration_s) * 1e9))};
+  const bool oracle = verb == Verb::kOracle || verb == Verb::kOracleFaa;
   auto b = verb == Verb::kEcho  ? build_echo(c, p, size, batch, outstanding, w)
            : verb == Verb::kRpc ? build_rpc(c, p, size, batch, outstanding, w)
+           : oracle             ? build_oracle(c, p, verb == Verb::kOracleFaa, batch, outstanding, w, &size)
                                 : build_onesided(c, p, verb, size, batch, outstanding, w);
   if (!b.ok()) return b.error();
   Bench& bench = *b;

@@ -17,7 +17,9 @@
 
 namespace rdtx::perf {
 
-enum class Verb { kRead, kWrite, kCas, kFaa, kEcho, kRpc };
+// kOracle, kOracleFaa: NAM-DB's timestamp vector oracle (oracle.cpp), one
+// timestamp transaction per op.
+enum class Verb { kRead, kWrite, kCas, kFaa, kEcho, kRpc, kOracle, kOracleFaa };
 const char* to_string(Verb v);
 
 struct Params {
@@ -91,6 +93,10 @@ Result<Bench> build_onesided(Cluster& c, const Params& p, Verb verb, uint32_t si
                              uint32_t outstanding, const Window& w);
 Result<Bench> build_echo(Cluster& c, const Params& p, uint32_t size, uint32_t batch, uint32_t outstanding,
                          const Window& w);
+
+// `vector_bytes`: set to the vector's size (the point's size column).
+Result<Bench> build_oracle(Cluster& c, const Params& p, bool compressed, uint32_t batch, uint32_t outstanding,
+                           const Window& w, uint32_t* vector_bytes);
 
 Result<Bench> build_rpc(Cluster& c, const Params& p, uint32_t size, uint32_t batch, uint32_t outstanding,
                         const Window& w);
