@@ -51,6 +51,10 @@ Options (LIST = comma-separated values):
   --duration S         measured seconds per point (default: 1)
   --warmup S           seconds before measuring each point (default: 0.2)
   --no-inline          never post WRITE/SEND payloads inline
+  --oracle-fetch       oracle verbs: a fetch coroutine per worker READs the
+                       vector continuously and the contexts use its latest
+                       copy as their read timestamp (NAM-DB's dedicated fetch
+                       thread): one round trip per timestamp transaction
   --idle POLICY        auto, spin, yield or sleep (default: auto: spin when
                        every lcore has a CPU of its own, else yield)
   --json FILE          also write the results as one JSON object
@@ -119,7 +123,7 @@ bool wants_help(const std::vector<std::string>& app) {
 
 Params parse_args(std::vector<std::string> args, bool& list_drivers) {
   Params p;
-  enum { kDevice = 1, kVerb, kSize, kBatch, kOutstanding, kWorkers, kDuration, kWarmup, kNoInline, kIdle, kJson, kDrivers };
+  enum { kDevice = 1, kVerb, kSize, kBatch, kOutstanding, kWorkers, kDuration, kWarmup, kNoInline, kOracleFetch, kIdle, kJson, kDrivers };
   static const option opts[] = {
       {"device", required_argument, nullptr, kDevice},
       {"verb", required_argument, nullptr, kVerb},
@@ -130,6 +134,7 @@ Params parse_args(std::vector<std::string> args, bool& list_drivers) {
       {"duration", required_argument, nullptr, kDuration},
       {"warmup", required_argument, nullptr, kWarmup},
       {"no-inline", no_argument, nullptr, kNoInline},
+      {"oracle-fetch", no_argument, nullptr, kOracleFetch},
       {"idle", required_argument, nullptr, kIdle},
       {"json", required_argument, nullptr, kJson},
       {"drivers", no_argument, nullptr, kDrivers},
@@ -169,6 +174,7 @@ Params parse_args(std::vector<std::string> args, bool& list_drivers) {
       case kDuration: p.duration_s = parse_seconds("--duration", v, 0.01, 3600); break;
       case kWarmup: p.warmup_s = parse_seconds("--warmup", v, 0, 600); break;
       case kNoInline: p.use_inline = false; break;
+      case kOracleFetch: p.oracle_fetch = true; break;
       case kIdle: {
         auto r = runtime::parse_idle_policy(v);
         if (!r.ok()) usage_error("--idle: " + r.error().message);
@@ -293,7 +299,8 @@ int main(int argc, char** argv) {
                                  {"latency_ns", static_cast<int64_t>(caps.latency_ns)}, {"bw_gbps", caps.bw_gbps},
                                  {"atomics_coherent_with_cpu", caps.atomics_coherent_with_cpu}}},
           {"params", toml::table{{"duration_s", p.duration_s}, {"warmup_s", p.warmup_s},
-                                 {"inline", p.use_inline}, {"idle", runtime::to_string(p.idle)}}},
+                                 {"inline", p.use_inline}, {"oracle_fetch", p.oracle_fetch},
+                                 {"idle", runtime::to_string(p.idle)}}},
           {"points", std::move(points)},
       };
       std::ofstream out(p.json_path);

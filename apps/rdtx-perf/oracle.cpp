@@ -18,12 +18,17 @@
 //               server use an atomic RDMA fetch-and-add operation").
 //
 // Two dependent round trips per timestamp transaction; Mops/s counts
-// timestamp transactions. Each context checks what it reads: its own slot
-// holds what it last published (its WRITE completed before its next READ
-// was posted) and no slot moves backwards between its reads (basic); the
-// fetch-and-add results it sees increase (compressed). A violation counts
-// as an error (rdtx-perf exits 1).
+// timestamp transactions. With --oracle-fetch (4.2 "Dedicated Fetch
+// Thread"), a fetch coroutine per worker READs the vector continuously and
+// the contexts take its latest copy as their read timestamp instead of
+// READing it: one round trip per transaction, with a staler read timestamp.
+// Each context checks what it reads: its own slot holds what it last
+// published (its WRITE completed before its next READ was posted; at most
+// that with a fetched copy) and no slot moves backwards between its reads;
+// the fetch-and-add results it sees increase. A violation counts as an
+// error (rdtx-perf exits 1).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "env/tsc.hpp"
@@ -44,6 +49,7 @@ struct Context {
   uint32_t slots, mine;
   bool compressed;
   uint64_t last = 0;  // the last commit timestamp this context took
+  const uint64_t* fetched = nullptr;  // --oracle-fetch: the worker's latest copy
   runtime::WaitGroup wg;
   WorkerStats* stats;
   const Window* window;
@@ -56,12 +62,39 @@ runtime::Task<bool> post(Context& x, rdma::WorkRequest& wr) {
   co_return co_await x.wg;
 }
 
+// --oracle-fetch: a worker's dedicated fetcher, READing the vector into
+// `vec` in a closed loop (the contexts of its worker read `vec`).
+struct Fetcher {
+  rdma::QueuePair* qp;
+  rdma::WorkRequest read;
+  runtime::WaitGroup wg;
+  WorkerStats* stats;
+};
+
+runtime::Task<void> run_fetcher(Fetcher& f) {
+  runtime::Worker* self = runtime::Worker::current();
+  while (!self->stopping()) {
+    f.wg.reset(1);
+    rdma::WorkRequest* bad = nullptr;
+    if (f.qp->post_send(&f.read, &bad) != 0 || !co_await f.wg) {
+      ++f.stats->errors;
+      co_return;
+    }
+  }
+}
+
 runtime::Task<void> run_context(Context& x) {
   runtime::Worker* self = runtime::Worker::current();
   while (!self->stopping()) {
     const uint64_t t0 = env::tsc();
-    // The read timestamp.
-    if (!co_await post(x, x.read)) {
+    // The read timestamp: READ, or the fetcher's latest copy. A READ in
+    // flight may be changing the copy: each slot is read as one word, and
+    // the fetcher's READs land one after the other, so a slot read holds a
+    // value some READ brought, never older than the one read before.
+    if (x.fetched != nullptr) {
+      for (uint32_t s = 0; s < x.slots; ++s)
+        x.vec[s] = std::atomic_ref<const uint64_t>(x.fetched[s]).load(std::memory_order_acquire);
+    } else if (!co_await post(x, x.read)) {
       ++x.stats->errors;
       co_return;
     }
@@ -70,7 +103,7 @@ runtime::Task<void> run_context(Context& x) {
       sane &= x.vec[s] >= x.seen[s];
       x.seen[s] = std::max(x.seen[s], x.vec[s]);
     }
-    if (!x.compressed) sane &= x.vec[x.mine] == x.last;
+    if (!x.compressed) sane &= x.fetched != nullptr ? x.vec[x.mine] <= x.last : x.vec[x.mine] == x.last;
     // The commit timestamp, published.
     if (!x.compressed) *x.out = x.last + 1;
     if (!co_await post(x, x.publish)) {
@@ -109,12 +142,14 @@ Result<Bench> build_oracle(Cluster& c, const Params& p, bool compressed, uint32_
   for (uint32_t wi = 0; wi < p.workers; ++wi) {
     auto worker = std::make_unique<runtime::Worker>("oracle" + std::to_string(wi));
     auto stats = std::make_unique<WorkerStats>();
-    auto cq = c.node[0]->create_cq(outstanding + 16);
+    // With --oracle-fetch, the fetcher's READ is one more in flight.
+    const uint32_t wrs = outstanding + (p.oracle_fetch ? 1 : 0);
+    auto cq = c.node[0]->create_cq(wrs + 16);
     if (!cq.ok()) return cq.error();
     rdma::QpInit init;
     init.type = rdma::QpType::kRc;
     init.send_cq = cq->get();
-    init.max_send_wr = outstanding;
+    init.max_send_wr = wrs;
     init.max_inline = std::min<uint32_t>(caps.max_inline, 64);
     auto qp = c.node[0]->create_qp(init);
     if (!qp.ok()) return qp.error();
@@ -127,14 +162,27 @@ Result<Bench> build_oracle(Cluster& c, const Params& p, bool compressed, uint32_
     if (!tqp.ok()) return tqp.error();
     RDTX_TRY((*qp)->connect((*tqp)->address()));
     RDTX_TRY((*tqp)->connect((*qp)->address()));
-    // Per context: the vector's copy, the slots seen, the published word.
+    // Per context: the vector's copy, the slots seen, the published word;
+    // then the fetcher's copy.
     const size_t per = (static_cast<size_t>(slots) * 2 + 8) * 8;
-    auto local = c.node[0]->alloc_memory(per * outstanding);
+    auto local = c.node[0]->alloc_memory(per * outstanding + static_cast<size_t>(bytes));
     if (!local.ok()) return local.error();
     auto lmr = c.node[0]->reg_mr((*local)->data(), (*local)->size(), rdma::kAccessAll);
     if (!lmr.ok()) return lmr.error();
     std::memset((*local)->data(), 0, (*local)->size());
 
+    auto fetcher = std::make_shared<Fetcher>();
+    auto* fetched = reinterpret_cast<uint64_t*>(static_cast<char*>((*local)->data()) + per * outstanding);
+    fetcher->qp = qp->get();
+    fetcher->stats = stats.get();
+    fetcher->read.opcode = rdma::Opcode::kRead;
+    fetcher->read.local = fetched;
+    fetcher->read.length = bytes;
+    fetcher->read.lkey = lmr->lkey;
+    fetcher->read.remote_addr = c.target_mr.remote_addr(0);
+    fetcher->read.rkey = c.target_mr.rkey;
+    fetcher->read.flags = rdma::kSignaled;
+    fetcher->read.wr_id = runtime::CqPoller::wr_id(&fetcher->wg);
     auto ctxs = std::make_shared<std::vector<Context>>(outstanding);
     for (uint32_t ci = 0; ci < outstanding; ++ci) {
       Context& x = (*ctxs)[ci];
@@ -146,6 +194,7 @@ Result<Bench> build_oracle(Cluster& c, const Params& p, bool compressed, uint32_
       x.slots = slots;
       x.mine = compressed ? 0 : wi * outstanding + ci;
       x.compressed = compressed;
+      x.fetched = p.oracle_fetch ? fetched : nullptr;
       x.stats = stats.get();
       x.window = &w;
       x.read.opcode = rdma::Opcode::kRead;
@@ -168,8 +217,10 @@ Result<Bench> build_oracle(Cluster& c, const Params& p, bool compressed, uint32_
     }
     auto poller = std::make_shared<runtime::CqPoller>(cq->get());
     worker->add_poller([poller] { return (*poller)(); });
+    if (p.oracle_fetch) worker->spawn(run_fetcher(*fetcher));
     for (auto& x : *ctxs) worker->spawn(run_context(x));
 
+    b.keep.push_back(fetcher);
     b.keep.push_back(ctxs);
     b.keep.push_back(poller);
     b.keep.push_back(std::shared_ptr<rdma::QueuePair>(std::move(*qp)));

@@ -33,6 +33,7 @@ struct Params {
   double duration_s = 1.0;
   double warmup_s = 0.2;
   bool use_inline = true;  // WRITE/SEND payloads up to max_inline go inline
+  bool oracle_fetch = false;  // oracle verbs: a dedicated fetcher READs the vector (NAM-DB 4.2)
   runtime::IdlePolicy idle = runtime::IdlePolicy::kAuto;
   std::string json_path;
 };
