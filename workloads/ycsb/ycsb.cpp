@@ -317,7 +317,8 @@ Task<bool> Ycsb::execute(Txn& t, const txn::TxnInput& in, int64_t* delta) const 
 }
 
 // A Scan: the records of the range, read; the first also rewritten if the
-// input says so. Each copy must be one consistent version of its record.
+// input says so, from a consistent copy (as execute(): a protocol may fetch
+// a torn copy that its validation then rejects).
 Task<bool> Ycsb::scan(Txn& t, const txn::TxnInput& in, int64_t* delta) const {
   const uint64_t first = in.args[0] >> 1;
   const uint32_t count = static_cast<uint32_t>(in.args[1]);
