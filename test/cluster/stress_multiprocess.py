@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Stress suite, across processes: for every workload rdtx-bench registers
 (rdtx-bench --list-workloads), every protocol x primitive preset of
-conf/<workload> (a workload with no presets of its own runs conf/smallbank's
+conf/<workload> and conf/<workload>-scan (a workload with no presets of its own runs conf/smallbank's
 with workload=<name>) runs as a 3-process cluster (one rdtx-bench per node,
 shm between processes, true parallelism unlike the single-thread stress
 test) in the workload's contended setting (the --list-workloads settings: a
@@ -52,6 +52,8 @@ def free_ports(n):
 def presets_of(workload):
     """(preset, extra arguments) for each protocol x primitive preset the workload runs."""
     own = sorted(glob.glob(os.path.join(CONF, workload, "*.toml")))
+    # ... and those of its scans (conf/ycsb-scan/: 2PL's partition locks).
+    own += sorted(glob.glob(os.path.join(CONF, workload + "-scan", "*.toml")))
     if own:
         return [(p, []) for p in own]
     return [(p, ["--set", f"workload={workload}"]) for p in sorted(glob.glob(os.path.join(CONF, "smallbank", "*.toml")))]
