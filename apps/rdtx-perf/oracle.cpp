@@ -48,7 +48,7 @@ struct Context {
   uint64_t* out;                    // the WRITE's source, or the FAA's result
   uint32_t slots, mine;
   bool compressed;
-  uint64_t last = 0;  // the last commit timestamp this context took
+  uint64_t last = 0;                  // the last commit timestamp this context took
   const uint64_t* fetched = nullptr;  // --oracle-fetch: the worker's latest copy
   runtime::WaitGroup wg;
   WorkerStats* stats;
@@ -132,7 +132,8 @@ Result<Bench> build_oracle(Cluster& c, const Params& p, bool compressed, uint32_
   const uint32_t slots = compressed ? 1 : p.workers * outstanding;
   const uint32_t bytes = slots * 8;
   if (bytes > Cluster::kTargetBytes)
-    return make_error(EINVAL, "oracle: a vector of %u slots (--workers %u x --outstanding %u) exceeds the target's %zu bytes",
+    return make_error(EINVAL,
+                      "oracle: a vector of %u slots (--workers %u x --outstanding %u) exceeds the target's %zu bytes",
                       slots, p.workers, outstanding, Cluster::kTargetBytes);
   *vector_bytes = bytes;
   // The vector starts at zero: every context's last commit timestamp.

@@ -405,7 +405,6 @@ Task<bool> fetch(Lock2pl& p, Coordinator& c, Txn& t, uint32_t from) {
   co_return true;
 }
 
-
 // The end-of-transaction message to every shard the attempt asked (one
 // item per shard: the shard releases everything the attempt has there;
 // TO: every shard where something may be left, see fetch).
