@@ -79,25 +79,8 @@ Result<Bench> build_onesided(Cluster& c, const Params& p, Verb verb, uint32_t si
   for (uint32_t wi = 0; wi < p.workers; ++wi) {
     auto worker = std::make_unique<runtime::Worker>("perf" + std::to_string(wi));
     auto stats = std::make_unique<WorkerStats>();
-    auto cq = c.node[0]->create_cq(sq + 16);
-    if (!cq.ok()) return cq.error();
-    rdma::QpInit init;
-    init.type = rdma::QpType::kRc;
-    init.send_cq = cq->get();
-    init.max_send_wr = sq;
-    init.max_inline = std::min<uint32_t>(caps.max_inline, 256);
-    auto qp = c.node[0]->create_qp(init);
-    if (!qp.ok()) return qp.error();
-    // The target's QP only exists to be connected to: it posts nothing.
-    rdma::QpInit tinit = init;
-    tinit.max_send_wr = 1;
-    auto tcq = c.node[1]->create_cq(16);
-    if (!tcq.ok()) return tcq.error();
-    tinit.send_cq = tcq->get();
-    auto tqp = c.node[1]->create_qp(tinit);
-    if (!tqp.ok()) return tqp.error();
-    RDTX_TRY((*qp)->connect((*tqp)->address()));
-    RDTX_TRY((*tqp)->connect((*qp)->address()));
+    auto rc = connect_rc(c, sq, 256);
+    if (!rc.ok()) return rc.error();
 
     auto local = c.node[0]->alloc_memory(static_cast<size_t>(stride) * sq);
     if (!local.ok()) return local.error();
@@ -107,7 +90,7 @@ Result<Bench> build_onesided(Cluster& c, const Params& p, Verb verb, uint32_t si
     auto slots = std::make_shared<std::vector<Slot>>(outstanding);
     for (uint32_t si = 0; si < outstanding; ++si) {
       Slot& s = (*slots)[si];
-      s.qp = qp->get();
+      s.qp = rc->qp.get();
       s.stats = stats.get();
       s.window = &w;
       s.wrs.resize(batch);
@@ -123,23 +106,20 @@ Result<Bench> build_onesided(Cluster& c, const Params& p, Verb verb, uint32_t si
         wr.rkey = c.target_mr.rkey;
         wr.compare_add = verb == Verb::kFaa ? 1 : 0;
         wr.swap = 0;
-        wr.flags = (verb == Verb::kWrite && p.use_inline && size <= init.max_inline) ? uint32_t{rdma::kInline} : 0u;
+        wr.flags = (verb == Verb::kWrite && p.use_inline && size <= rc->max_inline) ? uint32_t{rdma::kInline} : 0u;
         wr.next = i + 1 < batch ? &s.wrs[i + 1] : nullptr;
       }
       s.wrs.back().flags |= rdma::kSignaled;
       s.wrs.back().wr_id = runtime::CqPoller::wr_id(&s.wg);
     }
-    auto poller = std::make_shared<runtime::CqPoller>(cq->get());
+    auto poller = std::make_shared<runtime::CqPoller>(rc->cq.get());
     worker->add_poller([poller] { return (*poller)(); });
     for (auto& s : *slots) worker->spawn(run_slot(s));
 
     // Released in this order: coroutine state, QPs, CQs, registration, memory.
     b.keep.push_back(slots);
     b.keep.push_back(poller);
-    b.keep.push_back(std::shared_ptr<rdma::QueuePair>(std::move(*qp)));
-    b.keep.push_back(std::shared_ptr<rdma::QueuePair>(std::move(*tqp)));
-    b.keep.push_back(std::shared_ptr<rdma::CompletionQueue>(std::move(*cq)));
-    b.keep.push_back(std::shared_ptr<rdma::CompletionQueue>(std::move(*tcq)));
+    rc->keep_in(b);
     b.keep.push_back(deregister_on_release(c.node[0].get(), *lmr));
     b.keep.push_back(std::shared_ptr<rdma::DeviceMemory>(std::move(*local)));
     b.workers.push_back(std::move(worker));

@@ -138,31 +138,14 @@ Result<Bench> build_oracle(Cluster& c, const Params& p, bool compressed, uint32_
   *vector_bytes = bytes;
   // The vector starts at zero: every context's last commit timestamp.
   std::memset(c.target_mem->data(), 0, bytes);
-  const auto& caps = c.node[0]->caps();
   Bench b;
   for (uint32_t wi = 0; wi < p.workers; ++wi) {
     auto worker = std::make_unique<runtime::Worker>("oracle" + std::to_string(wi));
     auto stats = std::make_unique<WorkerStats>();
     // With --oracle-fetch, the fetcher's READ is one more in flight.
     const uint32_t wrs = outstanding + (p.oracle_fetch ? 1 : 0);
-    auto cq = c.node[0]->create_cq(wrs + 16);
-    if (!cq.ok()) return cq.error();
-    rdma::QpInit init;
-    init.type = rdma::QpType::kRc;
-    init.send_cq = cq->get();
-    init.max_send_wr = wrs;
-    init.max_inline = std::min<uint32_t>(caps.max_inline, 64);
-    auto qp = c.node[0]->create_qp(init);
-    if (!qp.ok()) return qp.error();
-    rdma::QpInit tinit = init;
-    tinit.max_send_wr = 1;
-    auto tcq = c.node[1]->create_cq(16);
-    if (!tcq.ok()) return tcq.error();
-    tinit.send_cq = tcq->get();
-    auto tqp = c.node[1]->create_qp(tinit);
-    if (!tqp.ok()) return tqp.error();
-    RDTX_TRY((*qp)->connect((*tqp)->address()));
-    RDTX_TRY((*tqp)->connect((*qp)->address()));
+    auto rc = connect_rc(c, wrs, 64);
+    if (!rc.ok()) return rc.error();
     // Per context: the vector's copy, the slots seen, the published word;
     // then the fetcher's copy.
     const size_t per = (static_cast<size_t>(slots) * 2 + 8) * 8;
@@ -174,7 +157,7 @@ Result<Bench> build_oracle(Cluster& c, const Params& p, bool compressed, uint32_
 
     auto fetcher = std::make_shared<Fetcher>();
     auto* fetched = reinterpret_cast<uint64_t*>(static_cast<char*>((*local)->data()) + per * outstanding);
-    fetcher->qp = qp->get();
+    fetcher->qp = rc->qp.get();
     fetcher->stats = stats.get();
     fetcher->read.opcode = rdma::Opcode::kRead;
     fetcher->read.local = fetched;
@@ -188,7 +171,7 @@ Result<Bench> build_oracle(Cluster& c, const Params& p, bool compressed, uint32_
     for (uint32_t ci = 0; ci < outstanding; ++ci) {
       Context& x = (*ctxs)[ci];
       auto* base = reinterpret_cast<uint64_t*>(static_cast<char*>((*local)->data()) + per * ci);
-      x.qp = qp->get();
+      x.qp = rc->qp.get();
       x.vec = base;
       x.seen = base + slots;
       x.out = base + 2 * slots;
@@ -213,10 +196,10 @@ Result<Bench> build_oracle(Cluster& c, const Params& p, bool compressed, uint32_
       x.publish.remote_addr = c.target_mr.remote_addr(static_cast<size_t>(x.mine) * 8);
       x.publish.rkey = c.target_mr.rkey;
       x.publish.compare_add = 1;
-      x.publish.flags = rdma::kSignaled | (!compressed && init.max_inline >= 8 ? uint32_t{rdma::kInline} : 0u);
+      x.publish.flags = rdma::kSignaled | (!compressed && rc->max_inline >= 8 ? uint32_t{rdma::kInline} : 0u);
       x.publish.wr_id = runtime::CqPoller::wr_id(&x.wg);
     }
-    auto poller = std::make_shared<runtime::CqPoller>(cq->get());
+    auto poller = std::make_shared<runtime::CqPoller>(rc->cq.get());
     worker->add_poller([poller] { return (*poller)(); });
     if (p.oracle_fetch) worker->spawn(run_fetcher(*fetcher));
     for (auto& x : *ctxs) worker->spawn(run_context(x));
@@ -224,10 +207,7 @@ Result<Bench> build_oracle(Cluster& c, const Params& p, bool compressed, uint32_
     b.keep.push_back(fetcher);
     b.keep.push_back(ctxs);
     b.keep.push_back(poller);
-    b.keep.push_back(std::shared_ptr<rdma::QueuePair>(std::move(*qp)));
-    b.keep.push_back(std::shared_ptr<rdma::QueuePair>(std::move(*tqp)));
-    b.keep.push_back(std::shared_ptr<rdma::CompletionQueue>(std::move(*cq)));
-    b.keep.push_back(std::shared_ptr<rdma::CompletionQueue>(std::move(*tcq)));
+    rc->keep_in(b);
     b.keep.push_back(deregister_on_release(c.node[0].get(), *lmr));
     b.keep.push_back(std::shared_ptr<rdma::DeviceMemory>(std::move(*local)));
     b.workers.push_back(std::move(worker));

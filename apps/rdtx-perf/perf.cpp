@@ -41,6 +41,37 @@ Result<Cluster> open_cluster(const std::string& devargs) {
   return c;
 }
 
+Result<RcPair> connect_rc(Cluster& c, uint32_t send_wrs, uint32_t max_inline) {
+  RcPair r;
+  if (send_wrs > c.node[0]->caps().max_send_wr)
+    return make_error(EINVAL, "%u work requests in flight exceed the device's send queue (%u)", send_wrs,
+                      c.node[0]->caps().max_send_wr);
+  auto cq = c.node[0]->create_cq(send_wrs + 16);
+  if (!cq.ok()) return cq.error();
+  r.cq = std::move(*cq);
+  rdma::QpInit init;
+  init.type = rdma::QpType::kRc;
+  init.send_cq = r.cq.get();
+  init.max_send_wr = send_wrs;
+  init.max_inline = std::min<uint32_t>(c.node[0]->caps().max_inline, max_inline);
+  r.max_inline = init.max_inline;
+  auto qp = c.node[0]->create_qp(init);
+  if (!qp.ok()) return qp.error();
+  r.qp = std::move(*qp);
+  auto tcq = c.node[1]->create_cq(16);
+  if (!tcq.ok()) return tcq.error();
+  r.tcq = std::move(*tcq);
+  rdma::QpInit tinit = init;
+  tinit.max_send_wr = 1;
+  tinit.send_cq = r.tcq.get();
+  auto tqp = c.node[1]->create_qp(tinit);
+  if (!tqp.ok()) return tqp.error();
+  r.tqp = std::move(*tqp);
+  RDTX_TRY(r.qp->connect(r.tqp->address()));
+  RDTX_TRY(r.tqp->connect(r.qp->address()));
+  return r;
+}
+
 std::shared_ptr<void> deregister_on_release(rdma::Device* dev, const rdma::MemoryRegion& mr) {
   return std::shared_ptr<void>(nullptr, [dev, mr](void*) { (void)dev->dereg_mr(mr); });
 }

@@ -87,6 +87,23 @@ struct Bench {
   // Coroutines (and the pollers that reference QPs) go before the QPs.
   ~Bench() { workers.clear(); }
 };
+// A worker's RC QP on node 0 with `send_wrs` send entries and its CQ,
+// connected to a QP of node 1 that only exists to be connected to (it posts
+// nothing). keep_in() hands them to the bench in the order they must go:
+// QPs, then CQs (after the coroutine state and pollers pushed before).
+struct RcPair {
+  std::shared_ptr<rdma::CompletionQueue> cq, tcq;
+  std::shared_ptr<rdma::QueuePair> qp, tqp;
+  uint32_t max_inline = 0;  // what the QP was created with
+  void keep_in(Bench& b) const {
+    b.keep.push_back(qp);
+    b.keep.push_back(tqp);
+    b.keep.push_back(cq);
+    b.keep.push_back(tcq);
+  }
+};
+Result<RcPair> connect_rc(Cluster& c, uint32_t send_wrs, uint32_t max_inline);
+
 // A keep-alive entry that deregisters `mr` when the bench is released.
 std::shared_ptr<void> deregister_on_release(rdma::Device* dev, const rdma::MemoryRegion& mr);
 
