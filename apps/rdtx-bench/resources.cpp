@@ -118,7 +118,7 @@ Footprint footprint(const run::RunConfig& run, const rdma::DeviceCaps& caps, uin
   // The same figure the runner allocates (txn::region_bytes); an error there
   // is reported by the run itself.
   auto region = txn::region_bytes(*run.protocol, run.options, cc, run.workload->tables(cc.nodes));
-  if (region.ok()) fp.regions = *region * fp.workers;
+  if (region.ok()) fp.regions = *region * (run.protocol->region_per_node ? fp.workers / cc.workers_per_node : fp.workers);
   // The shm driver keeps registered memory (alloc_memory) in /dev/shm files.
   if (caps.driver == "shm") fp.shm_bytes = fp.tables + fp.scratch + fp.rpc + fp.log + fp.regions;
   return fp;

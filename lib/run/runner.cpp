@@ -158,6 +158,13 @@ Result<RunResult> run(const RunConfig& rc) {
   if (!txn::offers(*rc.protocol, rc.options.isolation))
     return make_error(EINVAL, "txn.isolation = %s: protocol '%s' runs at %s only",
                       txn::to_string(rc.options.isolation), rc.protocol->name, txn::to_string(rc.protocol->isolation));
+  if (!rc.protocol->takes_inserts)
+    for (const txn::TableDef& t : rc.workload->tables(rc.cluster.nodes))
+      if (t.grows)
+        return make_error(EINVAL,
+                          "protocol %s cannot take inserted rows (it would show them to older snapshots), which "
+                          "workload '%s' inserts into table '%s'",
+                          rc.protocol->name, rc.workload->name(), t.name.c_str());
   if (rc.workload->relocates() && !rc.protocol->relocates_rows)
     return make_error(EINVAL,
                       "protocol %s cannot relocate rows (a moved row would lose the timestamps its versions or "
@@ -207,7 +214,8 @@ Result<RunResult> run(const RunConfig& rc) {
 
   auto region = txn::region_bytes(*rc.protocol, rc.options, rc.cluster, tables);
   if (!region.ok()) return make_error(region.error().code, "protocol %s: %s", rc.protocol->name, region.error().message.c_str());
-  auto db = Database::create(c, tables, txn::tuple_shape(*rc.protocol), rc.options.record_history, *region);
+  auto db = Database::create(c, tables, txn::tuple_shape(*rc.protocol), rc.options.record_history, *region,
+                            rc.protocol->region_per_node);
   if (!db.ok()) return db.error();
   if (boot != nullptr) RDTX_TRY((*db)->exchange_descriptors(all_gather));
   const uint64_t load_t0 = env::tsc();

@@ -33,7 +33,7 @@ std::vector<Database::BackupCopy> Database::backups() const {
 
 Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const std::vector<TableDef>& tables,
                                                    const TupleShape& shape, bool record_history,
-                                                   uint64_t region_bytes) {
+                                                   uint64_t region_bytes, bool region_per_node) {
   std::unique_ptr<Database> db(new Database());
   db->protocol_meta_ = shape.meta_bytes;
   db->recording_ = record_history;
@@ -105,7 +105,8 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
     db->max_tuple_bytes_ = std::max(db->max_tuple_bytes_, db->layouts_[t.id].tuple_bytes());
   }
   // The protocol's regions: one allocation per worker, registered in that
-  // worker's context only (its peers' QPs reach that context).
+  // worker's context only (its peers' QPs reach that context); or one per
+  // node, registered in every worker's context.
   db->region_bytes_ = region_bytes;
   db->regions_.resize(size_t{c.nodes()} * wpn);
   db->region_descs_.resize(size_t{c.nodes()} * wpn);
@@ -116,13 +117,17 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
       for (uint32_t w = 0; w < wpn; ++w) {
         Region& r = db->regions_[n * wpn + w];
         r.context = w < ctxs.size() ? ctxs[w] : c.node(n).device.get();
-        auto mem = c.node(n).device->alloc_memory(region_bytes);
-        if (!mem.ok())
-          return make_error(mem.error().code, "protocol region of node %u worker %u (%llu bytes): %s", n, w,
-                            static_cast<unsigned long long>(region_bytes), mem.error().message.c_str());
-        r.mem = std::move(*mem);
-        r.base = static_cast<std::byte*>(r.mem->data());
-        std::memset(r.base, 0, region_bytes);
+        if (region_per_node && w > 0) {
+          r.base = db->regions_[n * wpn].base;
+        } else {
+          auto mem = c.node(n).device->alloc_memory(region_bytes);
+          if (!mem.ok())
+            return make_error(mem.error().code, "protocol region of node %u worker %u (%llu bytes): %s", n, w,
+                              static_cast<unsigned long long>(region_bytes), mem.error().message.c_str());
+          r.mem = std::move(*mem);
+          r.base = static_cast<std::byte*>(r.mem->data());
+          std::memset(r.base, 0, region_bytes);
+        }
         auto mr = r.context->reg_mr(r.base, region_bytes, rdma::kAccessAll);
         if (!mr.ok())
           return make_error(mr.error().code, "protocol region of node %u worker %u: %s", n, w,

@@ -94,16 +94,19 @@ class Database {
  public:
   // Creates every table on every node of `c` with tuples of `shape`
   // (tuple_layout()), and, if `region_bytes` > 0, a zeroed registered region
-  // of that many bytes per worker of every local node (region()).
+  // of that many bytes per worker of every local node (region()); with
+  // `region_per_node` one region per node instead, shared by its workers and
+  // registered in each worker's context (ProtocolDef::region_per_node).
   static Result<std::unique_ptr<Database>> create(cluster::Cluster& c, const std::vector<TableDef>& tables,
                                                   const TupleShape& shape, bool record_history,
-                                                  uint64_t region_bytes = 0);
+                                                  uint64_t region_bytes = 0, bool region_per_node = false);
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
 
   // The protocol region of worker `worker` of `node` (every node's, once
-  // exchanged), and on a local node its memory.
+  // exchanged), and on a local node its memory. A region per node has the
+  // same memory (and address) for every worker, each with its context's keys.
   const RegionDescriptor& region(uint32_t node, uint32_t worker) const {
     return region_descs_[node * workers_per_node_ + worker];
   }
@@ -189,7 +192,7 @@ class Database {
   uint32_t max_tuple_bytes_ = 0;
   bool recording_ = false;
   struct Region {
-    std::unique_ptr<rdma::DeviceMemory> mem;
+    std::unique_ptr<rdma::DeviceMemory> mem;  // a region per node: worker 0's holds it
     std::byte* base = nullptr;
     rdma::Device* context = nullptr;
     rdma::MemoryRegion mr;

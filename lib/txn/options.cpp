@@ -21,11 +21,18 @@ Primitive parse_primitive(const std::string& s) {
   return Primitive::kOneSided;
 }
 
-// A txn.isolation value (the schema admits only these).
-Isolation isolation_of(const std::string& s) {
+// A txn.isolation value (the schema admits only these); "protocol": the
+// protocol's own level (`own`).
+Isolation isolation_of(const std::string& s, Isolation own) {
   if (s == "read_committed") return Isolation::kReadCommitted;
   if (s == "repeatable_read") return Isolation::kRepeatableRead;
-  return Isolation::kSerializable;
+  if (s == "snapshot") return Isolation::kSnapshot;
+  if (s == "serializable") return Isolation::kSerializable;
+  return own;
+}
+Isolation own_isolation(const config::Config& cfg) {
+  const ProtocolDef* p = find_protocol(cfg.get_string("txn.protocol"));
+  return p != nullptr ? p->isolation : Isolation::kSerializable;
 }
 }  // namespace
 
@@ -34,10 +41,12 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   for (const ProtocolDef* p : protocols)
     if (!p->broken) names.push_back(p->name);
   schema.add_enum("txn.protocol", "occ", names, "concurrency-control protocol");
-  schema.add_enum("txn.isolation", "serializable", {"serializable", "repeatable_read", "read_committed"},
-                  "isolation level asked of the protocol (the history check certifies it): serializable, or "
-                  "repeatable_read or read_committed where the protocol offers them (2pl: read locks held to the "
-                  "end without phantom protection, or released after the read)");
+  schema.add_enum("txn.isolation", "protocol",
+                  {"protocol", "serializable", "snapshot", "repeatable_read", "read_committed"},
+                  "isolation level asked of the protocol (the history check certifies it): protocol, its own (every "
+                  "protocol's is serializable but namdb's, snapshot), or repeatable_read or read_committed where "
+                  "the protocol offers them (2pl: read locks held to the end without phantom protection, or "
+                  "released after the read)");
   schema.add_int("txn.coroutines", 8, 1, kMaxCoroutines, "coordinator coroutines per worker");
   schema.add_int("txn.max_retries", 0, 0, 1'000'000, "attempts per transaction before giving up (0: until commit)");
   schema.add_int("txn.backoff_ns", 2000, 0, 10'000'000, "initial random backoff before retrying an aborted transaction");
@@ -121,7 +130,7 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
 std::string check_pipeline(const config::Config& cfg, const ProtocolDef& def) {
   {
     const std::string& level = cfg.get_string("txn.isolation");
-    const Isolation want = isolation_of(level);
+    const Isolation want = isolation_of(level, def.isolation);
     if (!offers(def, want))
       return "txn.isolation = '" + level + "' (" + cfg.origin("txn.isolation") + "): protocol '" + def.name +
              "' runs at " + to_string(def.isolation) + " only";
@@ -187,7 +196,7 @@ std::string check_pipeline(const config::Config& cfg, const ProtocolDef& def) {
 Options options_from(const config::Config& cfg) {
   Options o;
   o.protocol = cfg.get_string("txn.protocol");
-  o.isolation = isolation_of(cfg.get_string("txn.isolation"));
+  o.isolation = isolation_of(cfg.get_string("txn.isolation"), own_isolation(cfg));
   o.read_locks = cfg.get_string("txn.options.read_locks") == "shared" ? ReadLocks::kShared : ReadLocks::kExclusive;
   o.coroutines = static_cast<uint32_t>(cfg.get_int("txn.coroutines"));
   o.max_retries = static_cast<uint32_t>(cfg.get_int("txn.max_retries"));

@@ -49,6 +49,7 @@ Result<uint64_t> region_bytes(const ProtocolDef& def, const Options& o, const cl
   for (const TableDef& t : tables) {
     q.max_tuple_bytes = std::max(q.max_tuple_bytes, tuple_layout(tuple_shape(def), o.record_history, t.record_bytes).tuple_bytes());
     q.max_record_bytes = std::max(q.max_record_bytes, t.record_bytes);
+    q.tuples_per_node += t.capacity_per_node;
   }
   q.options = &o;
   return def.region_bytes(q);

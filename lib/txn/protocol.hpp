@@ -114,6 +114,7 @@ struct RegionQuery {
   uint32_t coroutines = 0;
   uint32_t max_tuple_bytes = 0;  // the largest tuple (TupleLayout::tuple_bytes) of any table
   uint32_t max_record_bytes = 0;  // the largest record of any table
+  uint64_t tuples_per_node = 0;   // tuples of every table a node holds (capacity_per_node, summed)
   const Options* options = nullptr;
 };
 
@@ -196,6 +197,21 @@ struct ProtocolDef {
   // The protocol takes shared read locks when txn.options.read_locks asks
   // (nowait, waitdie); others refuse the setting.
   bool shared_read_locks = false;
+  // One region per node instead of one per worker: the same memory, shared
+  // by the node's workers and registered in each one's device context, so
+  // that every worker of every node reaches it through its own QPs
+  // (NAM-DB's timestamp vector and overflow region); region_bytes is then
+  // the node's.
+  bool region_per_node = false;
+  // Record slots a one-sided fetch READs (read_tuples): 0, the whole tuple;
+  // 1, metadata, header and the record alone (NAM-DB: the current version
+  // in one READ, its older versions only when it is not visible).
+  uint32_t fetch_record_slots = 0;
+  // The protocol versions rows a transaction inserts (Txn::insert): false
+  // for one that would show them to snapshots older than their insert
+  // (namdb); a workload with a table that takes inserts (TableDef::grows)
+  // is refused.
+  bool takes_inserts = true;
 };
 
 // Whether the protocol runs at level `i` (its own, or a weaker one it offers).

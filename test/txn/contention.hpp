@@ -145,6 +145,9 @@ inline std::string refusal(const Combo& c) {
       for (uint16_t t = 0; t < (*w)->type_names().size(); ++t)
         if (!(*w)->declares(t)) why = "does not declare the read/write set of transaction type";
     if (why.empty() && (*w)->relocates() && !d->relocates_rows) why = "cannot relocate rows";
+    if (why.empty() && !d->takes_inserts)
+      for (const txn::TableDef& t : (*w)->tables(3))
+        if (t.grows) why = "cannot take inserted rows";
   }
   return known[id] = why;
 }
@@ -342,6 +345,7 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   rc.cluster.rpc.send_buffers = 256;
   rc.protocol = protocol_of(c.protocol);
   if (rc.protocol == nullptr) return make_error(EINVAL, "unknown protocol '%s'", c.protocol.c_str());
+  rc.options.isolation = rc.protocol->isolation;  // its own level unless a variant asks another
   // A variant's settings: the protocol's own keys, txn.isolation and
   // txn.options.read_locks.
   for (const auto& [k, v] : protocol_settings(c.protocol)) {

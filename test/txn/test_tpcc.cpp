@@ -42,6 +42,7 @@ run::RunConfig config_of(Workload& w, double seconds, const char* protocol = "oc
   rc.cluster.nodes = 2;
   rc.cluster.devargs = "shm,latency_ns=1000";
   rc.protocol = find_protocol(protocol);
+  if (rc.protocol != nullptr) rc.options.isolation = rc.protocol->isolation;
   rc.options.coroutines = 4;
   rc.options.record_history = true;
   rc.duration_s = seconds;

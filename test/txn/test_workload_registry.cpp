@@ -246,6 +246,7 @@ run::RunResult run_moving(MovingCounters& w, uint32_t nodes, const char* protoco
   rc.cluster.nodes = nodes;
   rc.cluster.devargs = "shm,latency_ns=1000";
   rc.protocol = find_protocol(protocol);
+  if (rc.protocol != nullptr) rc.options.isolation = rc.protocol->isolation;
   rc.options.coroutines = 4;
   rc.duration_s = 0.1;
   rc.warmup_s = 0;

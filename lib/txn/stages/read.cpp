@@ -80,13 +80,14 @@ Task<bool> read_tuples(Coordinator& c, Txn& t, Primitive p, uint32_t from, Accep
       co_return false;
     }
     OneSidedBatch& batch = c.onesided();
+    const uint32_t slots = c.engine().protocol_def().fetch_record_slots;
     for (uint32_t i = from; i < t.size(); ++i) {
       Access& a = t.access(i);
       if (a.fetched || !a.located) continue;
       rdma::WorkRequest* wr = batch.add(a.node);
       wr->opcode = rdma::Opcode::kRead;
       wr->local = a.copy;
-      wr->length = c.db().tuple_bytes(a.table);
+      wr->length = slots == 0 ? c.db().tuple_bytes(a.table) : c.db().layout(a.table).slot_offset(slots);
       wr->remote_addr = a.tuple_addr;
       wr->rkey = c.descriptor(a.node, a.table).rkey;
     }

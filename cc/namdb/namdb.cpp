@@ -1,0 +1,1048 @@
+// NAM-DB's snapshot isolation (papers/004_*.txt, sections 3-5), one-sided
+// verbs only, composed from the stage toolkit and the protocol's own verbs:
+//
+//   begin     (fetch, once per attempt) the read timestamp: one READ of the
+//             timestamp vector Tr on the oracle node (4.1)
+//   fetch     one READ of each tuple's current version (metadata, header,
+//             record: read_tuples with fetch_record_slots = 1); a version
+//             (i, t) is visible iff t <= Tr[i]. A read whose current version
+//             is not visible READs the old-version headers and counter, then
+//             the data of the newest visible one (5.1); if it left the
+//             buffer, the record's chain in the overflow region. A write
+//             needs the current version visible and unlocked (else it would
+//             fail the commit's CAS: it aborts at once)
+//   commit    for each written record (4.1 Listing 2, 5.1):
+//               1 CAS the header (expected: the version read, unlocked;
+//                 new: the same, locked) and READ the counter and the
+//                 headers of the old-version buffer; any CAS failure aborts
+//                 (first committer wins), so does a buffer slot the version
+//                 mover has not moved yet
+//               2 WRITE the current version into the buffer slot of the
+//                 next-write counter (data, then its header), and set the
+//                 tuple's dirty byte for the version mover
+//               3 WRITE the new version in place: record, checksum and
+//                 counter + 1, then the header (i, t + 1) unlocked
+//               4 WRITE Tr[i] = t + 1 (basic vector), or advance the compute
+//                 node's slot (compressed vector)
+//             each step waits for the last: a reader that sees the new
+//             header finds the old version in the buffer, and a snapshot
+//             that shows t + 1 finds every version of it installed
+//   release   WRITE the header read back (unlocking) on each locked record
+//
+// Per node (a region per node: ProtocolDef::region_per_node): the vector
+// (read on the oracle node), each coordinator's snapshot and overflow-read
+// buffers, and the overflow region: a ring of entries the version mover
+// (worker 0's service) appends the buffer's oldest versions to, chained per
+// record newest first; its garbage collection marks entries older than the
+// maximal transaction time deleted and lets the ring reuse them.
+//
+// Tuple metadata (kMetaBytes):
+//   word 0   header: thread i (29 bits), commit timestamp t (32 bits),
+//            moved, deleted, locked bits (5.1)
+//   word 1   checksum of (header version, counter, writer id, record)
+//   word 2   next-write counter: versions ever copied to the buffer
+//   word 3   the record's newest overflow entry (its position + 1; 0: none)
+//   words 4.. the old-version header buffer: kBufferSlots entries of
+//            {header, copy number, checksum of (header, copy number, writer
+//            id, data)}
+//   [recording: one writer-id word per record slot]
+//   key, state, the current record, then the buffer's data slots (record
+//   slots 1..kBufferSlots)
+#include "cc/namdb/namdb.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "env/log.hpp"
+#include "env/tsc.hpp"
+#include "store/tuple.hpp"
+#include "txn/engine.hpp"
+#include "txn/locate.hpp"
+#include "txn/service.hpp"
+#include "txn/stages/copy_check.hpp"
+#include "txn/stages/toolkit.hpp"
+
+namespace rdtx::cc::namdb {
+
+using namespace rdtx::txn;
+using runtime::Task;
+
+namespace {
+
+// --- the header word (5.1) ---------------------------------------------------
+constexpr uint32_t kTsShift = 29;
+constexpr uint64_t kThreadMask = (uint64_t{1} << kTsShift) - 1;
+constexpr uint64_t kTsMask = 0xffffffffull;
+constexpr uint64_t kMoved = uint64_t{1} << 61;
+constexpr uint64_t kDeleted = uint64_t{1} << 62;
+constexpr uint64_t kLocked = uint64_t{1} << 63;
+constexpr uint64_t kVersionMask = (uint64_t{1} << 61) - 1;  // thread and timestamp
+// A buffer slot never written: moved (free to use), its version all ones
+// (a thread no vector has: never visible).
+constexpr uint64_t kEmptyEntry = kMoved | kVersionMask;
+
+constexpr uint64_t make_header(uint64_t thread, uint64_t ts) { return (ts << kTsShift) | thread; }
+constexpr uint64_t thread_of(uint64_t h) { return h & kThreadMask; }
+constexpr uint64_t ts_of(uint64_t h) { return (h >> kTsShift) & kTsMask; }
+
+// --- tuple metadata ------------------------------------------------------------
+constexpr uint32_t kBufferSlots = 4;
+constexpr uint32_t kHdrOff = 0;
+constexpr uint32_t kSumOff = 8;
+constexpr uint32_t kCountOff = 16;
+constexpr uint32_t kOverflowOff = 24;
+constexpr uint32_t kEntriesOff = 32;
+constexpr uint32_t kEntryBytes = 24;  // header, copy number, checksum
+constexpr uint32_t kMetaBytes = kEntriesOff + kBufferSlots * kEntryBytes;
+uint32_t entry_off(uint32_t s) { return kEntriesOff + s * kEntryBytes; }
+
+// --- overflow entries (words) ----------------------------------------------------
+enum OverflowWord : uint32_t {
+  kOvPos,
+  kOvTable,
+  kOvKey,
+  kOvHdr,
+  kOvCopy,
+  kOvPrev,
+  kOvWriter,
+  kOvMovedTsc,
+  kOvSum,
+  kOvHead
+};
+constexpr uint32_t kOvHeadBytes = 8 * kOvHead;
+
+constexpr uint32_t kMaxChain = 64;  // overflow entries one read may walk
+
+// The protocol's abort reasons, in the order of kDef.abort_reasons.
+const AbortReason kWriteConflict = protocol_reason(0);
+const AbortReason kLockedReason = protocol_reason(1);
+const AbortReason kBufferFull = protocol_reason(2);
+const AbortReason kVersionGone = protocol_reason(3);
+const AbortReason kUnsettled = protocol_reason(4);
+
+uint64_t mix(uint64_t h, uint64_t w) {
+  std::byte b[8];
+  std::memcpy(b, &w, 8);
+  return checksum_words(h, b, 0, 8);
+}
+
+bool recording(const store::TupleLayout& l) { return l.meta_bytes > kMetaBytes; }
+// The writer-id word of record slot k (0: the current version, 1 + s: buffer slot s).
+uint32_t writer_off(uint32_t k) { return kMetaBytes + 8 * k; }
+uint32_t record_words(const store::TupleLayout& l) { return store::round_up8(l.record_bytes); }
+
+// The current version's checksum, over a tuple (or copy) whose record and
+// writer word are the version's.
+uint64_t current_sum(const std::byte* p, const store::TupleLayout& l, uint64_t hdr, uint64_t count) {
+  uint64_t h = mix(checksum_start(hdr & kVersionMask), count);
+  if (recording(l)) h = checksum_words(h, p, writer_off(0), writer_off(1));
+  return checksum_words(h, p, l.record_offset(), l.record_offset() + record_words(l));
+}
+
+// A buffer entry's checksum: its version, copy number, writer id and data.
+uint64_t entry_sum(uint64_t hdr, uint64_t copy_no, uint64_t writer, const std::byte* data, uint32_t bytes) {
+  uint64_t h = mix(mix(checksum_start(hdr & kVersionMask), copy_no), writer);
+  return checksum_words(h, data, 0, bytes);
+}
+
+// An overflow entry's checksum (not over its moved time or deleted bit).
+uint64_t overflow_sum(const std::byte* e, uint32_t data_bytes) {
+  uint64_t h = checksum_start(copy_word(e, 8 * kOvHdr) & kVersionMask);
+  for (uint32_t w : {kOvPos, kOvTable, kOvKey, kOvCopy, kOvPrev, kOvWriter}) h = mix(h, copy_word(e, 8 * w));
+  return checksum_words(h, e, kOvHeadBytes, kOvHeadBytes + data_bytes);
+}
+
+void init_tuple(std::byte* t, const store::TupleLayout& l) {
+  auto* w = reinterpret_cast<uint64_t*>(t);
+  auto put = [w](uint32_t off, uint64_t v) { store::store_word(w + off / 8, v, std::memory_order_relaxed); };
+  put(kHdrOff, 0);  // version (0, 0): the loaded record, visible to every snapshot
+  put(kCountOff, 0);
+  put(kOverflowOff, 0);
+  for (uint32_t s = 0; s < kBufferSlots; ++s) {
+    put(entry_off(s), kEmptyEntry);
+    put(entry_off(s) + 8, 0);
+    put(entry_off(s) + 16, 0);
+  }
+  put(kSumOff, current_sum(t, l, 0, 0));
+}
+
+bool lock_held(const std::byte* meta) {
+  return (store::load_word(reinterpret_cast<const uint64_t*>(meta), std::memory_order_relaxed) & kLocked) != 0;
+}
+
+// --- settings and the node region ----------------------------------------------
+struct Settings {
+  bool compressed = false;  // namdb.oracle = "compressed": one slot per compute node
+  uint32_t oracle_node = 0;
+  uint64_t overflow_entries = 0;
+  uint64_t max_txn_ns = 0;
+};
+Settings settings_of(const Options& o) {
+  Settings s;
+  s.compressed = o.setting_string("namdb.oracle", "vector") == "compressed";
+  s.oracle_node = static_cast<uint32_t>(o.setting_int("namdb.oracle_node", 0));
+  s.overflow_entries = static_cast<uint64_t>(o.setting_int("namdb.overflow_entries", 16384));
+  s.max_txn_ns = static_cast<uint64_t>(o.setting_int("namdb.max_txn_us", 10000)) * 1000;
+  return s;
+}
+
+uint64_t round64(uint64_t n) { return (n + 63) & ~uint64_t{63}; }
+
+// The node region: [vector][per coordinator: snapshot, FAA result, one
+// overflow entry][overflow ring][dirty bytes: one per tuple of every table,
+// set by a writer that filled a buffer slot, cleared by the version mover].
+struct Geometry {
+  uint32_t slots = 0;  // vector slots: coordinators of the cluster, or nodes (compressed)
+  uint32_t coroutines = 0;
+  uint64_t vec_bytes = 0, co_off = 0, co_bytes = 0, entry_bytes = 0, ring_off = 0, ring_entries = 0;
+  uint64_t dirty_off = 0, dirty_bytes = 0, total = 0;
+  uint32_t data_bytes = 0;  // the largest record, rounded up to 8
+  static Geometry make(uint32_t nodes, uint32_t wpn, uint32_t coroutines, uint32_t max_record, uint64_t tuples,
+                       const Settings& s) {
+    Geometry g;
+    g.slots = s.compressed ? nodes : nodes * wpn * coroutines;
+    g.coroutines = coroutines;
+    g.data_bytes = store::round_up8(max_record);
+    g.vec_bytes = round64(8ull * g.slots);
+    g.entry_bytes = round64(kOvHeadBytes + g.data_bytes);
+    g.co_off = g.vec_bytes;
+    g.co_bytes = round64(8ull * g.slots) + 64 + g.entry_bytes;
+    g.ring_off = g.co_off + g.co_bytes * wpn * coroutines;
+    g.ring_entries = s.overflow_entries;
+    g.dirty_off = g.ring_off + g.entry_bytes * g.ring_entries;
+    g.dirty_bytes = round64(tuples);
+    g.total = g.dirty_off + g.dirty_bytes;
+    return g;
+  }
+  uint64_t snapshot_off(uint32_t worker, uint32_t co) const { return co_off + co_bytes * (worker * coroutines + co); }
+  uint64_t faa_off(uint32_t worker, uint32_t co) const { return snapshot_off(worker, co) + round64(8ull * slots); }
+  uint64_t entry_buf_off(uint32_t worker, uint32_t co) const { return faa_off(worker, co) + 64; }
+  uint64_t ring_entry_off(uint64_t pos) const { return ring_off + entry_bytes * (pos % ring_entries); }
+};
+
+uint32_t max_record_of(const Database& db) {
+  uint32_t m = 0;
+  for (TableId t = 0; t < db.tables(); ++t)
+    if (db.has_table(t)) m = std::max(m, db.layout(t).record_bytes);
+  return m;
+}
+
+Result<uint64_t> region_bytes_of(const RegionQuery& q) {
+  const Settings s = settings_of(*q.options);
+  if (s.oracle_node >= q.nodes)
+    return make_error(EINVAL, "namdb.oracle_node = %u, but the cluster has %u nodes", s.oracle_node, q.nodes);
+  if (!s.compressed && uint64_t{q.nodes} * q.workers_per_node * q.coroutines > kThreadMask)
+    return make_error(EINVAL, "namdb: %u x %u x %u coordinators do not fit the header's 29-bit thread id", q.nodes,
+                      q.workers_per_node, q.coroutines);
+  return Geometry::make(q.nodes, q.workers_per_node, q.coroutines, q.max_record_bytes, q.tuples_per_node, s).total;
+}
+
+void add_schema(config::Schema& s) {
+  s.add_enum("namdb.oracle", "vector", {"vector", "compressed"},
+             "NAM-DB: the timestamp vector, one slot per coordinator (vector) or per compute node (compressed: "
+             "advanced with FAA)");
+  s.add_int("namdb.oracle_node", 0, 0, 63, "NAM-DB: the node whose memory holds the timestamp vector");
+  s.add_int("namdb.overflow_entries", 16384, 16, int64_t{1} << 24,
+            "NAM-DB: entries of each node's overflow region (old versions the version mover moved)");
+  s.add_int("namdb.max_txn_us", 10000, 1, 60'000'000,
+            "NAM-DB: the maximal transaction time E: garbage collection frees overflow entries older than it");
+}
+
+// --- the compressed vector's per-node clock ---------------------------------------
+// The commit timestamps of a compute node's coordinators come from one local
+// counter (the paper's "local compare-and-swap"); the node's slot of Tr
+// advances only over timestamps whose versions are all installed (a
+// timestamp published early would make a snapshot miss a version installed
+// later), by FAA of the number of timestamps passed: FAAs commute, so the
+// slot never shows a timestamp beyond what is installed, whatever order
+// they land in.
+struct NodeClock {
+  static constexpr uint64_t kRing = 4096;
+  std::atomic<uint64_t> next{0};
+  std::atomic<uint64_t> published{0};
+  std::atomic<uint64_t> done[kRing] = {};
+  uint64_t take() { return next.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // Marks `ts` installed (or given up); returns how far this caller moved
+  // the published mark (the FAA it owes the remote slot).
+  uint64_t finish(uint64_t ts) {
+    done[ts % kRing].store(ts, std::memory_order_release);
+    uint64_t moved = 0;
+    for (;;) {
+      uint64_t p = published.load(std::memory_order_acquire);
+      if (done[(p + 1) % kRing].load(std::memory_order_acquire) != p + 1) return moved;
+      if (published.compare_exchange_weak(p, p + 1, std::memory_order_acq_rel)) ++moved;
+    }
+  }
+};
+
+// --- the version mover and garbage collection (5.1, 5.3) -----------------------------
+class VersionMover final : public Service {
+ public:
+  // `prefix[t]`: table t's first dirty byte (tables in id order).
+  VersionMover(WorkerEngine& e, const Geometry& g, const Settings& s, std::vector<uint64_t> prefix)
+      : Service("namdb.mover"), e_(e), g_(g), max_txn_tsc_(env::ns_to_tsc(s.max_txn_ns)), prefix_(std::move(prefix)) {}
+
+  Result<void> start() override {
+    Database& db = e_.db();
+    std::byte* base = db.local_region(e_.node(), 0);
+    ring_ = base + g_.ring_off;
+    for (TableId t = 0; t < db.tables(); ++t) {
+      if (!db.has_table(t) || !db.is_local(e_.node())) continue;
+      store::Table* tab = db.store(e_.node()).table(t);
+      if (tab == nullptr || tab->capacity() == 0) continue;
+      if (prefix_[t] + tab->capacity() > g_.dirty_bytes)
+        return make_error(EINVAL, "namdb.mover: table '%s' has %u tuples, beyond the node region's dirty bytes",
+                          tab->name().c_str(), tab->capacity());
+      tables_.push_back({tab, reinterpret_cast<uint8_t*>(base + g_.dirty_off + prefix_[t])});
+    }
+    return {};
+  }
+
+  // One pass: garbage collection, then kChunk dirty bytes (one table after
+  // the other), each dirty tuple's unmoved entries moved.
+  int poll() override {
+    collect();
+    if (tables_.empty()) return 0;
+    int work = 0;
+    Dirty& d = tables_[table_];
+    const uint32_t cap = d.table->capacity();
+    const uint32_t end = std::min<uint32_t>(cap, cursor_ + kChunk);
+    for (uint32_t i = cursor_; i < end; i += 8) {
+      // Eight at a time: most are clean.
+      uint64_t eight = 0;
+      if (i + 8 <= end) {
+        eight = std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(d.bytes + i)).load(std::memory_order_acquire);
+        if (eight == 0) continue;
+      }
+      for (uint32_t k = i; k < std::min(end, i + 8); ++k) {
+        std::atomic_ref<uint8_t> byte(d.bytes[k]);
+        if (byte.load(std::memory_order_acquire) == 0) continue;
+        byte.store(0, std::memory_order_release);  // before the look: a later write sets it again
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (!move_tuple(*d.table, d.table->tuple(k), &work)) byte.store(1, std::memory_order_release);
+      }
+    }
+    cursor_ = end;
+    if (cursor_ >= cap) {
+      cursor_ = 0;
+      table_ = (table_ + 1) % tables_.size();
+    }
+    return work;
+  }
+
+ private:
+  static constexpr uint32_t kChunk = 4096;
+  struct Dirty {
+    store::Table* table;
+    uint8_t* bytes;  // one per tuple
+  };
+
+  uint64_t word(const std::byte* t, uint32_t off) const {
+    return store::load_word(reinterpret_cast<const uint64_t*>(t + off), std::memory_order_acquire);
+  }
+  void put(std::byte* p, uint32_t off, uint64_t v) {
+    store::store_word(reinterpret_cast<uint64_t*>(p + off), v, std::memory_order_release);
+  }
+
+  // Garbage collection (5.3): entries moved more than E ago are marked
+  // deleted and their room is free for the ring to reuse.
+  void collect() {
+    const uint64_t now = env::tsc();
+    while (tail_ < head_) {
+      std::byte* e = ring_ + (g_.ring_entry_off(tail_) - g_.ring_off);
+      if (word(e, 8 * kOvMovedTsc) + max_txn_tsc_ > now) break;
+      put(e, 8 * kOvHdr, word(e, 8 * kOvHdr) | kDeleted);
+      ++tail_;
+    }
+  }
+
+  // Moves the tuple's unmoved buffer entries, oldest first, to the ring.
+  // False: one could not be moved yet (its writer's WRITEs are still
+  // landing, or the ring is full of entries younger than E): look again.
+  bool move_tuple(store::Table& tab, std::byte* t, int* work) {
+    const store::TupleLayout& l = tab.layout();
+    if (!store::is_live(word(t, l.state_offset()))) return true;
+    uint32_t order[kBufferSlots];
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < kBufferSlots; ++s)
+      if ((word(t, entry_off(s)) & kMoved) == 0) order[n++] = s;
+    for (uint32_t a = 1; a < n; ++a)  // oldest copy first (at most kBufferSlots: insertion sort)
+      for (uint32_t b = a; b > 0 && word(t, entry_off(order[b]) + 8) < word(t, entry_off(order[b - 1]) + 8); --b)
+        std::swap(order[b], order[b - 1]);
+    const uint32_t bytes = record_words(l);
+    const uint32_t words = bytes / 8;
+    scratch_.resize(words);
+    for (uint32_t k = 0; k < n; ++k) {
+      const uint32_t s = order[k];
+      const uint64_t hdr = word(t, entry_off(s));
+      const uint64_t copy_no = word(t, entry_off(s) + 8);
+      const uint64_t writer = recording(l) ? word(t, writer_off(1 + s)) : 0;
+      // The data with atomic loads: the copy the checksum vouches for.
+      store::load_words(scratch_.data(), reinterpret_cast<const uint64_t*>(t + l.slot_offset(1 + s)), words);
+      const auto* copy = reinterpret_cast<const std::byte*>(scratch_.data());
+      if (word(t, entry_off(s) + 16) != entry_sum(hdr, copy_no, writer, copy, bytes)) return false;
+      if (head_ - tail_ >= g_.ring_entries) {
+        ++stalls_;  // full of entries younger than E: writers meet an unmoved slot (buffer_full)
+        return false;
+      }
+      const uint64_t pos = head_++;
+      std::byte* e = ring_ + (g_.ring_entry_off(pos) - g_.ring_off);
+      auto* ew = reinterpret_cast<uint64_t*>(e);
+      // Its position last: a reader that finds it finds the rest (or a
+      // checksum that fails on a copy torn by the ring's reuse).
+      store::store_word(ew + kOvPos, ~uint64_t{0}, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_release);
+      uint64_t head[kOvHead] = {
+          pos,        tab.id(), word(t, l.key_offset()), hdr & kVersionMask, copy_no, word(t, kOverflowOff), writer,
+          env::tsc(), 0};
+      uint64_t h = checksum_start(hdr & kVersionMask);
+      for (uint32_t w : {kOvPos, kOvTable, kOvKey, kOvCopy, kOvPrev, kOvWriter}) h = mix(h, head[w]);
+      head[kOvSum] = checksum_words(h, copy, 0, bytes);
+      store::store_words(reinterpret_cast<uint64_t*>(e + kOvHeadBytes), scratch_.data(), words);
+      store::store_words(ew + 1, head + 1, kOvHead - 1);
+      store::store_word(ew + kOvPos, pos, std::memory_order_release);
+      // The record's chain, then the slot's moved bit: a writer reuses the
+      // slot only once it is moved, so a reader that misses the version in
+      // the buffer finds it on the chain.
+      put(t, kOverflowOff, pos + 1);
+      std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(t + entry_off(s)))
+          .fetch_or(kMoved, std::memory_order_acq_rel);
+      ++*work;
+    }
+    return true;
+  }
+
+  WorkerEngine& e_;
+  Geometry g_;
+  uint64_t max_txn_tsc_;
+  std::vector<uint64_t> prefix_;
+  std::byte* ring_ = nullptr;
+  uint64_t head_ = 0, tail_ = 0, stalls_ = 0;
+  std::vector<Dirty> tables_;
+  uint32_t table_ = 0, cursor_ = 0;
+  std::vector<uint64_t> scratch_;
+};
+
+// --- the protocol on one worker ---------------------------------------------------
+struct AccessState {
+  uint64_t hdr;      // the version read (unlocked header)
+  uint64_t count;    // the next-write counter seen with the current version
+  uint8_t need_old;  // reads: the current version is not visible
+};
+
+struct Namdb final : public Protocol {
+  Namdb(WorkerEngine& e, const Settings& s, const Geometry& g, bool correct)
+      : e(e), s(s), g(g), correct(correct), snap_ok(e.options().coroutines, 0), last(e.options().coroutines, 0) {}
+  void begin(Coordinator& c, Txn&) override { snap_ok[c.index()] = 0; }  // a new snapshot per attempt
+
+  WorkerEngine& e;
+  Settings s;
+  Geometry g;
+  const bool correct;  // false only in the broken variant
+  std::vector<uint8_t> snap_ok;
+  std::vector<uint64_t> last;          // basic vector: each coordinator's last commit timestamp
+  NodeClock* clock = nullptr;          // compressed: the node's
+  std::vector<uint64_t> dirty_prefix;  // by table: its first dirty byte
+  std::shared_ptr<void> clock_owner;
+
+  uint32_t worker() const { return e.ctx().index; }
+  uint64_t slot_of(Coordinator& c) const {
+    return s.compressed ? e.node() : (uint64_t{e.node()} * e.workers_per_node() + worker()) * g.coroutines + c.index();
+  }
+  const uint64_t* snapshot(Coordinator& c) const {
+    return reinterpret_cast<const uint64_t*>(e.db().local_region(e.node(), worker()) +
+                                             g.snapshot_off(worker(), c.index()));
+  }
+  bool visible(Coordinator& c, uint64_t hdr) const {
+    const uint64_t th = thread_of(hdr);
+    return th < g.slots && ts_of(hdr) <= snapshot(c)[th];
+  }
+};
+
+uint32_t index_of(Txn& t, const Access& a) { return static_cast<uint32_t>(&a - &t.access(0)); }
+
+// read_tuples' verdict: a copy whose current version does not match its
+// checksum was torn by an install and is read again.
+Verdict accept_copy(Coordinator& c, Txn& t, Access& a) {
+  const auto& l = c.db().layout(a.table);
+  const uint64_t hdr = copy_word(a.copy, kHdrOff);
+  const uint64_t count = copy_word(a.copy, kCountOff);
+  if (copy_word(a.copy, kSumOff) != current_sum(a.copy, l, hdr, count)) return Verdict::kRetry;
+  AccessState& st = t.state<AccessState>(index_of(t, a));
+  st.hdr = hdr;  // possibly locked: judged by the fetch stage
+  st.count = count;
+  st.need_old = 0;
+  if (c.db().recording()) a.writer = a.replaced = copy_word(a.copy, writer_off(0));
+  return Verdict::kAccept;
+}
+
+// The read timestamp: one READ of the vector into this coordinator's snapshot.
+Task<bool> take_snapshot(Namdb& p, Coordinator& c, Txn& t) {
+  const RegionDescriptor& r = p.e.db().region(p.s.oracle_node, p.worker());
+  OneSidedBatch& b = c.onesided();
+  rdma::WorkRequest* wr = b.add(p.s.oracle_node);
+  wr->opcode = rdma::Opcode::kRead;
+  wr->local = p.e.db().local_region(p.e.node(), p.worker()) + p.g.snapshot_off(p.worker(), c.index());
+  wr->lkey = p.e.db().local_region_lkey(p.e.node(), p.worker());
+  wr->length = 8 * p.g.slots;
+  wr->remote_addr = r.addr;
+  wr->rkey = r.rkey;
+  if (!co_await b.execute()) {
+    t.fail(AbortReason::kNetwork);
+    co_return false;
+  }
+  p.snap_ok[c.index()] = 1;
+  co_return true;
+}
+
+// A version found: its data and writer become the record the workload sees.
+void settle_old(Coordinator& c, Access& a, const std::byte* data, uint64_t writer) {
+  const auto& l = c.db().layout(a.table);
+  std::memcpy(a.copy + l.record_offset(), data, record_words(l));
+  if (c.db().recording()) a.writer = writer;
+}
+
+// Walks the record's overflow chain from its head for copy number `want`
+// (or an older one) visible to the snapshot.
+Task<bool> read_overflow(Namdb& p, Coordinator& c, Txn& t, uint32_t i, int64_t want) {
+  Access& a = t.access(i);
+  const auto& l = c.db().layout(a.table);
+  const RegionDescriptor& r = p.e.db().region(a.node, p.worker());
+  std::byte* buf = p.e.db().local_region(p.e.node(), p.worker()) + p.g.entry_buf_off(p.worker(), c.index());
+  const uint32_t lkey = p.e.db().local_region_lkey(p.e.node(), p.worker());
+  // The chain's head, read now: a version that left the buffer since the
+  // fetch is on it.
+  {
+    OneSidedBatch& b = c.onesided();
+    rdma::WorkRequest* wr = b.add(a.node);
+    wr->opcode = rdma::Opcode::kRead;
+    wr->local = c.extra(i);
+    wr->length = 8;
+    wr->remote_addr = a.tuple_addr + kOverflowOff;
+    wr->rkey = c.descriptor(a.node, a.table).rkey;
+    if (!co_await b.execute()) {
+      t.fail(AbortReason::kNetwork);
+      co_return false;
+    }
+  }
+  uint64_t next = copy_word(c.extra(i), 0);
+  const uint32_t data_bytes = record_words(l);
+  for (uint32_t step = 0; step < kMaxChain && next != 0 && want >= 0; ++step) {
+    const uint64_t pos = next - 1;
+    OneSidedBatch& b = c.onesided();
+    rdma::WorkRequest* wr = b.add(a.node);
+    wr->opcode = rdma::Opcode::kRead;
+    wr->local = buf;
+    wr->lkey = lkey;
+    wr->length = kOvHeadBytes + data_bytes;
+    wr->remote_addr = r.addr + p.g.ring_entry_off(pos);
+    wr->rkey = r.rkey;
+    if (!co_await b.execute()) {
+      t.fail(AbortReason::kNetwork);
+      co_return false;
+    }
+    const uint64_t hdr = copy_word(buf, 8 * kOvHdr);
+    // Reused, collected, or torn by reuse: the version is gone.
+    if (copy_word(buf, 8 * kOvPos) != pos || copy_word(buf, 8 * kOvTable) != a.table ||
+        copy_word(buf, 8 * kOvKey) != a.key || (hdr & kDeleted) != 0 ||
+        copy_word(buf, 8 * kOvSum) != overflow_sum(buf, data_bytes))
+      break;
+    const int64_t copy_no = static_cast<int64_t>(copy_word(buf, 8 * kOvCopy));
+    if (copy_no > want) {
+      next = copy_word(buf, 8 * kOvPrev);
+      continue;
+    }
+    if (copy_no < want) break;  // the chain skipped it: not there
+    if (p.visible(c, hdr)) {
+      settle_old(c, a, buf + kOvHeadBytes, copy_word(buf, 8 * kOvWriter));
+      co_return true;
+    }
+    --want;
+    next = copy_word(buf, 8 * kOvPrev);
+  }
+  t.fail(kVersionGone);
+  co_return false;
+}
+
+// Reads whose current version is not visible: READ the counter, the chain
+// head and the buffer's headers; then the data of the newest visible entry
+// (with its header again: its checksum proves the pair); a version no
+// longer in the buffer is looked for in the overflow region.
+Task<bool> read_old_versions(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
+  ItemList old;
+  for (uint32_t i = from; i < t.size(); ++i)
+    if (t.access(i).mode == AccessMode::kRead && t.state<AccessState>(i).need_old) old.idx[old.n++] = i;
+  if (old.empty()) co_return true;
+  {
+    OneSidedBatch& b = c.onesided();
+    for (uint32_t k = 0; k < old.n; ++k) {
+      Access& a = t.access(old.idx[k]);
+      rdma::WorkRequest* wr = b.add(a.node);
+      wr->opcode = rdma::Opcode::kRead;
+      wr->local = c.extra(old.idx[k]) + kCountOff;
+      wr->length = kMetaBytes - kCountOff;
+      wr->remote_addr = a.tuple_addr + kCountOff;
+      wr->rkey = c.descriptor(a.node, a.table).rkey;
+    }
+    if (!co_await b.execute()) {
+      t.fail(AbortReason::kNetwork);
+      co_return false;
+    }
+  }
+  // Per read: the copy number wanted (newest first) and the slot chosen.
+  int64_t want[Txn::kMaxAccesses];
+  int32_t slot[Txn::kMaxAccesses];
+  for (uint32_t k = 0; k < old.n; ++k) {
+    const uint32_t i = old.idx[k];
+    const std::byte* x = c.extra(i);
+    int64_t j = static_cast<int64_t>(t.state<AccessState>(i).count) - 1;
+    const int64_t lowest = j - static_cast<int64_t>(kBufferSlots) + 1;
+    slot[k] = -1;
+    for (; j >= 0 && j >= lowest; --j) {
+      const uint32_t s = static_cast<uint32_t>(j % kBufferSlots);
+      const uint64_t hdr = copy_word(x, entry_off(s));
+      if (hdr == kEmptyEntry || copy_word(x, entry_off(s) + 8) != static_cast<uint64_t>(j)) break;  // reused
+      if (p.visible(c, hdr)) {
+        slot[k] = static_cast<int32_t>(s);
+        break;
+      }
+    }
+    want[k] = j;
+    if (j < 0) {
+      t.fail(kVersionGone);  // no version old enough (cannot happen to a loaded record)
+      co_return false;
+    }
+  }
+  {
+    OneSidedBatch& b = c.onesided();
+    for (uint32_t k = 0; k < old.n; ++k) {
+      if (slot[k] < 0) continue;
+      const uint32_t i = old.idx[k];
+      Access& a = t.access(i);
+      const auto& l = c.db().layout(a.table);
+      const uint32_t s = static_cast<uint32_t>(slot[k]);
+      const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
+      rdma::WorkRequest* e = b.add(a.node);
+      e->opcode = rdma::Opcode::kRead;
+      e->local = c.extra(i);
+      e->length = kEntryBytes;
+      e->remote_addr = a.tuple_addr + entry_off(s);
+      e->rkey = rkey;
+      rdma::WorkRequest* d = b.add(a.node);
+      d->opcode = rdma::Opcode::kRead;
+      d->local = a.copy + l.slot_offset(1);
+      d->length = record_words(l);
+      d->remote_addr = a.tuple_addr + l.slot_offset(1 + s);
+      d->rkey = rkey;
+      if (recording(l)) {
+        rdma::WorkRequest* w = b.add(a.node);
+        w->opcode = rdma::Opcode::kRead;
+        w->local = c.extra(i) + kEntryBytes;
+        w->length = 8;
+        w->remote_addr = a.tuple_addr + writer_off(1 + s);
+        w->rkey = rkey;
+      }
+    }
+    if (!b.empty() && !co_await b.execute()) {
+      t.fail(AbortReason::kNetwork);
+      co_return false;
+    }
+  }
+  for (uint32_t k = 0; k < old.n; ++k) {
+    const uint32_t i = old.idx[k];
+    Access& a = t.access(i);
+    const auto& l = c.db().layout(a.table);
+    if (slot[k] >= 0) {
+      const std::byte* x = c.extra(i);
+      const uint64_t hdr = copy_word(x, 0);
+      const uint64_t writer = recording(l) ? copy_word(x, kEntryBytes) : 0;
+      const std::byte* data = a.copy + l.slot_offset(1);
+      if (copy_word(x, 8) == static_cast<uint64_t>(want[k]) && p.visible(c, hdr) &&
+          copy_word(x, 16) == entry_sum(hdr, copy_word(x, 8), writer, data, record_words(l))) {
+        settle_old(c, a, data, writer);
+        t.state<AccessState>(i).need_old = 0;
+        continue;
+      }
+      // Overwritten since: it was moved first, so it is on the chain.
+    }
+    if (!co_await read_overflow(p, c, t, i, want[k])) co_return false;
+    t.state<AccessState>(i).need_old = 0;
+  }
+  co_return true;
+}
+
+Task<bool> fetch(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
+  if (!p.snap_ok[c.index()] && !co_await take_snapshot(p, c, t)) co_return false;
+  if (!co_await read_tuples(c, t, Primitive::kOneSided, from, accept_copy, kUnsettled)) co_return false;
+  for (uint32_t i = from; i < t.size(); ++i) {
+    Access& a = t.access(i);
+    AccessState& st = t.state<AccessState>(i);
+    const bool vis = p.visible(c, st.hdr);
+    if (a.mode == AccessMode::kWrite) {
+      // It would fail the commit's CAS: first committer wins.
+      if ((st.hdr & kLocked) != 0) {
+        t.fail(kLockedReason);
+        co_return false;
+      }
+      if (!vis) {
+        t.fail(kWriteConflict);
+        co_return false;
+      }
+      // The version read, kept for the buffer copy at commit (record slot 1
+      // of the copy: a fetch READs slot 0 alone).
+      const auto& l = c.db().layout(a.table);
+      std::memcpy(a.copy + l.slot_offset(1), a.copy + l.record_offset(), record_words(l));
+    } else {
+      st.hdr &= ~kLocked;
+      st.need_old = !vis;
+    }
+  }
+  co_return co_await read_old_versions(p, c, t, from);
+}
+
+// Runs `build` into a fresh batch until the batch executes (a failed QP is
+// reconnected by the batch), or the worker has stopped long enough: a
+// commit's later steps must land. False: given up (a commit error).
+template <typename Build>
+Task<bool> until_done(Coordinator& c, Build build) {
+  for (StopBudget budget;;) {
+    OneSidedBatch& b = c.onesided();
+    build(b);
+    if (b.empty()) co_return true;
+    if (co_await b.execute()) co_return true;
+    if (budget.spent()) co_return false;
+    ++c.engine().stats().commit_retries;
+    co_await runtime::yield();
+  }
+}
+
+Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
+  ItemList w;
+  for (uint32_t i = 0; i < t.size(); ++i)
+    if (t.access(i).mode == AccessMode::kWrite) w.idx[w.n++] = i;
+  if (w.empty()) co_return true;  // read-only: nothing to install, nothing to validate (SI)
+  const bool rec = c.db().recording();
+  // 1: CAS each header (validation and locking at once) and READ the
+  // counter, chain head, buffer headers and current writer under the lock.
+  {
+    OneSidedBatch& b = c.onesided();
+    for (uint32_t k = 0; k < w.n; ++k) {
+      const uint32_t i = w.idx[k];
+      Access& a = t.access(i);
+      const AccessState& st = t.state<AccessState>(i);
+      const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
+      rdma::WorkRequest* cas = b.add(a.node);
+      cas->opcode = rdma::Opcode::kCompareSwap;
+      cas->local = c.extra(i);
+      cas->length = 8;
+      cas->remote_addr = a.tuple_addr + kHdrOff;
+      cas->rkey = rkey;
+      cas->compare_add = st.hdr;
+      cas->swap = st.hdr | kLocked;
+      rdma::WorkRequest* rd = b.add(a.node);
+      rd->opcode = rdma::Opcode::kRead;
+      rd->local = c.extra(i) + 8;
+      rd->length = kMetaBytes - kCountOff + (rec ? 8 : 0);
+      rd->remote_addr = a.tuple_addr + kCountOff;
+      rd->rkey = rkey;
+    }
+    if (!co_await b.execute()) {
+      // Which CASes took is unknown: read them back under release? A CAS
+      // that took holds the version read, so the release's WRITE of it is
+      // right either way.
+      for (uint32_t k = 0; k < w.n; ++k) t.access(w.idx[k]).locked = true;
+      t.fail(AbortReason::kNetwork);
+      co_return false;
+    }
+  }
+  AbortReason why = AbortReason::kNone;
+  for (uint32_t k = 0; k < w.n; ++k) {
+    const uint32_t i = w.idx[k];
+    Access& a = t.access(i);
+    AccessState& st = t.state<AccessState>(i);
+    const std::byte* x = c.extra(i);
+    uint64_t found = copy_word(x, 0);
+    if (found != st.hdr && !p.correct && (found & kLocked) == 0) {
+      // The broken variant: lock whatever version is current.
+      OneSidedBatch& b = c.onesided();
+      rdma::WorkRequest* cas = b.add(a.node);
+      cas->opcode = rdma::Opcode::kCompareSwap;
+      cas->local = c.extra(i);
+      cas->length = 8;
+      cas->remote_addr = a.tuple_addr + kHdrOff;
+      cas->rkey = c.descriptor(a.node, a.table).rkey;
+      cas->compare_add = found;
+      cas->swap = found | kLocked;
+      if (co_await b.execute() && copy_word(c.extra(i), 0) == found) {
+        st.hdr = found;
+        st.count = copy_word(x, 8);  // as read after the first CAS: the version did not move since
+      }
+      found = copy_word(c.extra(i), 0);
+      if (found == st.hdr) set_copy_word(c.extra(i), 0, found);
+    }
+    if (found != st.hdr) {
+      if (why == AbortReason::kNone) why = (found & kLocked) != 0 ? kLockedReason : kWriteConflict;
+      continue;
+    }
+    a.locked = true;
+    if (rec) a.replaced = copy_word(x, 8 + (kMetaBytes - kCountOff));
+    const uint64_t count = copy_word(x, 8);
+    const uint64_t slot_hdr = copy_word(x, 8 + entry_off(static_cast<uint32_t>(count % kBufferSlots)) - kCountOff);
+    if (p.correct && count != st.count) {
+      if (why == AbortReason::kNone) why = kWriteConflict;  // cannot be: the header did not change
+    } else if ((slot_hdr & kMoved) == 0) {
+      if (why == AbortReason::kNone) why = kBufferFull;  // the version mover has not moved it yet
+    }
+    st.count = count;
+  }
+  if (why != AbortReason::kNone) {
+    t.fail(why);
+    co_return false;
+  }
+  // The commit timestamp: this thread's last + 1, or the node's next.
+  const uint64_t ts = p.s.compressed ? p.clock->take() : p.last[c.index()] + 1;
+  const uint64_t new_hdr = make_header(p.slot_of(c), ts);
+  // 2: the version read into its buffer slot (data, writer, then its header
+  // entry). The counter advances with the install (3), which its checksum
+  // covers: a reader meanwhile still sees the current version whole.
+  bool ok = co_await until_done(c, [&](OneSidedBatch& b) {
+    for (uint32_t k = 0; k < w.n; ++k) {
+      const uint32_t i = w.idx[k];
+      Access& a = t.access(i);
+      const auto& l = c.db().layout(a.table);
+      const AccessState& st = t.state<AccessState>(i);
+      const uint32_t s = static_cast<uint32_t>(st.count % kBufferSlots);
+      const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
+      std::byte* x = c.extra(i);
+      const uint64_t writer = rec ? copy_word(a.copy, writer_off(0)) : 0;
+      set_copy_word(x, 32, st.hdr & kVersionMask);
+      set_copy_word(x, 40, st.count);
+      set_copy_word(x, 48, entry_sum(st.hdr, st.count, writer, a.copy + l.slot_offset(1), record_words(l)));
+      rdma::WorkRequest* d = b.add(a.node);
+      d->opcode = rdma::Opcode::kWrite;
+      d->local = a.copy + l.slot_offset(1);
+      d->length = record_words(l);
+      d->remote_addr = a.tuple_addr + l.slot_offset(1 + s);
+      d->rkey = rkey;
+      if (rec) {
+        rdma::WorkRequest* wr = b.add(a.node);
+        wr->opcode = rdma::Opcode::kWrite;
+        wr->local = a.copy + writer_off(0);
+        wr->length = 8;
+        wr->remote_addr = a.tuple_addr + writer_off(1 + s);
+        wr->rkey = rkey;
+      }
+      rdma::WorkRequest* e = b.add(a.node);
+      e->opcode = rdma::Opcode::kWrite;
+      e->local = x + 32;
+      e->length = kEntryBytes;
+      e->remote_addr = a.tuple_addr + entry_off(s);
+      e->rkey = rkey;
+      // The tuple's dirty byte on its node: the version mover's worklist.
+      static const uint8_t kDirty = 1;
+      const store::TableDescriptor& td = c.descriptor(a.node, a.table);
+      const RegionDescriptor& nr = p.e.db().region(a.node, p.worker());
+      rdma::WorkRequest* dirty = b.add(a.node);
+      dirty->opcode = rdma::Opcode::kWrite;
+      dirty->local = const_cast<uint8_t*>(&kDirty);
+      dirty->flags = rdma::kInline;
+      dirty->length = 1;
+      dirty->remote_addr =
+          nr.addr + p.g.dirty_off + p.dirty_prefix[a.table] + (a.tuple_addr - td.heap_addr) / td.tuple_bytes;
+      dirty->rkey = nr.rkey;
+    }
+  });
+  if (!ok) {
+    // Nothing installed: the attempt aborts (the buffer may hold a second
+    // copy of the current version, which is harmless), the locks go back.
+    if (p.s.compressed) (void)p.clock->finish(ts);
+    t.fail(AbortReason::kNetwork);
+    co_return false;
+  }
+  // 3: the new version in place: record, writer, checksum and counter, then
+  // the header (i, ts) unlocked.
+  for (uint32_t k = 0; k < w.n; ++k) {
+    const uint32_t i = w.idx[k];
+    Access& a = t.access(i);
+    const auto& l = c.db().layout(a.table);
+    const uint64_t count = t.state<AccessState>(i).count + 1;
+    if (rec) set_copy_word(a.copy, writer_off(0), t.id());
+    set_copy_word(a.copy, kHdrOff, new_hdr);
+    set_copy_word(a.copy, kCountOff, count);
+    set_copy_word(a.copy, kSumOff, current_sum(a.copy, l, new_hdr, count));
+  }
+  ok = co_await until_done(c, [&](OneSidedBatch& b) {
+    for (uint32_t k = 0; k < w.n; ++k) {
+      Access& a = t.access(w.idx[k]);
+      const auto& l = c.db().layout(a.table);
+      const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
+      rdma::WorkRequest* r = b.add(a.node);
+      r->opcode = rdma::Opcode::kWrite;
+      r->local = a.copy + l.record_offset();
+      r->length = record_words(l);
+      r->remote_addr = a.tuple_addr + l.record_offset();
+      r->rkey = rkey;
+      if (rec) {
+        rdma::WorkRequest* wr = b.add(a.node);
+        wr->opcode = rdma::Opcode::kWrite;
+        wr->local = a.copy + writer_off(0);
+        wr->length = 8;
+        wr->remote_addr = a.tuple_addr + writer_off(0);
+        wr->rkey = rkey;
+      }
+      rdma::WorkRequest* m = b.add(a.node);
+      m->opcode = rdma::Opcode::kWrite;
+      m->local = a.copy + kSumOff;
+      m->length = 16;  // checksum, counter
+      m->remote_addr = a.tuple_addr + kSumOff;
+      m->rkey = rkey;
+      rdma::WorkRequest* h = b.add(a.node);
+      h->opcode = rdma::Opcode::kWrite;
+      h->local = a.copy + kHdrOff;
+      h->length = 8;
+      h->remote_addr = a.tuple_addr + kHdrOff;
+      h->rkey = rkey;
+    }
+  });
+  for (uint32_t k = 0; k < w.n; ++k) t.access(w.idx[k]).locked = false;
+  if (!ok) ++c.engine().stats().commit_errors;
+  // 4: the commit timestamp published.
+  const uint32_t on = p.s.oracle_node;
+  const RegionDescriptor& r = p.e.db().region(on, p.worker());
+  if (p.s.compressed) {
+    const uint64_t delta = p.clock->finish(ts);
+    if (delta > 0 && !co_await until_done(c, [&](OneSidedBatch& b) {
+          rdma::WorkRequest* f = b.add(on);
+          f->opcode = rdma::Opcode::kFetchAdd;
+          f->local = p.e.db().local_region(p.e.node(), p.worker()) + p.g.faa_off(p.worker(), c.index());
+          f->lkey = p.e.db().local_region_lkey(p.e.node(), p.worker());
+          f->length = 8;
+          f->remote_addr = r.addr + 8 * p.slot_of(c);
+          f->rkey = r.rkey;
+          f->compare_add = delta;
+        }))
+      ++c.engine().stats().commit_errors;
+  } else {
+    if (!co_await until_done(c, [&](OneSidedBatch& b) {
+          rdma::WorkRequest* wr = b.add(on);
+          wr->opcode = rdma::Opcode::kWrite;
+          wr->local = &p.last[c.index()];
+          wr->flags = rdma::kInline;
+          wr->length = 8;
+          wr->remote_addr = r.addr + 8 * p.slot_of(c);
+          wr->rkey = r.rkey;
+          p.last[c.index()] = ts;  // the inline payload is copied at post time
+        }))
+      ++c.engine().stats().commit_errors;
+  }
+  co_return true;
+}
+
+// Unlocks by writing back the version header read (the record did not change).
+Task<bool> release(Namdb&, Coordinator& c, Txn& t, uint32_t) {
+  const bool ok = co_await until_done(c, [&](OneSidedBatch& b) {
+    for (uint32_t i = 0; i < t.size(); ++i) {
+      Access& a = t.access(i);
+      if (!a.locked) continue;
+      rdma::WorkRequest* wr = b.add(a.node);
+      wr->opcode = rdma::Opcode::kWrite;
+      wr->local = &t.state<AccessState>(i).hdr;
+      wr->flags = rdma::kInline;
+      wr->length = 8;
+      wr->remote_addr = a.tuple_addr + kHdrOff;
+      wr->rkey = c.descriptor(a.node, a.table).rkey;
+    }
+  });
+  for (uint32_t i = 0; i < t.size(); ++i) t.access(i).locked = false;
+  if (!ok) ++c.engine().stats().commit_errors;
+  co_return true;
+}
+
+Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool correct) {
+  const Settings s = settings_of(e.options());
+  Database& db = e.db();
+  if (db.replicas() > 1)
+    return make_error(EINVAL, "namdb: cluster.replicas > 1 is not supported (NAM-DB keeps one copy)");
+  // Every node's tables have the same capacities: the dirty bytes of
+  // table t start at the sum of the tables before it.
+  std::vector<uint64_t> prefix(db.tables(), 0);
+  uint64_t tuples = 0;
+  for (TableId t = 0; t < db.tables(); ++t) {
+    prefix[t] = tuples;
+    if (db.has_table(t)) tuples += e.db().descriptor(0, t, e.ctx().index).capacity;
+  }
+  const Geometry g =
+      Geometry::make(db.nodes(), e.workers_per_node(), e.options().coroutines, max_record_of(db), tuples, s);
+  if (db.region_bytes() < g.total)
+    return make_error(EINVAL, "namdb: the node region has %llu bytes, %llu needed",
+                      static_cast<unsigned long long>(db.region_bytes()), static_cast<unsigned long long>(g.total));
+  auto p = std::make_unique<Namdb>(e, s, g, correct);
+  p->dirty_prefix = prefix;
+  if (s.compressed) {
+    if (uint64_t{e.workers_per_node()} * e.options().coroutines >= NodeClock::kRing)
+      return make_error(EINVAL, "namdb.oracle = compressed: at most %llu coordinators per node",
+                        static_cast<unsigned long long>(NodeClock::kRing - 1));
+    std::shared_ptr<void>& slot = db.node_state(e.node(), "namdb.clock");
+    if (!slot) slot = std::make_shared<NodeClock>();
+    p->clock_owner = slot;
+    p->clock = static_cast<NodeClock*>(slot.get());
+  }
+  if (e.ctx().index == 0) e.add_service(std::make_unique<VersionMover>(e, g, s, prefix));
+  p->set_stage(Stage::kFetch, *p, fetch);
+  p->set_stage(Stage::kCommit, *p, commit);
+  p->set_release(*p, release);
+  return std::unique_ptr<Protocol>(std::move(p));
+}
+Result<std::unique_ptr<Protocol>> create(WorkerEngine& e) { return make(e, true); }
+Result<std::unique_ptr<Protocol>> create_broken(WorkerEngine& e) { return make(e, false); }
+
+ProtocolDef make_def(const char* name, const char* summary, bool broken,
+                     Result<std::unique_ptr<Protocol>> (*fn)(WorkerEngine&)) {
+  ProtocolDef d{};
+  d.name = name;
+  d.summary = summary;
+  d.meta_bytes = kMetaBytes;
+  d.access_state_bytes = sizeof(AccessState);
+  d.isolation = Isolation::kSnapshot;
+  d.allowed[static_cast<int>(Stage::kFetch)] = {Primitive::kOneSided};
+  d.allowed[static_cast<int>(Stage::kCommit)] = {Primitive::kOneSided};
+  d.abort_reasons = {{"write_conflict", "write conflict: the version read is no longer current (first committer wins)"},
+                     {"locked", "record locked by a committing writer"},
+                     {"buffer_full", "old-version buffer slot not moved to the overflow region yet"},
+                     {"version_gone", "the snapshot's version was collected or overwritten"},
+                     {"unsettled_read", "copy torn by an install on every round"}};
+  d.acquires = Stage::kCommit;
+  d.lock_held = lock_held;
+  d.create = fn;
+  d.broken = broken;
+  d.extra_record_slots = kBufferSlots;
+  d.init_tuple = init_tuple;
+  d.region_bytes = region_bytes_of;
+  d.add_schema = add_schema;
+  d.replicable = false;
+  d.relocates_rows = false;  // a moved row would lose its old versions
+  d.region_per_node = true;
+  d.fetch_record_slots = 1;
+  d.takes_inserts = false;  // an inserted row would be version (0, 0), visible to older snapshots
+  return d;
+}
+
+}  // namespace
+
+const ProtocolDef kDef =
+    make_def("namdb",
+             "NAM-DB: snapshot isolation, one-sided only; timestamp vector oracle, current version in place, old "
+             "versions in a per-record buffer and a per-node overflow region (VLDB 2017)",
+             false, create);
+const ProtocolDef kNoFirstCommitterWinsForTests =
+    make_def("namdb-broken-nofcw", "BROKEN, tests only: NAM-DB whose commit locks whatever version is current", true,
+             create_broken);
+
+// Registered by namespace-scope initializers after the definitions (which
+// are built at dynamic initialisation): in order within this unit.
+[[maybe_unused]] const bool registered =
+    (register_protocol(&kDef), register_protocol(&kNoFirstCommitterWinsForTests), true);
+
+}  // namespace rdtx::cc::namdb
