@@ -158,6 +158,8 @@ Result<RunResult> run(const RunConfig& rc) {
   if (!txn::offers(*rc.protocol, rc.options.isolation))
     return make_error(EINVAL, "txn.isolation = %s: protocol '%s' runs at %s only",
                       txn::to_string(rc.options.isolation), rc.protocol->name, txn::to_string(rc.protocol->isolation));
+  // What the workload's check holds the run to (in every process).
+  rc.workload->set_isolation(rc.options.isolation);
   if (rc.workload->relocates() && !rc.protocol->relocates_rows)
     return make_error(EINVAL,
                       "protocol %s cannot relocate rows (a moved row would lose the timestamps its versions or "
@@ -353,6 +355,7 @@ Result<RunResult> run(const RunConfig& rc) {
     res.node = local;
     RDTX_TRY(exchange_results(*boot, c, **db, *rc.workload, res));
   }
+  if (res.invariants.ok()) res.invariants_note = rc.workload->check_note();
   // Coroutines (which refer to the engines) go before the engines.
   for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker.reset();
   engines.clear();
