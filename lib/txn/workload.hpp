@@ -199,6 +199,13 @@ struct WorkloadDef {
   // (TPC-C: orders a district). Empty if the contended setting is small.
   std::vector<const char*> short_run = {};
   static constexpr double kShortRunSeconds = 0.5;
+  // False: the stress suites leave the workload out (test_stress,
+  // test_chaos, and the multi-process stress, which reads `rdtx-bench
+  // --list-workloads=stress`); test_protocols (fast) still runs it with
+  // every protocol and primitive. For a workload that shows one thing
+  // the fast suite already shows (writeskew's anomaly), not worth their
+  // time.
+  bool stress_suites = true;
 };
 
 void register_workload(const WorkloadDef* def);

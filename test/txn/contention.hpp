@@ -184,6 +184,14 @@ inline std::vector<Combo> primitive_combos() {
   return v;
 }
 
+// primitive_combos() of the workloads the stress suites run
+// (WorkloadDef::stress_suites): what test_stress and test_chaos start from.
+inline std::vector<Combo> stress_primitive_combos() {
+  std::vector<Combo> v = primitive_combos();
+  std::erase_if(v, [](const Combo& c) { return !txn::find_workload(base_workload(c.workload))->stress_suites; });
+  return v;
+}
+
 // True if every stage the protocol has accepts primitive `p` (the all-RPC
 // runs are for protocols that have an RPC form of every stage; FaRM's lock
 // and commit are mailbox only).
