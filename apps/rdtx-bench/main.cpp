@@ -72,6 +72,8 @@ Options:
                        line: the name, then the KEY=VALUE settings (for
                        --set) of a small, heavily contended instance, the
                        one the tests run; then exit
+  --list-workloads=stress
+                       the same, only the workloads the stress suites run
   -h, --help           this text
 
 Without EAL options (no '--', or nothing before it) the EAL runs with
@@ -114,6 +116,7 @@ struct Args {
   bool keys = false;
   bool list = false;
   bool list_workloads = false;
+  bool list_stress_only = false;  // --list-workloads=stress
 };
 
 bool wants_help(const std::vector<std::string>& app) {
@@ -141,7 +144,7 @@ Args parse_args(std::vector<std::string> args) {
       {"quiet", no_argument, nullptr, 'q'},
       {"keys", no_argument, nullptr, kKeys},
       {"list", no_argument, nullptr, kList},
-      {"list-workloads", no_argument, nullptr, kListWorkloads},
+      {"list-workloads", optional_argument, nullptr, kListWorkloads},
       {nullptr, 0, nullptr, 0},
   };
   std::vector<char*> argv;
@@ -207,7 +210,9 @@ Args parse_args(std::vector<std::string> args) {
         a.list = true;
         break;
       case kListWorkloads:
+        if (!v.empty() && v != "stress") usage_error("--list-workloads=" + v + ": the only value is 'stress'");
         a.list_workloads = true;
+        a.list_stress_only = v == "stress";
         break;
       case ':':
         usage_error(std::string(argv[optind - 1]) + " needs a value");
@@ -230,9 +235,11 @@ void print_usage() {
   print_workloads();
 }
 
-// --list-workloads: for scripts (test/cluster/stress_multiprocess.py).
-void print_workloads_machine() {
+// --list-workloads: for scripts (test/cluster/stress_multiprocess.py, which
+// asks for `stress_only`: WorkloadDef::stress_suites).
+void print_workloads_machine(bool stress_only) {
   for (const txn::WorkloadDef* w : txn::workloads()) {
+    if (stress_only && !w->stress_suites) continue;
     std::printf("%s", w->name);
     for (const char* kv : w->contended) std::printf(" %s", kv);
     std::printf("\n");
@@ -419,7 +426,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (args.list_workloads) {
-    print_workloads_machine();
+    print_workloads_machine(args.list_stress_only);
     return 0;
   }
   auto cfg = config::Config::load(schema, args.config_file, args.overrides);

@@ -178,8 +178,8 @@ HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r,
 
 std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const HistoryResult* history) {
   std::vector<Check> c;
-  c.push_back(
-      {"invariants", "invariants", 0, r.invariants.ok(), r.invariants.ok() ? "" : r.invariants.error().message});
+  c.push_back({"invariants", "invariants", 0, r.invariants.ok(),
+               r.invariants.ok() ? r.invariants_note : r.invariants.error().message});
   c.push_back({"locks_left", "locks left", r.locks_left, r.locks_left == 0, ""});
   if (r.replicas > 1) {
     c.push_back({"replicas", "replicas equal", 0, r.replicas_equal.ok(),

@@ -165,6 +165,8 @@ Result<RunResult> run(const RunConfig& rc) {
                           "protocol %s cannot take inserted rows (it would show them to older snapshots), which "
                           "workload '%s' inserts into table '%s'",
                           rc.protocol->name, rc.workload->name(), t.name.c_str());
+  // What the workload's check holds the run to (in every process).
+  rc.workload->set_isolation(rc.options.isolation);
   if (rc.workload->relocates() && !rc.protocol->relocates_rows)
     return make_error(EINVAL,
                       "protocol %s cannot relocate rows (a moved row would lose the timestamps its versions or "
@@ -361,6 +363,7 @@ Result<RunResult> run(const RunConfig& rc) {
     res.node = local;
     RDTX_TRY(exchange_results(*boot, c, **db, *rc.workload, res));
   }
+  if (res.invariants.ok()) res.invariants_note = rc.workload->check_note();
   // Coroutines (which refer to the engines) go before the engines.
   for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker.reset();
   engines.clear();

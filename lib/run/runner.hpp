@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "base/result.hpp"
@@ -69,6 +70,10 @@ struct RunResult {
   runtime::IdlePolicy idle = runtime::IdlePolicy::kAuto;
   uint64_t locks_left = 0;     // tuples still locked after the run
   Result<void> invariants;     // the workload's check
+  // What the check found that the run's isolation level allows
+  // (Workload::check_note(): writeskew's pairs below 0 under snapshot
+  // isolation); "" if nothing or if the check failed.
+  std::string invariants_note;
   // Replication: where each partition's copies are, and the proof that
   // every backup equals its primary after the run (ok with replicas = 1).
   uint32_t replicas = 1;

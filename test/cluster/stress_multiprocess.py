@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Stress suite, across processes: for every workload rdtx-bench registers
-(rdtx-bench --list-workloads), every protocol x primitive preset of
+for the stress suites (rdtx-bench --list-workloads=stress), every protocol x primitive preset of
 conf/<workload> and conf/<workload>-scan (a workload with no presets of its own runs conf/smallbank's
 with workload=<name>) runs as a 3-process cluster (one rdtx-bench per node,
 shm between processes, true parallelism unlike the single-thread stress
@@ -32,11 +32,11 @@ BENCH, CONF = sys.argv[1], sys.argv[2]
 SECONDS = str(max(1.0, float(os.environ.get("RDTX_STRESS_SECONDS", "1") or 1)))
 # name -> the --set arguments of its contended setting, from the registry.
 HOT = {}
-for line in subprocess.run([BENCH, "--list-workloads"], check=True, capture_output=True, text=True).stdout.splitlines():
+for line in subprocess.run([BENCH, "--list-workloads=stress"], check=True, capture_output=True, text=True).stdout.splitlines():
     name, *settings = line.split()
     HOT[name] = [a for kv in settings for a in ("--set", kv)]
 if not HOT:
-    sys.exit("rdtx-bench --list-workloads listed no workload")
+    sys.exit("rdtx-bench --list-workloads=stress listed no workload")
 
 
 def free_ports(n):

@@ -28,6 +28,8 @@ namespace rdtx::testing_contention {
 
 using txn::Primitive;
 
+inline constexpr uint32_t kNodes = 3;
+
 struct Combo {
   std::string workload;  // a registry name (txn::workloads())
   // A registry name (broken variants: "occ-unvalidated", "sundial-unrenewed":
@@ -46,6 +48,7 @@ struct Combo {
   bool outstanding = true;
   bool cache = true;
   uint32_t coroutines = 8;
+  uint32_t nodes = kNodes;
   uint32_t qps_per_node = 1;  // RC QPs each worker keeps to each node
   uint32_t workers_per_node = 1;
   // Replication: copies per partition (> 1: the log stage runs with `log`).
@@ -83,6 +86,7 @@ inline std::string name_of(const Combo& c) {
   if (!c.outstanding) n += "_serial";
   if (!c.cache) n += "_nocache";
   if (c.coroutines != 8) n += "_co" + std::to_string(c.coroutines);
+  if (c.nodes != kNodes) n += "_n" + std::to_string(c.nodes);
   if (c.qps_per_node != 1) n += "_qps" + std::to_string(c.qps_per_node);
   if (c.workers_per_node != 1) n += "_w" + std::to_string(c.workers_per_node);
   if (c.replicas != 1) n += "_r" + std::to_string(c.replicas) + "_log_" + txn::to_string(c.log);
@@ -187,6 +191,14 @@ inline std::vector<Combo> primitive_combos() {
   return v;
 }
 
+// primitive_combos() of the workloads the stress suites run
+// (WorkloadDef::stress_suites): what test_stress and test_chaos start from.
+inline std::vector<Combo> stress_primitive_combos() {
+  std::vector<Combo> v = primitive_combos();
+  std::erase_if(v, [](const Combo& c) { return !txn::find_workload(base_workload(c.workload))->stress_suites; });
+  return v;
+}
+
 // True if every stage the protocol has accepts primitive `p` (the all-RPC
 // runs are for protocols that have an RPC form of every stage; FaRM's lock
 // and commit are mailbox only).
@@ -264,6 +276,9 @@ struct Outcome {
   run::RunResult run;
   history::CheckReport check;
   std::string check_text;  // format_report(), for failure messages
+  // The run's workload after its check (what check_total() remembered:
+  // writeskew's skewed_pairs()).
+  std::unique_ptr<txn::Workload> workload;
 };
 
 inline const txn::ProtocolDef* protocol_of(const std::string& name) {
@@ -289,8 +304,6 @@ inline bool shared_read_locks(const std::string& name) {
     if (k == "txn.options.read_locks" && v == "shared") return true;
   return false;
 }
-
-inline constexpr uint32_t kNodes = 3;
 
 // The workload `name` in its contended setting for `nodes` nodes: its keys'
 // defaults with WorkloadDef::contended applied. Errors name the workload and
@@ -324,12 +337,12 @@ inline Result<std::unique_ptr<txn::Workload>> contended_workload(const std::stri
 
 // Runs `c` for `seconds` with `seed` and checks the history it recorded.
 inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double seconds) {
-  auto workload = contended_workload(c.workload, kNodes, c.warmup_s + seconds, c.workload_settings);
+  auto workload = contended_workload(c.workload, c.nodes, c.warmup_s + seconds, c.workload_settings);
   if (!workload.ok()) return workload.error();
 
   run::RunConfig rc;
   rc.workload = workload->get();
-  rc.cluster.nodes = kNodes;
+  rc.cluster.nodes = c.nodes;
   rc.cluster.workers_per_node = c.workers_per_node;
   rc.cluster.qps_per_node = c.qps_per_node;
   rc.cluster.replicas = c.replicas;
@@ -345,7 +358,9 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   rc.cluster.rpc.send_buffers = 256;
   rc.protocol = protocol_of(c.protocol);
   if (rc.protocol == nullptr) return make_error(EINVAL, "unknown protocol '%s'", c.protocol.c_str());
-  rc.options.isolation = rc.protocol->isolation;  // its own level unless a variant asks another
+  // The protocol's own level (its strongest), unless a variant asks for a
+  // weaker one.
+  rc.options.isolation = rc.protocol->isolation;
   // A variant's settings: the protocol's own keys, txn.isolation and
   // txn.options.read_locks.
   for (const auto& [k, v] : protocol_settings(c.protocol)) {
@@ -365,7 +380,7 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   // that needs a larger log than the default, as conf/tpcc/farm-mailbox.toml
   // sets (txn.log_ring_kb = 1024).
   uint32_t max_record = 0;
-  for (const txn::TableDef& t : (*workload)->tables(kNodes)) max_record = std::max(max_record, t.record_bytes);
+  for (const txn::TableDef& t : (*workload)->tables(c.nodes)) max_record = std::max(max_record, t.record_bytes);
   if (max_record > 256) rc.options.log_ring_bytes = uint64_t{1} << 20;
   rc.options.pipeline[static_cast<int>(txn::Stage::kFetch)] = c.fetch;
   rc.options.pipeline[static_cast<int>(txn::Stage::kLock)] = c.lock;
@@ -405,6 +420,7 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   if (!rep.ok()) return rep.error();
   out.check = std::move(*rep);
   out.check_text = history::format_report(out.check, 3);
+  out.workload = std::move(*workload);
   return out;
 }
 

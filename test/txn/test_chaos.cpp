@@ -1,7 +1,8 @@
 // The chaos suite: every protocol x per-stage primitive (generated from the
-// registry) under injected faults of the shm driver — datagrams dropped,
-// duplicated and delayed past later ones, and a node stalled for 200 ms —
-// with history recording. Whatever the faults, nothing may be lost: the
+// registry; the workloads WorkloadDef::stress_suites leaves out aside)
+// under injected faults of the shm driver — datagrams dropped, duplicated
+// and delayed past later ones, and a node stalled for 200 ms — with
+// history recording. Whatever the faults, nothing may be lost: the
 // workload's invariant holds, no lock is left, every commit and release
 // reached its owner (commit errors 0, every cancel answered), the history is
 // certified, and transactions commit again after the fault.
@@ -27,7 +28,7 @@ uint64_t seed() { return stress_seed(); }
 std::vector<Combo> combos() {
   std::vector<Combo> v;
   const std::string s = std::to_string(seed());
-  for (const Combo& base : primitive_combos()) {
+  for (const Combo& base : stress_primitive_combos()) {
     // TPC-C's full mix stands for TPC-C/no here, as in the stress suite
     // (CI time); test_protocols runs both.
     if (base.workload == "tpcc/neworder") continue;

@@ -1,5 +1,6 @@
 // The stress suite: every protocol x per-stage primitive x optimisation set,
-// on every registered workload, under high contention (contention.hpp: the
+// on every registered workload (but those WorkloadDef::stress_suites leaves
+// out: writeskew), under high contention (contention.hpp: the
 // workload's contended setting, 8 or 32 coroutines, three nodes in one
 // thread, a 1 us latency model), with a random seed, history recording, the
 // serializability check and the workload invariants. Plus the broken protocol (OCC without validation),
@@ -41,7 +42,7 @@ uint64_t seed() { return stress_seed(); }
 // The optimisation sets each protocol x primitive combination runs with.
 std::vector<Combo> combos() {
   std::vector<Combo> v;
-  for (const Combo& base : primitive_combos()) {
+  for (const Combo& base : stress_primitive_combos()) {
     // TPC-C/no runs in test_protocols; here TPC-C's full mix stands for both
     // (CI time: each TPC-C run loads twelve tables).
     if (base.workload == "tpcc/neworder") continue;
@@ -169,7 +170,7 @@ TEST_P(BrokenTest, CheckerCatchesBrokenProtocol) {
 
 INSTANTIATE_TEST_SUITE_P(Broken, BrokenTest, testing::ValuesIn([] {
                            std::vector<Combo> v;
-                           for (Combo c : primitive_combos()) {
+                           for (Combo c : stress_primitive_combos()) {
                              // Left out: MVCC's RPC reads on SmallBank's hstore flavour. Every
                              // read-only access there is one account's two records, served in one
                              // handler run, so ignoring locks and rts shows only through a chain
@@ -212,7 +213,7 @@ TEST_P(BrokenSundialTest, CheckerCatchesUnrenewedSundial) {
 
 INSTANTIATE_TEST_SUITE_P(Broken, BrokenSundialTest, testing::ValuesIn([] {
                            std::vector<Combo> v;
-                           for (Combo c : primitive_combos())
+                           for (Combo c : stress_primitive_combos())
                              // (Not on TPC-C: as for MVCC above; test_protocols' until_caught.)
                              if (c.protocol == "sundial" && c.workload.rfind("tpcc", 0) != 0) {
                                c.protocol = "sundial-unrenewed";
