@@ -124,6 +124,10 @@ class WorkerEngine {
     return n;
   }
   Workload& workload() { return workload_; }
+  // The engine's `rows` handler (row_changes.cpp): inserts and row changes
+  // of a coordinator on another node, applied here by this worker.
+  rpc::HandlerId rows_handler() const { return rows_handler_; }
+  void serve_rows(rpc::Request& r);
   store::LocationCache* cache() { return opts_.location_cache ? &cache_ : nullptr; }
   WorkerStats& stats() { return stats_; }
   // Live figures, published by the worker every ~50 ms (publish_live()).
@@ -180,6 +184,7 @@ class WorkerEngine {
   Result<void> start_services();
   runtime::Task<void> drain_service(Service& s);
   rpc::HandlerId next_handler_ = kFirstEngineHandler;
+  rpc::HandlerId rows_handler_ = 0;
   std::optional<history::Recorder> recorder_;
   WorkerStats stats_;
   std::vector<QpAck> qp_acks_;  // by WorkerContext::qp_index
@@ -385,19 +390,18 @@ class Coordinator {
   // Releases what the attempt holds (the protocol's release module).
   runtime::Task<void> run_release(Txn& t);
   // The attempt's inserts (Txn::insert) on their owners, before the commit
-  // stage; false: one failed (counted in insert_errors, the ones done
-  // erased again, the attempt fails as a workload error).
-  bool apply_inserts(Txn& t);
-  // Erases the attempt's first `n` inserts (a commit stage that failed after them).
-  void undo_inserts(Txn& t, uint32_t n);
-  // Row changes (Txn::erase, Txn::relocate): check_row_changes() before
-  // the inserts (false: a row of another node, counted in insert_errors,
-  // the attempt fails as a workload error); apply_row_changes() after them,
-  // before the commit stage: each row is erased or moved while the attempt
-  // still holds it, and left out of the commit stage's write-back and
-  // unlock (Access::locked cleared).
-  bool check_row_changes(Txn& t);
-  void apply_row_changes(Txn& t);
+  // stage (row_changes.cpp: in the store on the coordinator's own node, by
+  // the owner's `rows` handler elsewhere); false: one failed (counted in
+  // insert_errors, the ones done erased again, the attempt fails as a
+  // workload error).
+  runtime::Task<bool> apply_inserts(Txn& t);
+  // Erases the attempt's inserts again (a commit stage that failed after them).
+  runtime::Task<void> undo_inserts(Txn& t);
+  // Row changes (Txn::erase, Txn::relocate), after the inserts, before the
+  // commit stage: each row is erased or moved on its owner while the
+  // attempt still holds it, and left out of the commit stage's write-back
+  // and unlock (Access::locked cleared).
+  runtime::Task<void> apply_row_changes(Txn& t);
 
   // The coordinator's life: the protocol's loop (Protocol::run_coordinator,
   // by default run_closed_loop()), then what is left in flight settled.
@@ -426,6 +430,12 @@ class Coordinator {
  private:
   // Recording: the attempt's accesses and outcome go to the worker's history.
   void record_outcome(uint32_t type, bool committed);
+  // row_changes.cpp: whether a row of `node` is changed in the store here;
+  // erasing the inserts marked in `which`; the outcome `rc` of access i's
+  // row change.
+  bool row_is_local(uint32_t node) const;
+  runtime::Task<void> erase_inserted(Txn& t, const bool* which);
+  void changed(Txn& t, uint32_t i, int rc);
 
   friend class Txn;
   WorkerEngine& e_;
