@@ -168,6 +168,8 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
     RDTX_TRY(recorder_->stream_in_background());
     w_.worker->add_poller([this] { return recorder_->flush_pending() ? 1 : 0; });
   }
+  // A memory node of the split layout runs no coordinator.
+  if (!db_.coordinates(w_.node)) return {};
   for (uint32_t i = 0; i < opts_.coroutines; ++i) {
     auto* base = static_cast<std::byte*>(w_.scratch->data()) + i * scratch_per_co_;
     coordinators_.push_back(std::make_unique<Coordinator>(*this, i, base, scratch_per_co_, seed * 1000003 + i));
@@ -205,6 +207,15 @@ Coordinator::Coordinator(WorkerEngine& e, uint32_t index, std::byte* scratch, si
   breakdown_ = e.options().breakdown;
   sample_mask_ = e.options().breakdown_sample - 1;
   if (e.options().record_history) trace_ = std::make_unique<history::TxnTrace>(Txn::kMaxAccesses);
+  home_ = e.node();
+  const Database& db = e.db();
+  if (db.split()) {
+    // This coordinator's rank among the compute nodes' coordinators, dealt
+    // over the memory nodes: every partition is some coordinators' home.
+    const uint64_t rank =
+        (uint64_t{e.node() - db.data_nodes()} * e.workers_per_node() + e.ctx().index) * e.options().coroutines + index;
+    home_ = static_cast<uint32_t>(rank % db.data_nodes());
+  }
 }
 
 void Coordinator::record_outcome(uint32_t type, bool committed) {
@@ -311,7 +322,7 @@ void Coordinator::account(const TxnInput& in, bool ok, int64_t delta, uint64_t s
 runtime::Task<void> Coordinator::run_closed_loop() {
   runtime::Worker* self = runtime::Worker::current();
   const Workload& wl = e_.workload();
-  const uint32_t node = e_.node();
+  const uint32_t node = home_;
   const uint32_t max_retries = e_.options().max_retries;
   TxnInput in;
   while (!self->stopping()) {

@@ -152,8 +152,10 @@ class WorkerEngine {
   uint64_t clock_floor() const { return clock_floor_; }
   void set_workers_per_node(uint32_t n) { workers_per_node_ = n; }
 
-  // Spawns the coordinators on the worker. Each runs transactions until the
-  // worker is asked to stop. Counting starts when measuring() turns true.
+  // Spawns the coordinators on the worker (none on a memory node of the
+  // split layout, Database::coordinates(): its worker serves requests and
+  // runs the services only). Each runs transactions until the worker is
+  // asked to stop. Counting starts when measuring() turns true.
   // With options().record_history, `history` identifies the run in the
   // worker's recorder (its node and worker fields are filled in here).
   Result<void> start(uint64_t seed, const history::RecorderOptions& history = {});
@@ -303,6 +305,11 @@ class Coordinator {
   WorkerEngine& engine() { return e_; }
   Database& db() { return e_.db(); }
   uint32_t index() const { return index_; }
+  // The partition the workload generates this coordinator's transactions
+  // for (Workload::generate's home_node): its own node, or, on a compute
+  // node (split layout), one of the memory nodes, the cluster's compute
+  // coordinators dealt round-robin over them.
+  uint32_t home() const { return home_; }
   Txn& txn() { return txn_; }
   // The registered scratch slot of access i (tuple-sized) and extra space
   // after the slots for protocol use (bucket reads, validation words).
@@ -440,6 +447,7 @@ class Coordinator {
   friend class Txn;
   WorkerEngine& e_;
   uint32_t index_;
+  uint32_t home_ = 0;
   std::byte* bank() const { return scratch_ + bank_ * bank_bytes_; }
   std::byte* scratch_;
   uint32_t banks_;
