@@ -29,7 +29,8 @@ void add_cluster_schema(config::Schema& s) {
                "process mode: the nodes' bootstrap addresses, host:port for node 0, 1, ... separated by commas");
   s.add_float("cluster.connect_timeout_s", 30.0, 0.1, 3'600,
               "process mode: how long to wait for every node to join (and for each exchange: a third of it)");
-  s.add_int("cluster.nodes", 2, 1, txn::kMaxNodes, "nodes (database partitions)");
+  s.add_int("cluster.nodes", 2, 1, txn::kMaxNodes,
+            "nodes: each holds a partition and runs coordinators, or, split (cluster.memory_nodes), one or the other");
   s.add_int("cluster.workers_per_node", 1, 1, txn::kMaxWorkersPerNode,
             "workers (threads with their own QPs and coroutines) per node");
   s.add_int("cluster.memory_nodes", 0, 0, txn::kMaxNodes - 1,
