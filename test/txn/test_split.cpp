@@ -5,7 +5,8 @@
 // compute nodes keep their invariants and certified histories; every other
 // protocol runs or is refused by name; the roles hold (memory nodes commit
 // nothing, compute nodes hold no row); backups stay on memory nodes; bad
-// layouts are refused naming the keys.
+// layouts are refused naming the keys; relocations move rows on their
+// owners.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -122,6 +123,30 @@ TEST_P(SplitRun, KeepsInvariantsAndRoles) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Split, SplitRun, ::testing::ValuesIn(split_cases()), case_name);
+
+// YCSB's relocating flavour: a compute node's coordinator moves rows of its
+// home partition (every relocation is another node's row, through the
+// owner's `rows` RPC) while other coordinators read them; locations go
+// stale and are found again, and nothing is lost.
+TEST(Split, RelocationsMoveRowsOnTheirOwners) {
+  for (const char* p : {"nowait", "occ"})
+    for (Primitive prim : {Primitive::kOneSided, Primitive::kRpc}) {
+      SCOPED_TRACE(std::string(p) + " " + txn::to_string(prim));
+      Combo c = split_combo("ycsb/relocate", p, prim);
+      auto out = run_contended(c, 4, 0.2);
+      ASSERT_TRUE(out.ok()) << out.error().message;
+      const run::RunResult& r = out->run;
+      SCOPED_TRACE(summary(r));
+      EXPECT_TRUE(r.invariants.ok()) << r.invariants.error().message;
+      EXPECT_EQ(r.locks_left, 0u);
+      EXPECT_EQ(r.total.insert_errors, 0u);
+      EXPECT_EQ(r.total.commit_errors, 0u);
+      EXPECT_TRUE(out->check.certified) << out->check_text;
+      expect_roles(r);
+      // Rows moved under the readers: their cached locations went stale.
+      if (prim == Primitive::kOneSided) EXPECT_GT(r.cache.stale, 0u);
+    }
+}
 
 // Every registered protocol (and variant) either runs split, keeping the
 // invariant and its history certified, or is refused before anything is
