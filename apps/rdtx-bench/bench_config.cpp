@@ -29,14 +29,27 @@ void add_cluster_schema(config::Schema& s) {
                "process mode: the nodes' bootstrap addresses, host:port for node 0, 1, ... separated by commas");
   s.add_float("cluster.connect_timeout_s", 30.0, 0.1, 3'600,
               "process mode: how long to wait for every node to join (and for each exchange: a third of it)");
-  s.add_int("cluster.nodes", 2, 1, txn::kMaxNodes, "nodes (database partitions)");
+  s.add_int("cluster.nodes", 2, 1, txn::kMaxNodes,
+            "nodes: each holds a partition and runs coordinators, or, split (cluster.memory_nodes), one or the other");
   s.add_int("cluster.workers_per_node", 1, 1, txn::kMaxWorkersPerNode,
             "workers (threads with their own QPs and coroutines) per node");
+  s.add_int("cluster.memory_nodes", 0, 0, txn::kMaxNodes - 1,
+            "split layout (NAM-DB's): nodes 0..memory_nodes-1 hold the partitions and run the services but no "
+            "coordinator, the others run the coordinators and hold no partition; 0 = symmetric (every node both)");
+  s.add_int("cluster.compute_nodes", 0, 0, txn::kMaxNodes - 1,
+            "split layout: the nodes that run coordinators (cluster.nodes - cluster.memory_nodes); 0 = the nodes "
+            "cluster.memory_nodes leaves; given alone, the others are memory nodes");
+  s.add_check([](const config::Config& c) -> std::string { return check_roles(c); });
   s.add_int("cluster.replicas", 1, 1, txn::kMaxNodes,
             "copies of each partition: 1 = the primary alone, 3 = the papers' 3-way replication (backups on the next "
-            "nodes; needs txn.pipeline.log)");
+            "nodes that hold data: memory nodes in the split layout; needs txn.pipeline.log)");
   s.add_check([](const config::Config& c) -> std::string {
     const int64_t r = c.get_int("cluster.replicas");
+    const uint32_t memory = memory_nodes_of(c);
+    if (memory != 0 && r > memory)
+      return "cluster.replicas = " + std::to_string(r) + " (" + c.origin("cluster.replicas") + ") exceeds the " +
+             std::to_string(memory) +
+             " memory node(s) (cluster.memory_nodes, cluster.compute_nodes): backups live on memory nodes only";
     if (r > c.get_int("cluster.nodes"))
       return "cluster.replicas = " + std::to_string(r) + " (" + c.origin("cluster.replicas") +
              ") exceeds cluster.nodes = " + std::to_string(c.get_int("cluster.nodes"));
@@ -116,6 +129,36 @@ void add_history_schema(config::Schema& s) {
 }
 
 }  // namespace
+
+uint32_t memory_nodes_of(const config::Config& c) {
+  const int64_t nodes = c.get_int("cluster.nodes"), memory = c.get_int("cluster.memory_nodes"),
+                compute = c.get_int("cluster.compute_nodes");
+  if (memory != 0) return static_cast<uint32_t>(memory);
+  if (compute != 0 && compute < nodes) return static_cast<uint32_t>(nodes - compute);
+  return 0;
+}
+
+std::string check_roles(const config::Config& c) {
+  const int64_t nodes = c.get_int("cluster.nodes"), memory = c.get_int("cluster.memory_nodes"),
+                compute = c.get_int("cluster.compute_nodes");
+  if (memory == 0 && compute == 0) return "";
+  auto key = [&c](const char* k) {
+    return std::string(k) + " = " + std::to_string(c.get_int(k)) + " (" + c.origin(k) + ")";
+  };
+  if (memory != 0 && compute != 0 && memory + compute != nodes)
+    return key("cluster.memory_nodes") + " and " + key("cluster.compute_nodes") + " do not add up to " +
+           key("cluster.nodes");
+  if (memory >= nodes)
+    return key("cluster.memory_nodes") + " leaves no compute node: it must be below " + key("cluster.nodes");
+  if (compute >= nodes)
+    return key("cluster.compute_nodes") + " leaves no memory node: it must be below " + key("cluster.nodes");
+  const std::string& protocol = c.get_string("txn.protocol");
+  if (const txn::ProtocolDef* d = txn::find_protocol(protocol); d != nullptr && d->split_refusal != nullptr)
+    return "txn.protocol = \"" + protocol + "\" (" + c.origin("txn.protocol") +
+           ") cannot run with compute nodes apart (" +
+           (memory != 0 ? key("cluster.memory_nodes") : key("cluster.compute_nodes")) + "): " + d->split_refusal;
+  return "";
+}
 
 Result<std::vector<cluster::NodeAddress>> parse_hosts(const std::string& hosts) {
   std::vector<cluster::NodeAddress> out;
@@ -220,6 +263,7 @@ Result<Plan> plan_from(const config::Config& cfg) {
   rc.cluster.nodes = static_cast<uint32_t>(cfg.get_int("cluster.nodes"));
   rc.cluster.workers_per_node = static_cast<uint32_t>(cfg.get_int("cluster.workers_per_node"));
   rc.cluster.replicas = static_cast<uint32_t>(cfg.get_int("cluster.replicas"));
+  rc.cluster.memory_nodes = memory_nodes_of(cfg);
   rc.cluster.qps_per_node = static_cast<uint32_t>(cfg.get_int("cluster.qps_per_node"));
   rc.cluster.context_per_worker = cfg.get_bool("cluster.context_per_worker");
   rc.cluster.devargs = cfg.get_string("cluster.devargs");
@@ -232,7 +276,8 @@ Result<Plan> plan_from(const config::Config& cfg) {
   const std::string& wl = cfg.get_string("workload");
   const txn::WorkloadDef* def = txn::find_workload(wl);
   if (def == nullptr) return make_error(EINVAL, "workload = '%s': no such workload", wl.c_str());
-  auto workload = def->create(cfg, rc.cluster.nodes);
+  // Its partitions are the nodes that hold data (the memory nodes, split).
+  auto workload = def->create(cfg, rc.cluster.data_nodes());
   if (!workload.ok())
     return make_error(workload.error().code, "workload = '%s': %s", wl.c_str(), workload.error().message.c_str());
   p.workload = std::move(*workload);

@@ -37,6 +37,13 @@ Result<void> check_history_dir(const config::Config& cfg);
 // EAL options: --file-prefix must be a plain name (no '/'). EINVAL.
 Result<void> check_file_prefix(const std::vector<std::string>& eal);
 
+// The split layout (cluster.memory_nodes, cluster.compute_nodes): the
+// memory nodes the keys give (0: symmetric), and the check of the keys
+// ("" if they fit cluster.nodes and txn.protocol, else the error naming
+// them).
+uint32_t memory_nodes_of(const config::Config& cfg);
+std::string check_roles(const config::Config& cfg);
+
 // Every key rdtx-bench accepts, with the cross-key checks of each component.
 config::Schema make_schema();
 

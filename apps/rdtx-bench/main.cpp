@@ -98,6 +98,9 @@ Examples:
   rdtx-bench -l 0 --no-huge --no-pci -- --config conf/smallbank/occ-onesided.toml --duration 3
   rdtx-bench -- --config conf/smallbank/nowait-rpc.toml --set cluster.devargs=shm,latency_ns=2000
   rdtx-bench -- --config conf/emulations/smallbank/fasst.toml --set txn.coroutines=16 --json fasst.json
+  rdtx-bench -- --config conf/tpcc/occ-onesided.toml --set cluster.nodes=4 --set cluster.memory_nodes=2
+                       (NAM-DB's split layout: nodes 0-1 hold the data and
+                       run no coordinator, nodes 2-3 run the coordinators)
 )";
 
 [[noreturn]] void usage_error(const std::string& msg) {

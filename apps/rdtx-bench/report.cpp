@@ -217,10 +217,13 @@ void print_header(std::FILE* out, const config::Config& cfg, const run::RunConfi
   const auto& cl = run.cluster;
   std::string model = device.latency_ns ? ", " + std::to_string(device.latency_ns) + " ns one-way" : "";
   std::string qps = cl.qps_per_node > 1 ? " with " + std::to_string(cl.qps_per_node) + " RC QPs to each node" : "";
+  std::string roles = cl.split() ? " (" + std::to_string(cl.data_nodes()) + " memory, " +
+                                       std::to_string(cl.compute_nodes()) + " compute)"
+                                 : "";
   std::fprintf(out,
-               "%s on %u node(s) x %u worker(s)%s, %s (%s%s), %s [%s], %u coroutine(s) per worker, %u lcore(s)%s, "
+               "%s on %u node(s)%s x %u worker(s)%s, %s (%s%s), %s [%s], %u coroutine(s) per worker, %u lcore(s)%s, "
                "%.2f s after %.2f s warm-up\n",
-               cfg.get_string("workload").c_str(), cl.nodes, cl.workers_per_node, qps.c_str(),
+               cfg.get_string("workload").c_str(), cl.nodes, roles.c_str(), cl.workers_per_node, qps.c_str(),
                cfg.get_string("cluster.mode").c_str(), shortened(cl.devargs).c_str(), model.c_str(), run.protocol->name,
                pipeline_of(run).c_str(), run.options.coroutines, env::lcore_count(),
                run.single_thread ? " (single thread)" : "", run.duration_s, run.warmup_s);
@@ -284,7 +287,10 @@ void print_report(std::FILE* out, const Report& rep) {
     std::fprintf(out, "per node      ");
     const auto nodes = per_node(rep);
     for (size_t nd = 0; nd < nodes.size(); ++nd)
-      std::fprintf(out, " n%zu: %s txn/s, %s msg/s%s", nd,
+      std::fprintf(out, " n%zu%s: %s txn/s, %s msg/s%s", nd,
+                   !rep.run->cluster.split()                                ? ""
+                   : rep.run->cluster.holds_data(static_cast<uint32_t>(nd)) ? " (memory)"
+                                                                            : " (compute)",
                    grouped(static_cast<uint64_t>(per_s(nodes[nd].commits, secs))).c_str(),
                    grouped(static_cast<uint64_t>(messages_per_s(nodes[nd], secs))).c_str(),
                    nd + 1 < nodes.size() ? ";" : "");
@@ -398,6 +404,7 @@ std::string report_json(const Report& rep) {
     const auto pn = per_node(rep);
     for (size_t nd = 0; nd < pn.size(); ++nd)
       nodes.push_back(toml::table{{"node", static_cast<int64_t>(nd)},
+                                  {"role", cluster::role_name(rep.run->cluster, static_cast<uint32_t>(nd))},
                                   {"committed", i64(pn[nd].commits)},
                                   {"committed_per_s", per_s(pn[nd].commits, rep.seconds())},
                                   {"attempted_per_s", per_s(pn[nd].attempts, rep.seconds())},

@@ -82,18 +82,24 @@ Footprint footprint(const run::RunConfig& run, const rdma::DeviceCaps& caps, uin
   fp.nodes = local_nodes;
   fp.workers = local_nodes * cc.workers_per_node;
   const txn::TupleShape shape = txn::tuple_shape(*run.protocol);
-  uint64_t per_node = 0;
-  for (const txn::TableDef& t : run.workload->tables(cc.nodes)) {
+  // Per node that holds data, and per compute node (split layout: the
+  // replicated tables alone). Of the nodes here, at most all the memory
+  // nodes hold data.
+  uint64_t per_node = 0, per_compute_node = 0;
+  for (const txn::TableDef& t : run.workload->tables(cc.data_nodes())) {
     const uint64_t cap = t.capacity_per_node;
     const uint64_t buckets = (cap + 3) / 4;  // store::TableSpec defaults
     const uint64_t overflow = buckets / 8 + 16;
     const uint64_t index = (buckets + overflow) * store::kBucketBytes + cap * 4;  // + the free list
-    per_node += cap * txn::tuple_layout(shape, run.options.record_history, t.record_bytes, cc.replicas).tuple_bytes() +
-                index;
+    const uint64_t primary =
+        cap * txn::tuple_layout(shape, run.options.record_history, t.record_bytes, cc.replicas).tuple_bytes() + index;
+    per_node += primary;
+    if (t.replicated) per_compute_node += primary;
     // Backup copies (replication): replicas - 1 more partitions per node.
     per_node += uint64_t{cc.replicas - 1} * (cap * txn::backup_layout(t.record_bytes).tuple_bytes() + index);
   }
-  fp.tables = per_node * local_nodes;
+  const uint32_t data_here = std::min(local_nodes, cc.data_nodes());
+  fp.tables = per_node * data_here + per_compute_node * (local_nodes - data_here);
   fp.scratch = uint64_t{cc.scratch_bytes} * fp.workers;
   const uint64_t mtu = caps.max_msg_size ? caps.max_msg_size : 4096;
   fp.rpc = (uint64_t{cc.rpc.recv_buffers} + cc.rpc.send_buffers) * mtu * fp.workers;
@@ -109,7 +115,8 @@ Footprint footprint(const run::RunConfig& run, const rdma::DeviceCaps& caps, uin
     fp.log = (senders * run.options.log_ring_bytes + senders * 8 + 64) * fp.workers;
     if (run.options.stage(txn::Stage::kLog) == txn::Primitive::kOneSided) {
       uint32_t max_record = 0;
-      for (const txn::TableDef& t : run.workload->tables(cc.nodes)) max_record = std::max(max_record, t.record_bytes);
+      for (const txn::TableDef& t : run.workload->tables(cc.data_nodes()))
+        max_record = std::max(max_record, t.record_bytes);
       fp.log += (uint64_t{txn::Txn::kMaxAccesses} * (cc.replicas - 1) * (32 + ((max_record + 7) & ~7u)) +
                  uint64_t{cc.nodes} * 64) *
                 run.options.coroutines * fp.workers;
@@ -117,7 +124,8 @@ Footprint footprint(const run::RunConfig& run, const rdma::DeviceCaps& caps, uin
   }
   // The same figure the runner allocates (txn::region_bytes); an error there
   // is reported by the run itself.
-  auto region = txn::region_bytes(*run.protocol, run.options, cc, run.workload->tables(cc.nodes));
+  auto region = txn::region_bytes(*run.protocol, run.options, cc, run.workload->tables(cc.data_nodes()));
+  // A region per node: one per local node, not per worker.
   if (region.ok()) fp.regions = *region * (run.protocol->region_per_node ? fp.workers / cc.workers_per_node : fp.workers);
   // The shm driver keeps registered memory (alloc_memory) in /dev/shm files.
   if (caps.driver == "shm") fp.shm_bytes = fp.tables + fp.scratch + fp.rpc + fp.log + fp.regions;

@@ -971,6 +971,14 @@ Geometry Geometry::make(uint32_t nodes, uint32_t coroutines, uint32_t epoch_size
 // allowed: fetch = value forwarding (one-sided WRITEs or RPC), commit = the
 // local in-place install (one-sided stands for "local": nothing crosses the
 // network), sequence = the batch broadcast.
+// cluster.memory_nodes: a CALVIN coordinator is also its node's member of
+// every epoch: it locks, reads and writes, on its own node, the records of
+// the sequenced transactions that node holds. A node without data has
+// nothing to execute, and a node without coordinators nobody to do it.
+constexpr const char* kSplitRefusal =
+    "its coordinators also execute every sequenced transaction on the records of their own node (each node's "
+    "lock manager grants them in the epoch order), so they must run where the data is; set cluster.memory_nodes = 0";
+
 const ProtocolDef kDef = {
     "calvin",
     "deterministic: epochs of sequenced batches, locks granted in timestamp order, values forwarded (RCC 4.6)",
@@ -995,6 +1003,10 @@ const ProtocolDef kDef = {
     false,
     true,   // needs_declared_sets
     false,  // relocates_rows: its members install writes themselves, not through the engine's commit pipeline
+    {},
+    {},
+    false,
+    kSplitRefusal,
 };
 RDTX_REGISTER_PROTOCOL(kDef)
 
@@ -1025,6 +1037,10 @@ const ProtocolDef kEarlyReadsForTests = {
     false,
     true,   // needs_declared_sets
     false,  // relocates_rows: its members install writes themselves, not through the engine's commit pipeline
+    {},
+    {},
+    false,
+    kSplitRefusal,
 };
 RDTX_REGISTER_PROTOCOL(kEarlyReadsForTests)
 

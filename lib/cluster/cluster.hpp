@@ -43,8 +43,16 @@ namespace rdtx::cluster {
 struct ClusterConfig {
   uint32_t nodes = 2;
   uint32_t workers_per_node = 1;
+  // Node roles (doc/architecture.md, "Node roles"): 0 = symmetric, every node holds a
+  // partition and runs coordinators; m > 0 = split (NAM-DB's disaggregated
+  // layout): nodes [0, m) are memory nodes, which hold the partitions and
+  // run the per-node services but no coordinator, and nodes [m, nodes) are
+  // compute nodes, which run the coordinators and hold no partition. Below
+  // `nodes` (the runner refuses a layout without a compute node).
+  uint32_t memory_nodes = 0;
   // Copies of each partition (doc/replication.md): 1 = the primary alone;
-  // r > 1: r - 1 backups on the next nodes. At most `nodes`.
+  // r > 1: r - 1 backups on the next nodes that hold data. At most
+  // data_nodes().
   uint32_t replicas = 1;
   // RC QPs each worker keeps to each node (to worker i of that node, QP j
   // to QP j). More than one emulates a larger cluster's QP count, as RCC
@@ -59,7 +67,20 @@ struct ClusterConfig {
   uint32_t max_outstanding = 256;  // one-sided requests in flight per worker and QP
   size_t scratch_bytes = 1 << 20;  // per worker, registered
   rpc::EndpointConfig rpc;
+
+  bool split() const { return memory_nodes != 0; }
+  // Nodes that hold a partition: the memory nodes, or every node.
+  uint32_t data_nodes() const { return split() ? memory_nodes : nodes; }
+  // Nodes that run coordinators: the compute nodes, or every node.
+  uint32_t compute_nodes() const { return split() ? nodes - memory_nodes : nodes; }
+  bool holds_data(uint32_t n) const { return !split() || n < memory_nodes; }
+  bool coordinates(uint32_t n) const { return !split() || n >= memory_nodes; }
 };
+
+// "memory", "compute", or "both" (symmetric) for node n: for reports.
+inline const char* role_name(const ClusterConfig& cfg, uint32_t n) {
+  return !cfg.split() ? "both" : cfg.holds_data(n) ? "memory" : "compute";
+}
 
 struct Node {
   uint32_t id = 0;

@@ -28,7 +28,6 @@ bool get_worker_stats(cluster::WireReader& r, txn::WorkerStats* s);
 // every worker's figures into res (per_worker, total, RPC and cache
 // counters). Errors: the bootstrap's, or EPROTO naming a node that sent
 // malformed bytes.
-Result<void> exchange_results(cluster::Bootstrap& boot, cluster::Cluster& c, txn::Database& db, const txn::Workload& wl,
-                              RunResult& res);
+Result<void> exchange_results(cluster::Bootstrap& boot, txn::Database& db, const txn::Workload& wl, RunResult& res);
 
 }  // namespace rdtx::run

@@ -89,9 +89,13 @@ Result<void> exchange_log_regions(cluster::Cluster& c, std::vector<std::unique_p
       }
     }
   }
+  // Only nodes that hold data have rings (a compute node backs nothing up:
+  // its region stays empty, and nobody logs to it).
+  const uint32_t data_nodes = (*engines.front()).db().data_nodes();
   std::vector<txn::LogRegionDesc> by(size_t{nodes} * wpn);
   for (const txn::LogRegionDesc& d : all) {
-    if (d.node >= nodes || d.worker >= wpn || d.senders != nodes * wpn || d.addr == 0 ||
+    if (d.addr == 0 && d.node < nodes && d.node >= data_nodes) continue;
+    if (d.node >= data_nodes || d.worker >= wpn || d.senders != nodes * wpn || d.addr == 0 ||
         d.ring_bytes != engines.front()->options().log_ring_bytes)
       return make_error(EPROTO,
                         "log region of node %u worker %u: no such worker, or %u rings of %llu bytes for %u senders of "
@@ -100,7 +104,7 @@ Result<void> exchange_log_regions(cluster::Cluster& c, std::vector<std::unique_p
                         static_cast<unsigned long long>(engines.front()->options().log_ring_bytes));
     by[d.node * wpn + d.worker] = d;
   }
-  for (uint32_t i = 0; i < by.size(); ++i)
+  for (uint32_t i = 0; i < data_nodes * wpn; ++i)
     if (by[i].addr == 0) return make_error(EPROTO, "no log region of node %u worker %u arrived", i / wpn, i % wpn);
   for (auto& e : engines) {
     std::vector<txn::LogRegionDesc> peers(nodes);
@@ -112,12 +116,30 @@ Result<void> exchange_log_regions(cluster::Cluster& c, std::vector<std::unique_p
 
 }  // namespace
 
+Result<void> check_roles(const RunConfig& rc) {
+  const cluster::ClusterConfig& cc = rc.cluster;
+  if (cc.replicas > cc.data_nodes())
+    return make_error(EINVAL, "cluster.replicas = %u exceeds the %u node(s) that hold data (%s)", cc.replicas,
+                      cc.data_nodes(),
+                      cc.split() ? "cluster.memory_nodes: backups live on memory nodes only" : "cluster.nodes");
+  if (!cc.split()) return {};
+  if (cc.memory_nodes >= cc.nodes)
+    return make_error(EINVAL,
+                      "cluster.memory_nodes = %u leaves no compute node: cluster.nodes = %u must exceed it (the "
+                      "compute nodes, cluster.nodes - cluster.memory_nodes, run the coordinators)",
+                      cc.memory_nodes, cc.nodes);
+  if (rc.protocol != nullptr && rc.protocol->split_refusal != nullptr)
+    return make_error(EINVAL, "protocol %s cannot run with cluster.memory_nodes = %u (compute nodes apart): %s",
+                      rc.protocol->name, cc.memory_nodes, rc.protocol->split_refusal);
+  return {};
+}
+
 cluster::ClusterConfig sized_cluster(const RunConfig& rc) {
   // The scratch each worker needs depends on the tables: size the cluster
   // from a probe of the table layouts.
   cluster::ClusterConfig cc = rc.cluster;
   uint32_t max_tuple = 0;
-  for (const auto& t : rc.workload->tables(cc.nodes)) {
+  for (const auto& t : rc.workload->tables(cc.data_nodes())) {
     const store::TupleLayout l =
         txn::tuple_layout(txn::tuple_shape(*rc.protocol), rc.options.record_history, t.record_bytes, cc.replicas);
     max_tuple = std::max(max_tuple, l.tuple_bytes());
@@ -140,6 +162,7 @@ Result<RunResult> run(const RunConfig& rc) {
   if (rc.cluster.workers_per_node > txn::kMaxWorkersPerNode)
     return make_error(EINVAL, "cluster.workers_per_node = %u exceeds %u", rc.cluster.workers_per_node,
                       txn::kMaxWorkersPerNode);
+  RDTX_TRY(check_roles(rc));
 
   // Refusals that need nothing loaded, checked before anything is: what
   // the workload cannot give the protocol or the replication.
@@ -174,7 +197,11 @@ Result<RunResult> run(const RunConfig& rc) {
                       rc.protocol->name, rc.workload->name());
 
   cluster::ClusterConfig cc = sized_cluster(rc);
-  auto tables = rc.workload->tables(cc.nodes);
+  // The workload's partitions are the nodes that hold data (all, or the
+  // memory nodes of the split layout).
+  auto tables = rc.workload->tables(cc.data_nodes());
+  bool has_replicated = false;
+  for (const txn::TableDef& t : tables) has_replicated |= t.replicated;
   cluster::Bootstrap* boot = rc.bootstrap;
   cluster::AllGather all_gather = [boot](std::span<const std::byte> mine, std::string_view what) {
     return boot->all_gather(mine, what);
@@ -221,8 +248,13 @@ Result<RunResult> run(const RunConfig& rc) {
   if (!db.ok()) return db.error();
   if (boot != nullptr) RDTX_TRY((*db)->exchange_descriptors(all_gather));
   const uint64_t load_t0 = env::tsc();
-  for (uint32_t n = 0; n < c.nodes(); ++n)
-    if (c.is_local(n)) RDTX_TRY(rc.workload->load((*db)->store(n), n));
+  for (uint32_t n = 0; n < c.nodes(); ++n) {
+    if (!c.is_local(n)) continue;
+    if (cc.holds_data(n))
+      RDTX_TRY(rc.workload->load((*db)->store(n), n));
+    else if (has_replicated)  // a compute node: the replicated tables alone
+      RDTX_TRY(rc.workload->load_replicated((*db)->store(n)));
+  }
   for (const Database::BackupCopy& b : (*db)->backups()) RDTX_TRY(rc.workload->load(*b.store, b.partition));
   const double load_seconds = env::tsc_to_ns(env::tsc() - load_t0) / 1e9;
   uint64_t table_bytes = 0;
@@ -354,14 +386,14 @@ Result<RunResult> run(const RunConfig& rc) {
   // replicas are compared.
   for (auto& e : engines) e->settle_services();
   res.replicas = cc.replicas;
-  res.placement = txn::placement_text(cc.nodes, cc.replicas);
+  res.placement = txn::placement_text(cc.data_nodes(), cc.replicas);
   if (rc.inspect_database) rc.inspect_database(**db);
   if (boot == nullptr) {
     res.invariants = rc.workload->check(**db, res.total.committed_delta);
     res.replicas_equal = txn::compare_replicas(**db, txn::replica_digests(**db));
   } else {
     res.node = local;
-    RDTX_TRY(exchange_results(*boot, c, **db, *rc.workload, res));
+    RDTX_TRY(exchange_results(*boot, **db, *rc.workload, res));
   }
   if (res.invariants.ok()) res.invariants_note = rc.workload->check_note();
   // Coroutines (which refer to the engines) go before the engines.

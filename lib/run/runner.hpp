@@ -1,8 +1,10 @@
 // Runs a workload on an embedded cluster with one protocol: builds the
 // cluster and database, loads every node's partition, starts the
-// coordinators on every worker, runs for the warm-up and the measured
-// duration, stops, and checks the outcome (the workload's invariants, and
-// that no lock is left held). rdtx-bench and the tests use it.
+// coordinators on every worker (on the compute nodes' workers alone when
+// the memory nodes are apart: cluster::ClusterConfig::memory_nodes), runs
+// for the warm-up and the measured duration, stops, and checks the outcome
+// (the workload's invariants, and that no lock is left held). rdtx-bench
+// and the tests use it.
 //
 // The run harness, one concern per file:
 //   runner.cpp       set-up, the measured window, draining, the checks
@@ -106,6 +108,13 @@ struct RunResult {
 };
 
 Result<RunResult> run(const RunConfig& rc);
+
+// Node roles (rc.cluster.memory_nodes): EINVAL, naming the keys, for a
+// split layout without a compute node, more replicas than nodes that hold
+// data, or a protocol that cannot run with compute nodes apart
+// (ProtocolDef::split_refusal). run() checks it first; for checks before a
+// run.
+Result<void> check_roles(const RunConfig& rc);
 
 // The cluster run(rc) builds: rc.cluster with each worker's scratch buffer
 // and one-sided depth (cluster::ClusterConfig::max_outstanding) sized for

@@ -18,7 +18,8 @@ store::TupleLayout backup_layout(uint32_t record_bytes) { return store::TupleLay
 
 store::Store* Database::backup(uint32_t node, uint32_t partition) const {
   if (node >= backups_.size()) return nullptr;
-  const uint32_t k = (node + nodes() - partition) % nodes();
+  if (node >= data_nodes_ || partition >= data_nodes_) return nullptr;
+  const uint32_t k = (node + data_nodes_ - partition) % data_nodes_;
   if (k == 0 || k > backups_[node].size()) return nullptr;
   return backups_[node][k - 1].get();
 }
@@ -27,7 +28,7 @@ std::vector<Database::BackupCopy> Database::backups() const {
   std::vector<BackupCopy> v;
   for (uint32_t n = 0; n < backups_.size(); ++n)
     for (uint32_t k = 1; k <= backups_[n].size(); ++k)
-      if (backups_[n][k - 1]) v.push_back({n, (n + nodes() - k) % nodes(), backups_[n][k - 1].get()});
+      if (backups_[n][k - 1]) v.push_back({n, (n + data_nodes_ - k) % data_nodes_, backups_[n][k - 1].get()});
   return v;
 }
 
@@ -39,6 +40,13 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
   db->recording_ = record_history;
   db->workers_per_node_ = c.config().workers_per_node;
   db->replicas_ = c.config().replicas;
+  db->data_nodes_ = c.config().data_nodes();
+  db->split_ = c.config().split();
+  if (db->data_nodes_ == 0 || db->data_nodes_ > c.nodes() || db->replicas_ > db->data_nodes_)
+    return make_error(EINVAL,
+                      "cluster: %u node(s), %u of them holding data (cluster.memory_nodes = %u), cannot hold %u "
+                      "cop(ies) of each partition (cluster.replicas)",
+                      c.nodes(), db->data_nodes_, c.config().memory_nodes, db->replicas_);
   db->replication_word_ = shape.meta_bytes + (record_history ? 8 * (1 + shape.extra_record_slots) : 0);
   const uint32_t wpn = db->workers_per_node_;
   TableId max_id = 0;
@@ -52,19 +60,21 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
   for (uint32_t n = 0; n < c.nodes(); ++n)
     if (c.is_local(n)) db->stores_[n] = std::make_unique<store::Store>(*c.node(n).device, n, c.contexts(n));
   // Backup copies: plain tables (backup_layout), written only by the node's
-  // own log appliers, so registered with the node's device alone.
+  // own log appliers, so registered with the node's device alone. Only
+  // nodes that hold data back partitions up.
   db->backups_.resize(c.nodes());
   for (uint32_t n = 0; n < c.nodes(); ++n)
-    if (c.is_local(n))
+    if (c.is_local(n) && db->holds_data(n))
       for (uint32_t k = 1; k < db->replicas_; ++k)
         db->backups_[n].push_back(std::make_unique<store::Store>(*c.node(n).device, n));
   for (const auto& t : tables) {
     if (!db->defs_[t.id].name.empty())
       return make_error(EEXIST, "table id %u is used by both '%s' and '%s'", t.id, db->defs_[t.id].name.c_str(),
                         t.name.c_str());
-    if (t.partitioner.nodes() != c.nodes())
-      return make_error(EINVAL, "table '%s': partitioner is for %u nodes, the cluster has %u", t.name.c_str(),
-                        t.partitioner.nodes(), c.nodes());
+    if (t.partitioner.nodes() != db->data_nodes_)
+      return make_error(EINVAL, "table '%s': partitioner is for %u nodes, the cluster has %u that hold data%s",
+                        t.name.c_str(), t.partitioner.nodes(), db->data_nodes_,
+                        db->split_ ? " (cluster.memory_nodes; the workload must be made for them)" : "");
     db->defs_[t.id] = t;
     store::TableSpec spec;
     spec.id = t.id;
@@ -81,7 +91,9 @@ Result<std::unique_ptr<Database>> Database::create(cluster::Cluster& c, const st
     db->descs_[t.id].resize(size_t{c.nodes()} * wpn);
     db->layouts_[t.id] = layout;
     for (uint32_t n = 0; n < c.nodes(); ++n) {
-      if (!db->stores_[n]) continue;
+      // A compute node holds no partition; the replicated (read-only,
+      // whole) tables it holds, for its coordinators to read locally.
+      if (!db->stores_[n] || (!db->holds_data(n) && !t.replicated)) continue;
       auto tab = db->stores_[n]->create_table(spec);
       if (!tab.ok()) return tab.error();
       for (uint32_t w = 0; w < wpn; ++w) {
@@ -156,8 +168,9 @@ Result<void> Database::exchange_descriptors(const cluster::AllGather& all_gather
   // Mine: the descriptor of every table of every local node, per worker.
   const uint32_t wpn = workers_per_node_;
   std::vector<store::TableDescriptor> mine;
+  // (A compute node's tables, replicated ones alone, are read locally only.)
   for (uint32_t n = 0; n < nodes(); ++n)
-    if (stores_[n])
+    if (stores_[n] && holds_data(n))
       for (TableId t = 0; t < tables(); ++t)
         if (has_table(t))
           for (uint32_t w = 0; w < wpn; ++w) mine.push_back(descs_[t][n * wpn + w]);
@@ -170,7 +183,7 @@ Result<void> Database::exchange_descriptors(const cluster::AllGather& all_gather
     for (size_t off = 0; off < blob.size(); off += sizeof(store::TableDescriptor)) {
       store::TableDescriptor d;
       std::memcpy(&d, blob.data() + off, sizeof d);
-      if (d.node_id >= nodes() || !has_table(d.table_id) || d.context >= wpn)
+      if (d.node_id >= nodes() || !holds_data(d.node_id) || !has_table(d.table_id) || d.context >= wpn)
         return make_error(EPROTO, "node %u sent a descriptor of table %u on node %u for worker %u: no such table, "
                           "node or worker", from, d.table_id, d.node_id, d.context);
       if (auto v = store::validate(d); !v.ok())
@@ -188,7 +201,7 @@ Result<void> Database::exchange_descriptors(const cluster::AllGather& all_gather
   }
   for (TableId t = 0; t < tables(); ++t)
     if (has_table(t))
-      for (uint32_t n = 0; n < nodes(); ++n)
+      for (uint32_t n = 0; n < data_nodes_; ++n)
         for (uint32_t w = 0; w < wpn; ++w)
           if (descs_[t][n * wpn + w].capacity == 0)
             return make_error(EPROTO, "no descriptor of table '%s' on node %u for worker %u arrived",

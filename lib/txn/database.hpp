@@ -1,7 +1,11 @@
-// Database: the tables of a run across the cluster. Every node holds its
-// partition of every table in a store::Store; every worker can reach every
-// partition through the descriptors (validated once here) and, on its own
-// node, through the Store itself (RPC handlers).
+// Database: the tables of a run across the cluster. Every node that holds
+// data holds its partition of every table in a store::Store; every worker
+// can reach every partition through the descriptors (validated once here)
+// and, on its own node, through the Store itself (RPC handlers). In the
+// split layout (cluster::ClusterConfig::memory_nodes) only the memory nodes
+// hold partitions; a compute node's Store holds the replicated tables alone
+// (its coordinators read them locally), so an owner-side handler reached
+// there finds no table and refuses the request.
 //
 // The tuple metadata is the protocol's (meta_bytes), plus, when histories
 // are recorded, one hidden word per record slot holding the id of the
@@ -132,7 +136,15 @@ class Database {
   Result<void> exchange_descriptors(const cluster::AllGather& all_gather);
 
   uint32_t nodes() const { return static_cast<uint32_t>(stores_.size()); }
-  // Whether node n's partition is in this process (store(n) is valid).
+  // Nodes that hold a partition (nodes [0, data_nodes())): every node, or
+  // the memory nodes of the split layout. Partitioners map keys to them.
+  uint32_t data_nodes() const { return data_nodes_; }
+  bool holds_data(uint32_t n) const { return n < data_nodes_; }
+  // Whether node n runs coordinators (every node, or the compute nodes).
+  bool coordinates(uint32_t n) const { return !split_ || n >= data_nodes_; }
+  bool split() const { return split_; }
+  // Whether node n's store is in this process (store(n) is valid; a
+  // compute node's holds the replicated tables only).
   bool is_local(uint32_t n) const { return stores_[n] != nullptr; }
   store::Store& store(uint32_t node) { return *stores_[node]; }
   const store::Store& store(uint32_t node) const { return *stores_[node]; }
@@ -159,7 +171,8 @@ class Database {
   uint32_t history_word_offset(uint32_t slot = 0) const { return protocol_meta_ + 8 * slot; }
 
   // Replication (doc/replication.md): copies of every partition, the
-  // primary's on its own node, backups on the next replicas - 1 nodes.
+  // primary's on its own node, backups on the next replicas - 1 nodes that
+  // hold data (backup_node()).
   uint32_t replicas() const { return replicas_; }
   // Offset in a primary tuple of the replication sequence word (replicas >
   // 1 only): bumped by the log stage in the coordinator's copy of each
@@ -180,7 +193,9 @@ class Database {
  private:
   Database() = default;
   std::vector<std::unique_ptr<store::Store>> stores_;
-  // [node][k - 1]: node's copy of partition (node - k) mod nodes, k = 1..replicas-1.
+  uint32_t data_nodes_ = 0;
+  bool split_ = false;
+  // [node][k - 1]: node's copy of partition (node - k) mod data_nodes, k = 1..replicas-1.
   std::vector<std::vector<std::unique_ptr<store::Store>>> backups_;
   uint32_t replicas_ = 1;
   uint32_t replication_word_ = 0;

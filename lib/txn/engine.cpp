@@ -131,6 +131,9 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
     auto k = Toolkit::create(*this);
     if (!k.ok()) return k.error();
     toolkit_ = std::move(*k);
+    auto rows = register_handler("rows", [this](rpc::Request& r) { serve_rows(r); });
+    if (!rows.ok()) return rows.error();
+    rows_handler_ = *rows;
     auto p = def_.create(*this);
     if (!p.ok()) return make_error(p.error().code, "protocol %s: %s", def_.name, p.error().message.c_str());
     protocol_ = std::move(*p);
@@ -165,6 +168,8 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
     RDTX_TRY(recorder_->stream_in_background());
     w_.worker->add_poller([this] { return recorder_->flush_pending() ? 1 : 0; });
   }
+  // A memory node of the split layout runs no coordinator.
+  if (!db_.coordinates(w_.node)) return {};
   for (uint32_t i = 0; i < opts_.coroutines; ++i) {
     auto* base = static_cast<std::byte*>(w_.scratch->data()) + i * scratch_per_co_;
     coordinators_.push_back(std::make_unique<Coordinator>(*this, i, base, scratch_per_co_, seed * 1000003 + i));
@@ -202,6 +207,15 @@ Coordinator::Coordinator(WorkerEngine& e, uint32_t index, std::byte* scratch, si
   breakdown_ = e.options().breakdown;
   sample_mask_ = e.options().breakdown_sample - 1;
   if (e.options().record_history) trace_ = std::make_unique<history::TxnTrace>(Txn::kMaxAccesses);
+  home_ = e.node();
+  const Database& db = e.db();
+  if (db.split()) {
+    // This coordinator's rank among the compute nodes' coordinators, dealt
+    // over the memory nodes: every partition is some coordinators' home.
+    const uint64_t rank =
+        (uint64_t{e.node() - db.data_nodes()} * e.workers_per_node() + e.ctx().index) * e.options().coroutines + index;
+    home_ = static_cast<uint32_t>(rank % db.data_nodes());
+  }
 }
 
 void Coordinator::record_outcome(uint32_t type, bool committed) {
@@ -258,119 +272,6 @@ uint64_t Coordinator::take_timestamp() {
 
 uint64_t Coordinator::take_txn_id() { return make_txn_id(e_.node(), e_.ctx().index, index_, ++seq_); }
 
-namespace {
-const env::LogType kLog("rdtx.txn");
-}  // namespace
-
-bool Coordinator::apply_inserts(Txn& t) {
-  Database& db = e_.db();
-  for (uint32_t k = 0; k < t.inserts(); ++k) {
-    const Insert& in = t.insert_at(k);
-    const TableDef& def = db.def(in.table);
-    store::Table* tab = db.is_local(in.node) && in.node == e_.node() ? db.store(in.node).table(in.table) : nullptr;
-    int rc = -EXDEV;
-    if (tab != nullptr) {
-      // Recording: every record slot's writer is the inserter (the record
-      // and, for MVCC, version 0, which init_tuple makes of it).
-      store::Table::MetaWord w[8];
-      uint32_t nw = 0;
-      for (uint32_t k = 0; db.recording() && k < tab->layout().record_slots && k < 8; ++k)
-        w[nw++] = {db.history_word_offset(k), t.id()};
-      rc = tab->insert(in.key, {in.record, def.record_bytes}, nullptr, std::span(w, nw));
-    }
-    if (rc == 0) continue;
-    // Every failure fails the run (insert_errors): a full table, a key
-    // present already (the guard did not serialise the inserters), or an
-    // insert on another node (the workload's error).
-    if (e_.stats().insert_errors++ == 0) {
-      const char* why = rc == -ENOSPC   ? "the table is full (the store logged why: its largest size, or no memory)"
-                        : rc == -EEXIST ? "the key is present already (two transactions inserted it)"
-                        : rc == -EXDEV  ? "the row belongs to another node (inserts are local to the coordinator)"
-                                        : strerror(-rc);
-      RDTX_LOG(kLog, Error, "insert into table %s on node %u (key %llu, %u rows there) failed: %s", def.name.c_str(),
-               in.node, static_cast<unsigned long long>(in.key), tab != nullptr ? static_cast<unsigned>(tab->size()) : 0u,
-               why);
-    }
-    undo_inserts(t, k);
-    t.fail(AbortReason::kUser);
-    return false;
-  }
-  return true;
-}
-
-bool Coordinator::check_row_changes(Txn& t) {
-  if (t.row_changes() == 0) return true;
-  Database& db = e_.db();
-  for (uint32_t i = 0; i < t.size(); ++i) {
-    const Access& a = t.access(i);
-    if (a.change == RowChange::kNone || (db.is_local(a.node) && a.node == e_.node())) continue;
-    if (e_.stats().insert_errors++ == 0)
-      RDTX_LOG(kLog, Error,
-               "%s of key %llu of table %s failed: the row belongs to node %u (row changes are local to the "
-               "coordinator, node %u)",
-               a.change == RowChange::kErase ? "erase" : "relocation", static_cast<unsigned long long>(a.key),
-               db.def(a.table).name.c_str(), a.node, e_.node());
-    t.fail(AbortReason::kUser);
-    return false;
-  }
-  return true;
-}
-
-void Coordinator::apply_row_changes(Txn& t) {
-  Database& db = e_.db();
-  for (uint32_t i = 0; i < t.size(); ++i) {
-    Access& a = t.access(i);
-    if (a.change == RowChange::kNone) continue;
-    store::Table* tab = db.store(a.node).table(a.table);
-    int rc;
-    if (a.change == RowChange::kErase) {
-      rc = tab->erase(a.key);
-    } else {
-      // The new tuple starts as an insert's (the protocol's init_tuple) with
-      // the hidden words of the version this attempt installs: its id in
-      // every record slot's history word, the sequence the log stage gave
-      // the backups.
-      store::Table::MetaWord w[9];
-      uint32_t nw = 0;
-      for (uint32_t k = 0; db.recording() && k < tab->layout().record_slots && k < 8; ++k)
-        w[nw++] = {db.history_word_offset(k), t.id()};
-      if (db.replicas() > 1) {
-        uint64_t seq;
-        std::memcpy(&seq, a.copy + db.replication_word_offset(), 8);
-        w[nw++] = {db.replication_word_offset(), seq};
-      }
-      rc = tab->relocate(a.key, t.record(static_cast<int>(i)), nullptr, std::span(w, nw));
-      // No free tuple: the row stays where it is, written back in place
-      // (where a row lives is not part of what commits), and the run fails
-      // as a full table does for inserts.
-      if (rc == -ENOSPC) {
-        if (e_.stats().insert_errors++ == 0)
-          RDTX_LOG(kLog, Error, "relocation of key %llu in table %s on node %u failed: the table is full (the store logged why)",
-                   static_cast<unsigned long long>(a.key), db.def(a.table).name.c_str(), a.node);
-        a.change = RowChange::kNone;
-        continue;
-      }
-    }
-    if (rc != 0) {
-      // Held by this attempt since its fetch: the key cannot have gone.
-      if (e_.stats().commit_errors++ == 0)
-        RDTX_LOG(kLog, Error, "%s of key %llu of table %s failed: %s", a.change == RowChange::kErase ? "erase" : "relocation",
-                 static_cast<unsigned long long>(a.key), db.def(a.table).name.c_str(), strerror(-rc));
-      continue;
-    }
-    // Its old tuple is dead: no write-back, no unlock (the lock word dies
-    // with the incarnation; a reuse starts from zeroed metadata).
-    a.locked = false;
-  }
-}
-
-void Coordinator::undo_inserts(Txn& t, uint32_t n) {
-  for (uint32_t k = 0; k < n; ++k) {
-    const Insert& in = t.insert_at(k);
-    (void)e_.db().store(in.node).table(in.table)->erase(in.key);
-  }
-}
-
 void Coordinator::account(const TxnInput& in, bool ok, int64_t delta, uint64_t start, bool first) {
   WorkerStats& st = e_.stats();
   if (trace_) record_outcome(in.type, ok);
@@ -421,7 +322,7 @@ void Coordinator::account(const TxnInput& in, bool ok, int64_t delta, uint64_t s
 runtime::Task<void> Coordinator::run_closed_loop() {
   runtime::Worker* self = runtime::Worker::current();
   const Workload& wl = e_.workload();
-  const uint32_t node = e_.node();
+  const uint32_t node = home_;
   const uint32_t max_retries = e_.options().max_retries;
   TxnInput in;
   while (!self->stopping()) {

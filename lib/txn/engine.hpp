@@ -124,6 +124,10 @@ class WorkerEngine {
     return n;
   }
   Workload& workload() { return workload_; }
+  // The engine's `rows` handler (row_changes.cpp): inserts and row changes
+  // of a coordinator on another node, applied here by this worker.
+  rpc::HandlerId rows_handler() const { return rows_handler_; }
+  void serve_rows(rpc::Request& r);
   store::LocationCache* cache() { return opts_.location_cache ? &cache_ : nullptr; }
   WorkerStats& stats() { return stats_; }
   // Live figures, published by the worker every ~50 ms (publish_live()).
@@ -148,8 +152,10 @@ class WorkerEngine {
   uint64_t clock_floor() const { return clock_floor_; }
   void set_workers_per_node(uint32_t n) { workers_per_node_ = n; }
 
-  // Spawns the coordinators on the worker. Each runs transactions until the
-  // worker is asked to stop. Counting starts when measuring() turns true.
+  // Spawns the coordinators on the worker (none on a memory node of the
+  // split layout, Database::coordinates(): its worker serves requests and
+  // runs the services only). Each runs transactions until the worker is
+  // asked to stop. Counting starts when measuring() turns true.
   // With options().record_history, `history` identifies the run in the
   // worker's recorder (its node and worker fields are filled in here).
   Result<void> start(uint64_t seed, const history::RecorderOptions& history = {});
@@ -180,6 +186,7 @@ class WorkerEngine {
   Result<void> start_services();
   runtime::Task<void> drain_service(Service& s);
   rpc::HandlerId next_handler_ = kFirstEngineHandler;
+  rpc::HandlerId rows_handler_ = 0;
   std::optional<history::Recorder> recorder_;
   WorkerStats stats_;
   std::vector<QpAck> qp_acks_;  // by WorkerContext::qp_index
@@ -298,6 +305,11 @@ class Coordinator {
   WorkerEngine& engine() { return e_; }
   Database& db() { return e_.db(); }
   uint32_t index() const { return index_; }
+  // The partition the workload generates this coordinator's transactions
+  // for (Workload::generate's home_node): its own node, or, on a compute
+  // node (split layout), one of the memory nodes, the cluster's compute
+  // coordinators dealt round-robin over them.
+  uint32_t home() const { return home_; }
   Txn& txn() { return txn_; }
   // The registered scratch slot of access i (tuple-sized) and extra space
   // after the slots for protocol use (bucket reads, validation words).
@@ -385,19 +397,18 @@ class Coordinator {
   // Releases what the attempt holds (the protocol's release module).
   runtime::Task<void> run_release(Txn& t);
   // The attempt's inserts (Txn::insert) on their owners, before the commit
-  // stage; false: one failed (counted in insert_errors, the ones done
-  // erased again, the attempt fails as a workload error).
-  bool apply_inserts(Txn& t);
-  // Erases the attempt's first `n` inserts (a commit stage that failed after them).
-  void undo_inserts(Txn& t, uint32_t n);
-  // Row changes (Txn::erase, Txn::relocate): check_row_changes() before
-  // the inserts (false: a row of another node, counted in insert_errors,
-  // the attempt fails as a workload error); apply_row_changes() after them,
-  // before the commit stage: each row is erased or moved while the attempt
-  // still holds it, and left out of the commit stage's write-back and
-  // unlock (Access::locked cleared).
-  bool check_row_changes(Txn& t);
-  void apply_row_changes(Txn& t);
+  // stage (row_changes.cpp: in the store on the coordinator's own node, by
+  // the owner's `rows` handler elsewhere); false: one failed (counted in
+  // insert_errors, the ones done erased again, the attempt fails as a
+  // workload error).
+  runtime::Task<bool> apply_inserts(Txn& t);
+  // Erases the attempt's inserts again (a commit stage that failed after them).
+  runtime::Task<void> undo_inserts(Txn& t);
+  // Row changes (Txn::erase, Txn::relocate), after the inserts, before the
+  // commit stage: each row is erased or moved on its owner while the
+  // attempt still holds it, and left out of the commit stage's write-back
+  // and unlock (Access::locked cleared).
+  runtime::Task<void> apply_row_changes(Txn& t);
 
   // The coordinator's life: the protocol's loop (Protocol::run_coordinator,
   // by default run_closed_loop()), then what is left in flight settled.
@@ -426,10 +437,17 @@ class Coordinator {
  private:
   // Recording: the attempt's accesses and outcome go to the worker's history.
   void record_outcome(uint32_t type, bool committed);
+  // row_changes.cpp: whether a row of `node` is changed in the store here;
+  // erasing the inserts marked in `which`; the outcome `rc` of access i's
+  // row change.
+  bool row_is_local(uint32_t node) const;
+  runtime::Task<void> erase_inserted(Txn& t, const bool* which);
+  void changed(Txn& t, uint32_t i, int rc);
 
   friend class Txn;
   WorkerEngine& e_;
   uint32_t index_;
+  uint32_t home_ = 0;
   std::byte* bank() const { return scratch_ + bank_ * bank_bytes_; }
   std::byte* scratch_;
   uint32_t banks_;

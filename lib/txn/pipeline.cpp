@@ -26,22 +26,23 @@ runtime::Task<bool> Coordinator::run_commit(Txn& t) {
   for (Stage s : kCommitPipeline) {
     // Inserted rows go in once nothing before the commit can abort
     // (txn.hpp: a row is never visible before its guard's new value).
-    if (s == Stage::kCommit && (t.inserts() != 0 || t.row_changes() != 0)) {
-      if (!check_row_changes(t) || !apply_inserts(t)) {
+    if (s == Stage::kCommit && t.inserts() != 0) {
+      const bool in = co_await apply_inserts(t);
+      if (!in) {
         co_await run_release(t);
         co_return false;
       }
-      // Nothing can abort from here on (a commit stage does not fail: its
-      // errors are counted and fail the run).
-      if (t.row_changes() != 0) apply_row_changes(t);
     }
+    // Nothing can abort from here on (a commit stage does not fail: its
+    // errors are counted and fail the run).
+    if (s == Stage::kCommit && t.row_changes() != 0) co_await apply_row_changes(t);
     StageModule* m = e_.protocol().stage(s);
     if (m == nullptr) continue;
     const uint64_t t0 = phase_clock();
     const bool ok = co_await m->run(*this, t, 0);
     add_phase(static_cast<Phase>(s), t0);
     if (!ok) {
-      if (s == Stage::kCommit) undo_inserts(t, t.inserts());
+      if (s == Stage::kCommit && t.inserts() != 0) co_await undo_inserts(t);
       co_await run_release(t);
       co_return false;
     }

@@ -67,6 +67,7 @@ uint64_t count_locked(Database& db, const ProtocolDef& def) {
     for (TableId t = 0; t < db.tables(); ++t) {
       if (!db.has_table(t) || !db.is_local(node)) continue;
       store::Table* tab = db.store(node).table(t);
+      if (tab == nullptr) continue;  // a compute node holds no partition
       for (uint32_t i = 0; i < tab->high_water(); ++i) {
         const std::byte* tuple = tab->tuple(i);
         uint64_t state;

@@ -96,7 +96,7 @@ std::vector<ReplicaDigest> replica_digests(const Database& db) {
       out.push_back(d);
     }
   };
-  for (uint32_t n = 0; n < db.nodes(); ++n)
+  for (uint32_t n = 0; n < db.data_nodes(); ++n)
     if (db.is_local(n)) digest(db.store(n), n, n, true);
   for (const Database::BackupCopy& b : db.backups()) digest(*b.store, b.partition, b.node, false);
   return out;
@@ -106,13 +106,13 @@ Result<void> compare_replicas(const Database& db, const std::vector<ReplicaDiges
   if (db.replicas() <= 1) return {};
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, const ReplicaDigest*> by;
   for (const ReplicaDigest& d : all) by[{d.partition, d.table, d.holder}] = &d;
-  for (uint32_t p = 0; p < db.nodes(); ++p)
+  for (uint32_t p = 0; p < db.data_nodes(); ++p)
     for (TableId t = 0; t < db.tables(); ++t) {
       if (!db.has_table(t)) continue;
       auto prim = by.find({p, t, p});
       if (prim == by.end()) return make_error(EPROTO, "no digest of partition %u of table '%s' on its primary", p, db.def(t).name.c_str());
       for (uint32_t k = 1; k < db.replicas(); ++k) {
-        const uint32_t b = backup_node(p, k, db.nodes());
+        const uint32_t b = backup_node(p, k, db.data_nodes());
         auto bk = by.find({p, t, b});
         if (bk == by.end())
           return make_error(EPROTO, "no digest of the copy of partition %u of table '%s' on backup node %u", p,
@@ -450,7 +450,8 @@ class LogStage final : public StageModule {
     bool fits = true;
     for_each_logged(db, t, [&](const Logged& r) {
       for (uint32_t k = first_backup(skip); k < db.replicas() && fits; ++k)
-        fits = batch.add_item(backup_node(r.node, k, db.nodes()), r.id, r.table, r.key, r.seq, writer, r.record, 0);
+        fits =
+            batch.add_item(backup_node(r.node, k, db.data_nodes()), r.id, r.table, r.key, r.seq, writer, r.record, 0);
     });
     if (!fits) {
       // More than ItemBatch::kMaxCalls datagrams of records: the run fails
@@ -500,7 +501,7 @@ class LogStage final : public StageModule {
   // WRITTEN; all backups' WRITEs go with one doorbell per QP and one wait.
   Task<bool> log_onesided(Coordinator& c, Txn& t, bool skip) {
     Database& db = c.db();
-    const uint32_t nodes = db.nodes();
+    const uint32_t nodes = db.nodes(), data_nodes = db.data_nodes();
     const uint64_t writer = db.recording() ? t.id() : 0;
     WorkerStats& st = c.engine().stats();
     std::byte* stage = static_cast<std::byte*>(staging_->data()) + per_co_ * c.index();
@@ -508,7 +509,7 @@ class LogStage final : public StageModule {
     uint32_t bytes[kMaxNodes] = {}, count[kMaxNodes] = {};
     for_each_logged(db, t, [&](const Logged& r) {
       for (uint32_t k = first_backup(skip); k < db.replicas(); ++k) {
-        const uint32_t b = backup_node(r.node, k, nodes);
+        const uint32_t b = backup_node(r.node, k, data_nodes);
         bytes[b] += sizeof(LogRecord) + pad8(static_cast<uint32_t>(r.record.size()));
         ++count[b];
       }
@@ -538,7 +539,7 @@ class LogStage final : public StageModule {
       uint32_t off = sizeof(EntryHead);
       for_each_logged(db, t, [&](const Logged& r) {
         bool here = false;
-        for (uint32_t k = first_backup(skip); k < db.replicas(); ++k) here |= backup_node(r.node, k, nodes) == b;
+        for (uint32_t k = first_backup(skip); k < db.replicas(); ++k) here |= backup_node(r.node, k, data_nodes) == b;
         if (!here) return;
         const LogRecord rec{r.table, static_cast<uint32_t>(r.record.size()), r.key, r.seq, writer};
         std::memcpy(p + off, &rec, sizeof rec);
@@ -643,12 +644,32 @@ class LogStage final : public StageModule {
 
 Result<std::unique_ptr<StageModule>> create_log_stage(WorkerEngine& e) {
   const uint32_t senders = e.db().nodes() * e.workers_per_node();
-  auto applier = std::make_unique<LogApplier>(e, senders);
-  LogApplier* a = applier.get();
-  auto h = e.register_handler("log.append", [a](rpc::Request& r) { a->append(r); });
-  if (!h.ok()) return h.error();
-  e.add_service(std::move(applier));
-  if (e.options().stage(Stage::kLog) == Primitive::kOff) return std::unique_ptr<StageModule>();
+  // The handler is registered on every worker (handler ids agree across
+  // nodes); only a node that holds data backs partitions up and has rings.
+  // A compute node's refuses every record (a malformed request: nobody logs
+  // to a node that holds no data).
+  Result<rpc::HandlerId> h = make_error(EINVAL, "no log handler");
+  if (e.db().holds_data(e.node())) {
+    auto applier = std::make_unique<LogApplier>(e, senders);
+    LogApplier* a = applier.get();
+    h = e.register_handler("log.append", [a](rpc::Request& r) { a->append(r); });
+    if (!h.ok()) return h.error();
+    e.add_service(std::move(applier));
+  } else {
+    h = e.register_handler("log.append", [](rpc::Request& r) {
+      ItemReader in(r.payload());
+      ItemWriter out(r);
+      ItemHeader ih;
+      std::span<const std::byte> data;
+      while (in.next(&ih, &data)) out.add(ItemReply{kLogRefused, 0, 0, 0, 0});
+      out.finish();
+    });
+    if (!h.ok()) return h.error();
+    e.set_own_log_region({0, 0, 0, e.node(), e.ctx().index, 0});  // none: the runner expects none
+  }
+  // A memory node runs no coordinator: no log stage.
+  if (e.options().stage(Stage::kLog) == Primitive::kOff || !e.db().coordinates(e.node()))
+    return std::unique_ptr<StageModule>();
   auto stage = std::make_unique<LogStage>(e, *h);
   if (e.options().stage(Stage::kLog) == Primitive::kOneSided) RDTX_TRY(stage->init_onesided());
   return std::unique_ptr<StageModule>(std::move(stage));

@@ -2,7 +2,9 @@
 // partition, the engine's log stage, and the backups' log appliers.
 //
 //   placement   partition p (node p's data) has its primary on node p and
-//               its f = replicas - 1 backups on nodes p+1 .. p+f (mod N)
+//               its f = replicas - 1 backups on nodes p+1 .. p+f (mod N),
+//               N the nodes that hold data (the memory nodes of the split
+//               layout: compute nodes hold no copy)
 //   log stage   after validate, before commit: for each backup node, one
 //               redo entry with the written records it backs up (record,
 //               writer id, replication sequence); the transaction is
@@ -55,11 +57,15 @@ struct LogRegionDesc {
   uint64_t ring_bytes = 0;  // per ring (txn.log_ring_kb)
 };
 
-// Backup k (1 .. replicas - 1) of partition p.
-inline uint32_t backup_node(uint32_t partition, uint32_t k, uint32_t nodes) { return (partition + k) % nodes; }
+// Backup k (1 .. replicas - 1) of partition p, among `data_nodes` nodes
+// that hold data (Database::data_nodes()).
+inline uint32_t backup_node(uint32_t partition, uint32_t k, uint32_t data_nodes) {
+  return (partition + k) % data_nodes;
+}
 
-// "partition 0: primary node 0, backups 1, 2; ..." for the report.
-std::string placement_text(uint32_t nodes, uint32_t replicas);
+// "partition 0: primary node 0, backups 1, 2; ..." for the report
+// (`data_nodes` partitions).
+std::string placement_text(uint32_t data_nodes, uint32_t replicas);
 
 // A digest of one copy of one table's partition: order-independent (a sum
 // of per-tuple hashes of key, replication sequence, writer id and record).

@@ -115,8 +115,9 @@ class Txn {
   int scan(TableId table, Key first, uint32_t count);
 
   // Declares the insert of a new row; returns its index for
-  // inserted<R>(k). Its record starts zeroed. Only on the coordinator's own
-  // node (a remote owner fails the attempt as a workload error).
+  // inserted<R>(k). Its record starts zeroed. On the coordinator's own node
+  // it goes into the store directly, elsewhere through its owner's `rows`
+  // RPC (row_changes.cpp).
   int insert(TableId table, Key key);
   uint32_t inserts() const { return n_ins_; }
   const Insert& insert_at(uint32_t k) const { return ins_[k]; }
@@ -130,10 +131,10 @@ class Txn {
   // moves it, with its new value, to another tuple of its table (a row
   // leaving its tuple, and the tuple taken by another row, is what every
   // location held by a peer must survive: the tests' churn). Like inserts,
-  // only rows of the coordinator's own node, applied once every stage that
-  // can abort has passed (the row still locked), so no transaction sees the
-  // row gone, or moved, before this one committed. Anything else (not a
-  // write, another node's row) fails the attempt as a workload error.
+  // applied on the row's owner (directly, or through its `rows` RPC) once
+  // every stage that can abort has passed (the row still locked), so no
+  // transaction sees the row gone, or moved, before this one committed.
+  // Anything but a write access fails the attempt as a workload error.
   void erase(int i) { change(i, RowChange::kErase); }
   void relocate(int i) { change(i, RowChange::kRelocate); }
   uint32_t row_changes() const { return n_chg_; }

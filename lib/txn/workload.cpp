@@ -35,12 +35,20 @@ const WorkloadDef* find_workload(std::string_view name) {
 
 Result<void> Workload::check(Database& db, int64_t committed_delta) const {
   int64_t sum = 0;
-  for (uint32_t n = 0; n < db.nodes(); ++n) {
+  for (uint32_t n = 0; n < db.data_nodes(); ++n) {
     auto part = check_node(db, n);
     if (!part.ok()) return part.error();
     sum = add_shares(sum, *part);
   }
-  return check_total(sum, db.nodes(), committed_delta);
+  return check_total(sum, db.data_nodes(), committed_delta);
+}
+
+Result<void> Workload::load_replicated(store::Store& s) const {
+  (void)s;
+  return make_error(ENOTSUP,
+                    "workload '%s' has replicated tables but cannot load them alone (Workload::load_replicated), "
+                    "which a compute node needs (cluster.memory_nodes)",
+                    name());
 }
 
 std::string parse_mix(const std::string& text, uint32_t* out, size_t n) {

@@ -109,8 +109,18 @@ class Workload {
   // into `s`: the primary's store, or a backup's copy (replication), whose
   // tables have the same ids and keys with another tuple layout.
   virtual Result<void> load(store::Store& s, uint32_t partition) const = 0;
+  // Loads the replicated tables (TableDef::replicated) alone into `s`,
+  // which holds no other table: a compute node's store (the split layout,
+  // cluster::ClusterConfig::memory_nodes), whose coordinators read them
+  // locally (Txn::replicated). Called only for a workload with replicated
+  // tables; the default refuses (ENOTSUP), naming the workload.
+  virtual Result<void> load_replicated(store::Store& s) const;
   virtual std::vector<std::string> type_names() const = 0;
-  // The next transaction of a coordinator on `home_node`.
+  // The next transaction of a coordinator whose home partition is
+  // `home_node` (< the `nodes` the workload was made for): its own node in
+  // the symmetric layout; a compute node's coordinators are spread over the
+  // memory nodes' partitions (Coordinator::home()). A transaction's "local"
+  // rows (TPC-C's home warehouse) are that partition's.
   virtual void generate(Rng& rng, uint32_t home_node, TxnInput& in) const = 0;
   // One attempt. Returns true if committed; on false the Txn has released
   // everything. `delta` (committed attempts only) adds to the run's
@@ -139,11 +149,12 @@ class Workload {
   // Invariants after a run, in two parts so that each process of a
   // multi-process cluster checks the partitions it holds: check_node()
   // checks what node `node`'s partition holds and returns its share of the
-  // run-wide sum; check_total() compares the sum of the shares of all
-  // `nodes` nodes with the sum of committed deltas.
+  // run-wide sum (called for nodes that hold data only); check_total()
+  // compares the sum of the shares of all `nodes` partitions (the nodes
+  // that hold data) with the sum of committed deltas.
   virtual Result<int64_t> check_node(Database& db, uint32_t node) const = 0;
   virtual Result<void> check_total(int64_t sum, uint32_t nodes, int64_t committed_delta) const = 0;
-  // Both, over every node of `db` (all in this process).
+  // Both, over every node of `db` that holds data (all in this process).
   Result<void> check(Database& db, int64_t committed_delta) const;
   // The isolation level the run asks of its protocol (txn.isolation), which
   // the runner sets before the run in every process; serializable until

@@ -201,6 +201,62 @@ TEST(Replicas, NeedTheLogStageAndEnoughNodes) {
   EXPECT_EQ(error_of({"cluster.nodes=3", "cluster.replicas=3", "txn.pipeline.log=onesided"}), "");
 }
 
+// The split layout's keys: either gives the other, both must add up to
+// cluster.nodes, each side keeps a node, backups fit the memory nodes, and
+// CALVIN is refused; every error names the keys.
+TEST(Roles, KeysAreCheckedAndNamed) {
+  static const config::Schema schema = make_schema();
+  auto error_of = [](std::vector<std::string> sets) {
+    auto c = config::Config::parse(schema, "", "test", sets);
+    return c.ok() ? std::string() : c.error().message;
+  };
+  auto memory_of = [](std::vector<std::string> sets) {
+    auto c = config::Config::parse(schema, "", "test", sets);
+    EXPECT_TRUE(c.ok()) << c.error().message;
+    return c.ok() ? memory_nodes_of(*c) : 99u;
+  };
+  EXPECT_EQ(memory_of({"cluster.nodes=4"}), 0u);
+  EXPECT_EQ(memory_of({"cluster.nodes=4", "cluster.memory_nodes=1"}), 1u);
+  EXPECT_EQ(memory_of({"cluster.nodes=4", "cluster.compute_nodes=1"}), 3u);
+  EXPECT_EQ(memory_of({"cluster.nodes=4", "cluster.memory_nodes=3", "cluster.compute_nodes=1"}), 3u);
+  EXPECT_NE(error_of({"cluster.nodes=4", "cluster.memory_nodes=2", "cluster.compute_nodes=1"})
+                .find("cluster.memory_nodes = 2 (--set) and cluster.compute_nodes = 1 (--set) do not add up to "
+                      "cluster.nodes = 4 (--set)"),
+            std::string::npos);
+  EXPECT_NE(error_of({"cluster.nodes=2", "cluster.memory_nodes=2"})
+                .find("cluster.memory_nodes = 2 (--set) leaves no compute node: it must be below cluster.nodes = 2"),
+            std::string::npos);
+  EXPECT_NE(error_of({"cluster.compute_nodes=2"})
+                .find("cluster.compute_nodes = 2 (--set) leaves no memory node: it must be below cluster.nodes = 2 "
+                      "(default)"),
+            std::string::npos);
+  EXPECT_NE(error_of({"cluster.nodes=4", "cluster.memory_nodes=2", "cluster.replicas=3", "txn.pipeline.log=rpc"})
+                .find("cluster.replicas = 3 (--set) exceeds the 2 memory node(s)"),
+            std::string::npos);
+  EXPECT_EQ(error_of({"cluster.nodes=4", "cluster.memory_nodes=2", "cluster.replicas=2", "txn.pipeline.log=rpc"}), "");
+  const std::string calvin =
+      error_of({"cluster.nodes=4", "cluster.memory_nodes=2", "txn.protocol=calvin", "txn.pipeline.fetch=rpc",
+                "txn.pipeline.commit=onesided", "txn.pipeline.lock=off", "txn.pipeline.validate=off",
+                "txn.pipeline.sequence=rpc"});
+  EXPECT_NE(calvin.find("txn.protocol = \"calvin\" (--set) cannot run with compute nodes apart (cluster.memory_nodes "
+                        "= 2 (--set)): its coordinators also execute"),
+            std::string::npos)
+      << calvin;
+}
+
+// A split layout's plan: the workload is made for the memory nodes, and the
+// footprint counts tables on them alone (a compute node holds none of
+// YCSB's).
+TEST(Roles, PlanAndFootprintFollowTheMemoryNodes) {
+  Loaded sym = load({"cluster.nodes=4"});
+  Loaded split = load({"cluster.nodes=4", "cluster.memory_nodes=1"});
+  EXPECT_EQ(split.plan.run.cluster.memory_nodes, 1u);
+  EXPECT_EQ(split.plan.run.workload->tables(1).front().partitioner.nodes(), 1u);
+  const Footprint a = footprint(sym.plan.run, sym.caps, 4), b = footprint(split.plan.run, split.caps, 4);
+  EXPECT_EQ(b.tables * 4, a.tables);
+  EXPECT_EQ(b.workers, a.workers);
+}
+
 // 64 nodes x 64 coroutines needed a CQ deeper than the device allows: the
 // run got as far as create_cq(1048592) and exited 1. (Now 1050640: 64 nodes
 // x (2 x 128 x 64 coordinator requests + 32 of the services') + 16.)

@@ -18,6 +18,12 @@
      it and none reports figures; to an embedded run, the report covers the
      seconds the coordinators ran (not the 30 s asked for, nor the time they
      took to stop).
+  7. The split layout (cluster.memory_nodes = 1): node 0 holds the data and
+     runs no coordinator, nodes 1 and 2 coordinate and hold no partition. A
+     TPC-C run (its inserts and erases go to node 0's process by RPC) with
+     history recording: every process exits 0, node 0's report gives each
+     node's role, node 0 committed nothing and each compute node something,
+     the consistency conditions hold and the history is certified.
 Usage: test_multiprocess.py RDTX_BENCH
 """
 import glob
@@ -125,6 +131,35 @@ def run_ok(tmp):
     j1 = json.load(open(os.path.join(tmp, "n1.json")))
     check(j1["aggregate"] is False and j1["node"] == 1 and j1["committed"] > 0, "node 1's own report")
     check(j1["committed"] < j["committed"], "node 0's total exceeds node 1's own")
+
+
+def run_split(tmp):
+    h = hosts(3)
+    hist = os.path.join(tmp, "history")
+    procs = []
+    for n in range(3):
+        extra = ["--duration", "1", "--warmup", "0.2", "--history", hist, "--json", os.path.join(tmp, f"n{n}.json"),
+                 "--set", "cluster.memory_nodes=1", "--set", "workload=tpcc",
+                 "--set", "tpcc.warehouses_per_node=4", "--set", "tpcc.customers_per_district=30",
+                 "--set", "tpcc.items=1000", "--set", "tpcc.order_capacity=1000"]
+        procs.append(start(n, cluster_args(3, h, extra), tmp))
+    rcs = [p.wait(timeout=120) for p, _ in procs]
+    for n, rc in enumerate(rcs):
+        check(rc == 0, f"split layout: node {n} exits 0 (got {rc})")
+        if rc != 0:
+            print(read(tmp, n)[-3000:])
+    j = json.load(open(os.path.join(tmp, "n0.json")))
+    roles = [p.get("role") for p in j["per_node"]]
+    check(roles == ["memory", "compute", "compute"], f"split layout: each node's role in node 0's report: {roles}")
+    committed = [p["committed"] for p in j["per_node"]]
+    check(committed[0] == 0 and committed[1] > 0 and committed[2] > 0,
+          f"split layout: the memory node committed nothing, each compute node something: {committed}")
+    check(j["checks"]["passed"] is True, "split layout: every check passed")
+    check(j["checks"]["invariants"]["ok"] is True and j["checks"]["insert_errors"]["value"] == 0,
+          "split layout: TPC-C's consistency conditions, no insert error")
+    check(j["history"]["certified"] is True, f"split layout: history certified: {j['history'].get('verdict')}")
+    check(sorted(os.listdir(hist)) == [f"history-n{n}-w0.rdtxh" for n in range(3)],
+          f"split layout: one history file per worker: {sorted(os.listdir(hist))}")
 
 
 def run_mismatch(tmp):
@@ -254,7 +289,7 @@ def run_bad_command_lines(tmp):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    for case in (run_ok, run_mismatch, run_killed, run_sigterm, run_sigint, run_bad_command_lines):
+    for case in (run_ok, run_split, run_mismatch, run_killed, run_sigterm, run_sigint, run_bad_command_lines):
         d = os.path.join(tmp, case.__name__)
         os.mkdir(d)
         case(d)

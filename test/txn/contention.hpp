@@ -9,9 +9,10 @@
 #pragma once
 
 #include <algorithm>
-#include <map>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -19,9 +20,9 @@
 
 #include "base/result.hpp"
 #include "cc/occ/occ.hpp"
-#include "txn/protocol.hpp"
 #include "history/checker.hpp"
 #include "run/runner.hpp"
+#include "txn/protocol.hpp"
 #include "txn/workload.hpp"
 
 namespace rdtx::testing_contention {
@@ -65,6 +66,12 @@ struct Combo {
   std::string faults = "";
   uint64_t rpc_timeout_ns = 0;  // 0: lib/rpc's default
   double warmup_s = 0.0;
+  // Nodes, and of them the memory nodes of the split layout (0: symmetric;
+  // cluster.memory_nodes): the workload is made for the nodes that hold data.
+  uint32_t nodes = 3;
+  uint32_t memory_nodes = 0;
+  // Called with the database after the run (run::RunConfig::inspect_database).
+  std::function<void(txn::Database&)> inspect = nullptr;
 };
 
 inline const txn::ProtocolDef* protocol_of(const std::string& name);
@@ -90,6 +97,7 @@ inline std::string name_of(const Combo& c) {
   if (c.qps_per_node != 1) n += "_qps" + std::to_string(c.qps_per_node);
   if (c.workers_per_node != 1) n += "_w" + std::to_string(c.workers_per_node);
   if (c.replicas != 1) n += "_r" + std::to_string(c.replicas) + "_log_" + txn::to_string(c.log);
+  if (c.memory_nodes != 0) n += "_mem" + std::to_string(c.memory_nodes) + "of" + std::to_string(c.nodes);
   for (char& ch : n)
     if (ch == '-' || ch == '/') ch = '_';
   return n;
@@ -337,12 +345,15 @@ inline Result<std::unique_ptr<txn::Workload>> contended_workload(const std::stri
 
 // Runs `c` for `seconds` with `seed` and checks the history it recorded.
 inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double seconds) {
-  auto workload = contended_workload(c.workload, c.nodes, c.warmup_s + seconds, c.workload_settings);
+  const uint32_t data_nodes = c.memory_nodes != 0 ? c.memory_nodes : c.nodes;
+  auto workload = contended_workload(c.workload, data_nodes, c.warmup_s + seconds, c.workload_settings);
   if (!workload.ok()) return workload.error();
 
   run::RunConfig rc;
   rc.workload = workload->get();
   rc.cluster.nodes = c.nodes;
+  rc.cluster.memory_nodes = c.memory_nodes;
+  rc.inspect_database = c.inspect;
   rc.cluster.workers_per_node = c.workers_per_node;
   rc.cluster.qps_per_node = c.qps_per_node;
   rc.cluster.replicas = c.replicas;
@@ -380,7 +391,7 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   // that needs a larger log than the default, as conf/tpcc/farm-mailbox.toml
   // sets (txn.log_ring_kb = 1024).
   uint32_t max_record = 0;
-  for (const txn::TableDef& t : (*workload)->tables(c.nodes)) max_record = std::max(max_record, t.record_bytes);
+  for (const txn::TableDef& t : (*workload)->tables(data_nodes)) max_record = std::max(max_record, t.record_bytes);
   if (max_record > 256) rc.options.log_ring_bytes = uint64_t{1} << 20;
   rc.options.pipeline[static_cast<int>(txn::Stage::kFetch)] = c.fetch;
   rc.options.pipeline[static_cast<int>(txn::Stage::kLock)] = c.lock;

@@ -83,18 +83,26 @@ constexpr uint64_t ckey(uint64_t w, uint64_t d, uint64_t c) { return w << 40 | d
 constexpr uint64_t okey(uint64_t w, uint64_t d, uint64_t o) { return w << 40 | d << 32 | o; }
 constexpr uint64_t olkey(uint64_t w, uint64_t d, uint64_t o, uint64_t ol) { return w << 40 | d << 32 | o << 4 | ol; }
 constexpr uint64_t skey(uint64_t w, uint64_t i) { return w << 40 | i; }
-// A history row inserted by attempt `id`: its node is in bits 48..54 of the id.
+// A history row inserted by attempt `id` for a payment to a warehouse of
+// partition `part` (the row lives there: CC8 and CC9 sum a district's
+// history on its node): bit 63 set, the partition in bits 48..54, and the
+// attempt id's node (bits 48..53 of the id) in bits 55..60 above the rest
+// of the id (worker, coroutine, sequence: bits 0..47), so that keys stay
+// unique when coordinators of several nodes insert into one partition
+// (compute nodes, cluster.memory_nodes).
 constexpr uint64_t kHistoryRun = uint64_t{1} << 63;
-constexpr uint64_t hkey_run(uint64_t id) { return kHistoryRun | id; }
+constexpr uint64_t hkey_run(uint64_t id, uint32_t part) {
+  return kHistoryRun | ((id >> 48) & 0x3f) << 55 | uint64_t{part & 0x7f} << 48 | (id & 0xffff'ffff'ffffull);
+}
 constexpr uint32_t kMaxOrderId = (1u << 28) - 1;  // olkey's room
 constexpr uint32_t kLoadDate = 1, kRunDate = 2;  // dates: any non-null value
 
 // node = (warehouse - 1) / warehouses_per_node; HISTORY rows of the run by
-// the inserter's node. arg = warehouses_per_node | nodes << 32.
+// the partition in their key (hkey_run). arg = warehouses_per_node | nodes << 32.
 uint32_t partition_fn(uint64_t key, uint64_t arg) {
   const uint32_t wpn = static_cast<uint32_t>(arg), nodes = static_cast<uint32_t>(arg >> 32);
   uint64_t n;
-  if (key & kHistoryRun) n = (key >> 48) & 0x7fff;
+  if (key & kHistoryRun) n = (key >> 48) & 0x7f;
   else n = (((key >> 40) & 0xffff) + wpn - 1) / wpn - ((key >> 40 & 0xffff) != 0);
   return n < nodes ? static_cast<uint32_t>(n) : nodes - 1;
 }
@@ -283,6 +291,21 @@ std::vector<txn::TableDef> Tpcc::tables(uint32_t nodes) const {
 
 // ---- Loading (clause 4.3.3.1) ----
 
+// ITEM, the one replicated table: every node holds all of it (a compute
+// node of the split layout too, whose coordinators read it locally).
+Result<void> Tpcc::load_replicated(store::Store& s) const {
+  return store::load(*s.table(kItem), p_.items, [](uint64_t row, std::span<std::byte> rec) {
+    txn::Rng r(txn::mix64((row + 1) * 31 + kItem));
+    Item it{};
+    it.im_id = uniform(r, 1, 10'000);
+    astring(r, it.name, sizeof it.name, 14);
+    it.price = uniform(r, 100, 10'000);
+    data_string(r, it.data, sizeof it.data);
+    std::memcpy(rec.data(), &it, sizeof it);
+    return row + 1;
+  });
+}
+
 Result<void> Tpcc::load(store::Store& s, uint32_t partition) const {
   const uint32_t wpn = p_.warehouses_per_node, C = p_.customers, I = p_.items;
   const uint32_t first_w = partition * wpn + 1;
@@ -291,16 +314,7 @@ Result<void> Tpcc::load(store::Store& s, uint32_t partition) const {
   auto rng_of = [](uint32_t table, uint64_t key) { return txn::Rng(txn::mix64(key * 31 + table)); };
   auto put = [](std::span<std::byte> rec, const auto& r) { std::memcpy(rec.data(), &r, sizeof r); };
 
-  RDTX_TRY(store::load(*s.table(kItem), I, [&](uint64_t row, std::span<std::byte> rec) {
-    txn::Rng r = rng_of(kItem, row + 1);
-    Item it{};
-    it.im_id = uniform(r, 1, 10'000);
-    astring(r, it.name, sizeof it.name, 14);
-    it.price = uniform(r, 100, 10'000);
-    data_string(r, it.data, sizeof it.data);
-    put(rec, it);
-    return row + 1;
-  }));
+  RDTX_TRY(load_replicated(s));
   RDTX_TRY(store::load(*s.table(kWarehouse), wpn, [&](uint64_t row, std::span<std::byte> rec) {
     const uint64_t w = first_w + row;
     txn::Rng r = rng_of(kWarehouse, w);
@@ -663,7 +677,7 @@ Task<bool> Tpcc::payment(Txn& t, const txn::TxnInput& in) const {
     std::memmove(cu.data + len, cu.data, keep);
     std::memcpy(cu.data, head, static_cast<size_t>(len));
   }
-  History& h = t.inserted<History>(t.insert(kHistory, hkey_run(t.id())));
+  History& h = t.inserted<History>(t.insert(kHistory, hkey_run(t.id(), (w - 1) / p_.warehouses_per_node)));
   h = History{c, c_d, c_w, d, w, kRunDate, amount, {}};
   std::memcpy(h.data, "payment    ", 11);
   co_return co_await t.commit();

@@ -75,6 +75,7 @@ class Tpcc final : public txn::Workload {
   const char* name() const override { return "tpcc"; }
   std::vector<txn::TableDef> tables(uint32_t nodes) const override;
   Result<void> load(store::Store& s, uint32_t partition) const override;
+  Result<void> load_replicated(store::Store& s) const override;
   std::vector<std::string> type_names() const override;
   void generate(txn::Rng& rng, uint32_t home_node, txn::TxnInput& in) const override;
   runtime::Task<bool> execute(txn::Txn& t, const txn::TxnInput& in, int64_t* delta) const override;
