@@ -197,6 +197,12 @@ struct ProtocolDef {
   // The protocol takes shared read locks when txn.options.read_locks asks
   // (nowait, waitdie); others refuse the setting.
   bool shared_read_locks = false;
+  // nullptr: the protocol runs with compute nodes apart from the memory
+  // nodes (cluster.memory_nodes > 0: coordinators on nodes that hold no
+  // data, the owners' handlers and services on nodes that run no
+  // coordinator). Otherwise why it cannot, for the refusal's message (a
+  // protocol whose coordinators must run where their data is: CALVIN).
+  const char* split_refusal = nullptr;
   // One region per node instead of one per worker: the same memory, shared
   // by the node's workers and registered in each one's device context, so
   // that every worker of every node reaches it through its own QPs
@@ -212,12 +218,6 @@ struct ProtocolDef {
   // (namdb); a workload with a table that takes inserts (TableDef::grows)
   // is refused.
   bool takes_inserts = true;
-  // nullptr: the protocol runs with compute nodes apart from the memory
-  // nodes (cluster.memory_nodes > 0: coordinators on nodes that hold no
-  // data, the owners' handlers and services on nodes that run no
-  // coordinator). Otherwise why it cannot, for the refusal's message (a
-  // protocol whose coordinators must run where their data is: CALVIN).
-  const char* split_refusal = nullptr;
 };
 
 // Whether the protocol runs at level `i` (its own, or a weaker one it offers).

@@ -66,9 +66,8 @@ struct Combo {
   std::string faults = "";
   uint64_t rpc_timeout_ns = 0;  // 0: lib/rpc's default
   double warmup_s = 0.0;
-  // Nodes, and of them the memory nodes of the split layout (0: symmetric;
+  // Of `nodes`, the memory nodes of the split layout (0: symmetric;
   // cluster.memory_nodes): the workload is made for the nodes that hold data.
-  uint32_t nodes = 3;
   uint32_t memory_nodes = 0;
   // Called with the database after the run (run::RunConfig::inspect_database).
   std::function<void(txn::Database&)> inspect = nullptr;

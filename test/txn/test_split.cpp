@@ -144,7 +144,9 @@ TEST(Split, RelocationsMoveRowsOnTheirOwners) {
       EXPECT_TRUE(out->check.certified) << out->check_text;
       expect_roles(r);
       // Rows moved under the readers: their cached locations went stale.
-      if (prim == Primitive::kOneSided) EXPECT_GT(r.cache.stale, 0u);
+      if (prim == Primitive::kOneSided) {
+        EXPECT_GT(r.cache.stale, 0u);
+      }
     }
 }
 
