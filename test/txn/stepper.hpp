@@ -277,6 +277,7 @@ struct StepConfig {
   // quarter of it) gives up, while a test steps; tests of timeouts lower it.
   uint64_t rpc_timeout_ns = 2'000'000'000;
   txn::ReadLocks read_locks = txn::ReadLocks::kExclusive;  // txn.options.read_locks
+  std::vector<std::pair<std::string, std::string>> settings = {};  // the protocol's own keys
 };
 
 inline constexpr int kMaxPasses = 10000;
@@ -384,6 +385,8 @@ class Stepper {
     o.protocol = def_.name;
     o.coroutines = cfg_.coroutines;
     o.read_locks = cfg_.read_locks;
+    o.isolation = def_.isolation;
+    o.protocol_settings = cfg_.settings;
     for (int s = 0; s < txn::kStages; ++s)
       if (!def_.allowed[s].empty()) o.pipeline[s] = cfg_.primitive;
     if (cfg_.commit != Primitive::kOff) o.pipeline[static_cast<int>(Stage::kCommit)] = cfg_.commit;
@@ -394,7 +397,10 @@ class Stepper {
     auto c = cluster::Cluster::create_embedded(run::sized_cluster(rc));
     if (!c.ok()) return c.error();
     cluster_ = std::move(*c);
-    auto db = txn::Database::create(*cluster_, wl_->tables(cfg_.nodes), txn::tuple_shape(def_), false);
+    auto region = txn::region_bytes(def_, opts_, run::sized_cluster(rc), wl_->tables(cfg_.nodes));
+    if (!region.ok()) return region.error();
+    auto db = txn::Database::create(*cluster_, wl_->tables(cfg_.nodes), txn::tuple_shape(def_), false, *region,
+                                    def_.region_per_node);
     if (!db.ok()) return db.error();
     db_ = std::move(*db);
     for (uint32_t n = 0; n < cfg_.nodes; ++n) RDTX_TRY(wl_->load(db_->store(n), n));

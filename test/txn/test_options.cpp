@@ -122,3 +122,22 @@ TEST(TxnOptions, IsolationLevelMustBeOneTheProtocolOffers) {
             std::string::npos)
       << e;
 }
+
+// txn.isolation's default, "protocol": each protocol's own level (namdb's is
+// snapshot isolation); namdb refuses serializable by name, and "snapshot"
+// is refused by a serializable protocol.
+TEST(TxnOptions, DefaultIsolationIsTheProtocolsOwn) {
+  auto n = load("[txn]\nprotocol = \"namdb\"\n");
+  ASSERT_TRUE(n.ok()) << n.error().message;
+  EXPECT_EQ(txn::options_from(*n).isolation, txn::Isolation::kSnapshot);
+  auto s = load("[txn]\nprotocol = \"namdb\"\nisolation = \"snapshot\"\n");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(txn::options_from(*s).isolation, txn::Isolation::kSnapshot);
+  EXPECT_EQ(txn::options_from(*load("[txn]\nprotocol = \"occ\"\n")).isolation, txn::Isolation::kSerializable);
+  std::string e = error_of("[txn]\nprotocol = \"namdb\"\n", {"txn.isolation=serializable"});
+  EXPECT_NE(e.find("txn.isolation = 'serializable' (--set): protocol 'namdb' runs at snapshot isolation only"),
+            std::string::npos)
+      << e;
+  e = error_of("[txn]\nprotocol = \"occ\"\n", {"txn.isolation=snapshot"});
+  EXPECT_NE(e.find("protocol 'occ' runs at serializable only"), std::string::npos) << e;
+}

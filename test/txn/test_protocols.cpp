@@ -417,6 +417,31 @@ TEST(BrokenProtocol, UnvalidatedOccIsCaught) {
   }
 }
 
+// NAM-DB whose commit locks whatever version is current instead of the one
+// it read (namdb-broken-nofcw: no first committer wins): two writers of one
+// version both commit, a lost update snapshot isolation forbids; caught on
+// every workload namdb runs, by the history (lost update, version fork or a
+// cycle) or the workload's invariant.
+TEST(BrokenProtocol, NamdbWithoutFirstCommitterWinsIsCaught) {
+  size_t checked = 0;
+  for (const std::string& w : workload_names()) {
+    SCOPED_TRACE(w);
+    if (refused(Combo{w, "namdb-broken-nofcw"})) continue;
+    ++checked;
+    auto out = until_caught(Combo{w, "namdb-broken-nofcw"});
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    EXPECT_TRUE(caught(*out)) << what_caught(*out);
+    if (out->check.certified) continue;  // caught by the run's checks
+    const auto& n = out->check.counts;
+    EXPECT_GT(n[static_cast<size_t>(history::Anomaly::kLostUpdate)] +
+                  n[static_cast<size_t>(history::Anomaly::kVersionFork)] +
+                  n[static_cast<size_t>(history::Anomaly::kGSIb)] + n[static_cast<size_t>(history::Anomaly::kG0)],
+              0u)
+        << out->check_text;
+  }
+  EXPECT_GE(checked, 3u);  // SmallBank (both flavours), YCSB, write skew
+}
+
 // FaRM without validation (farm-broken-novalidate: no VALIDATE of the
 // read-only set, LOCK ignores the versions read), caught on every workload:
 // a transaction commits on reads another one has since overwritten. Up to 8
