@@ -478,17 +478,29 @@ Verdict accept_copy(Coordinator& c, Txn& t, Access& a) {
   return Verdict::kAccept;
 }
 
+// A one-sided request added to `b`. No step adds more than four per access,
+// and a batch holds OneSidedBatch::kMaxWrs = 4 x Txn::kMaxAccesses: never full.
+rdma::WorkRequest* add_verb(OneSidedBatch& b, uint32_t node, rdma::Opcode op, const void* local, uint32_t length,
+                            uint64_t remote, uint32_t rkey) {
+  static_assert(OneSidedBatch::kMaxWrs >= 4 * Txn::kMaxAccesses);
+  rdma::WorkRequest* wr = b.add(node);
+  wr->opcode = op;
+  wr->local = const_cast<void*>(local);
+  wr->length = length;
+  wr->remote_addr = remote;
+  wr->rkey = rkey;
+  return wr;
+}
+
 // The read timestamp: one READ of the vector into this coordinator's snapshot.
 Task<bool> take_snapshot(Namdb& p, Coordinator& c, Txn& t) {
   const RegionDescriptor& r = p.e.db().region(p.s.oracle_node, p.worker());
   OneSidedBatch& b = c.onesided();
-  rdma::WorkRequest* wr = b.add(p.s.oracle_node);
-  wr->opcode = rdma::Opcode::kRead;
-  wr->local = p.e.db().local_region(p.e.node(), p.worker()) + p.g.snapshot_off(p.worker(), c.index());
+  rdma::WorkRequest* wr =
+      add_verb(b, p.s.oracle_node, rdma::Opcode::kRead,
+               p.e.db().local_region(p.e.node(), p.worker()) + p.g.snapshot_off(p.worker(), c.index()), 8 * p.g.slots,
+               r.addr, r.rkey);
   wr->lkey = p.e.db().local_region_lkey(p.e.node(), p.worker());
-  wr->length = 8 * p.g.slots;
-  wr->remote_addr = r.addr;
-  wr->rkey = r.rkey;
   if (!co_await b.execute()) {
     t.fail(AbortReason::kNetwork);
     co_return false;
@@ -516,12 +528,8 @@ Task<bool> read_overflow(Namdb& p, Coordinator& c, Txn& t, uint32_t i, int64_t w
   // fetch is on it.
   {
     OneSidedBatch& b = c.onesided();
-    rdma::WorkRequest* wr = b.add(a.node);
-    wr->opcode = rdma::Opcode::kRead;
-    wr->local = c.extra(i);
-    wr->length = 8;
-    wr->remote_addr = a.tuple_addr + kOverflowOff;
-    wr->rkey = c.descriptor(a.node, a.table).rkey;
+    add_verb(b, a.node, rdma::Opcode::kRead, c.extra(i), 8, a.tuple_addr + kOverflowOff,
+             c.descriptor(a.node, a.table).rkey);
     if (!co_await b.execute()) {
       t.fail(AbortReason::kNetwork);
       co_return false;
@@ -532,13 +540,9 @@ Task<bool> read_overflow(Namdb& p, Coordinator& c, Txn& t, uint32_t i, int64_t w
   for (uint32_t step = 0; step < kMaxChain && next != 0 && want >= 0; ++step) {
     const uint64_t pos = next - 1;
     OneSidedBatch& b = c.onesided();
-    rdma::WorkRequest* wr = b.add(a.node);
-    wr->opcode = rdma::Opcode::kRead;
-    wr->local = buf;
+    rdma::WorkRequest* wr = add_verb(b, a.node, rdma::Opcode::kRead, buf, kOvHeadBytes + data_bytes,
+                                     r.addr + p.g.ring_entry_off(pos), r.rkey);
     wr->lkey = lkey;
-    wr->length = kOvHeadBytes + data_bytes;
-    wr->remote_addr = r.addr + p.g.ring_entry_off(pos);
-    wr->rkey = r.rkey;
     if (!co_await b.execute()) {
       t.fail(AbortReason::kNetwork);
       co_return false;
@@ -579,12 +583,8 @@ Task<bool> read_old_versions(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
     OneSidedBatch& b = c.onesided();
     for (uint32_t k = 0; k < old.n; ++k) {
       Access& a = t.access(old.idx[k]);
-      rdma::WorkRequest* wr = b.add(a.node);
-      wr->opcode = rdma::Opcode::kRead;
-      wr->local = c.extra(old.idx[k]) + kCountOff;
-      wr->length = kMetaBytes - kCountOff;
-      wr->remote_addr = a.tuple_addr + kCountOff;
-      wr->rkey = c.descriptor(a.node, a.table).rkey;
+      add_verb(b, a.node, rdma::Opcode::kRead, c.extra(old.idx[k]) + kCountOff, kMetaBytes - kCountOff,
+               a.tuple_addr + kCountOff, c.descriptor(a.node, a.table).rkey);
     }
     if (!co_await b.execute()) {
       t.fail(AbortReason::kNetwork);
@@ -624,25 +624,11 @@ Task<bool> read_old_versions(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
       const auto& l = c.db().layout(a.table);
       const uint32_t s = static_cast<uint32_t>(slot[k]);
       const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
-      rdma::WorkRequest* e = b.add(a.node);
-      e->opcode = rdma::Opcode::kRead;
-      e->local = c.extra(i);
-      e->length = kEntryBytes;
-      e->remote_addr = a.tuple_addr + entry_off(s);
-      e->rkey = rkey;
-      rdma::WorkRequest* d = b.add(a.node);
-      d->opcode = rdma::Opcode::kRead;
-      d->local = a.copy + l.slot_offset(1);
-      d->length = record_words(l);
-      d->remote_addr = a.tuple_addr + l.slot_offset(1 + s);
-      d->rkey = rkey;
+      add_verb(b, a.node, rdma::Opcode::kRead, c.extra(i), kEntryBytes, a.tuple_addr + entry_off(s), rkey);
+      add_verb(b, a.node, rdma::Opcode::kRead, a.copy + l.slot_offset(1), record_words(l),
+               a.tuple_addr + l.slot_offset(1 + s), rkey);
       if (recording(l)) {
-        rdma::WorkRequest* w = b.add(a.node);
-        w->opcode = rdma::Opcode::kRead;
-        w->local = c.extra(i) + kEntryBytes;
-        w->length = 8;
-        w->remote_addr = a.tuple_addr + writer_off(1 + s);
-        w->rkey = rkey;
+        add_verb(b, a.node, rdma::Opcode::kRead, c.extra(i) + kEntryBytes, 8, a.tuple_addr + writer_off(1 + s), rkey);
       }
     }
     if (!b.empty() && !co_await b.execute()) {
@@ -733,20 +719,12 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
       Access& a = t.access(i);
       const AccessState& st = t.state<AccessState>(i);
       const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
-      rdma::WorkRequest* cas = b.add(a.node);
-      cas->opcode = rdma::Opcode::kCompareSwap;
-      cas->local = c.extra(i);
-      cas->length = 8;
-      cas->remote_addr = a.tuple_addr + kHdrOff;
-      cas->rkey = rkey;
+      rdma::WorkRequest* cas =
+          add_verb(b, a.node, rdma::Opcode::kCompareSwap, c.extra(i), 8, a.tuple_addr + kHdrOff, rkey);
       cas->compare_add = st.hdr;
       cas->swap = st.hdr | kLocked;
-      rdma::WorkRequest* rd = b.add(a.node);
-      rd->opcode = rdma::Opcode::kRead;
-      rd->local = c.extra(i) + 8;
-      rd->length = kMetaBytes - kCountOff + (rec ? 8 : 0);
-      rd->remote_addr = a.tuple_addr + kCountOff;
-      rd->rkey = rkey;
+      add_verb(b, a.node, rdma::Opcode::kRead, c.extra(i) + 8, kMetaBytes - kCountOff + (rec ? 8 : 0),
+               a.tuple_addr + kCountOff, rkey);
     }
     if (!co_await b.execute()) {
       // Which CASes took is unknown (a failed QP flushes its requests,
@@ -759,12 +737,8 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
       const bool read_back = co_await until_done(c, [&](OneSidedBatch& rb) {
         for (uint32_t k = 0; k < w.n; ++k) {
           Access& a = t.access(w.idx[k]);
-          rdma::WorkRequest* rd = rb.add(a.node);
-          rd->opcode = rdma::Opcode::kRead;
-          rd->local = c.extra(w.idx[k]);
-          rd->length = 8;
-          rd->remote_addr = a.tuple_addr + kHdrOff;
-          rd->rkey = c.descriptor(a.node, a.table).rkey;
+          add_verb(rb, a.node, rdma::Opcode::kRead, c.extra(w.idx[k]), 8, a.tuple_addr + kHdrOff,
+                   c.descriptor(a.node, a.table).rkey);
         }
       });
       for (uint32_t k = 0; k < w.n; ++k) {
@@ -785,12 +759,8 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
     if (found != st.hdr && !p.correct && (found & kLocked) == 0) {
       // The broken variant: lock whatever version is current.
       OneSidedBatch& b = c.onesided();
-      rdma::WorkRequest* cas = b.add(a.node);
-      cas->opcode = rdma::Opcode::kCompareSwap;
-      cas->local = c.extra(i);
-      cas->length = 8;
-      cas->remote_addr = a.tuple_addr + kHdrOff;
-      cas->rkey = c.descriptor(a.node, a.table).rkey;
+      rdma::WorkRequest* cas = add_verb(b, a.node, rdma::Opcode::kCompareSwap, c.extra(i), 8, a.tuple_addr + kHdrOff,
+                                        c.descriptor(a.node, a.table).rkey);
       cas->compare_add = found;
       cas->swap = found | kLocked;
       if (co_await b.execute() && copy_word(c.extra(i), 0) == found) {
@@ -838,38 +808,20 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
       set_copy_word(x, 32, st.hdr & kVersionMask);
       set_copy_word(x, 40, st.count);
       set_copy_word(x, 48, entry_sum(st.hdr, st.count, writer, a.copy + l.slot_offset(1), record_words(l)));
-      rdma::WorkRequest* d = b.add(a.node);
-      d->opcode = rdma::Opcode::kWrite;
-      d->local = a.copy + l.slot_offset(1);
-      d->length = record_words(l);
-      d->remote_addr = a.tuple_addr + l.slot_offset(1 + s);
-      d->rkey = rkey;
+      add_verb(b, a.node, rdma::Opcode::kWrite, a.copy + l.slot_offset(1), record_words(l),
+               a.tuple_addr + l.slot_offset(1 + s), rkey);
       if (rec) {
-        rdma::WorkRequest* wr = b.add(a.node);
-        wr->opcode = rdma::Opcode::kWrite;
-        wr->local = a.copy + writer_off(0);
-        wr->length = 8;
-        wr->remote_addr = a.tuple_addr + writer_off(1 + s);
-        wr->rkey = rkey;
+        add_verb(b, a.node, rdma::Opcode::kWrite, a.copy + writer_off(0), 8, a.tuple_addr + writer_off(1 + s), rkey);
       }
-      rdma::WorkRequest* e = b.add(a.node);
-      e->opcode = rdma::Opcode::kWrite;
-      e->local = x + 32;
-      e->length = kEntryBytes;
-      e->remote_addr = a.tuple_addr + entry_off(s);
-      e->rkey = rkey;
+      add_verb(b, a.node, rdma::Opcode::kWrite, x + 32, kEntryBytes, a.tuple_addr + entry_off(s), rkey);
       // The tuple's dirty byte on its node: the version mover's worklist.
       static const uint8_t kDirty = 1;
       const store::TableDescriptor& td = c.descriptor(a.node, a.table);
       const RegionDescriptor& nr = p.e.db().region(a.node, p.worker());
-      rdma::WorkRequest* dirty = b.add(a.node);
-      dirty->opcode = rdma::Opcode::kWrite;
-      dirty->local = const_cast<uint8_t*>(&kDirty);
-      dirty->flags = rdma::kInline;
-      dirty->length = 1;
-      dirty->remote_addr =
-          nr.addr + p.g.dirty_off + p.dirty_prefix[a.table] + (a.tuple_addr - td.heap_addr) / td.tuple_bytes;
-      dirty->rkey = nr.rkey;
+      add_verb(b, a.node, rdma::Opcode::kWrite, &kDirty, 1,
+               nr.addr + p.g.dirty_off + p.dirty_prefix[a.table] + (a.tuple_addr - td.heap_addr) / td.tuple_bytes,
+               nr.rkey)
+          ->flags = rdma::kInline;
     }
   });
   if (!ok) {
@@ -896,32 +848,14 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
       Access& a = t.access(w.idx[k]);
       const auto& l = c.db().layout(a.table);
       const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
-      rdma::WorkRequest* r = b.add(a.node);
-      r->opcode = rdma::Opcode::kWrite;
-      r->local = a.copy + l.record_offset();
-      r->length = record_words(l);
-      r->remote_addr = a.tuple_addr + l.record_offset();
-      r->rkey = rkey;
+      add_verb(b, a.node, rdma::Opcode::kWrite, a.copy + l.record_offset(), record_words(l),
+               a.tuple_addr + l.record_offset(), rkey);
       if (rec) {
-        rdma::WorkRequest* wr = b.add(a.node);
-        wr->opcode = rdma::Opcode::kWrite;
-        wr->local = a.copy + writer_off(0);
-        wr->length = 8;
-        wr->remote_addr = a.tuple_addr + writer_off(0);
-        wr->rkey = rkey;
+        add_verb(b, a.node, rdma::Opcode::kWrite, a.copy + writer_off(0), 8, a.tuple_addr + writer_off(0), rkey);
       }
-      rdma::WorkRequest* m = b.add(a.node);
-      m->opcode = rdma::Opcode::kWrite;
-      m->local = a.copy + kSumOff;
-      m->length = 16;  // checksum, counter
-      m->remote_addr = a.tuple_addr + kSumOff;
-      m->rkey = rkey;
-      rdma::WorkRequest* h = b.add(a.node);
-      h->opcode = rdma::Opcode::kWrite;
-      h->local = a.copy + kHdrOff;
-      h->length = 8;
-      h->remote_addr = a.tuple_addr + kHdrOff;
-      h->rkey = rkey;
+      add_verb(b, a.node, rdma::Opcode::kWrite, a.copy + kSumOff, 16, a.tuple_addr + kSumOff,
+               rkey);  // checksum, counter
+      add_verb(b, a.node, rdma::Opcode::kWrite, a.copy + kHdrOff, 8, a.tuple_addr + kHdrOff, rkey);
     }
   });
   for (uint32_t k = 0; k < w.n; ++k) t.access(w.idx[k]).locked = false;
@@ -932,25 +866,19 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
   if (p.s.compressed) {
     const uint64_t delta = p.clock->finish(ts);
     if (delta > 0 && !co_await until_done(c, [&](OneSidedBatch& b) {
-          rdma::WorkRequest* f = b.add(on);
-          f->opcode = rdma::Opcode::kFetchAdd;
-          f->local = p.e.db().local_region(p.e.node(), p.worker()) + p.g.faa_off(p.worker(), c.index());
+          rdma::WorkRequest* f =
+              add_verb(b, on, rdma::Opcode::kFetchAdd,
+                       p.e.db().local_region(p.e.node(), p.worker()) + p.g.faa_off(p.worker(), c.index()), 8,
+                       r.addr + 8 * p.slot_of(c), r.rkey);
           f->lkey = p.e.db().local_region_lkey(p.e.node(), p.worker());
-          f->length = 8;
-          f->remote_addr = r.addr + 8 * p.slot_of(c);
-          f->rkey = r.rkey;
           f->compare_add = delta;
         }))
       ++c.engine().stats().commit_errors;
   } else {
     if (!co_await until_done(c, [&](OneSidedBatch& b) {
-          rdma::WorkRequest* wr = b.add(on);
-          wr->opcode = rdma::Opcode::kWrite;
-          wr->local = &p.last[c.index()];
+          rdma::WorkRequest* wr =
+              add_verb(b, on, rdma::Opcode::kWrite, &p.last[c.index()], 8, r.addr + 8 * p.slot_of(c), r.rkey);
           wr->flags = rdma::kInline;
-          wr->length = 8;
-          wr->remote_addr = r.addr + 8 * p.slot_of(c);
-          wr->rkey = r.rkey;
           p.last[c.index()] = ts;  // the inline payload is copied at post time
         }))
       ++c.engine().stats().commit_errors;
@@ -964,13 +892,9 @@ Task<bool> release(Namdb&, Coordinator& c, Txn& t, uint32_t) {
     for (uint32_t i = 0; i < t.size(); ++i) {
       Access& a = t.access(i);
       if (!a.locked) continue;
-      rdma::WorkRequest* wr = b.add(a.node);
-      wr->opcode = rdma::Opcode::kWrite;
-      wr->local = &t.state<AccessState>(i).hdr;
+      rdma::WorkRequest* wr = add_verb(b, a.node, rdma::Opcode::kWrite, &t.state<AccessState>(i).hdr, 8,
+                                       a.tuple_addr + kHdrOff, c.descriptor(a.node, a.table).rkey);
       wr->flags = rdma::kInline;
-      wr->length = 8;
-      wr->remote_addr = a.tuple_addr + kHdrOff;
-      wr->rkey = c.descriptor(a.node, a.table).rkey;
     }
   });
   for (uint32_t i = 0; i < t.size(); ++i) t.access(i).locked = false;
