@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "env/eal.hpp"
+#include "env/tsc.hpp"
 #include "history/reader.hpp"
 #include "rdtx-bench/bench_config.hpp"
-#include "env/tsc.hpp"
 #include "txn/types.hpp"
 #include "version.h"
 
@@ -201,9 +201,11 @@ std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const H
   const uint64_t net = r.total.aborts[static_cast<int>(AbortReason::kNetwork)];
   c.push_back({"network_aborts", "network aborts", net, net == 0, ""});
   // A run that committed nothing measured nothing (a livelock, say), unless
-  // a signal cut it short.
-  c.push_back({"commits", "commits", r.total.commits, r.total.commits > 0 || interrupted,
-               r.total.commits > 0 || interrupted ? "" : "no transaction committed in the measured window"});
+  // a signal cut it short, or the result is a memory node's (split layout,
+  // process mode: it runs no coordinator).
+  const bool commits_ok = r.total.commits > 0 || interrupted || !r.coordinates;
+  c.push_back({"commits", "commits", r.total.commits, commits_ok,
+               commits_ok ? "" : "no transaction committed in the measured window"});
   if (history && history->recorded && (history->checked || !history->error.empty())) {
     const bool ok = history->error.empty() && history->report.certified;
     c.push_back({"history", "history", history->report.anomalies(), ok,
@@ -234,7 +236,8 @@ void print_report(std::FILE* out, const Report& rep) {
   const txn::WorkerStats& t = r.total;
   const double secs = rep.seconds();
   if (!r.aggregate)
-    std::fprintf(out, "node %u: the figures are this node's workers; node 0 reports the cluster (checks: the cluster's)\n",
+    std::fprintf(out,
+                 "node %u: the figures are this node's workers; node 0 reports the cluster (checks: the cluster's)\n",
                  r.node);
   if (rep.interrupted && secs > 0) std::fprintf(out, "interrupted: the figures cover %.2f s\n", secs);
   if (rep.interrupted && secs == 0) std::fprintf(out, "interrupted during the warm-up: nothing was measured\n");
@@ -271,8 +274,9 @@ void print_report(std::FILE* out, const Report& rep) {
     for (int v = 0; v < stats::kVerbs; ++v)
       std::fprintf(out, "%s %.2f  ", stats::to_string(static_cast<stats::Verb>(v)), ratio(n.verbs[v], t.commits));
     std::fprintf(out, "doorbells %.2f  bytes %.0f\n", ratio(n.doorbells, t.commits), ratio(n.bytes, t.commits));
-    std::fprintf(out, "stages (us)    mean per committed txn; p50 / p99 of the attempts that ran the stage (1 in %u timed)\n",
-                 rep.run->options.breakdown_sample);
+    std::fprintf(
+        out, "stages (us)    mean per committed txn; p50 / p99 of the attempts that ran the stage (1 in %u timed)\n",
+        rep.run->options.breakdown_sample);
     for (int p = 0; p < txn::kPhases; ++p) {
       const auto ph = static_cast<txn::Phase>(p);
       if (!phase_applies(*rep.run, ph)) continue;
@@ -335,14 +339,17 @@ void print_report(std::FILE* out, const Report& rep) {
                  ratio(iss, issued_all) * 100, att ? (1.0 - ratio(n, att)) * 100 : 0.0);
     if (h && h->count()) {
       std::fprintf(out, "  latency (us)");
-      for (const auto& p : kPercentiles) std::fprintf(out, " %s %.2f", p.key, us(static_cast<double>(h->percentile(p.q))));
+      for (const auto& p : kPercentiles)
+        std::fprintf(out, " %s %.2f", p.key, us(static_cast<double>(h->percentile(p.q))));
     }
     std::fprintf(out, "\n");
   }
   if (const HistoryResult* h = rep.history; h && h->recorded) {
-    std::fprintf(out, "history       %14s txns, %s accesses recorded%s%s%s\n", grouped(h->txns).c_str(),
-                 grouped(h->accesses).c_str(), h->truncated ? " (TRUNCATED: an attempt larger than half of history.capacity_mb, or a write error)" : "",
-                 h->dir.empty() ? "" : ", written to ", h->dir.c_str());
+    std::fprintf(
+        out, "history       %14s txns, %s accesses recorded%s%s%s\n", grouped(h->txns).c_str(),
+        grouped(h->accesses).c_str(),
+        h->truncated ? " (TRUNCATED: an attempt larger than half of history.capacity_mb, or a write error)" : "",
+        h->dir.empty() ? "" : ", written to ", h->dir.c_str());
     if (h->checked) {
       const auto& st = h->report.stats;
       std::fprintf(out, "  checked in %.2f s: %s ww, %s wr, %s rw edges; %s\n", st.seconds,
@@ -426,7 +433,8 @@ std::string report_json(const Report& rep) {
       stages.insert(txn::to_string(ph), std::move(st));
     }
     const stats::VerbCounts& n = t.net_committed;
-    for (int v = 0; v < stats::kVerbs; ++v) net.insert(stats::to_string(static_cast<stats::Verb>(v)), ratio(n.verbs[v], t.commits));
+    for (int v = 0; v < stats::kVerbs; ++v)
+      net.insert(stats::to_string(static_cast<stats::Verb>(v)), ratio(n.verbs[v], t.commits));
     net.insert("doorbells", ratio(n.doorbells, t.commits));
     net.insert("bytes", ratio(n.bytes, t.commits));
     net.insert("round_trips", ratio(n.round_trips, t.commits));
@@ -514,8 +522,9 @@ std::string report_json(const Report& rep) {
       ht.insert("verdict", cr.verdict());
       ht.insert("anomalies", std::move(anomalies));
       ht.insert("findings", std::move(findings));
-      ht.insert("edges", toml::table{{"ww", i64(cr.stats.edges[0])}, {"wr", i64(cr.stats.edges[1])},
-                                     {"rw", i64(cr.stats.edges[2])}});
+      ht.insert(
+          "edges",
+          toml::table{{"ww", i64(cr.stats.edges[0])}, {"wr", i64(cr.stats.edges[1])}, {"rw", i64(cr.stats.edges[2])}});
       ht.insert("check_seconds", cr.stats.seconds);
     }
     doc.insert("history", std::move(ht));
@@ -575,7 +584,8 @@ Result<void> append_csv(const std::string& path, const Report& rep) {
       {"abort_rate", num(r.abort_rate())},
   };
   for (const auto& p : kPercentiles)
-    cols.emplace_back(std::string("latency_") + p.key + "_us", num(us(static_cast<double>(t.latency_tsc.percentile(p.q)))));
+    cols.emplace_back(std::string("latency_") + p.key + "_us",
+                      num(us(static_cast<double>(t.latency_tsc.percentile(p.q)))));
   cols.emplace_back("round_trips_per_commit", num(ratio(t.net_committed.round_trips, t.commits)));
   for (int v = 0; v < stats::kVerbs; ++v)
     cols.emplace_back(std::string(stats::to_string(static_cast<stats::Verb>(v))) + "_per_commit",
@@ -583,10 +593,10 @@ Result<void> append_csv(const std::string& path, const Report& rep) {
   cols.emplace_back("doorbells_per_commit", num(ratio(t.net_committed.doorbells, t.commits)));
   cols.emplace_back("bytes_per_commit", num(ratio(t.net_committed.bytes, t.commits)));
   for (int p = 0; p < txn::kPhases - 1; ++p)
-    cols.emplace_back(std::string(txn::to_string(static_cast<txn::Phase>(p))) + "_us_per_commit",
-                      num(us(t.sampled_commits ? static_cast<double>(t.phase_sum_tsc[p]) /
-                                                     static_cast<double>(t.sampled_commits)
-                                               : 0)));
+    cols.emplace_back(
+        std::string(txn::to_string(static_cast<txn::Phase>(p))) + "_us_per_commit",
+        num(us(t.sampled_commits ? static_cast<double>(t.phase_sum_tsc[p]) / static_cast<double>(t.sampled_commits)
+                                 : 0)));
   for (const txn::WorkerCounter& c : txn::kWorkerCounters) cols.emplace_back(c.key, std::to_string(c.value(t)));
   cols.emplace_back("passed", rep.passed() ? "true" : "false");
 

@@ -41,7 +41,8 @@ namespace {
 class PeerWatch {
  public:
   explicit PeerWatch(cluster::Bootstrap* b) {
-    if (b != nullptr) ticker_.emplace([b] {
+    if (b != nullptr)
+      ticker_.emplace([b] {
         if (b->failed()) runtime::request_shutdown();
       });
   }
@@ -146,8 +147,8 @@ cluster::ClusterConfig sized_cluster(const RunConfig& rc) {
   }
   cc.scratch_bytes = txn::scratch_bytes_for_tuple(max_tuple, rc.options.coroutines, rc.options.scratch_banks);
   cc.max_outstanding =
-      std::max<uint32_t>(cc.max_outstanding, 2 * txn::OneSidedBatch::kMaxInFlightPerNode * rc.options.coroutines +
-                                                 txn::kServiceVerbsPerQp);
+      std::max<uint32_t>(cc.max_outstanding,
+                         2 * txn::OneSidedBatch::kMaxInFlightPerNode * rc.options.coroutines + txn::kServiceVerbsPerQp);
   return cc;
 }
 
@@ -179,8 +180,8 @@ Result<RunResult> run(const RunConfig& rc) {
   // The level asked (txn.isolation), if the protocol offers it (the
   // configuration refuses one it does not; a test may set it directly).
   if (!txn::offers(*rc.protocol, rc.options.isolation))
-    return make_error(EINVAL, "txn.isolation = %s: protocol '%s' runs at %s only",
-                      txn::to_string(rc.options.isolation), rc.protocol->name, txn::to_string(rc.protocol->isolation));
+    return make_error(EINVAL, "txn.isolation = %s: protocol '%s' runs at %s only", txn::to_string(rc.options.isolation),
+                      rc.protocol->name, txn::to_string(rc.protocol->isolation));
   if (!rc.protocol->takes_inserts)
     for (const txn::TableDef& t : rc.workload->tables(rc.cluster.nodes))
       if (t.grows)
@@ -242,9 +243,10 @@ Result<RunResult> run(const RunConfig& rc) {
   }
 
   auto region = txn::region_bytes(*rc.protocol, rc.options, rc.cluster, tables);
-  if (!region.ok()) return make_error(region.error().code, "protocol %s: %s", rc.protocol->name, region.error().message.c_str());
+  if (!region.ok())
+    return make_error(region.error().code, "protocol %s: %s", rc.protocol->name, region.error().message.c_str());
   auto db = Database::create(c, tables, txn::tuple_shape(*rc.protocol), rc.options.record_history, *region,
-                            rc.protocol->region_per_node);
+                             rc.protocol->region_per_node);
   if (!db.ok()) return db.error();
   if (boot != nullptr) RDTX_TRY((*db)->exchange_descriptors(all_gather));
   const uint64_t load_t0 = env::tsc();
@@ -272,8 +274,7 @@ Result<RunResult> run(const RunConfig& rc) {
   ho.run_id = run_id != 0 ? run_id : (epoch | 1);
   ho.cluster_nodes = static_cast<uint16_t>(cc.nodes);
   ho.node_workers = static_cast<uint16_t>(cc.workers_per_node);
-  for (uint32_t id = 0; id < c.workers(); ++id)
-    RDTX_TRY(engines[id]->start(rc.seed * 7919 + c.worker(id).id, ho));
+  for (uint32_t id = 0; id < c.workers(); ++id) RDTX_TRY(engines[id]->start(rc.seed * 7919 + c.worker(id).id, ho));
   if (cc.replicas > 1) RDTX_TRY(exchange_log_regions(c, engines, boot));
   // Multi-process: every node loaded and listening before anyone sends;
   // from then on a node that stops answering ends the run everywhere.
@@ -394,6 +395,7 @@ Result<RunResult> run(const RunConfig& rc) {
   } else {
     res.node = local;
     RDTX_TRY(exchange_results(*boot, **db, *rc.workload, res));
+    res.coordinates = res.aggregate || cc.coordinates(local);
   }
   if (res.invariants.ok()) res.invariants_note = rc.workload->check_note();
   // Coroutines (which refer to the engines) go before the engines.

@@ -62,16 +62,20 @@ struct RunResult {
   // Multi-process: node 0's result covers every node (per_worker of all
   // nodes, merged total, checks); another node's covers its own workers
   // (its checks are the cluster's: invariants and locks are exchanged).
-  uint32_t node = 0;           // the node whose process this is (0 in process mode's aggregate)
-  bool aggregate = true;       // the figures cover every node of the cluster
-  double seconds = 0;          // measured window
-  txn::WorkerStats total;           // merged over workers
+  uint32_t node = 0;      // the node whose process this is (0 in process mode's aggregate)
+  bool aggregate = true;  // the figures cover every node of the cluster
+  // The figures' workers run coordinators: false for another node's result
+  // when that node is a memory node of the split layout (it commits
+  // nothing by design).
+  bool coordinates = true;
+  double seconds = 0;      // measured window
+  txn::WorkerStats total;  // merged over workers
   std::vector<txn::WorkerStats> per_worker;
   std::vector<runtime::LoopStats> loops;
   // The idle policy the loops ran (auto resolved); kAuto: single thread.
   runtime::IdlePolicy idle = runtime::IdlePolicy::kAuto;
-  uint64_t locks_left = 0;     // tuples still locked after the run
-  Result<void> invariants;     // the workload's check
+  uint64_t locks_left = 0;  // tuples still locked after the run
+  Result<void> invariants;  // the workload's check
   // What the check found that the run's isolation level allows
   // (Workload::check_note(): writeskew's pairs below 0 under snapshot
   // isolation); "" if nothing or if the check failed.
