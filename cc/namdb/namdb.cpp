@@ -55,11 +55,9 @@
 #include <cstring>
 #include <vector>
 
-#include "env/log.hpp"
 #include "env/tsc.hpp"
 #include "store/tuple.hpp"
 #include "txn/engine.hpp"
-#include "txn/locate.hpp"
 #include "txn/service.hpp"
 #include "txn/stages/copy_check.hpp"
 #include "txn/stages/toolkit.hpp"
