@@ -53,6 +53,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "env/tsc.hpp"
@@ -139,9 +140,12 @@ uint64_t current_sum(const std::byte* p, const store::TupleLayout& l, uint64_t h
   return checksum_words(h, p, l.record_offset(), l.record_offset() + record_words(l));
 }
 
-// A buffer entry's checksum: its version, copy number, writer id and data.
-uint64_t entry_sum(uint64_t hdr, uint64_t copy_no, uint64_t writer, const std::byte* data, uint32_t bytes) {
-  uint64_t h = mix(mix(checksum_start(hdr & kVersionMask), copy_no), writer);
+// A buffer entry's checksum: its version, copy number, writer id, the
+// record's key and the data (the key: an entry of a tuple reused by another
+// key never passes for this key's).
+uint64_t entry_sum(uint64_t hdr, uint64_t copy_no, uint64_t writer, uint64_t key, const std::byte* data,
+                   uint32_t bytes) {
+  uint64_t h = mix(mix(mix(checksum_start(hdr & kVersionMask), copy_no), writer), key);
   return checksum_words(h, data, 0, bytes);
 }
 
@@ -152,10 +156,14 @@ uint64_t overflow_sum(const std::byte* e, uint32_t data_bytes) {
   return checksum_words(h, e, kOvHeadBytes, kOvHeadBytes + data_bytes);
 }
 
+// A new tuple's metadata. Its header is zero, version (0, 0): a loaded
+// record, visible to every snapshot; or, for a row a transaction inserts,
+// the inserter's commit version (the engine writes Namdb::insert_word
+// first): invisible until that commit is, with no older version.
 void init_tuple(std::byte* t, const store::TupleLayout& l) {
   auto* w = reinterpret_cast<uint64_t*>(t);
   auto put = [w](uint32_t off, uint64_t v) { store::store_word(w + off / 8, v, std::memory_order_relaxed); };
-  put(kHdrOff, 0);  // version (0, 0): the loaded record, visible to every snapshot
+  const uint64_t hdr = store::load_word(w + kHdrOff / 8, std::memory_order_relaxed);
   put(kCountOff, 0);
   put(kOverflowOff, 0);
   for (uint32_t s = 0; s < kBufferSlots; ++s) {
@@ -163,7 +171,7 @@ void init_tuple(std::byte* t, const store::TupleLayout& l) {
     put(entry_off(s) + 8, 0);
     put(entry_off(s) + 16, 0);
   }
-  put(kSumOff, current_sum(t, l, 0, 0));
+  put(kSumOff, current_sum(t, l, hdr, 0));
 }
 
 bool lock_held(const std::byte* meta) {
@@ -187,15 +195,22 @@ Settings settings_of(const Options& o) {
 }
 
 uint64_t round64(uint64_t n) { return (n + 63) & ~uint64_t{63}; }
+// The dirty bytes a node needs: one per tuple its tables start with, and up
+// to 7 more per table (each table's first one 8-aligned).
+uint64_t tuples_of(uint64_t tables, uint64_t tuples) { return tuples + 7 * tables; }
 
 // The node region: [vector][per coordinator: snapshot, FAA result, one
 // overflow entry][overflow ring][dirty bytes: one per tuple of every table,
-// set by a writer that filled a buffer slot, cleared by the version mover].
+// set by a writer that filled a buffer slot, cleared by the version
+// mover][summary bytes: one per kSummarySpan dirty bytes, set with each of
+// them, so that the mover finds a hot record's byte without sweeping them
+// all].
+constexpr uint64_t kSummarySpan = 4096;
 struct Geometry {
   uint32_t slots = 0;  // vector slots: coordinators of the cluster, or nodes (compressed)
   uint32_t coroutines = 0;
   uint64_t vec_bytes = 0, co_off = 0, co_bytes = 0, entry_bytes = 0, ring_off = 0, ring_entries = 0;
-  uint64_t dirty_off = 0, dirty_bytes = 0, total = 0;
+  uint64_t dirty_off = 0, dirty_bytes = 0, summary_off = 0, summary_bytes = 0, total = 0;
   uint32_t data_bytes = 0;  // the largest record, rounded up to 8
   static Geometry make(uint32_t nodes, uint32_t wpn, uint32_t coroutines, uint32_t max_record, uint64_t tuples,
                        const Settings& s) {
@@ -211,7 +226,9 @@ struct Geometry {
     g.ring_entries = s.overflow_entries;
     g.dirty_off = g.ring_off + g.entry_bytes * g.ring_entries;
     g.dirty_bytes = round64(tuples);
-    g.total = g.dirty_off + g.dirty_bytes;
+    g.summary_off = g.dirty_off + g.dirty_bytes;
+    g.summary_bytes = round64(g.dirty_bytes / kSummarySpan + 1);
+    g.total = g.summary_off + g.summary_bytes;
     return g;
   }
   uint64_t snapshot_off(uint32_t worker, uint32_t co) const { return co_off + co_bytes * (worker * coroutines + co); }
@@ -234,7 +251,9 @@ Result<uint64_t> region_bytes_of(const RegionQuery& q) {
   if (!s.compressed && uint64_t{q.nodes} * q.workers_per_node * q.coroutines > kThreadMask)
     return make_error(EINVAL, "namdb: %u x %u x %u coordinators do not fit the header's 29-bit thread id", q.nodes,
                       q.workers_per_node, q.coroutines);
-  return Geometry::make(q.nodes, q.workers_per_node, q.coroutines, q.max_record_bytes, q.tuples_per_node, s).total;
+  return Geometry::make(q.nodes, q.workers_per_node, q.coroutines, q.max_record_bytes,
+                        tuples_of(q.tables, q.tuples_per_node), s)
+      .total;
 }
 
 void add_schema(config::Schema& s) {
@@ -276,65 +295,121 @@ struct NodeClock {
 };
 
 // --- the version mover and garbage collection (5.1, 5.3) -----------------------------
+// Dirty bytes: table t has span[t] of them (its capacity_per_node, the
+// tuples it starts with), from prefix[t] on; tuple k's is k % span[t], so
+// a table that grew past its start shares each byte among the tuples
+// k, k + span, k + 2 span, ... and the mover looks at all of them.
 class VersionMover final : public Service {
  public:
-  // `prefix[t]`: table t's first dirty byte (tables in id order).
-  VersionMover(WorkerEngine& e, const Geometry& g, const Settings& s, std::vector<uint64_t> prefix)
-      : Service("namdb.mover"), e_(e), g_(g), max_txn_tsc_(env::ns_to_tsc(s.max_txn_ns)), prefix_(std::move(prefix)) {}
+  VersionMover(WorkerEngine& e, const Geometry& g, const Settings& s, std::vector<uint64_t> prefix,
+               std::vector<uint64_t> span)
+      : Service("namdb.mover"),
+        e_(e),
+        g_(g),
+        max_txn_tsc_(env::ns_to_tsc(s.max_txn_ns)),
+        prefix_(std::move(prefix)),
+        span_(std::move(span)),
+        graves_(kGraves) {}
 
   Result<void> start() override {
     Database& db = e_.db();
     std::byte* base = db.local_region(e_.node(), 0);
     ring_ = base + g_.ring_off;
     for (TableId t = 0; t < db.tables(); ++t) {
-      if (!db.has_table(t) || !db.is_local(e_.node())) continue;
+      if (!db.has_table(t) || !db.is_local(e_.node()) || span_[t] == 0) continue;
       store::Table* tab = db.store(e_.node()).table(t);
       if (tab == nullptr || tab->capacity() == 0) continue;
-      if (prefix_[t] + tab->capacity() > g_.dirty_bytes)
-        return make_error(EINVAL, "namdb.mover: table '%s' has %u tuples, beyond the node region's dirty bytes",
-                          tab->name().c_str(), tab->capacity());
-      tables_.push_back({tab, reinterpret_cast<uint8_t*>(base + g_.dirty_off + prefix_[t])});
+      if (prefix_[t] + span_[t] > g_.dirty_bytes)
+        return make_error(EINVAL, "namdb.mover: table '%s' has %llu dirty bytes, beyond the node region's",
+                          tab->name().c_str(), static_cast<unsigned long long>(span_[t]));
+      tables_.push_back({tab, prefix_[t], span_[t]});
+      end_ = std::max(end_, prefix_[t] + span_[t]);
     }
+    dirty_ = reinterpret_cast<uint8_t*>(base + g_.dirty_off);
+    summary_ = reinterpret_cast<uint8_t*>(base + g_.summary_off);
     return {};
   }
 
-  // One pass: garbage collection, then kChunk dirty bytes (one table after
-  // the other), each dirty tuple's unmoved entries moved.
+  // One pass: garbage collection, the rows erased more than E ago removed,
+  // the dirty bytes under each summary byte set, and kSummarySpan more of
+  // them in turn (a backstop: a summary byte that landed before its dirty
+  // byte was cleared with nothing found). Each dirty tuple's unmoved
+  // entries are moved.
   int poll() override {
     collect();
-    if (tables_.empty()) return 0;
-    int work = 0;
-    Dirty& d = tables_[table_];
-    const uint32_t cap = d.table->capacity();
-    const uint32_t end = std::min<uint32_t>(cap, cursor_ + kChunk);
-    for (uint32_t i = cursor_; i < end; i += 8) {
-      // Eight at a time: most are clean.
-      uint64_t eight = 0;
-      if (i + 8 <= end) {
-        eight = std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(d.bytes + i)).load(std::memory_order_acquire);
-        if (eight == 0) continue;
-      }
-      for (uint32_t k = i; k < std::min(end, i + 8); ++k) {
-        std::atomic_ref<uint8_t> byte(d.bytes[k]);
-        if (byte.load(std::memory_order_acquire) == 0) continue;
-        byte.store(0, std::memory_order_release);  // before the look: a later write sets it again
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        if (!move_tuple(*d.table, d.table->tuple(k), &work)) byte.store(1, std::memory_order_release);
-      }
+    int work = bury();
+    if (tables_.empty()) return work;
+    const uint64_t sums = (end_ + kSummarySpan - 1) / kSummarySpan;
+    for (uint64_t i = 0; i < sums; i += 8) {
+      if (i + 8 <= sums && load8(summary_ + i) == 0) continue;  // eight at a time: most are clean
+      for (uint64_t k = i; k < std::min(sums, i + 8); ++k)
+        if (take(summary_ + k)) sweep(k * kSummarySpan, (k + 1) * kSummarySpan, &work);
     }
-    cursor_ = end;
-    if (cursor_ >= cap) {
-      cursor_ = 0;
-      table_ = (table_ + 1) % tables_.size();
-    }
+    sweep(cursor_, cursor_ + kSummarySpan, &work);
+    cursor_ = cursor_ + kSummarySpan >= end_ ? 0 : cursor_ + kSummarySpan;
     return work;
   }
 
+  // After the run (no snapshot is left): every row still marked erased is
+  // removed, so that the workload's checks see the rows that exist.
+  void settle() override {
+    for (Dirty& d : tables_) {
+      const store::TupleLayout& l = d.table->layout();
+      for (uint32_t x = 0; x < d.table->capacity(); ++x) {
+        const std::byte* t = d.table->tuple(x);
+        if (store::is_live(word(t, l.state_offset())) && (word(t, kHdrOff) & kDeleted) != 0)
+          (void)d.table->erase(word(t, l.key_offset()));
+      }
+    }
+    grave_head_ = grave_tail_ = 0;
+  }
+
  private:
-  static constexpr uint32_t kChunk = 4096;
+  static constexpr uint32_t kGraves = 1 << 16;  // rows erased, waiting E before they are removed
   struct Dirty {
     store::Table* table;
-    uint8_t* bytes;  // one per tuple
+    uint64_t first, span;  // its dirty bytes
+  };
+
+  static uint64_t load8(const uint8_t* p) {
+    return std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(p)).load(std::memory_order_acquire);
+  }
+  // Clears a set byte, before the look it asks for: a later write sets it again.
+  static bool take(uint8_t* p) {
+    std::atomic_ref<uint8_t> byte(*p);
+    if (byte.load(std::memory_order_acquire) == 0) return false;
+    byte.store(0, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return true;
+  }
+  void mark(uint64_t d) {
+    std::atomic_ref<uint8_t>(dirty_[d]).store(1, std::memory_order_release);
+    std::atomic_ref<uint8_t>(summary_[d / kSummarySpan]).store(1, std::memory_order_release);
+  }
+
+  // The dirty bytes [from, to): each set one's tuples (k, k + span, ... of
+  // its table) looked at; one that could not be finished is marked again.
+  void sweep(uint64_t from, uint64_t to, int* work) {
+    for (Dirty& d : tables_) {
+      const uint64_t lo = std::max(from, d.first), hi = std::min(to, d.first + d.span);
+      for (uint64_t i = lo; i < hi; i += 8) {
+        if (i + 8 <= hi && load8(dirty_ + i) == 0) continue;
+        for (uint64_t k = i; k < std::min(hi, i + 8); ++k) {
+          if (!take(dirty_ + k)) continue;
+          bool all = true;
+          const uint32_t cap = d.table->capacity();
+          for (uint64_t x = k - d.first; x < cap; x += d.span) all &= move_tuple(*d.table, static_cast<uint32_t>(x), work);
+          if (!all) mark(k);
+        }
+      }
+    }
+  }
+  // A row whose current version says it is erased, seen at `tsc`: removed
+  // from the store once no snapshot can need its older versions.
+  struct Grave {
+    store::Table* table;
+    uint32_t tuple;
+    uint64_t state, key, tsc;
   };
 
   uint64_t word(const std::byte* t, uint32_t off) const {
@@ -356,12 +431,44 @@ class VersionMover final : public Service {
     }
   }
 
-  // Moves the tuple's unmoved buffer entries, oldest first, to the ring.
+  // Rows erased more than E ago leave the store (the same incarnation,
+  // still erased: nothing else removes a row of this protocol). A snapshot
+  // older than that aborts as it does on a collected version.
+  int bury() {
+    const uint64_t now = env::tsc();
+    int n = 0;
+    for (; grave_tail_ < grave_head_; ++grave_tail_, ++n) {
+      const Grave& g = graves_[grave_tail_ % kGraves];
+      if (g.tsc + max_txn_tsc_ > now) break;
+      const std::byte* t = g.table->tuple(g.tuple);
+      const store::TupleLayout& l = g.table->layout();
+      if (word(t, l.state_offset()) == g.state && word(t, l.key_offset()) == g.key && (word(t, kHdrOff) & kDeleted))
+        (void)g.table->erase(g.key);
+    }
+    return n;
+  }
+
+  // Moves the tuple's unmoved buffer entries, oldest first, to the ring,
+  // and puts a row whose current version is an erase in the graves.
   // False: one could not be moved yet (its writer's WRITEs are still
-  // landing, or the ring is full of entries younger than E): look again.
-  bool move_tuple(store::Table& tab, std::byte* t, int* work) {
+  // landing, or the ring is full of entries younger than E), or the graves
+  // are full: look again.
+  bool move_tuple(store::Table& tab, uint32_t index, int* work) {
+    std::byte* t = tab.tuple(index);
     const store::TupleLayout& l = tab.layout();
-    if (!store::is_live(word(t, l.state_offset()))) return true;
+    const uint64_t state = word(t, l.state_offset());
+    if (!store::is_live(state)) return true;
+    if (!move_versions(tab, t, work)) return false;
+    const uint64_t hdr = word(t, kHdrOff);
+    if ((hdr & kLocked) != 0) return false;  // a commit in flight: its erase, if it is one, shows later
+    if ((hdr & kDeleted) == 0) return true;
+    if (grave_head_ - grave_tail_ >= kGraves) return false;
+    graves_[grave_head_++ % kGraves] = {&tab, index, state, word(t, l.key_offset()), env::tsc()};
+    return true;
+  }
+
+  bool move_versions(store::Table& tab, std::byte* t, int* work) {
+    const store::TupleLayout& l = tab.layout();
     uint32_t order[kBufferSlots];
     uint32_t n = 0;
     for (uint32_t s = 0; s < kBufferSlots; ++s)
@@ -380,7 +487,8 @@ class VersionMover final : public Service {
       // The data with atomic loads: the copy the checksum vouches for.
       store::load_words(scratch_.data(), reinterpret_cast<const uint64_t*>(t + l.slot_offset(1 + s)), words);
       const auto* copy = reinterpret_cast<const std::byte*>(scratch_.data());
-      if (word(t, entry_off(s) + 16) != entry_sum(hdr, copy_no, writer, copy, bytes)) return false;
+      if (word(t, entry_off(s) + 16) != entry_sum(hdr, copy_no, writer, word(t, l.key_offset()), copy, bytes))
+        return false;
       if (head_ - tail_ >= g_.ring_entries) {
         ++stalls_;  // full of entries younger than E: writers meet an unmoved slot (buffer_full)
         return false;
@@ -415,11 +523,15 @@ class VersionMover final : public Service {
   WorkerEngine& e_;
   Geometry g_;
   uint64_t max_txn_tsc_;
-  std::vector<uint64_t> prefix_;
+  std::vector<uint64_t> prefix_, span_;
+  std::vector<Grave> graves_;
+  uint64_t grave_head_ = 0, grave_tail_ = 0;
   std::byte* ring_ = nullptr;
   uint64_t head_ = 0, tail_ = 0, stalls_ = 0;
   std::vector<Dirty> tables_;
-  uint32_t table_ = 0, cursor_ = 0;
+  uint8_t* dirty_ = nullptr;
+  uint8_t* summary_ = nullptr;
+  uint64_t end_ = 0, cursor_ = 0;
   std::vector<uint64_t> scratch_;
 };
 
@@ -432,22 +544,44 @@ struct AccessState {
 
 struct Namdb final : public Protocol {
   Namdb(WorkerEngine& e, const Settings& s, const Geometry& g, bool correct)
-      : e(e), s(s), g(g), correct(correct), snap_ok(e.options().coroutines, 0), last(e.options().coroutines, 0) {}
+      : e(e),
+        s(s),
+        g(g),
+        correct(correct),
+        snap_ok(e.options().coroutines, 0),
+        last(e.options().coroutines, 0),
+        taken(e.options().coroutines, 0) {}
   void begin(Coordinator& c, Txn&) override { snap_ok[c.index()] = 0; }  // a new snapshot per attempt
+  // An inserted row starts as a version of the attempt's commit: its
+  // header names the commit timestamp (taken now, compressed).
+  bool insert_word(Coordinator& c, Txn&, store::Table::MetaWord* w) override {
+    *w = {kHdrOff, make_header(slot_of(c), commit_ts(c))};
+    return true;
+  }
 
   WorkerEngine& e;
   Settings s;
   Geometry g;
   const bool correct;  // false only in the broken variant
   std::vector<uint8_t> snap_ok;
-  std::vector<uint64_t> last;          // basic vector: each coordinator's last commit timestamp
-  NodeClock* clock = nullptr;          // compressed: the node's
-  std::vector<uint64_t> dirty_prefix;  // by table: its first dirty byte
+  std::vector<uint64_t> last;   // basic vector: each coordinator's last commit timestamp
+  std::vector<uint64_t> taken;  // compressed: the attempt's commit timestamp, once taken (0: none)
+  NodeClock* clock = nullptr;   // compressed: the node's
+  std::vector<uint64_t> dirty_prefix, dirty_span;  // by table: its first dirty byte, how many it has
   std::shared_ptr<void> clock_owner;
 
   uint32_t worker() const { return e.ctx().index; }
   uint64_t slot_of(Coordinator& c) const {
     return s.compressed ? e.node() : (uint64_t{e.node()} * e.workers_per_node() + worker()) * g.coroutines + c.index();
+  }
+  // The attempt's commit timestamp: this thread's last + 1 (basic vector),
+  // or the node's next, taken once per attempt (compressed; the attempt
+  // then owes NodeClock::finish, at publication or release).
+  uint64_t commit_ts(Coordinator& c) {
+    if (!s.compressed) return last[c.index()] + 1;
+    uint64_t& t = taken[c.index()];
+    if (t == 0) t = clock->take();
+    return t;
   }
   const uint64_t* snapshot(Coordinator& c) const {
     return reinterpret_cast<const uint64_t*>(e.db().local_region(e.node(), worker()) +
@@ -476,11 +610,12 @@ Verdict accept_copy(Coordinator& c, Txn& t, Access& a) {
   return Verdict::kAccept;
 }
 
-// A one-sided request added to `b`. No step adds more than four per access,
-// and a batch holds OneSidedBatch::kMaxWrs = 4 x Txn::kMaxAccesses: never full.
+// A one-sided request added to `b`. No step adds more than five per access
+// (commit step 2 while recording), and a batch holds OneSidedBatch::kMaxWrs
+// = 5 x Txn::kMaxAccesses: never full.
 rdma::WorkRequest* add_verb(OneSidedBatch& b, uint32_t node, rdma::Opcode op, const void* local, uint32_t length,
                             uint64_t remote, uint32_t rkey) {
-  static_assert(OneSidedBatch::kMaxWrs >= 4 * Txn::kMaxAccesses);
+  static_assert(OneSidedBatch::kMaxWrs >= 5 * Txn::kMaxAccesses);
   rdma::WorkRequest* wr = b.add(node);
   wr->opcode = op;
   wr->local = const_cast<void*>(local);
@@ -564,7 +699,8 @@ Task<bool> read_overflow(Namdb& p, Coordinator& c, Txn& t, uint32_t i, int64_t w
     --want;
     next = copy_word(buf, 8 * kOvPrev);
   }
-  t.fail(kVersionGone);
+  // Below the first version: the row was inserted after the snapshot.
+  t.fail(want < 0 ? AbortReason::kNotFound : kVersionGone);
   co_return false;
 }
 
@@ -577,12 +713,19 @@ Task<bool> read_old_versions(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
   for (uint32_t i = from; i < t.size(); ++i)
     if (t.access(i).mode == AccessMode::kRead && t.state<AccessState>(i).need_old) old.idx[old.n++] = i;
   if (old.empty()) co_return true;
+  // The tuple's incarnation as fetched: READ again with the buffer, it
+  // shows the tuple was not erased and reused meanwhile.
+  uint64_t state[Txn::kMaxAccesses];
   {
     OneSidedBatch& b = c.onesided();
     for (uint32_t k = 0; k < old.n; ++k) {
       Access& a = t.access(old.idx[k]);
+      const auto& l = c.db().layout(a.table);
+      const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
+      state[k] = copy_word(a.copy, l.state_offset());
       add_verb(b, a.node, rdma::Opcode::kRead, c.extra(old.idx[k]) + kCountOff, kMetaBytes - kCountOff,
-               a.tuple_addr + kCountOff, c.descriptor(a.node, a.table).rkey);
+               a.tuple_addr + kCountOff, rkey);
+      add_verb(b, a.node, rdma::Opcode::kRead, a.copy + l.state_offset(), 8, a.tuple_addr + l.state_offset(), rkey);
     }
     if (!co_await b.execute()) {
       t.fail(AbortReason::kNetwork);
@@ -595,6 +738,10 @@ Task<bool> read_old_versions(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
   for (uint32_t k = 0; k < old.n; ++k) {
     const uint32_t i = old.idx[k];
     const std::byte* x = c.extra(i);
+    if (copy_word(t.access(i).copy, c.db().layout(t.access(i).table).state_offset()) != state[k]) {
+      t.fail(kVersionGone);  // erased since the fetch (its tuple perhaps another row's now)
+      co_return false;
+    }
     int64_t j = static_cast<int64_t>(t.state<AccessState>(i).count) - 1;
     const int64_t lowest = j - static_cast<int64_t>(kBufferSlots) + 1;
     slot[k] = -1;
@@ -609,7 +756,9 @@ Task<bool> read_old_versions(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
     }
     want[k] = j;
     if (j < 0) {
-      t.fail(kVersionGone);  // no version old enough (cannot happen to a loaded record)
+      // Not even the row's first version: inserted after the snapshot (a
+      // loaded row's first version, (0, 0), is visible to every snapshot).
+      t.fail(AbortReason::kNotFound);
       co_return false;
     }
   }
@@ -644,7 +793,7 @@ Task<bool> read_old_versions(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
       const uint64_t writer = recording(l) ? copy_word(x, kEntryBytes) : 0;
       const std::byte* data = a.copy + l.slot_offset(1);
       if (copy_word(x, 8) == static_cast<uint64_t>(want[k]) && p.visible(c, hdr) &&
-          copy_word(x, 16) == entry_sum(hdr, copy_word(x, 8), writer, data, record_words(l))) {
+          copy_word(x, 16) == entry_sum(hdr, copy_word(x, 8), writer, a.key, data, record_words(l))) {
         settle_old(c, a, data, writer);
         t.state<AccessState>(i).need_old = 0;
         continue;
@@ -664,6 +813,11 @@ Task<bool> fetch(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
     Access& a = t.access(i);
     AccessState& st = t.state<AccessState>(i);
     const bool vis = p.visible(c, st.hdr);
+    // The snapshot's version says the row is erased: it does not exist.
+    if (vis && (st.hdr & kDeleted) != 0) {
+      t.fail(AbortReason::kNotFound);
+      co_return false;
+    }
     if (a.mode == AccessMode::kWrite) {
       // It would fail the commit's CAS: first committer wins.
       if ((st.hdr & kLocked) != 0) {
@@ -702,14 +856,41 @@ Task<bool> until_done(Coordinator& c, Build build) {
   }
 }
 
-Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
+// Compressed vector: marks the attempt's commit timestamp, if it took one,
+// installed or given up, and advances the node's slot by what that passed.
+Task<void> finish_ts(Namdb& p, Coordinator& c) {
+  const uint64_t ts = std::exchange(p.taken[c.index()], 0);
+  if (ts == 0) co_return;
+  const uint64_t delta = p.clock->finish(ts);
+  if (delta == 0) co_return;
+  const uint32_t on = p.s.oracle_node;
+  const RegionDescriptor& r = p.e.db().region(on, p.worker());
+  if (!co_await until_done(c, [&](OneSidedBatch& b) {
+        rdma::WorkRequest* f =
+            add_verb(b, on, rdma::Opcode::kFetchAdd,
+                     p.e.db().local_region(p.e.node(), p.worker()) + p.g.faa_off(p.worker(), c.index()), 8,
+                     r.addr + 8 * p.slot_of(c), r.rkey);
+        f->lkey = p.e.db().local_region_lkey(p.e.node(), p.worker());
+        f->compare_add = delta;
+      }))
+    ++c.engine().stats().commit_errors;
+}
+
+ItemList writes_of(Txn& t) {
   ItemList w;
   for (uint32_t i = 0; i < t.size(); ++i)
     if (t.access(i).mode == AccessMode::kWrite) w.idx[w.n++] = i;
-  if (w.empty()) co_return true;  // read-only: nothing to install, nothing to validate (SI)
+  return w;
+}
+
+// Commit step 1, the lock stage: CAS each header (validation and locking at
+// once) and READ the counter, chain head, buffer headers and current writer
+// under the lock. (A stage of its own so that the engine puts the inserted
+// rows in after it: two inserters of one key meet at its guard's CAS.)
+Task<bool> lock(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
+  const ItemList w = writes_of(t);
+  if (w.empty()) co_return true;  // read-only: nothing to validate (SI)
   const bool rec = c.db().recording();
-  // 1: CAS each header (validation and locking at once) and READ the
-  // counter, chain head, buffer headers and current writer under the lock.
   {
     OneSidedBatch& b = c.onesided();
     for (uint32_t k = 0; k < w.n; ++k) {
@@ -787,8 +968,17 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
     t.fail(why);
     co_return false;
   }
-  // The commit timestamp: this thread's last + 1, or the node's next.
-  const uint64_t ts = p.s.compressed ? p.clock->take() : p.last[c.index()] + 1;
+  co_return true;
+}
+
+// Steps 2-4 (the file's head): the old versions into the buffers, the new
+// ones in place, the commit timestamp published.
+Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
+  const ItemList w = writes_of(t);
+  if (w.empty() && t.inserts() == 0) co_return true;  // read-only: nothing to install
+  const bool rec = c.db().recording();
+  // The commit timestamp (the one the attempt's inserted rows carry).
+  const uint64_t ts = p.commit_ts(c);
   const uint64_t new_hdr = make_header(p.slot_of(c), ts);
   // 2: the version read into its buffer slot (data, writer, then its header
   // entry). The counter advances with the install (3), which its checksum
@@ -805,7 +995,7 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
       const uint64_t writer = rec ? copy_word(a.copy, writer_off(0)) : 0;
       set_copy_word(x, 32, st.hdr & kVersionMask);
       set_copy_word(x, 40, st.count);
-      set_copy_word(x, 48, entry_sum(st.hdr, st.count, writer, a.copy + l.slot_offset(1), record_words(l)));
+      set_copy_word(x, 48, entry_sum(st.hdr, st.count, writer, a.key, a.copy + l.slot_offset(1), record_words(l)));
       add_verb(b, a.node, rdma::Opcode::kWrite, a.copy + l.slot_offset(1), record_words(l),
                a.tuple_addr + l.slot_offset(1 + s), rkey);
       if (rec) {
@@ -816,28 +1006,32 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
       static const uint8_t kDirty = 1;
       const store::TableDescriptor& td = c.descriptor(a.node, a.table);
       const RegionDescriptor& nr = p.e.db().region(a.node, p.worker());
-      add_verb(b, a.node, rdma::Opcode::kWrite, &kDirty, 1,
-               nr.addr + p.g.dirty_off + p.dirty_prefix[a.table] + (a.tuple_addr - td.heap_addr) / td.tuple_bytes,
-               nr.rkey)
+      const uint64_t tuple = (a.tuple_addr - td.heap_addr) / td.tuple_bytes;
+      const uint64_t d = p.dirty_prefix[a.table] + tuple % p.dirty_span[a.table];
+      add_verb(b, a.node, rdma::Opcode::kWrite, &kDirty, 1, nr.addr + p.g.dirty_off + d, nr.rkey)->flags =
+          rdma::kInline;
+      add_verb(b, a.node, rdma::Opcode::kWrite, &kDirty, 1, nr.addr + p.g.summary_off + d / kSummarySpan, nr.rkey)
           ->flags = rdma::kInline;
     }
   });
   if (!ok) {
     // Nothing installed: the attempt aborts (the buffer may hold a second
-    // copy of the current version, which is harmless), the locks go back.
-    if (p.s.compressed) (void)p.clock->finish(ts);
+    // copy of the current version, which is harmless), the locks go back
+    // and the release finishes the timestamp.
     t.fail(AbortReason::kNetwork);
     co_return false;
   }
   // 3: the new version in place: record, writer, checksum and counter, then
-  // the header (i, ts) unlocked.
+  // the header (i, ts) unlocked; an erase (Txn::erase) is a version with the
+  // deleted bit, its record the one it replaces.
   for (uint32_t k = 0; k < w.n; ++k) {
     const uint32_t i = w.idx[k];
     Access& a = t.access(i);
     const auto& l = c.db().layout(a.table);
     const uint64_t count = t.state<AccessState>(i).count + 1;
     if (rec) set_copy_word(a.copy, writer_off(0), t.id());
-    set_copy_word(a.copy, kHdrOff, new_hdr);
+    if (a.change == RowChange::kErase) std::memcpy(a.copy + l.record_offset(), a.copy + l.slot_offset(1), record_words(l));
+    set_copy_word(a.copy, kHdrOff, a.change == RowChange::kErase ? new_hdr | kDeleted : new_hdr);
     set_copy_word(a.copy, kCountOff, count);
     set_copy_word(a.copy, kSumOff, current_sum(a.copy, l, new_hdr, count));
   }
@@ -862,16 +1056,7 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
   const uint32_t on = p.s.oracle_node;
   const RegionDescriptor& r = p.e.db().region(on, p.worker());
   if (p.s.compressed) {
-    const uint64_t delta = p.clock->finish(ts);
-    if (delta > 0 && !co_await until_done(c, [&](OneSidedBatch& b) {
-          rdma::WorkRequest* f =
-              add_verb(b, on, rdma::Opcode::kFetchAdd,
-                       p.e.db().local_region(p.e.node(), p.worker()) + p.g.faa_off(p.worker(), c.index()), 8,
-                       r.addr + 8 * p.slot_of(c), r.rkey);
-          f->lkey = p.e.db().local_region_lkey(p.e.node(), p.worker());
-          f->compare_add = delta;
-        }))
-      ++c.engine().stats().commit_errors;
+    co_await finish_ts(p, c);
   } else {
     if (!co_await until_done(c, [&](OneSidedBatch& b) {
           rdma::WorkRequest* wr =
@@ -884,8 +1069,11 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
   co_return true;
 }
 
-// Unlocks by writing back the version header read (the record did not change).
-Task<bool> release(Namdb&, Coordinator& c, Txn& t, uint32_t) {
+// Unlocks by writing back the version header read (the record did not
+// change); a commit timestamp taken is finished (compressed: the node's
+// slot must pass it, or it would stop there).
+Task<bool> release(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
+  if (p.s.compressed) co_await finish_ts(p, c);
   const bool ok = co_await until_done(c, [&](OneSidedBatch& b) {
     for (uint32_t i = 0; i < t.size(); ++i) {
       Access& a = t.access(i);
@@ -907,19 +1095,21 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool correct) {
     return make_error(EINVAL, "namdb: cluster.replicas > 1 is not supported (NAM-DB keeps one copy)");
   // Every node's tables have the same capacities: the dirty bytes of
   // table t start at the sum of the tables before it.
-  std::vector<uint64_t> prefix(db.tables(), 0);
+  std::vector<uint64_t> prefix(db.tables(), 0), span(db.tables(), 0);
   uint64_t tuples = 0;
   for (TableId t = 0; t < db.tables(); ++t) {
     prefix[t] = tuples;
-    if (db.has_table(t)) tuples += e.db().descriptor(0, t, e.ctx().index).capacity;
+    if (db.has_table(t)) span[t] = db.def(t).capacity_per_node;
+    tuples += (span[t] + 7) & ~uint64_t{7};  // each table's first byte 8-aligned: the mover loads eight at once
   }
-  const Geometry g =
-      Geometry::make(db.nodes(), e.workers_per_node(), e.options().coroutines, max_record_of(db), tuples, s);
+  const Geometry g = Geometry::make(db.nodes(), e.workers_per_node(), e.options().coroutines, max_record_of(db),
+                                    tuples_of(db.tables(), tuples), s);
   if (db.region_bytes() < g.total)
     return make_error(EINVAL, "namdb: the node region has %llu bytes, %llu needed",
                       static_cast<unsigned long long>(db.region_bytes()), static_cast<unsigned long long>(g.total));
   auto p = std::make_unique<Namdb>(e, s, g, correct);
   p->dirty_prefix = prefix;
+  p->dirty_span = span;
   if (s.compressed) {
     if (uint64_t{e.workers_per_node()} * e.options().coroutines >= NodeClock::kRing)
       return make_error(EINVAL, "namdb.oracle = compressed: at most %llu coordinators per node",
@@ -929,8 +1119,9 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool correct) {
     p->clock_owner = slot;
     p->clock = static_cast<NodeClock*>(slot.get());
   }
-  if (e.ctx().index == 0) e.add_service(std::make_unique<VersionMover>(e, g, s, prefix));
+  if (e.ctx().index == 0) e.add_service(std::make_unique<VersionMover>(e, g, s, prefix, span));
   p->set_stage(Stage::kFetch, *p, fetch);
+  p->set_stage(Stage::kLock, *p, lock);
   p->set_stage(Stage::kCommit, *p, commit);
   p->set_release(*p, release);
   return std::unique_ptr<Protocol>(std::move(p));
@@ -947,13 +1138,14 @@ ProtocolDef make_def(const char* name, const char* summary, bool broken,
   d.access_state_bytes = sizeof(AccessState);
   d.isolation = Isolation::kSnapshot;
   d.allowed[static_cast<int>(Stage::kFetch)] = {Primitive::kOneSided};
+  d.allowed[static_cast<int>(Stage::kLock)] = {Primitive::kOneSided};
   d.allowed[static_cast<int>(Stage::kCommit)] = {Primitive::kOneSided};
   d.abort_reasons = {{"write_conflict", "write conflict: the version read is no longer current (first committer wins)"},
                      {"locked", "record locked by a committing writer"},
                      {"buffer_full", "old-version buffer slot not moved to the overflow region yet"},
                      {"version_gone", "the snapshot's version was collected or overwritten"},
                      {"unsettled_read", "copy torn by an install on every round"}};
-  d.acquires = Stage::kCommit;
+  d.acquires = Stage::kLock;
   d.lock_held = lock_held;
   d.create = fn;
   d.broken = broken;
@@ -965,11 +1157,9 @@ ProtocolDef make_def(const char* name, const char* summary, bool broken,
   d.relocates_rows = false;  // a moved row would lose its old versions
   d.region_per_node = true;
   d.fetch_record_slots = 1;
-  d.takes_inserts = false;
+  d.versions_erases = true;  // an erase is a version with the deleted bit; the mover removes the row E later
   // The compressed vector in the generated suites too.
-  d.variants = {
-      {"compressed",
-       {{"namdb.oracle", "compressed"}}}};  // an inserted row would be version (0, 0), visible to older snapshots
+  d.variants = {{"compressed", {{"namdb.oracle", "compressed"}}}};
   return d;
 }
 

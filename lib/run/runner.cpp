@@ -182,13 +182,6 @@ Result<RunResult> run(const RunConfig& rc) {
   if (!txn::offers(*rc.protocol, rc.options.isolation))
     return make_error(EINVAL, "txn.isolation = %s: protocol '%s' runs at %s only", txn::to_string(rc.options.isolation),
                       rc.protocol->name, txn::to_string(rc.protocol->isolation));
-  if (!rc.protocol->takes_inserts)
-    for (const txn::TableDef& t : rc.workload->tables(rc.cluster.nodes))
-      if (t.grows)
-        return make_error(EINVAL,
-                          "protocol %s cannot take inserted rows (it would show them to older snapshots), which "
-                          "workload '%s' inserts into table '%s'",
-                          rc.protocol->name, rc.workload->name(), t.name.c_str());
   // What the workload's check holds the run to (in every process).
   rc.workload->set_isolation(rc.options.isolation);
   if (rc.workload->relocates() && !rc.protocol->relocates_rows)

@@ -51,6 +51,7 @@ Result<uint64_t> region_bytes(const ProtocolDef& def, const Options& o, const cl
     q.max_record_bytes = std::max(q.max_record_bytes, t.record_bytes);
     q.tuples_per_node += t.capacity_per_node;
   }
+  q.tables = static_cast<uint32_t>(tables.size());
   q.options = &o;
   return def.region_bytes(q);
 }

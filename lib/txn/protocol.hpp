@@ -77,6 +77,18 @@ class Protocol {
   // batches, executed by every counterpart) replaces it, and counts each
   // transaction with Coordinator::account().
   virtual runtime::Task<void> run_coordinator(Coordinator& c);
+  // A metadata word every row this attempt inserts (Txn::insert) starts
+  // with, written before the protocol's init_tuple runs on the tuple (which
+  // may read it); called once per attempt that inserts, just before its
+  // rows go in. False: none (the rows start from init_tuple alone). NAM-DB
+  // gives the header of the inserter's commit version, so that an inserted
+  // row is invisible to every snapshot that does not show that commit.
+  virtual bool insert_word(Coordinator& c, Txn& t, store::Table::MetaWord* w) {
+    (void)c;
+    (void)t;
+    (void)w;
+    return false;
+  }
   // nullptr: the protocol has no such stage.
   StageModule* stage(Stage s) const { return stages_[static_cast<int>(s)]; }
   // Releases whatever a failed attempt holds (never nullptr once created).
@@ -115,6 +127,7 @@ struct RegionQuery {
   uint32_t max_tuple_bytes = 0;  // the largest tuple (TupleLayout::tuple_bytes) of any table
   uint32_t max_record_bytes = 0;  // the largest record of any table
   uint64_t tuples_per_node = 0;   // tuples of every table a node holds (capacity_per_node, summed)
+  uint32_t tables = 0;            // the workload's tables
   const Options* options = nullptr;
 };
 
@@ -213,11 +226,13 @@ struct ProtocolDef {
   // 1, metadata, header and the record alone (NAM-DB: the current version
   // in one READ, its older versions only when it is not visible).
   uint32_t fetch_record_slots = 0;
-  // The protocol versions rows a transaction inserts (Txn::insert): false
-  // for one that would show them to snapshots older than their insert
-  // (namdb); a workload with a table that takes inserts (TableDef::grows)
-  // is refused.
-  bool takes_inserts = true;
+  // Erases (Txn::erase) are the protocol's: its commit stage installs
+  // each as a new version that says the row is gone (NAM-DB's deleted bit),
+  // so that older snapshots still read the row, and the protocol removes
+  // the row from the store itself once no snapshot can need it. False: the
+  // engine erases the row on its owner before the commit stage
+  // (row_changes.cpp).
+  bool versions_erases = false;
 };
 
 // Whether the protocol runs at level `i` (its own, or a weaker one it offers).

@@ -22,8 +22,10 @@ namespace {
 
 const env::LogType kLog("rdtx.txn");
 
-// Item arg0 of a `rows` request.
-enum RowOp : uint64_t { kOpInsert = 1, kOpErase = 2, kOpRelocate = 3 };
+// Item arg0 of a `rows` request: the operation in its low byte; an insert
+// with the protocol's word (Protocol::insert_word) has the word's offset in
+// the high 32 bits and its value as the item's first 8 bytes.
+enum RowOp : uint64_t { kOpInsert = 1, kOpErase = 2, kOpRelocate = 3, kOpInsertWord = 4 };
 
 // Statuses no owner sends: the item's call got no answer; the item was
 // not sent (the rows need more than ItemBatch::kMaxCalls calls).
@@ -62,6 +64,8 @@ runtime::Task<bool> Coordinator::apply_inserts(Txn& t) {
   Database& db = e_.db();
   int32_t rc[Txn::kMaxInserts];
   bool remote = false;
+  store::Table::MetaWord pw{};
+  const bool has_word = e_.protocol().insert_word(*this, t, &pw);
   for (uint32_t k = 0; k < t.inserts(); ++k) {
     const Insert& in = t.insert_at(k);
     if (!row_is_local(in.node)) {
@@ -70,17 +74,20 @@ runtime::Task<bool> Coordinator::apply_inserts(Txn& t) {
       continue;
     }
     store::Table* tab = db.store(in.node).table(in.table);
-    store::Table::MetaWord w[9];
-    const uint32_t nw = new_tuple_words(db, *tab, t.id(), nullptr, w);
+    store::Table::MetaWord w[10];
+    uint32_t nw = new_tuple_words(db, *tab, t.id(), nullptr, w);
+    if (has_word) w[nw++] = pw;
     rc[k] = tab->insert(in.key, {in.record, db.def(in.table).record_bytes}, nullptr, std::span(w, nw));
   }
   if (remote) {
     ItemBatch& b = items(e_.rows_handler());
     bool fits = true;
+    const uint64_t op = has_word ? kOpInsertWord | uint64_t{pw.offset} << 32 : kOpInsert;
     for (uint32_t k = 0; k < t.inserts() && fits; ++k) {
       const Insert& in = t.insert_at(k);
       if (row_is_local(in.node)) continue;
-      fits = b.add_item(in.node, k, in.table, in.key, kOpInsert, t.id(), {in.record, db.def(in.table).record_bytes}, 0);
+      fits = b.add_item(in.node, k, in.table, in.key, op, t.id(), {in.record, db.def(in.table).record_bytes}, 0,
+                        has_word ? &pw.value : nullptr);
     }
     if (fits) {
       (void)co_await b.call();
@@ -244,17 +251,27 @@ void WorkerEngine::serve_rows(rpc::Request& r) {
       rc = -EXDEV;
     } else if (tab != nullptr) {
       const uint32_t rb = db_.def(h.table).record_bytes;
-      store::Table::MetaWord w[9];
-      switch (h.arg0) {
+      store::Table::MetaWord w[10];
+      switch (h.arg0 & 0xff) {
         case kOpInsert:
-          if (data.size() == rb)
+          if (data.size() == rb && h.arg0 == kOpInsert)
             rc = tab->insert(h.key, data, nullptr, std::span(w, new_tuple_words(db_, *tab, h.arg1, nullptr, w)));
           break;
+        case kOpInsertWord:
+          // The word's offset is checked by the store (-EINVAL: not in the
+          // protocol's metadata).
+          if (data.size() == 8 + size_t{rb} && (h.arg0 >> 8 & 0xffffff) == 0) {
+            uint32_t nw = new_tuple_words(db_, *tab, h.arg1, nullptr, w);
+            w[nw].offset = static_cast<uint32_t>(h.arg0 >> 32);
+            std::memcpy(&w[nw++].value, data.data(), 8);
+            rc = tab->insert(h.key, data.subspan(8), nullptr, std::span(w, nw));
+          }
+          break;
         case kOpErase:
-          if (data.empty()) rc = tab->erase(h.key);
+          if (data.empty() && h.arg0 == kOpErase) rc = tab->erase(h.key);
           break;
         case kOpRelocate:
-          if (data.size() == 8 + size_t{rb}) {
+          if (data.size() == 8 + size_t{rb} && h.arg0 == kOpRelocate) {
             uint64_t seq;
             std::memcpy(&seq, data.data(), 8);
             rc = tab->relocate(h.key, data.subspan(8), nullptr,
