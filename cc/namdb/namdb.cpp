@@ -11,17 +11,21 @@
 //             buffer, the record's chain in the overflow region. A write
 //             needs the current version visible and unlocked (else it would
 //             fail the commit's CAS: it aborts at once)
-//   commit    for each written record (4.1 Listing 2, 5.1):
+//   lock      commit step 1, for each written record (4.1 Listing 2, 5.1):
 //               1 CAS the header (expected: the version read, unlocked;
 //                 new: the same, locked) and READ the counter and the
 //                 headers of the old-version buffer; any CAS failure aborts
 //                 (first committer wins), so does a buffer slot the version
 //                 mover has not moved yet
+//             (the engine puts inserted rows in here: each starts as a
+//             version (i, t + 1) of this commit, Namdb::insert_word)
+//   commit    steps 2-4:
 //               2 WRITE the current version into the buffer slot of the
 //                 next-write counter (data, then its header), and set the
 //                 tuple's dirty byte for the version mover
 //               3 WRITE the new version in place: record, checksum and
-//                 counter + 1, then the header (i, t + 1) unlocked
+//                 counter + 1, then the header (i, t + 1) unlocked (an
+//                 erase: the same version with the deleted bit)
 //               4 WRITE Tr[i] = t + 1 (basic vector), or advance the compute
 //                 node's slot (compressed vector)
 //             each step waits for the last: a reader that sees the new
@@ -34,7 +38,8 @@
 // buffers, and the overflow region: a ring of entries the version mover
 // (worker 0's service) appends the buffer's oldest versions to, chained per
 // record newest first; its garbage collection marks entries older than the
-// maximal transaction time deleted and lets the ring reuse them.
+// maximal transaction time deleted and lets the ring reuse them, and it
+// removes a row whose current version is an erase once that time passed.
 //
 // Tuple metadata (kMetaBytes):
 //   word 0   header: thread i (29 bits), commit timestamp t (32 bits),

@@ -46,17 +46,23 @@ using txn::Stage;
 
 inline constexpr txn::TableId kTable = 0;
 inline constexpr uint64_t kKeysPerNode = 16;  // node n owns keys [16n, 16n + 16)
+inline constexpr uint64_t kLoadedPerNode = 12;  // keys [16n, 16n + 12) are loaded; the others are for Ins()
 inline constexpr uint64_t kInitial = 100;     // every record's counter at load
+inline constexpr uint64_t kInserted = 7;      // an inserted row's counter
 
 // One step of a scripted transaction. A write adds one to the record's
-// counter (computed from the fetched copy) when the script commits.
+// counter (computed from the fetched copy) when the script commits; an
+// erase declares a write and erases the row (Txn::erase) at the commit; an
+// insert puts in a row with counter kInserted.
 struct Op {
-  enum Kind : uint8_t { kRead, kWrite, kFetch, kPause, kCommit } kind;
+  enum Kind : uint8_t { kRead, kWrite, kErase, kInsert, kFetch, kPause, kCommit } kind;
   Key key = 0;
   const char* label = "";
 };
 inline Op R(Key k) { return {Op::kRead, k}; }
 inline Op W(Key k) { return {Op::kWrite, k}; }
+inline Op Erase(Key k) { return {Op::kErase, k}; }
+inline Op Ins(Key k) { return {Op::kInsert, k}; }
 inline Op Fetch() { return {Op::kFetch}; }
 inline Op Pause(const char* label) { return {Op::kPause, 0, label}; }
 inline Op Commit() { return {Op::kCommit}; }
@@ -140,7 +146,7 @@ class ScriptedWorkload final : public txn::Workload {
   }
   Result<void> load(store::Store& s, uint32_t partition) const override {
     const uint64_t base = partition * kKeysPerNode;
-    return store::load(*s.table(kTable), kKeysPerNode, [base](uint64_t row, std::span<std::byte> rec) {
+    return store::load(*s.table(kTable), kLoadedPerNode, [base](uint64_t row, std::span<std::byte> rec) {
       std::memcpy(rec.data(), &kInitial, 8);
       return base + row;
     });
@@ -187,7 +193,7 @@ inline runtime::Task<bool> ScriptedWorkload::execute(txn::Txn& t, const txn::Txn
   sc.id_ = t.id();
   sc.ts_ = t.timestamp();
   bool ok = true;
-  std::vector<int> writes, reads;
+  std::vector<int> writes, reads, erases;
   for (const Op& op : sc.ops_) {
     if (!ok) break;
     switch (op.kind) {
@@ -196,6 +202,12 @@ inline runtime::Task<bool> ScriptedWorkload::execute(txn::Txn& t, const txn::Txn
         break;
       case Op::kWrite:
         writes.push_back(t.write(kTable, op.key));
+        break;
+      case Op::kErase:
+        erases.push_back(t.write(kTable, op.key));
+        break;
+      case Op::kInsert:
+        t.inserted<uint64_t>(t.insert(kTable, op.key)) = kInserted;
         break;
       case Op::kFetch:
         ok = co_await t.fetch();
@@ -215,6 +227,7 @@ inline runtime::Task<bool> ScriptedWorkload::execute(txn::Txn& t, const txn::Txn
           ++v;
           std::memcpy(t.mutable_record(i).data(), &v, 8);
         }
+        for (int i : erases) t.erase(i);
         ok = co_await t.commit();
         break;
     }
@@ -255,6 +268,9 @@ class SteppedProtocol final : public txn::Protocol {
     set_release(std::make_unique<SteppedModule>(inner_->release(), Stage::kCount_));
   }
   void begin(txn::Coordinator& c, txn::Txn& t) override { inner_->begin(c, t); }
+  bool insert_word(txn::Coordinator& c, txn::Txn& t, store::Table::MetaWord* w) override {
+    return inner_->insert_word(c, t, w);
+  }
 
   static Result<std::unique_ptr<txn::Protocol>> create(txn::WorkerEngine& e) {
     auto& wl = static_cast<const ScriptedWorkload&>(e.workload());

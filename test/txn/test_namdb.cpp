@@ -7,12 +7,16 @@
 //     buffer, or from the overflow region once writers pushed it out, or
 //     aborts when garbage collection took it; a second writer of one
 //     version loses (first committer wins) and leaves no lock
+//   - stepped: a row inserted is invisible to snapshots older than its
+//     commit; an erased row is read by older snapshots, not found by newer
+//     ones, and removed from the store E later
 //   - the configuration: namdb runs at its own level (snapshot isolation)
 //     by default and refuses serializable by name
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "env/tsc.hpp"
 #include "run/runner.hpp"
 #include "test/txn/contention.hpp"
 #include "test/txn/stepper.hpp"
@@ -157,4 +161,82 @@ TEST(NamDbRule, FirstCommitterWins) {
   EXPECT_EQ(fx->reason_key(t1), "write_conflict");
   EXPECT_EQ(fx->counter(kX), kInitial + 1);
   EXPECT_FALSE(fx->def().lock_held(fx->tuple(kX))) << "no lock left on x";
+}
+
+// Rows a transaction inserts carry its commit version: a snapshot taken
+// before that commit does not find them (not_found), one taken after reads
+// them. With either oracle (compressed: the timestamp is taken for the
+// inserts, before the commit stage).
+TEST(NamDbRule, AnInsertedRowIsInvisibleToOlderSnapshots) {
+  for (const char* oracle : {"vector", "compressed"}) {
+    SCOPED_TRACE(oracle);
+    auto fx = stepped({{"namdb.oracle", oracle}});
+    ASSERT_NE(fx, nullptr);
+    constexpr Key kNew = kKeysPerNode + kLoadedPerNode;  // node 1, not loaded
+    Script& t1 = fx->script({R(kY), Fetch(), Pause("snapshot"), R(kNew), Fetch(), Commit()});
+    ASSERT_TRUE(fx->start(0, 0, t1));
+    ASSERT_TRUE(fx->run_until_paused(t1, "snapshot"));
+    Script& ins = fx->script({W(kY), Fetch(), Ins(kNew), Commit()});
+    ASSERT_TRUE(fx->start(0, 1, ins));
+    ASSERT_TRUE(fx->run_until_done(ins));
+    ASSERT_TRUE(ins.committed()) << fx->reason_key(ins);
+    ASSERT_NE(fx->tuple(kNew), nullptr);
+    fx->resume(t1);
+    ASSERT_TRUE(fx->run_until_done(t1));
+    EXPECT_FALSE(t1.committed());
+    EXPECT_EQ(fx->reason_key(t1), "not_found") << "the row was inserted after T1's snapshot";
+    Script& t2 = fx->script({R(kNew), Fetch(), Commit()});
+    ASSERT_TRUE(fx->start(0, 0, t2));
+    ASSERT_TRUE(fx->run_until_done(t2));
+    EXPECT_TRUE(t2.committed()) << fx->reason_key(t2);
+    EXPECT_EQ(t2.reads_seen(), (std::vector<uint64_t>{kInserted}));
+    // A transaction that only inserts publishes its timestamp too.
+    constexpr Key kNew2 = kNew + 1;
+    Script& only = fx->script({Ins(kNew2), Commit()});
+    ASSERT_TRUE(fx->start(0, 1, only));
+    ASSERT_TRUE(fx->run_until_done(only));
+    ASSERT_TRUE(only.committed()) << fx->reason_key(only);
+    Script& t3 = fx->script({R(kNew2), Fetch(), Commit()});
+    ASSERT_TRUE(fx->start(0, 2, t3));
+    ASSERT_TRUE(fx->run_until_done(t3));
+    EXPECT_TRUE(t3.committed()) << fx->reason_key(t3);
+  }
+}
+
+// An erase installs a version that says the row is gone: an older snapshot
+// still reads the row, a newer one does not find it, a writer of the
+// version erased loses; the version mover removes the row from the store
+// once E has passed.
+TEST(NamDbRule, AnEraseIsAVersionOlderSnapshotsReadPast) {
+  auto fx = stepped({{"namdb.max_txn_us", "20000"}});
+  ASSERT_NE(fx, nullptr);
+  Script& t1 = fx->script({R(kY), Fetch(), Pause("snapshot"), R(kX), Fetch(), Commit()});
+  Script& w = fx->script({W(kX), Fetch(), Pause("fetched"), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, t1));
+  ASSERT_TRUE(fx->run_until_paused(t1, "snapshot"));
+  ASSERT_TRUE(fx->start(1, 0, w));
+  ASSERT_TRUE(fx->run_until_paused(w, "fetched"));
+  Script& er = fx->script({Erase(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 1, er));
+  ASSERT_TRUE(fx->run_until_done(er));
+  ASSERT_TRUE(er.committed()) << fx->reason_key(er);
+  ASSERT_NE(fx->tuple(kX), nullptr) << "the row stays while a snapshot may need it";
+  fx->resume(t1);
+  ASSERT_TRUE(fx->run_until_done(t1));
+  EXPECT_TRUE(t1.committed()) << fx->reason_key(t1);
+  EXPECT_EQ(t1.reads_seen(), (std::vector<uint64_t>{kInitial, kInitial})) << "x as of T1's snapshot";
+  fx->resume(w);
+  ASSERT_TRUE(fx->run_until_done(w));
+  EXPECT_FALSE(w.committed());
+  EXPECT_EQ(fx->reason_key(w), "write_conflict");
+  Script& t2 = fx->script({R(kX), Fetch(), Commit()});
+  ASSERT_TRUE(fx->start(0, 0, t2));
+  ASSERT_TRUE(fx->run_until_done(t2));
+  EXPECT_FALSE(t2.committed());
+  EXPECT_EQ(fx->reason_key(t2), "not_found");
+  // E later the mover takes the row out.
+  const uint64_t until = env::tsc() + env::ns_to_tsc(200'000'000);
+  while (fx->tuple(kX) != nullptr && env::tsc() < until) fx->poll(10);
+  EXPECT_EQ(fx->tuple(kX), nullptr) << "the erased row is still in the store 200 ms after E = 20 ms";
+  EXPECT_FALSE(fx->def().lock_held(fx->tuple(kY))) << "no lock left";
 }
