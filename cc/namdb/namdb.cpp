@@ -269,7 +269,8 @@ void add_schema(config::Schema& s) {
   s.add_int("namdb.overflow_entries", 16384, 16, int64_t{1} << 24,
             "NAM-DB: entries of each node's overflow region (old versions the version mover moved)");
   s.add_int("namdb.max_txn_us", 10000, 1, 60'000'000,
-            "NAM-DB: the maximal transaction time E: garbage collection frees overflow entries older than it");
+            "NAM-DB: the maximal transaction time E: garbage collection frees overflow entries older than it, "
+            "and removes an erased row that long after its erase");
 }
 
 // --- the compressed vector's per-node clock ---------------------------------------
