@@ -407,7 +407,8 @@ class Coordinator {
   // Row changes (Txn::erase, Txn::relocate), after the inserts, before the
   // commit stage: each row is erased or moved on its owner while the
   // attempt still holds it, and left out of the commit stage's write-back
-  // and unlock (Access::locked cleared).
+  // and unlock (Access::locked cleared). Erases of a protocol that versions
+  // them (ProtocolDef::versions_erases) are left to its commit stage.
   runtime::Task<void> apply_row_changes(Txn& t);
 
   // The coordinator's life: the protocol's loop (Protocol::run_coordinator,

@@ -35,9 +35,7 @@ runtime::Task<bool> Coordinator::run_commit(Txn& t) {
     }
     // Nothing can abort from here on (a commit stage does not fail: its
     // errors are counted and fail the run).
-    // (A protocol that versions erases installs them in its commit stage.)
-    if (s == Stage::kCommit && t.row_changes() != 0 && !e_.protocol_def().versions_erases)
-      co_await apply_row_changes(t);
+    if (s == Stage::kCommit && t.row_changes() != 0) co_await apply_row_changes(t);
     StageModule* m = e_.protocol().stage(s);
     if (m == nullptr) continue;
     const uint64_t t0 = phase_clock();

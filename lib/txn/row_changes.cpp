@@ -5,7 +5,10 @@
 // coordinator: cluster.memory_nodes) goes to its owner in one `rows` RPC
 // per owner, every owner's in flight together, and is changed there by
 // the owner's worker. The owner checks every item (table, owner, lengths)
-// and answers a status per item.
+// and answers a status per item. An inserted row starts with the
+// protocol's metadata word, if it gives one (Protocol::insert_word: NAM-DB's
+// header of the inserter's commit version); an erase the protocol versions
+// itself (ProtocolDef::versions_erases) is left to its commit stage.
 //
 // A call that gets no answer is not sent again: whether its rows changed
 // is unknown, so the run fails (insert_errors for an insert, commit_errors
@@ -154,10 +157,15 @@ runtime::Task<void> Coordinator::erase_inserted(Txn& t, const bool* which) {
 
 runtime::Task<void> Coordinator::apply_row_changes(Txn& t) {
   Database& db = e_.db();
+  // Erases a protocol versions itself are its commit stage's.
+  const bool erases = !e_.protocol_def().versions_erases;
+  auto mine = [&](const Access& a) {
+    return a.change == RowChange::kRelocate || (a.change == RowChange::kErase && erases);
+  };
   bool remote = false;
   for (uint32_t i = 0; i < t.size(); ++i) {
     Access& a = t.access(i);
-    if (a.change == RowChange::kNone) continue;
+    if (!mine(a)) continue;
     if (!row_is_local(a.node)) {
       remote = true;
       continue;
@@ -184,7 +192,7 @@ runtime::Task<void> Coordinator::apply_row_changes(Txn& t) {
   bool fits = true;
   for (uint32_t i = 0; i < t.size() && fits; ++i) {
     const Access& a = t.access(i);
-    if (a.change == RowChange::kNone || row_is_local(a.node)) continue;
+    if (!mine(a) || row_is_local(a.node)) continue;
     if (a.change == RowChange::kErase) {
       fits = b.add_item(a.node, i, a.table, a.key, kOpErase, t.id(), {}, 0);
     } else {
@@ -202,7 +210,7 @@ runtime::Task<void> Coordinator::apply_row_changes(Txn& t) {
     });
   }
   for (uint32_t i = 0; i < t.size(); ++i)
-    if (t.access(i).change != RowChange::kNone && !row_is_local(t.access(i).node)) changed(t, i, rc[i]);
+    if (mine(t.access(i)) && !row_is_local(t.access(i).node)) changed(t, i, rc[i]);
 }
 
 void Coordinator::changed(Txn& t, uint32_t i, int rc) {
