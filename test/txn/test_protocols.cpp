@@ -427,6 +427,12 @@ TEST(BrokenProtocol, NamdbWithoutFirstCommitterWinsIsCaught) {
   for (const std::string& w : workload_names()) {
     SCOPED_TRACE(w);
     if (refused(Combo{w, "namdb-broken-nofcw"})) continue;
+    // Left out: TPC-C/no. Its only contended write is D_NEXT_O_ID, and a
+    // lost update there needs two New-Orders of one district to overlap
+    // between fetch and lock: in 8 runs it was missed once in a normal
+    // build and always under ASan (fewer, slower attempts). The full mix
+    // (Payment's WAREHOUSE and DISTRICT rows too) catches it.
+    if (w == "tpcc/neworder") continue;
     ++checked;
     auto out = until_caught(Combo{w, "namdb-broken-nofcw"});
     ASSERT_TRUE(out.ok()) << out.error().message;
@@ -439,7 +445,7 @@ TEST(BrokenProtocol, NamdbWithoutFirstCommitterWinsIsCaught) {
               0u)
         << out->check_text;
   }
-  EXPECT_GE(checked, 3u);  // SmallBank (both flavours), YCSB, write skew
+  EXPECT_GE(checked, 4u);  // SmallBank (both flavours), YCSB, write skew, TPC-C
 }
 
 // FaRM without validation (farm-broken-novalidate: no VALIDATE of the
