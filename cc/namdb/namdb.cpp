@@ -200,24 +200,26 @@ Settings settings_of(const Options& o) {
 }
 
 uint64_t round64(uint64_t n) { return (n + 63) & ~uint64_t{63}; }
-// The dirty bytes a node needs: one per tuple its tables start with, and up
-// to 7 more per table (each table's first one 8-aligned).
-uint64_t tuples_of(uint64_t tables, uint64_t tuples) { return tuples + 7 * tables; }
+// Tuples per dirty byte: few enough bytes that the mover scans a node's in
+// one pass (TPC-C: ~2.7 M tuples a node, 42 K bytes), few enough tuples
+// that looking at a byte's is cheap (their headers, most clean).
+constexpr uint64_t kGroup = 64;
+// The dirty bytes a node needs: one per kGroup tuples its tables start
+// with, rounded up, and up to 7 more per table (each table's first one
+// 8-aligned).
+uint64_t dirty_of(uint64_t tables, uint64_t tuples) { return tuples / kGroup + 8 * tables; }
 
 // The node region: [vector][per coordinator: snapshot, FAA result, one
-// overflow entry][overflow ring][dirty bytes: one per tuple of every table,
-// set by a writer that filled a buffer slot, cleared by the version
-// mover][summary bytes: one per kSummarySpan dirty bytes, set with each of
-// them, so that the mover finds a hot record's byte without sweeping them
-// all].
-constexpr uint64_t kSummarySpan = 4096;
+// overflow entry][overflow ring][dirty bytes: one per kGroup tuples of every
+// table, set by a writer that filled a buffer slot of one of them, cleared
+// by the version mover].
 struct Geometry {
   uint32_t slots = 0;  // vector slots: coordinators of the cluster, or nodes (compressed)
   uint32_t coroutines = 0;
   uint64_t vec_bytes = 0, co_off = 0, co_bytes = 0, entry_bytes = 0, ring_off = 0, ring_entries = 0;
-  uint64_t dirty_off = 0, dirty_bytes = 0, summary_off = 0, summary_bytes = 0, total = 0;
+  uint64_t dirty_off = 0, dirty_bytes = 0, total = 0;
   uint32_t data_bytes = 0;  // the largest record, rounded up to 8
-  static Geometry make(uint32_t nodes, uint32_t wpn, uint32_t coroutines, uint32_t max_record, uint64_t tuples,
+  static Geometry make(uint32_t nodes, uint32_t wpn, uint32_t coroutines, uint32_t max_record, uint64_t dirty,
                        const Settings& s) {
     Geometry g;
     g.slots = s.compressed ? nodes : nodes * wpn * coroutines;
@@ -230,10 +232,8 @@ struct Geometry {
     g.ring_off = g.co_off + g.co_bytes * wpn * coroutines;
     g.ring_entries = s.overflow_entries;
     g.dirty_off = g.ring_off + g.entry_bytes * g.ring_entries;
-    g.dirty_bytes = round64(tuples);
-    g.summary_off = g.dirty_off + g.dirty_bytes;
-    g.summary_bytes = round64(g.dirty_bytes / kSummarySpan + 1);
-    g.total = g.summary_off + g.summary_bytes;
+    g.dirty_bytes = round64(dirty);
+    g.total = g.dirty_off + g.dirty_bytes;
     return g;
   }
   uint64_t snapshot_off(uint32_t worker, uint32_t co) const { return co_off + co_bytes * (worker * coroutines + co); }
@@ -257,7 +257,7 @@ Result<uint64_t> region_bytes_of(const RegionQuery& q) {
     return make_error(EINVAL, "namdb: %u x %u x %u coordinators do not fit the header's 29-bit thread id", q.nodes,
                       q.workers_per_node, q.coroutines);
   return Geometry::make(q.nodes, q.workers_per_node, q.coroutines, q.max_record_bytes,
-                        tuples_of(q.tables, q.tuples_per_node), s)
+                        dirty_of(q.tables, q.tuples_per_node), s)
       .total;
 }
 
@@ -301,10 +301,11 @@ struct NodeClock {
 };
 
 // --- the version mover and garbage collection (5.1, 5.3) -----------------------------
-// Dirty bytes: table t has span[t] of them (its capacity_per_node, the
-// tuples it starts with), from prefix[t] on; tuple k's is k % span[t], so
-// a table that grew past its start shares each byte among the tuples
-// k, k + span, k + 2 span, ... and the mover looks at all of them.
+// Dirty bytes: table t starts with span[t] tuples (its capacity_per_node)
+// and has span[t] / kGroup bytes (rounded up) from prefix[t] on; tuple k's
+// is (k % span[t]) / kGroup, so a table that grew past its start shares each
+// byte among the tuples k, k + span, k + 2 span, ... and the mover looks at
+// all of them.
 class VersionMover final : public Service {
  public:
   VersionMover(WorkerEngine& e, const Geometry& g, const Settings& s, std::vector<uint64_t> prefix,
@@ -325,34 +326,26 @@ class VersionMover final : public Service {
       if (!db.has_table(t) || !db.is_local(e_.node()) || span_[t] == 0) continue;
       store::Table* tab = db.store(e_.node()).table(t);
       if (tab == nullptr || tab->capacity() == 0) continue;
-      if (prefix_[t] + span_[t] > g_.dirty_bytes)
+      const uint64_t bytes = (span_[t] + kGroup - 1) / kGroup;
+      if (prefix_[t] + bytes > g_.dirty_bytes)
         return make_error(EINVAL, "namdb.mover: table '%s' has %llu dirty bytes, beyond the node region's",
-                          tab->name().c_str(), static_cast<unsigned long long>(span_[t]));
-      tables_.push_back({tab, prefix_[t], span_[t]});
-      end_ = std::max(end_, prefix_[t] + span_[t]);
+                          tab->name().c_str(), static_cast<unsigned long long>(bytes));
+      tables_.push_back({tab, prefix_[t], bytes, span_[t]});
+      end_ = std::max(end_, prefix_[t] + bytes);
     }
     dirty_ = reinterpret_cast<uint8_t*>(base + g_.dirty_off);
-    summary_ = reinterpret_cast<uint8_t*>(base + g_.summary_off);
     return {};
   }
 
   // One pass: garbage collection, the rows erased more than E ago removed,
-  // the dirty bytes under each summary byte set, and kSummarySpan more of
-  // them in turn (a backstop: a summary byte that landed before its dirty
-  // byte was cleared with nothing found). Each dirty tuple's unmoved
-  // entries are moved.
+  // then kScan dirty bytes (all of them, on the workloads' sizes), each
+  // dirty tuple's unmoved entries moved.
   int poll() override {
     collect();
     int work = bury();
     if (tables_.empty()) return work;
-    const uint64_t sums = (end_ + kSummarySpan - 1) / kSummarySpan;
-    for (uint64_t i = 0; i < sums; i += 8) {
-      if (i + 8 <= sums && load8(summary_ + i) == 0) continue;  // eight at a time: most are clean
-      for (uint64_t k = i; k < std::min(sums, i + 8); ++k)
-        if (take(summary_ + k)) sweep(k * kSummarySpan, (k + 1) * kSummarySpan, &work);
-    }
-    sweep(cursor_, cursor_ + kSummarySpan, &work);
-    cursor_ = cursor_ + kSummarySpan >= end_ ? 0 : cursor_ + kSummarySpan;
+    sweep(cursor_, cursor_ + kScan, &work);
+    cursor_ = cursor_ + kScan >= end_ ? 0 : cursor_ + kScan;
     return work;
   }
 
@@ -372,9 +365,11 @@ class VersionMover final : public Service {
 
  private:
   static constexpr uint32_t kGraves = 1 << 16;  // rows erased, waiting E before they are removed
+  static constexpr uint64_t kScan = 65536;  // dirty bytes a pass looks at (8 K loads when clean)
   struct Dirty {
     store::Table* table;
-    uint64_t first, span;  // its dirty bytes
+    uint64_t first, bytes;  // its dirty bytes
+    uint64_t span;          // the tuples it starts with
   };
 
   static uint64_t load8(const uint8_t* p) {
@@ -388,24 +383,22 @@ class VersionMover final : public Service {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     return true;
   }
-  void mark(uint64_t d) {
-    std::atomic_ref<uint8_t>(dirty_[d]).store(1, std::memory_order_release);
-    std::atomic_ref<uint8_t>(summary_[d / kSummarySpan]).store(1, std::memory_order_release);
-  }
-
-  // The dirty bytes [from, to): each set one's tuples (k, k + span, ... of
-  // its table) looked at; one that could not be finished is marked again.
+  // The dirty bytes [from, to): each set one's tuples (its kGroup, and the
+  // tuples span, 2 span, ... after them) looked at; a byte whose tuples
+  // could not all be finished is set again.
   void sweep(uint64_t from, uint64_t to, int* work) {
     for (Dirty& d : tables_) {
-      const uint64_t lo = std::max(from, d.first), hi = std::min(to, d.first + d.span);
+      const uint64_t lo = std::max(from, d.first), hi = std::min(to, d.first + d.bytes);
       for (uint64_t i = lo; i < hi; i += 8) {
-        if (i + 8 <= hi && load8(dirty_ + i) == 0) continue;
+        if (i + 8 <= hi && load8(dirty_ + i) == 0) continue;  // eight at a time: most are clean
         for (uint64_t k = i; k < std::min(hi, i + 8); ++k) {
           if (!take(dirty_ + k)) continue;
           bool all = true;
           const uint32_t cap = d.table->capacity();
-          for (uint64_t x = k - d.first; x < cap; x += d.span) all &= move_tuple(*d.table, static_cast<uint32_t>(x), work);
-          if (!all) mark(k);
+          const uint64_t x0 = (k - d.first) * kGroup, x1 = std::min(x0 + kGroup, d.span);
+          for (uint64_t y = x0; y < x1; ++y)
+            for (uint64_t x = y; x < cap; x += d.span) all &= move_tuple(*d.table, static_cast<uint32_t>(x), work);
+          if (!all) std::atomic_ref<uint8_t>(dirty_[k]).store(1, std::memory_order_release);
         }
       }
     }
@@ -536,7 +529,6 @@ class VersionMover final : public Service {
   uint64_t head_ = 0, tail_ = 0, stalls_ = 0;
   std::vector<Dirty> tables_;
   uint8_t* dirty_ = nullptr;
-  uint8_t* summary_ = nullptr;
   uint64_t end_ = 0, cursor_ = 0;
   std::vector<uint64_t> scratch_;
 };
@@ -573,7 +565,7 @@ struct Namdb final : public Protocol {
   std::vector<uint64_t> last;   // basic vector: each coordinator's last commit timestamp
   std::vector<uint64_t> taken;  // compressed: the attempt's commit timestamp, once taken (0: none)
   NodeClock* clock = nullptr;   // compressed: the node's
-  std::vector<uint64_t> dirty_prefix, dirty_span;  // by table: its first dirty byte, how many it has
+  std::vector<uint64_t> dirty_prefix, dirty_span;  // by table: its first dirty byte, the tuples it starts with
   std::shared_ptr<void> clock_owner;
 
   uint32_t worker() const { return e.ctx().index; }
@@ -616,12 +608,11 @@ Verdict accept_copy(Coordinator& c, Txn& t, Access& a) {
   return Verdict::kAccept;
 }
 
-// A one-sided request added to `b`. No step adds more than five per access
-// (commit step 2 while recording), and a batch holds OneSidedBatch::kMaxWrs
-// = 5 x Txn::kMaxAccesses: never full.
+// A one-sided request added to `b`. No step adds more than four per access,
+// and a batch holds OneSidedBatch::kMaxWrs = 4 x Txn::kMaxAccesses: never full.
 rdma::WorkRequest* add_verb(OneSidedBatch& b, uint32_t node, rdma::Opcode op, const void* local, uint32_t length,
                             uint64_t remote, uint32_t rkey) {
-  static_assert(OneSidedBatch::kMaxWrs >= 5 * Txn::kMaxAccesses);
+  static_assert(OneSidedBatch::kMaxWrs >= 4 * Txn::kMaxAccesses);
   rdma::WorkRequest* wr = b.add(node);
   wr->opcode = op;
   wr->local = const_cast<void*>(local);
@@ -1013,11 +1004,9 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
       const store::TableDescriptor& td = c.descriptor(a.node, a.table);
       const RegionDescriptor& nr = p.e.db().region(a.node, p.worker());
       const uint64_t tuple = (a.tuple_addr - td.heap_addr) / td.tuple_bytes;
-      const uint64_t d = p.dirty_prefix[a.table] + tuple % p.dirty_span[a.table];
+      const uint64_t d = p.dirty_prefix[a.table] + (tuple % p.dirty_span[a.table]) / kGroup;
       add_verb(b, a.node, rdma::Opcode::kWrite, &kDirty, 1, nr.addr + p.g.dirty_off + d, nr.rkey)->flags =
           rdma::kInline;
-      add_verb(b, a.node, rdma::Opcode::kWrite, &kDirty, 1, nr.addr + p.g.summary_off + d / kSummarySpan, nr.rkey)
-          ->flags = rdma::kInline;
     }
   });
   if (!ok) {
@@ -1102,14 +1091,16 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool correct) {
   // Every node's tables have the same capacities: the dirty bytes of
   // table t start at the sum of the tables before it.
   std::vector<uint64_t> prefix(db.tables(), 0), span(db.tables(), 0);
-  uint64_t tuples = 0;
+  uint64_t tuples = 0, dirty = 0;
   for (TableId t = 0; t < db.tables(); ++t) {
-    prefix[t] = tuples;
+    prefix[t] = dirty;
     if (db.has_table(t)) span[t] = db.def(t).capacity_per_node;
-    tuples += (span[t] + 7) & ~uint64_t{7};  // each table's first byte 8-aligned: the mover loads eight at once
+    tuples += span[t];
+    // Each table's first byte 8-aligned: the mover loads eight at once.
+    dirty += ((span[t] + kGroup - 1) / kGroup + 7) & ~uint64_t{7};
   }
   const Geometry g = Geometry::make(db.nodes(), e.workers_per_node(), e.options().coroutines, max_record_of(db),
-                                    tuples_of(db.tables(), tuples), s);
+                                    dirty_of(db.tables(), tuples), s);
   if (db.region_bytes() < g.total)
     return make_error(EINVAL, "namdb: the node region has %llu bytes, %llu needed",
                       static_cast<unsigned long long>(db.region_bytes()), static_cast<unsigned long long>(g.total));

@@ -210,7 +210,7 @@ class WorkerEngine {
 // frames nor should be zeroed per use.
 class OneSidedBatch {
  public:
-  static constexpr uint32_t kMaxWrs = 5 * Txn::kMaxAccesses;
+  static constexpr uint32_t kMaxWrs = 4 * Txn::kMaxAccesses;
   // Requests one coordinator has in flight on one QP at most: a batch with
   // more for a node is posted in chunks of this many, each awaited before
   // the next (TPC-C's Stock-Level and Delivery; SmallBank and YCSB never
