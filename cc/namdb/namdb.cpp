@@ -537,6 +537,7 @@ class VersionMover final : public Service {
 struct AccessState {
   uint64_t hdr;      // the version read (unlocked header)
   uint64_t count;    // the next-write counter seen with the current version
+  uint64_t state;    // the tuple's state word (incarnation) the fetch saw
   uint8_t need_old;  // reads: the current version is not visible
 };
 
@@ -603,6 +604,7 @@ Verdict accept_copy(Coordinator& c, Txn& t, Access& a) {
   AccessState& st = t.state<AccessState>(index_of(t, a));
   st.hdr = hdr;  // possibly locked: judged by the fetch stage
   st.count = count;
+  st.state = copy_word(a.copy, l.state_offset());
   st.need_old = 0;
   if (c.db().recording()) a.writer = a.replaced = copy_word(a.copy, writer_off(0));
   return Verdict::kAccept;
@@ -710,16 +712,14 @@ Task<bool> read_old_versions(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
   for (uint32_t i = from; i < t.size(); ++i)
     if (t.access(i).mode == AccessMode::kRead && t.state<AccessState>(i).need_old) old.idx[old.n++] = i;
   if (old.empty()) co_return true;
-  // The tuple's incarnation as fetched: READ again with the buffer, it
-  // shows the tuple was not erased and reused meanwhile.
-  uint64_t state[Txn::kMaxAccesses];
+  // The tuple's incarnation (AccessState::state) READ again with the
+  // buffer: it shows the tuple was not erased and reused meanwhile.
   {
     OneSidedBatch& b = c.onesided();
     for (uint32_t k = 0; k < old.n; ++k) {
       Access& a = t.access(old.idx[k]);
       const auto& l = c.db().layout(a.table);
       const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
-      state[k] = copy_word(a.copy, l.state_offset());
       add_verb(b, a.node, rdma::Opcode::kRead, c.extra(old.idx[k]) + kCountOff, kMetaBytes - kCountOff,
                a.tuple_addr + kCountOff, rkey);
       add_verb(b, a.node, rdma::Opcode::kRead, a.copy + l.state_offset(), 8, a.tuple_addr + l.state_offset(), rkey);
@@ -735,7 +735,7 @@ Task<bool> read_old_versions(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
   for (uint32_t k = 0; k < old.n; ++k) {
     const uint32_t i = old.idx[k];
     const std::byte* x = c.extra(i);
-    if (copy_word(t.access(i).copy, c.db().layout(t.access(i).table).state_offset()) != state[k]) {
+    if (copy_word(t.access(i).copy, c.db().layout(t.access(i).table).state_offset()) != t.state<AccessState>(i).state) {
       t.fail(kVersionGone);  // erased since the fetch (its tuple perhaps another row's now)
       co_return false;
     }
@@ -806,6 +806,7 @@ Task<bool> read_old_versions(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
 Task<bool> fetch(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
   if (!p.snap_ok[c.index()] && !co_await take_snapshot(p, c, t)) co_return false;
   if (!co_await read_tuples(c, t, Primitive::kOneSided, from, accept_copy, kUnsettled)) co_return false;
+  bool old = false;
   for (uint32_t i = from; i < t.size(); ++i) {
     Access& a = t.access(i);
     AccessState& st = t.state<AccessState>(i);
@@ -832,8 +833,11 @@ Task<bool> fetch(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
     } else {
       st.hdr &= ~kLocked;
       st.need_old = !vis;
+      old |= !vis;
     }
   }
+  // (Called only when needed: its frame is larger than the frame pool's.)
+  if (!old) co_return true;
   co_return co_await read_old_versions(p, c, t, from);
 }
 
