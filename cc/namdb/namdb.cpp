@@ -200,17 +200,12 @@ Settings settings_of(const Options& o) {
 }
 
 uint64_t round64(uint64_t n) { return (n + 63) & ~uint64_t{63}; }
-// Tuples per dirty byte: few enough bytes that the mover scans a node's in
-// one pass (TPC-C: ~2.7 M tuples a node, 42 K bytes), few enough tuples
-// that looking at a byte's is cheap (their headers, most clean).
-constexpr uint64_t kGroup = 64;
-// The dirty bytes a node needs: one per kGroup tuples its tables start
-// with, rounded up, and up to 7 more per table (each table's first one
-// 8-aligned).
-uint64_t dirty_of(uint64_t tables, uint64_t tuples) { return tuples / kGroup + 8 * tables; }
+// The dirty bytes a node needs: one per tuple its tables start with, and
+// up to 7 more per table (each table's first one 8-aligned).
+uint64_t dirty_of(uint64_t tables, uint64_t tuples) { return tuples + 8 * tables; }
 
 // The node region: [vector][per coordinator: snapshot, FAA result, one
-// overflow entry][overflow ring][dirty bytes: one per kGroup tuples of every
+// overflow entry][overflow ring][dirty bytes: one per tuple of every
 // table, set by a writer that filled a buffer slot of one of them, cleared
 // by the version mover].
 struct Geometry {
@@ -302,10 +297,16 @@ struct NodeClock {
 
 // --- the version mover and garbage collection (5.1, 5.3) -----------------------------
 // Dirty bytes: table t starts with span[t] tuples (its capacity_per_node)
-// and has span[t] / kGroup bytes (rounded up) from prefix[t] on; tuple k's
-// is (k % span[t]) / kGroup, so a table that grew past its start shares each
-// byte among the tuples k, k + span, k + 2 span, ... and the mover looks at
-// all of them.
+// and has span[t] bytes from prefix[t] on; tuple k's is k % span[t], so a
+// table that grew past its start shares each byte among the tuples k,
+// k + span, k + 2 span, ... and the mover looks at all of them.
+// One byte a tuple: a set byte costs the mover one tuple's headers (a byte
+// per 64 tuples cost 64, and SmallBank 0.66x its throughput). The mover
+// sweeps kScan bytes a pass (a few hundred passes for all of a TPC-C
+// node's), and keeps the bytes of hot tuples, found by the sweep with
+// kBufferSlots - 1 or more versions to move, in a small table it looks at
+// every pass: a row written faster than a sweep (TPC-C's WAREHOUSE,
+// DISTRICT and NEW-ORDER heads) does not fill its slots while it waits.
 class VersionMover final : public Service {
  public:
   VersionMover(WorkerEngine& e, const Geometry& g, const Settings& s, std::vector<uint64_t> prefix,
@@ -326,7 +327,7 @@ class VersionMover final : public Service {
       if (!db.has_table(t) || !db.is_local(e_.node()) || span_[t] == 0) continue;
       store::Table* tab = db.store(e_.node()).table(t);
       if (tab == nullptr || tab->capacity() == 0) continue;
-      const uint64_t bytes = (span_[t] + kGroup - 1) / kGroup;
+      const uint64_t bytes = span_[t];
       if (prefix_[t] + bytes > g_.dirty_bytes)
         return make_error(EINVAL, "namdb.mover: table '%s' has %llu dirty bytes, beyond the node region's",
                           tab->name().c_str(), static_cast<unsigned long long>(bytes));
@@ -338,12 +339,22 @@ class VersionMover final : public Service {
   }
 
   // One pass: garbage collection, the rows erased more than E ago removed,
-  // then kScan dirty bytes (all of them, on the workloads' sizes), each
-  // dirty tuple's unmoved entries moved.
+  // the hot bytes, then the next kScan dirty bytes of the sweep, each dirty
+  // tuple's unmoved entries moved.
   int poll() override {
     collect();
     int work = bury();
     if (tables_.empty()) return work;
+    for (uint32_t h = 0; hot_count_ > 0 && h < kHot; ++h) {
+      Hot& x = hot_[h];
+      if (x.byte == 0) continue;
+      if (visit(tables_[x.table], x.byte - 1, &work)) {
+        x.idle = 0;
+      } else if (++x.idle >= kHotIdle) {
+        x.byte = 0;
+        --hot_count_;
+      }
+    }
     sweep(cursor_, cursor_ + kScan, &work);
     cursor_ = cursor_ + kScan >= end_ ? 0 : cursor_ + kScan;
     return work;
@@ -365,11 +376,18 @@ class VersionMover final : public Service {
 
  private:
   static constexpr uint32_t kGraves = 1 << 16;  // rows erased, waiting E before they are removed
-  static constexpr uint64_t kScan = 65536;  // dirty bytes a pass looks at (8 K loads when clean)
+  static constexpr uint64_t kScan = 4096;     // dirty bytes a pass sweeps (512 loads when clean)
+  static constexpr uint32_t kHot = 64;        // hot dirty bytes looked at every pass
+  static constexpr uint32_t kProbe = 8;       // the places a hot byte may take
+  static constexpr uint32_t kHotIdle = 4096;  // passes a hot byte stays clean before it leaves
   struct Dirty {
     store::Table* table;
     uint64_t first, bytes;  // its dirty bytes
     uint64_t span;          // the tuples it starts with
+  };
+  struct Hot {
+    uint64_t byte;  // + 1; 0: empty
+    uint32_t table, idle;
   };
 
   static uint64_t load8(const uint8_t* p) {
@@ -383,25 +401,44 @@ class VersionMover final : public Service {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     return true;
   }
-  // The dirty bytes [from, to): each set one's tuples (its kGroup, and the
-  // tuples span, 2 span, ... after them) looked at; a byte whose tuples
-  // could not all be finished is set again.
+  // Byte k made hot: kept where it is, else in an empty place of its
+  // kProbe, else in place of the one there clean the longest.
+  void make_hot(uint32_t table, uint64_t k) {
+    Hot* put = nullptr;
+    for (uint32_t j = 0; j < kProbe; ++j) {
+      Hot& x = hot_[(k + j) % kHot];
+      if (x.byte == k + 1) return;
+      if (put == nullptr || (put->byte != 0 && (x.byte == 0 || x.idle > put->idle))) put = &x;
+    }
+    if (put->byte == 0) ++hot_count_;
+    *put = {k + 1, table, 0};
+  }
+  // The dirty bytes [from, to), eight at a time (most are clean). A tuple
+  // with kBufferSlots - 1 or more versions to move is made hot.
   void sweep(uint64_t from, uint64_t to, int* work) {
-    for (Dirty& d : tables_) {
+    for (uint32_t t = 0; t < tables_.size(); ++t) {
+      const Dirty& d = tables_[t];
       const uint64_t lo = std::max(from, d.first), hi = std::min(to, d.first + d.bytes);
       for (uint64_t i = lo; i < hi; i += 8) {
-        if (i + 8 <= hi && load8(dirty_ + i) == 0) continue;  // eight at a time: most are clean
+        if (i + 8 <= hi && load8(dirty_ + i) == 0) continue;
         for (uint64_t k = i; k < std::min(hi, i + 8); ++k) {
-          if (!take(dirty_ + k)) continue;
-          bool all = true;
-          const uint32_t cap = d.table->capacity();
-          const uint64_t x0 = (k - d.first) * kGroup, x1 = std::min(x0 + kGroup, d.span);
-          for (uint64_t y = x0; y < x1; ++y)
-            for (uint64_t x = y; x < cap; x += d.span) all &= move_tuple(*d.table, static_cast<uint32_t>(x), work);
-          if (!all) std::atomic_ref<uint8_t>(dirty_[k]).store(1, std::memory_order_release);
+          const int before = *work;
+          if (visit(d, k, work) && *work - before >= static_cast<int>(kBufferSlots) - 1) make_hot(t, k);
         }
       }
     }
+  }
+  // Byte k, if set: its tuples (k's, and the ones span, 2 span, ... after
+  // it) looked at. One whose versions could not all be moved, or that is
+  // locked (an erase shows once it is unlocked), sets the byte again for a
+  // later look. False: the byte was clear.
+  bool visit(const Dirty& d, uint64_t k, int* work) {
+    if (!take(dirty_ + k)) return false;
+    bool all = true;
+    const uint32_t cap = d.table->capacity();
+    for (uint64_t x = k - d.first; x < cap; x += d.span) all &= move_tuple(*d.table, static_cast<uint32_t>(x), work);
+    if (!all) std::atomic_ref<uint8_t>(dirty_[k]).store(1, std::memory_order_release);
+    return true;
   }
   // A row whose current version says it is erased, seen at `tsc`: removed
   // from the store once no snapshot can need its older versions.
@@ -530,6 +567,8 @@ class VersionMover final : public Service {
   std::vector<Dirty> tables_;
   uint8_t* dirty_ = nullptr;
   uint64_t end_ = 0, cursor_ = 0;
+  Hot hot_[kHot] = {};
+  uint32_t hot_count_ = 0;
   std::vector<uint64_t> scratch_;
 };
 
@@ -1008,7 +1047,7 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
       const store::TableDescriptor& td = c.descriptor(a.node, a.table);
       const RegionDescriptor& nr = p.e.db().region(a.node, p.worker());
       const uint64_t tuple = (a.tuple_addr - td.heap_addr) / td.tuple_bytes;
-      const uint64_t d = p.dirty_prefix[a.table] + (tuple % p.dirty_span[a.table]) / kGroup;
+      const uint64_t d = p.dirty_prefix[a.table] + tuple % p.dirty_span[a.table];
       add_verb(b, a.node, rdma::Opcode::kWrite, &kDirty, 1, nr.addr + p.g.dirty_off + d, nr.rkey)->flags =
           rdma::kInline;
     }
@@ -1101,7 +1140,7 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool correct) {
     if (db.has_table(t)) span[t] = db.def(t).capacity_per_node;
     tuples += span[t];
     // Each table's first byte 8-aligned: the mover loads eight at once.
-    dirty += ((span[t] + kGroup - 1) / kGroup + 7) & ~uint64_t{7};
+    dirty += (span[t] + 7) & ~uint64_t{7};
   }
   const Geometry g = Geometry::make(db.nodes(), e.workers_per_node(), e.options().coroutines, max_record_of(db),
                                     dirty_of(db.tables(), tuples), s);
