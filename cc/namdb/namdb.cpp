@@ -376,10 +376,10 @@ class VersionMover final : public Service {
 
  private:
   static constexpr uint32_t kGraves = 1 << 16;  // rows erased, waiting E before they are removed
-  static constexpr uint64_t kScan = 4096;     // dirty bytes a pass sweeps (512 loads when clean)
-  static constexpr uint32_t kHot = 64;        // hot dirty bytes looked at every pass
-  static constexpr uint32_t kProbe = 8;       // the places a hot byte may take
-  static constexpr uint32_t kHotIdle = 4096;  // passes a hot byte stays clean before it leaves
+  static constexpr uint64_t kScan = 4096;       // dirty bytes a pass sweeps (512 loads when clean)
+  static constexpr uint32_t kHot = 64;          // hot dirty bytes looked at every pass
+  static constexpr uint32_t kProbe = 8;         // the places a hot byte may take
+  static constexpr uint32_t kHotIdle = 4096;    // passes a hot byte stays clean before it leaves
   struct Dirty {
     store::Table* table;
     uint64_t first, bytes;  // its dirty bytes
@@ -602,9 +602,9 @@ struct Namdb final : public Protocol {
   Geometry g;
   const bool correct;  // false only in the broken variant
   std::vector<uint8_t> snap_ok;
-  std::vector<uint64_t> last;   // basic vector: each coordinator's last commit timestamp
-  std::vector<uint64_t> taken;  // compressed: the attempt's commit timestamp, once taken (0: none)
-  NodeClock* clock = nullptr;   // compressed: the node's
+  std::vector<uint64_t> last;                      // basic vector: each coordinator's last commit timestamp
+  std::vector<uint64_t> taken;                     // compressed: the attempt's commit timestamp, once taken (0: none)
+  NodeClock* clock = nullptr;                      // compressed: the node's
   std::vector<uint64_t> dirty_prefix, dirty_span;  // by table: its first dirty byte, the tuples it starts with
   std::shared_ptr<void> clock_owner;
 
@@ -1068,7 +1068,8 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
     const auto& l = c.db().layout(a.table);
     const uint64_t count = t.state<AccessState>(i).count + 1;
     if (rec) set_copy_word(a.copy, writer_off(0), t.id());
-    if (a.change == RowChange::kErase) std::memcpy(a.copy + l.record_offset(), a.copy + l.slot_offset(1), record_words(l));
+    if (a.change == RowChange::kErase)
+      std::memcpy(a.copy + l.record_offset(), a.copy + l.slot_offset(1), record_words(l));
     set_copy_word(a.copy, kHdrOff, a.change == RowChange::kErase ? new_hdr | kDeleted : new_hdr);
     set_copy_word(a.copy, kCountOff, count);
     set_copy_word(a.copy, kSumOff, current_sum(a.copy, l, new_hdr, count));
