@@ -2,7 +2,14 @@
 // tsc() is inline and needs no initialisation; tsc_hz() comes from DPDK once
 // the EAL is up, and from a one-off calibration against CLOCK_MONOTONIC
 // otherwise (unit tests that run without an EAL).
-// Thread-safety: all functions may be called from any thread.
+//
+// Virtual time (virtual_clock.hpp, doc/runtime.md "Virtual time"): a thread
+// that installs a VirtualClock reads that clock from tsc(), and tsc_hz() is
+// then the virtual clock's rate (1 GHz: a tick is a nanosecond). Without
+// one, tsc() costs one thread-local load and a predictable branch more than
+// the bare counter (hw_tsc()).
+// Thread-safety: all functions may be called from any thread; a virtual
+// clock is seen only by the thread that installed it.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +20,18 @@
 
 namespace rdtx::env {
 
-inline uint64_t tsc() {
+class VirtualClock;
+
+namespace detail {
+// This thread's virtual clock, or nullptr (real time). Constant-initialised:
+// reading it needs no TLS wrapper call.
+extern constinit thread_local VirtualClock* t_virtual_clock;
+uint64_t virtual_now(const VirtualClock* c);
+}  // namespace detail
+
+// The hardware counter, whatever clock this thread runs on: for measuring
+// real CPU time (the virtual clock's own measurement, load times).
+inline uint64_t hw_tsc() {
 #if defined(__x86_64__) || defined(__i386__)
   return __rdtsc();
 #elif defined(__aarch64__)
@@ -25,8 +43,17 @@ inline uint64_t tsc() {
 #endif
 }
 
-// Ticks per second.
+// Now, in ticks: this thread's virtual clock if it has one, else hw_tsc().
+inline uint64_t tsc() {
+  if (const VirtualClock* c = detail::t_virtual_clock; c != nullptr) [[unlikely]]
+    return detail::virtual_now(c);
+  return hw_tsc();
+}
+
+// Ticks per second of tsc(): the virtual clock's rate under one, else the
+// hardware counter's (hw_tsc_hz()).
 uint64_t tsc_hz();
+uint64_t hw_tsc_hz();
 
 inline uint64_t ns_to_tsc(uint64_t ns) {
   return static_cast<uint64_t>(static_cast<double>(ns) * static_cast<double>(tsc_hz()) / 1e9);
@@ -34,6 +61,12 @@ inline uint64_t ns_to_tsc(uint64_t ns) {
 inline double tsc_to_ns(uint64_t ticks) {
   return static_cast<double>(ticks) * 1e9 / static_cast<double>(tsc_hz());
 }
+
+// Spends `ticks` of this thread's time, as a CPU does in a busy wait (an
+// MMIO doorbell, a computation): spins on the hardware counter in real
+// time; under a virtual clock, advances the clock instead (no wall time).
+// Returns tsc() afterwards.
+uint64_t spend_ticks(uint64_t ticks);
 
 // Wall-clock nanoseconds (CLOCK_MONOTONIC); for control paths only.
 uint64_t monotonic_ns();

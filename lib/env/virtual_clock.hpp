@@ -1,0 +1,116 @@
+// Virtual time: the clock a thread reads through env::tsc() while it
+// emulates many workers on one CPU, each as if it had a CPU of its own
+// (runtime::VirtualLoop, doc/runtime.md "Virtual time").
+//
+// The scheduler runs one worker pass at a time from that worker's clock
+// (run_from()); during the pass the clock advances by what the pass costs:
+//   kMeasured  the pass's real CPU time, read from the hardware counter
+//              (capped at max_pass_ticks: a pass the OS preempted would
+//              otherwise stall its worker by a whole time slice);
+//   kModel     a deterministic cost from what the pass does (CostModel:
+//              per pass, per unit of poller work, per coroutine resumed),
+//              charged as it does it (charge_virtual()).
+// In both, time a CPU would spend busy-waiting (a doorbell's MMIO, a
+// workload's computation) is added with env::spend_ticks(), not spun.
+// The clock runs at kHz = 1 GHz whatever the hardware's rate: a tick is a
+// nanosecond, so that modelled costs and latencies convert exactly and a
+// run does not depend on the TSC rate of the machine (determinism).
+//
+// Thread-safety: a clock belongs to the thread that installed it (Scope);
+// other threads keep reading the hardware counter.
+#pragma once
+
+#include <cstdint>
+
+#include "env/tsc.hpp"
+
+namespace rdtx::env {
+
+enum class VirtualCost : uint8_t { kMeasured, kModel };
+const char* to_string(VirtualCost c);
+
+// What one worker pass costs under VirtualCost::kModel, in ns.
+struct CostModel {
+  uint64_t pass_ns = 150;    // every pass: the pollers' fixed cost (an idle pass costs this alone)
+  uint64_t work_ns = 150;    // each unit of work a poller reports (a completion, a message handled)
+  uint64_t resume_ns = 600;  // each coroutine resumed (a transaction's step between two waits)
+};
+
+enum class CostUnit : uint8_t { kPass, kWork, kResume };
+
+class VirtualClock {
+ public:
+  static constexpr uint64_t kHz = 1'000'000'000;
+
+  // `start`: the clock's first reading (not 0: 0 means "no time" to
+  // several callers). max_pass_ns: kMeasured's cap on one pass.
+  VirtualClock(VirtualCost cost, const CostModel& model, uint64_t start, uint64_t max_pass_ns);
+  VirtualClock(const VirtualClock&) = delete;
+  VirtualClock& operator=(const VirtualClock&) = delete;
+
+  VirtualCost cost() const { return cost_; }
+  const CostModel& model() const { return model_; }
+
+  // Now: where the pass started, plus what was charged or spent since,
+  // plus (kMeasured) the real time since, at most the cap.
+  uint64_t now() const {
+    if (cost_ == VirtualCost::kModel) return at_;
+    return at_ + measured();
+  }
+  // Starts a pass (or the scheduler's time between passes) at `t`.
+  void run_from(uint64_t t) {
+    at_ = t;
+    mark_ = hw_tsc();
+  }
+  // Time spent without running (spend_ticks()).
+  void advance(uint64_t ticks) { at_ += ticks; }
+  // kModel: adds n units' cost; kMeasured: nothing (the counter sees it).
+  void charge(CostUnit u, uint64_t n) {
+    if (cost_ == VirtualCost::kModel) at_ += unit_[static_cast<int>(u)] * n;
+  }
+  // kMeasured: whether the real time since run_from() exceeds the cap.
+  bool capped() const { return cost_ == VirtualCost::kMeasured && raw_measured() > max_pass_; }
+
+  // Installs a clock as this thread's for the scope (env::tsc(),
+  // env::tsc_hz()); restores the previous one (nullptr: real time) after.
+  class Scope {
+   public:
+    explicit Scope(VirtualClock* c) : prev_(detail::t_virtual_clock) { detail::t_virtual_clock = c; }
+    ~Scope() { detail::t_virtual_clock = prev_; }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    VirtualClock* prev_;
+  };
+
+ private:
+  uint64_t raw_measured() const {
+    return static_cast<uint64_t>(static_cast<double>(hw_tsc() - mark_) * ns_per_hw_tick_);
+  }
+  uint64_t measured() const {
+    const uint64_t m = raw_measured();
+    return m < max_pass_ ? m : max_pass_;
+  }
+
+  uint64_t at_;
+  uint64_t mark_ = 0;
+  const VirtualCost cost_;
+  const CostModel model_;
+  const uint64_t unit_[3];
+  const uint64_t max_pass_;
+  const double ns_per_hw_tick_;
+};
+
+// This thread's virtual clock, or nullptr (real time).
+inline VirtualClock* virtual_clock() { return detail::t_virtual_clock; }
+
+// Charges n units of modelled cost to this thread's virtual clock, if it has
+// one (hot paths of lib/runtime: a thread-local load and a branch in real
+// time).
+inline void charge_virtual(CostUnit u, uint64_t n = 1) {
+  if (VirtualClock* c = detail::t_virtual_clock; c != nullptr) [[unlikely]]
+    c->charge(u, n);
+}
+
+}  // namespace rdtx::env
