@@ -132,7 +132,7 @@ void add_run_schema(config::Schema& s) {
             "virtual_cost = model: ns per unit of poller work (a completion, an RPC message)");
   s.add_int("run.virtual_resume_ns", static_cast<int64_t>(model.resume_ns), 0, 1'000'000,
             "virtual_cost = model: ns per coroutine resumed (a transaction step)");
-  s.add_float("run.virtual_max_pass_us", 50.0, 0.001, 1'000'000,
+  s.add_float("run.virtual_max_pass_us", 200.0, 0.001, 1'000'000,
               "virtual_cost = measured: a pass's measured time is cut to this (a pass the OS preempted)");
   s.add_check([](const config::Config& c) -> std::string {
     if (c.get_bool("run.virtual_time")) {

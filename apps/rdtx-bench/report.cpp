@@ -328,9 +328,19 @@ void print_report(std::FILE* out, const Report& rep) {
   if (const run::RunResult::VirtualTimeResult& v = r.virtual_time; v.on) {
     // Every figure above is in virtual time; how the emulation went.
     std::fprintf(out, "time           virtual (%s cost): %.3f s virtual in %.2f s wall, %zu worker(s) on one thread, %s "
-                      "passes (%s cut to run.virtual_max_pass_us)\n",
+                      "passes\n",
                  env::to_string(v.cost), v.virtual_seconds, v.wall_seconds, v.workers.size(),
-                 grouped(v.passes).c_str(), grouped(v.capped_passes).c_str());
+                 grouped(v.passes).c_str());
+    if (v.cost == env::VirtualCost::kMeasured) {
+      // A pass the OS preempted is cut to the cap; the cut passes bound the
+      // share of the workers' time that may be preemption rather than work.
+      const double cap_s = rep.run->virtual_time.max_pass_ns / 1e9;
+      const double total = v.virtual_seconds * static_cast<double>(v.workers.size());
+      std::fprintf(out, "preempted?     %s passes cut to %.0f us (run.virtual_max_pass_us): up to %.2f %% of the "
+                        "workers' virtual time\n",
+                   grouped(v.capped_passes).c_str(), cap_s * 1e6,
+                   total > 0 ? 100 * static_cast<double>(v.capped_passes) * cap_s / total : 0.0);
+    }
     double lo = 1, hi = 0, sum = 0;
     for (const runtime::LoopStats& w : v.workers) {
       lo = std::min(lo, w.busy_share());
@@ -338,8 +348,10 @@ void print_report(std::FILE* out, const Report& rep) {
       sum += w.busy_share();
     }
     if (!v.workers.empty())
-      std::fprintf(out, "worker busy    %.1f %% mean, %.1f %% min, %.1f %% max (virtual CPU of each worker)\n",
-                   100 * sum / static_cast<double>(v.workers.size()), 100 * lo, 100 * hi);
+      std::fprintf(out, "worker busy    %.1f %% mean, %.1f %% min, %.1f %% max (virtual CPU of each worker); %s work "
+                        "units, %s resumes, %.3f s spent in busy waits\n",
+                   100 * sum / static_cast<double>(v.workers.size()), 100 * lo, 100 * hi,
+                   grouped(v.work_units).c_str(), grouped(v.resumes).c_str(), v.spent_seconds);
   } else if (r.loops.empty()) {
     std::fprintf(out, "lcore busy     n/a (single thread)\n");
   } else {
@@ -499,6 +511,9 @@ std::string report_json(const Report& rep) {
     time.insert("virtual_seconds", v.virtual_seconds);
     time.insert("passes", i64(v.passes));
     time.insert("capped_passes", i64(v.capped_passes));
+    time.insert("work_units", i64(v.work_units));
+    time.insert("resumes", i64(v.resumes));
+    time.insert("spent_seconds", v.spent_seconds);
     time.insert("worker_busy_share", std::move(busy));
   }
 

@@ -63,11 +63,20 @@ class VirtualClock {
     mark_ = hw_tsc();
   }
   // Time spent without running (spend_ticks()).
-  void advance(uint64_t ticks) { at_ += ticks; }
+  void advance(uint64_t ticks) {
+    at_ += ticks;
+    spent_ += ticks;
+  }
+  // Ticks advance() added so far.
+  uint64_t spent() const { return spent_; }
   // kModel: adds n units' cost; kMeasured: nothing (the counter sees it).
+  // Both count them (units()): what a measured run did, to fit a model to.
   void charge(CostUnit u, uint64_t n) {
+    units_[static_cast<int>(u)] += n;
     if (cost_ == VirtualCost::kModel) at_ += unit_[static_cast<int>(u)] * n;
   }
+  // Units charged so far, by CostUnit.
+  uint64_t units(CostUnit u) const { return units_[static_cast<int>(u)]; }
   // kMeasured: whether the real time since run_from() exceeds the cap.
   bool capped() const { return cost_ == VirtualCost::kMeasured && raw_measured() > max_pass_; }
 
@@ -100,6 +109,8 @@ class VirtualClock {
   const uint64_t unit_[3];
   const uint64_t max_pass_;
   const double ns_per_hw_tick_;
+  uint64_t units_[3] = {};
+  uint64_t spent_ = 0;
 };
 
 // This thread's virtual clock, or nullptr (real time).

@@ -426,6 +426,9 @@ Result<RunResult> run(const RunConfig& rc) {
     v.workers = vloop->stats();
     for (const runtime::LoopStats& w : v.workers) v.passes += w.passes;
     v.capped_passes = vloop->capped_passes();
+    v.work_units = vclock->units(env::CostUnit::kWork);
+    v.resumes = vclock->units(env::CostUnit::kResume);
+    v.spent_seconds = env::tsc_to_ns(vclock->spent()) / 1e9;
   }
   for (auto& e : engines) {
     const WorkerStats& s = e->stats();

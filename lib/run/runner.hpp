@@ -56,7 +56,7 @@ struct RunConfig {
     bool on = false;
     env::VirtualCost cost = env::VirtualCost::kMeasured;
     env::CostModel model;           // cost = kModel
-    uint64_t max_pass_ns = 50'000;  // cost = kMeasured: cap on one pass (preemption)
+    uint64_t max_pass_ns = 200'000;  // cost = kMeasured: cap on one pass (preemption)
   } virtual_time;
   // Multi-process (cluster.mode = "process"): this process runs node
   // bootstrap->self() of the cluster; the others run the same RunConfig in
@@ -94,6 +94,10 @@ struct RunResult {
     double virtual_seconds = 0;  // the same in virtual time
     uint64_t passes = 0;
     uint64_t capped_passes = 0;           // kMeasured: passes cut to max_pass_ns
+    // What the passes did, as the cost model counts it (env::CostUnit):
+    // measured runs too, to fit run.virtual_*_ns to.
+    uint64_t work_units = 0, resumes = 0;
+    double spent_seconds = 0;  // virtual time spent in busy waits (doorbells, computation)
     std::vector<runtime::LoopStats> workers;  // per worker: busy/idle virtual ticks, passes
   } virtual_time;
   txn::WorkerStats total;  // merged over workers
