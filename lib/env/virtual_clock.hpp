@@ -29,11 +29,15 @@ namespace rdtx::env {
 enum class VirtualCost : uint8_t { kMeasured, kModel };
 const char* to_string(VirtualCost c);
 
-// What one worker pass costs under VirtualCost::kModel, in ns.
+// What one worker pass costs under VirtualCost::kModel, in ns. The defaults
+// are a least-squares fit to measured runs of SmallBank (OCC one-sided and
+// RPC, NOWAIT RPC, WAITDIE one-sided; 1 and 8 coroutines; 2 nodes, 2 us
+// latency) on the 2-core development VM; doc/runtime.md "Virtual time" says
+// how far they are from measured figures there and for other workloads.
 struct CostModel {
-  uint64_t pass_ns = 150;    // every pass: the pollers' fixed cost (an idle pass costs this alone)
-  uint64_t work_ns = 150;    // each unit of work a poller reports (a completion, a message handled)
-  uint64_t resume_ns = 600;  // each coroutine resumed (a transaction's step between two waits)
+  uint64_t pass_ns = 85;    // every pass: the pollers' fixed cost (an idle pass costs this alone)
+  uint64_t work_ns = 600;   // each unit of work a poller reports (a completion, a message handled)
+  uint64_t resume_ns = 20;  // each coroutine resumed (its work is mostly what completed for it)
 };
 
 enum class CostUnit : uint8_t { kPass, kWork, kResume };
