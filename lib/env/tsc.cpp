@@ -9,8 +9,7 @@
 namespace rdtx::env {
 
 namespace detail {
-constinit thread_local VirtualClock* t_virtual_clock = nullptr;
-uint64_t virtual_now(const VirtualClock* c) { return c->now(); }
+constinit thread_local VirtualNow* t_virtual_clock __attribute__((tls_model("initial-exec"))) = nullptr;
 }  // namespace detail
 
 uint64_t monotonic_ns() {
@@ -44,7 +43,7 @@ uint64_t hw_tsc_hz() {
 uint64_t tsc_hz() { return detail::t_virtual_clock != nullptr ? VirtualClock::kHz : hw_tsc_hz(); }
 
 uint64_t spend_ticks(uint64_t ticks) {
-  if (VirtualClock* c = detail::t_virtual_clock; c != nullptr) {
+  if (VirtualClock* c = virtual_clock(); c != nullptr) {
     c->advance(ticks);
     return c->now();
   }

@@ -20,15 +20,6 @@
 
 namespace rdtx::env {
 
-class VirtualClock;
-
-namespace detail {
-// This thread's virtual clock, or nullptr (real time). Constant-initialised:
-// reading it needs no TLS wrapper call.
-extern constinit thread_local VirtualClock* t_virtual_clock;
-uint64_t virtual_now(const VirtualClock* c);
-}  // namespace detail
-
 // The hardware counter, whatever clock this thread runs on: for measuring
 // real CPU time (the virtual clock's own measurement, load times).
 inline uint64_t hw_tsc() {
@@ -43,10 +34,32 @@ inline uint64_t hw_tsc() {
 #endif
 }
 
+namespace detail {
+// What tsc() reads of a thread's VirtualClock (virtual_clock.hpp, which
+// explains the fields), inline: no call on either path, so that callers
+// keep their registers, and the real-time path pays two loads and a branch.
+struct VirtualNow {
+  uint64_t at = 0;             // ticks: where the pass started, plus what was charged or spent
+  uint64_t mark = 0;           // kMeasured: hw_tsc() when the pass started
+  uint64_t max_pass = 0;       // kMeasured: the most a pass counts, in ticks
+  double ns_per_hw_tick = 0;   // kMeasured: virtual ticks (ns) per hardware tick
+  bool measured = false;
+  uint64_t now() const {
+    if (!measured) return at;
+    const auto m = static_cast<uint64_t>(static_cast<double>(hw_tsc() - mark) * ns_per_hw_tick);
+    return at + (m < max_pass ? m : max_pass);
+  }
+};
+// This thread's virtual clock, or nullptr (real time). Constant-initialised
+// (no TLS wrapper call) and initial-exec (no __tls_get_addr: the libraries
+// are static, linked into executables).
+extern constinit thread_local VirtualNow* t_virtual_clock __attribute__((tls_model("initial-exec")));
+}  // namespace detail
+
 // Now, in ticks: this thread's virtual clock if it has one, else hw_tsc().
 inline uint64_t tsc() {
-  if (const VirtualClock* c = detail::t_virtual_clock; c != nullptr) [[unlikely]]
-    return detail::virtual_now(c);
+  if (const detail::VirtualNow* v = detail::t_virtual_clock; v != nullptr) [[unlikely]]
+    return v->now();
   return hw_tsc();
 }
 

@@ -9,7 +9,7 @@
 //              otherwise stall its worker by a whole time slice);
 //   kModel     a deterministic cost from what the pass does (CostModel:
 //              per pass, per unit of poller work, per coroutine resumed),
-//              charged as it does it (charge_virtual()).
+//              charged as it does it (Worker::poll_once(clock)).
 // In both, time a CPU would spend busy-waiting (a doorbell's MMIO, a
 // workload's computation) is added with env::spend_ticks(), not spun.
 // The clock runs at kHz = 1 GHz whatever the hardware's rate: a tick is a
@@ -42,7 +42,9 @@ struct CostModel {
 
 enum class CostUnit : uint8_t { kPass, kWork, kResume };
 
-class VirtualClock {
+// The state tsc() reads is the base (detail::VirtualNow), so that the
+// thread's clock pointer serves both.
+class VirtualClock : private detail::VirtualNow {
  public:
   static constexpr uint64_t kHz = 1'000'000'000;
 
@@ -57,18 +59,15 @@ class VirtualClock {
 
   // Now: where the pass started, plus what was charged or spent since,
   // plus (kMeasured) the real time since, at most the cap.
-  uint64_t now() const {
-    if (cost_ == VirtualCost::kModel) return at_;
-    return at_ + measured();
-  }
+  using detail::VirtualNow::now;
   // Starts a pass (or the scheduler's time between passes) at `t`.
   void run_from(uint64_t t) {
-    at_ = t;
-    mark_ = hw_tsc();
+    at = t;
+    mark = hw_tsc();
   }
   // Time spent without running (spend_ticks()).
   void advance(uint64_t ticks) {
-    at_ += ticks;
+    at += ticks;
     spent_ += ticks;
   }
   // Ticks advance() added so far.
@@ -77,12 +76,14 @@ class VirtualClock {
   // Both count them (units()): what a measured run did, to fit a model to.
   void charge(CostUnit u, uint64_t n) {
     units_[static_cast<int>(u)] += n;
-    if (cost_ == VirtualCost::kModel) at_ += unit_[static_cast<int>(u)] * n;
+    if (cost_ == VirtualCost::kModel) at += unit_[static_cast<int>(u)] * n;
   }
   // Units charged so far, by CostUnit.
   uint64_t units(CostUnit u) const { return units_[static_cast<int>(u)]; }
   // kMeasured: whether the real time since run_from() exceeds the cap.
-  bool capped() const { return cost_ == VirtualCost::kMeasured && raw_measured() > max_pass_; }
+  bool capped() const {
+    return measured && static_cast<double>(hw_tsc() - mark) * ns_per_hw_tick > static_cast<double>(max_pass);
+  }
 
   // Installs a clock as this thread's for the scope (env::tsc(),
   // env::tsc_hz()); restores the previous one (nullptr: real time) after.
@@ -94,38 +95,20 @@ class VirtualClock {
     Scope& operator=(const Scope&) = delete;
 
    private:
-    VirtualClock* prev_;
+    detail::VirtualNow* prev_;
   };
 
  private:
-  uint64_t raw_measured() const {
-    return static_cast<uint64_t>(static_cast<double>(hw_tsc() - mark_) * ns_per_hw_tick_);
-  }
-  uint64_t measured() const {
-    const uint64_t m = raw_measured();
-    return m < max_pass_ ? m : max_pass_;
-  }
+  friend VirtualClock* virtual_clock();
 
-  uint64_t at_;
-  uint64_t mark_ = 0;
   const VirtualCost cost_;
   const CostModel model_;
   const uint64_t unit_[3];
-  const uint64_t max_pass_;
-  const double ns_per_hw_tick_;
   uint64_t units_[3] = {};
   uint64_t spent_ = 0;
 };
 
 // This thread's virtual clock, or nullptr (real time).
-inline VirtualClock* virtual_clock() { return detail::t_virtual_clock; }
-
-// Charges n units of modelled cost to this thread's virtual clock, if it has
-// one (hot paths of lib/runtime: a thread-local load and a branch in real
-// time).
-inline void charge_virtual(CostUnit u, uint64_t n = 1) {
-  if (VirtualClock* c = detail::t_virtual_clock; c != nullptr) [[unlikely]]
-    c->charge(u, n);
-}
+inline VirtualClock* virtual_clock() { return static_cast<VirtualClock*>(detail::t_virtual_clock); }
 
 }  // namespace rdtx::env

@@ -17,7 +17,7 @@ int VirtualLoop::step() {
   const auto [t, i] = heap_.top();
   heap_.pop();
   clock_.run_from(t);
-  const int work = workers_[i]->poll_once();
+  const int work = workers_[i]->poll_once(clock_);
   if (clock_.capped()) ++capped_;
   // A pass costs at least a tick, so that time always moves: a worker that
   // polls for what another must write cannot hold the others back.

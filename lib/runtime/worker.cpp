@@ -118,13 +118,30 @@ void Worker::spawn(Task<void> task) {
   schedule(h);
 }
 
-// Under a virtual clock with the modelled cost (env/virtual_clock.hpp), the
-// pass charges what it does as it does it: its fixed cost first, each
-// poller's work after the poller, each coroutine before it runs, so that
-// what a coroutine posts is stamped after the CPU time that led to it.
-int Worker::poll_once() {
+namespace {
+// What a pass charges to a virtual clock: nothing in real time (poll_once(),
+// compiled without the charges), or the modelled cost of what it does
+// (poll_once(clock)).
+struct NoCharge {
+  void operator()(env::CostUnit, uint64_t = 1) const {}
+};
+struct ChargeTo {
+  env::VirtualClock* clock;
+  void operator()(env::CostUnit u, uint64_t n = 1) const { clock->charge(u, n); }
+};
+}  // namespace
+
+int Worker::poll_once() { return poll(NoCharge{}); }
+int Worker::poll_once(env::VirtualClock& clock) { return poll(ChargeTo{&clock}); }
+
+// Under a virtual clock the pass charges what it does as it does it: its
+// fixed cost first, each poller's work after the poller, each coroutine
+// before it runs, so that what a coroutine posts is stamped after the CPU
+// time that led to it.
+template <typename Charge>
+int Worker::poll(Charge charge) {
   Scope scope(this);
-  env::charge_virtual(env::CostUnit::kPass);
+  charge(env::CostUnit::kPass);
   int work = 0;
   if (pollers_changed_) {
     std::erase_if(pollers_, [](const NamedPoller& p) { return p.removed; });
@@ -139,7 +156,7 @@ int Worker::poll_once() {
       p.next_tsc = now + p.period_tsc;
     }
     const int w = pollers_[i].fn();
-    if (w > 0) env::charge_virtual(env::CostUnit::kWork, static_cast<uint64_t>(w));
+    if (w > 0) charge(env::CostUnit::kWork, static_cast<uint64_t>(w));
     work += w;
   }
   work += fire_timers();
@@ -147,7 +164,7 @@ int Worker::poll_once() {
   if (!ready_.empty()) {
     running_.swap(ready_);
     for (auto h : running_) {
-      env::charge_virtual(env::CostUnit::kResume);
+      charge(env::CostUnit::kResume);
       h.resume();
     }
     work += static_cast<int>(running_.size());
@@ -156,7 +173,7 @@ int Worker::poll_once() {
   if (!polling_.empty()) {
     polling_now_.swap(polling_);
     for (auto h : polling_now_) {
-      env::charge_virtual(env::CostUnit::kResume);
+      charge(env::CostUnit::kResume);
       h.resume();
     }
     polling_now_.clear();

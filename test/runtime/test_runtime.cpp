@@ -507,7 +507,7 @@ TEST(VirtualClock, ThreadReadsRealTimeOutsideTheScope) {
     env::VirtualClock::Scope scope(&clock);
     EXPECT_EQ(env::tsc(), 42u);
     EXPECT_EQ(env::spend_ticks(8), 50u) << "spent, not spun";
-    env::charge_virtual(env::CostUnit::kResume, 2);
+    clock.charge(env::CostUnit::kResume, 2);
     EXPECT_EQ(env::tsc(), 50u + 2 * env::CostModel{}.resume_ns);
     uint64_t other = 0;
     std::thread([&] { other = env::tsc(); }).join();
