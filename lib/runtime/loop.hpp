@@ -14,6 +14,9 @@
 // pollers) until every loop's tasks have returned: its nodes still serve the
 // coordinators of the other loops, whose calls would otherwise time out with
 // locks held.
+// Time: a Loop runs in real time and reads the hardware counter
+// (env::hw_tsc(), the same ticks as env::tsc() then); virtual time has its
+// own loop (virtual_loop.hpp).
 // Thread-safety: a Loop and its workers are used by one thread; a DrainGroup
 // is shared by the loops of one run (atomics).
 #pragma once
