@@ -332,12 +332,15 @@ void print_report(std::FILE* out, const Report& rep) {
                  env::to_string(v.cost), v.virtual_seconds, v.wall_seconds, v.workers.size(),
                  grouped(v.passes).c_str());
     if (v.cost == env::VirtualCost::kMeasured) {
-      // A pass the OS preempted is cut to the cap; the cut passes bound the
-      // share of the workers' time that may be preemption rather than work.
+      // Preempted passes count the thread's CPU time (rseq detection); a
+      // pass longer than the cap is cut to it, and the cut passes bound the
+      // share of the workers' time that may be a stall rather than work.
       const double cap_s = rep.run->virtual_time.max_pass_ns / 1e9;
       const double total = v.virtual_seconds * static_cast<double>(v.workers.size());
-      std::fprintf(out, "preempted?     %s passes cut to %.0f us (run.virtual_max_pass_us): up to %.2f %% of the "
-                        "workers' virtual time\n",
+      std::fprintf(out, "preemptions    %s, %s; %s passes cut to %.0f us (run.virtual_max_pass_us): up to %.2f %% "
+                        "of the workers' virtual time\n",
+                   v.detects_preemption ? grouped(v.preemptions).c_str() : "not detected",
+                   v.detects_preemption ? "their passes counted in thread CPU time" : "no rseq",
                    grouped(v.capped_passes).c_str(), cap_s * 1e6,
                    total > 0 ? 100 * static_cast<double>(v.capped_passes) * cap_s / total : 0.0);
     }
@@ -511,6 +514,8 @@ std::string report_json(const Report& rep) {
     time.insert("virtual_seconds", v.virtual_seconds);
     time.insert("passes", i64(v.passes));
     time.insert("capped_passes", i64(v.capped_passes));
+    time.insert("detects_preemption", v.detects_preemption);
+    time.insert("preemptions", i64(v.preemptions));
     time.insert("work_units", i64(v.work_units));
     time.insert("resumes", i64(v.resumes));
     time.insert("spent_seconds", v.spent_seconds);

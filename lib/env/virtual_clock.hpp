@@ -4,9 +4,16 @@
 //
 // The scheduler runs one worker pass at a time from that worker's clock
 // (run_from()); during the pass the clock advances by what the pass costs:
-//   kMeasured  the pass's real CPU time, read from the hardware counter
-//              (capped at max_pass_ticks: a pass the OS preempted would
-//              otherwise stall its worker by a whole time slice);
+//   kMeasured  the pass's real CPU time, read from the hardware counter.
+//              Time the thread spent off the CPU must not count (on a
+//              shared machine a preempted pass would stall its worker by a
+//              whole time slice): where glibc registered rseq, the clock
+//              arms the thread's rseq cpu_id_start with a value no CPU has;
+//              the kernel rewrites it whenever it preempts, signals or
+//              migrates the thread, and the clock then reads the thread's
+//              CPU time (CLOCK_THREAD_CPUTIME_ID, a system call made only
+//              then) for the pass instead. Either way a pass counts at most
+//              max_pass_ns (a stall the detection missed);
 //   kModel     a deterministic cost from what the pass does (CostModel:
 //              per pass, per unit of poller work, per coroutine resumed),
 //              charged as it does it (Worker::poll_once(clock)).
@@ -49,8 +56,11 @@ class VirtualClock : private detail::VirtualNow {
   static constexpr uint64_t kHz = 1'000'000'000;
 
   // `start`: the clock's first reading (not 0: 0 means "no time" to
-  // several callers). max_pass_ns: kMeasured's cap on one pass.
+  // several callers). max_pass_ns: kMeasured's cap on one pass. A clock
+  // belongs to the thread that makes it (its rseq area).
   VirtualClock(VirtualCost cost, const CostModel& model, uint64_t start, uint64_t max_pass_ns);
+  // Gives the rseq word back its CPU number.
+  ~VirtualClock();
   VirtualClock(const VirtualClock&) = delete;
   VirtualClock& operator=(const VirtualClock&) = delete;
 
@@ -64,6 +74,9 @@ class VirtualClock : private detail::VirtualNow {
   void run_from(uint64_t t) {
     at = t;
     mark = hw_tsc();
+    // A preemption since the last rebase (between passes: not counted), or
+    // a base old enough for the TSC rate's error to matter: a new base.
+    if (preempt_word != nullptr && (*preempt_word != kArmed || mark - hw_base > rebase_ticks_)) rebase();
   }
   // Time spent without running (spend_ticks()).
   void advance(uint64_t ticks) {
@@ -80,10 +93,16 @@ class VirtualClock : private detail::VirtualNow {
   }
   // Units charged so far, by CostUnit.
   uint64_t units(CostUnit u) const { return units_[static_cast<int>(u)]; }
-  // kMeasured: whether the real time since run_from() exceeds the cap.
+  // kMeasured: whether the real time since run_from() (or the last
+  // recovery) exceeds the cap.
   bool capped() const {
     return measured && static_cast<double>(hw_tsc() - mark) * ns_per_hw_tick > static_cast<double>(max_pass);
   }
+  // kMeasured: whether preemptions are detected (rseq registered), and how
+  // many were (passes whose CPU time replaced their real time, and
+  // preemptions between passes).
+  bool detects_preemption() const { return preempt_word != nullptr; }
+  uint64_t preemptions_seen() const { return preemptions; }
 
   // Installs a clock as this thread's for the scope (env::tsc(),
   // env::tsc_hz()); restores the previous one (nullptr: real time) after.
@@ -100,8 +119,11 @@ class VirtualClock : private detail::VirtualNow {
 
  private:
   friend VirtualClock* virtual_clock();
+  // A new (cpu_base, hw_base) and the word armed.
+  void rebase();
 
   const VirtualCost cost_;
+  uint64_t rebase_ticks_ = 0;  // 10 ms of hardware ticks
   const CostModel model_;
   const uint64_t unit_[3];
   uint64_t units_[3] = {};

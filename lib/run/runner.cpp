@@ -426,6 +426,8 @@ Result<RunResult> run(const RunConfig& rc) {
     v.workers = vloop->stats();
     for (const runtime::LoopStats& w : v.workers) v.passes += w.passes;
     v.capped_passes = vloop->capped_passes();
+    v.detects_preemption = vclock->detects_preemption();
+    v.preemptions = vclock->preemptions_seen();
     v.work_units = vclock->units(env::CostUnit::kWork);
     v.resumes = vclock->units(env::CostUnit::kResume);
     v.spent_seconds = env::tsc_to_ns(vclock->spent()) / 1e9;

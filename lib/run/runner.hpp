@@ -94,6 +94,10 @@ struct RunResult {
     double virtual_seconds = 0;  // the same in virtual time
     uint64_t passes = 0;
     uint64_t capped_passes = 0;           // kMeasured: passes cut to max_pass_ns
+    // kMeasured: whether preemptions were detected (rseq), and how many:
+    // their passes counted the thread's CPU time, not the real time.
+    bool detects_preemption = false;
+    uint64_t preemptions = 0;
     // What the passes did, as the cost model counts it (env::CostUnit):
     // measured runs too, to fit run.virtual_*_ns to.
     uint64_t work_units = 0, resumes = 0;

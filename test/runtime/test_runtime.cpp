@@ -1,6 +1,7 @@
 // Runtime: tasks, workers, pollers, timers, frame pools, loops, shutdown.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <deque>
@@ -498,6 +499,27 @@ TEST(VirtualLoop, MeasuredPassesAreCutToTheCap) {
   EXPECT_EQ(loop.clock_of(0), t0 + 20'000);
   loop.step();
   EXPECT_GT(loop.clock_of(0), t0 + 20'000) << "a pass costs at least a tick";
+}
+
+// Measured: time off the CPU is not a pass's cost. A pass that sleeps 5 ms
+// (the thread leaves the CPU, as when the OS preempts it) counts its CPU
+// time, microseconds, not the 5 ms (the cap, 50 ms, is far).
+TEST(VirtualLoop, MeasuredPassesDoNotCountTimeOffTheCpu) {
+  env::VirtualClock clock(env::VirtualCost::kMeasured, env::CostModel{}, 5'000, 50'000'000);
+  if (!clock.detects_preemption()) GTEST_SKIP() << "no rseq registered by glibc: preemptions are not detected";
+  env::VirtualClock::Scope scope(&clock);
+  Worker w("w");
+  w.add_poller([] {
+    usleep(5'000);
+    return 0;
+  });
+  VirtualLoop loop(clock);
+  loop.add_worker(&w);
+  const uint64_t t0 = loop.clock_of(0);
+  loop.step();
+  EXPECT_LT(loop.clock_of(0) - t0, 1'000'000u) << "the 5 ms asleep were counted";
+  EXPECT_GE(clock.preemptions_seen(), 1u);
+  EXPECT_EQ(loop.capped_passes(), 0u);
 }
 
 TEST(VirtualClock, ThreadReadsRealTimeOutsideTheScope) {
