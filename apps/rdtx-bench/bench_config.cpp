@@ -123,7 +123,7 @@ void add_run_schema(config::Schema& s) {
              "smallest clock runs next; network completions, duration, throughput and latency in virtual time "
              "(shm driver, cluster.mode = \"inproc\", one lcore)");
   s.add_enum("run.virtual_cost", "measured", {"measured", "model"},
-             "virtual time: what a worker pass costs: measured = its real CPU time (capped at "
+             "virtual time: what a worker pass costs: measured = its CPU time (time off the CPU left out; at most "
              "run.virtual_max_pass_us); model = run.virtual_pass_ns + run.virtual_work_ns per completion or message "
              "+ run.virtual_resume_ns per coroutine resumed (deterministic for a seed)");
   s.add_int("run.virtual_pass_ns", static_cast<int64_t>(model.pass_ns), 1, 1'000'000,
@@ -133,7 +133,7 @@ void add_run_schema(config::Schema& s) {
   s.add_int("run.virtual_resume_ns", static_cast<int64_t>(model.resume_ns), 0, 1'000'000,
             "virtual_cost = model: ns per coroutine resumed (a transaction step)");
   s.add_float("run.virtual_max_pass_us", 200.0, 0.001, 1'000'000,
-              "virtual_cost = measured: a pass's measured time is cut to this (a pass the OS preempted)");
+              "virtual_cost = measured: the most one pass counts (a stall the preemption detection missed)");
   s.add_check([](const config::Config& c) -> std::string {
     if (c.get_bool("run.virtual_time")) {
       if (c.get_string("cluster.mode") == "process")

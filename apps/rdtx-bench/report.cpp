@@ -328,9 +328,9 @@ void print_report(std::FILE* out, const Report& rep) {
   if (const run::RunResult::VirtualTimeResult& v = r.virtual_time; v.on) {
     // Every figure above is in virtual time; how the emulation went.
     std::fprintf(out, "time           virtual (%s cost): %.3f s virtual in %.2f s wall, %zu worker(s) on one thread, %s "
-                      "passes\n",
+                      "passes (%s idle)\n",
                  env::to_string(v.cost), v.virtual_seconds, v.wall_seconds, v.workers.size(),
-                 grouped(v.passes).c_str());
+                 grouped(v.passes).c_str(), grouped(v.idle_passes).c_str());
     if (v.cost == env::VirtualCost::kMeasured) {
       // Preempted passes count the thread's CPU time (rseq detection); a
       // pass longer than the cap is cut to it, and the cut passes bound the
@@ -513,6 +513,7 @@ std::string report_json(const Report& rep) {
     time.insert("wall_seconds", v.wall_seconds);
     time.insert("virtual_seconds", v.virtual_seconds);
     time.insert("passes", i64(v.passes));
+    time.insert("idle_passes", i64(v.idle_passes));
     time.insert("capped_passes", i64(v.capped_passes));
     time.insert("detects_preemption", v.detects_preemption);
     time.insert("preemptions", i64(v.preemptions));

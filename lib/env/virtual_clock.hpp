@@ -37,14 +37,15 @@ enum class VirtualCost : uint8_t { kMeasured, kModel };
 const char* to_string(VirtualCost c);
 
 // What one worker pass costs under VirtualCost::kModel, in ns. The defaults
-// are a least-squares fit to measured runs of SmallBank (OCC one-sided and
-// RPC, NOWAIT RPC, WAITDIE one-sided; 1 and 8 coroutines; 2 nodes, 2 us
-// latency) on the 2-core development VM; doc/runtime.md "Virtual time" says
-// how far they are from measured figures there and for other workloads.
+// are fitted to the busy time of measured runs of SmallBank at 8 coroutines
+// (OCC one-sided and RPC, NOWAIT RPC, WAITDIE one-sided; 2 nodes, 2 us
+// latency) on the 2-core development VM, the idle pass to its measured
+// cost; doc/runtime.md "Virtual time" says how far they are from measured
+// figures there and for other workloads.
 struct CostModel {
   uint64_t pass_ns = 85;    // every pass: the pollers' fixed cost (an idle pass costs this alone)
-  uint64_t work_ns = 600;   // each unit of work a poller reports (a completion, a message handled)
-  uint64_t resume_ns = 20;  // each coroutine resumed (its work is mostly what completed for it)
+  uint64_t work_ns = 450;   // each unit of work a poller reports (a completion, a message handled)
+  uint64_t resume_ns = 50;  // each coroutine resumed (a transaction step: most of its cost is in the work unit)
 };
 
 enum class CostUnit : uint8_t { kPass, kWork, kResume };

@@ -10,8 +10,8 @@
 #include <span>
 #include <thread>
 
-#include "env/telemetry.hpp"
 #include "env/eal.hpp"
+#include "env/telemetry.hpp"
 #include "env/tsc.hpp"
 #include "env/virtual_clock.hpp"
 #include "run/progress.hpp"
@@ -424,7 +424,10 @@ Result<RunResult> run(const RunConfig& rc) {
     v.wall_seconds = static_cast<double>(env::hw_tsc() - wall_t0) / static_cast<double>(env::hw_tsc_hz());
     v.virtual_seconds = env::tsc_to_ns(vloop->now() - t0) / 1e9;
     v.workers = vloop->stats();
-    for (const runtime::LoopStats& w : v.workers) v.passes += w.passes;
+    for (const runtime::LoopStats& w : v.workers) {
+      v.passes += w.passes;
+      v.idle_passes += w.idle_passes;
+    }
     v.capped_passes = vloop->capped_passes();
     v.detects_preemption = vclock->detects_preemption();
     v.preemptions = vclock->preemptions_seen();

@@ -93,6 +93,7 @@ struct RunResult {
     double wall_seconds = 0;     // warm-up, window and drain, in real time
     double virtual_seconds = 0;  // the same in virtual time
     uint64_t passes = 0;
+    uint64_t idle_passes = 0;             // passes that did no work
     uint64_t capped_passes = 0;           // kMeasured: passes cut to max_pass_ns
     // kMeasured: whether preemptions were detected (rseq), and how many:
     // their passes counted the thread's CPU time, not the real time.

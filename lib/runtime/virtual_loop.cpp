@@ -24,6 +24,7 @@ int VirtualLoop::step() {
   const uint64_t end = std::max(clock_.now(), t + 1);
   LoopStats& s = stats_[i];
   ++s.passes;
+  s.idle_passes += work == 0;
   (work > 0 ? s.busy_tsc : s.idle_tsc) += end - t;
   clocks_[i] = end;
   heap_.push({end, i});
