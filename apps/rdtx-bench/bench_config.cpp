@@ -10,11 +10,11 @@
 #include <string>
 
 #include "env/virtual_clock.hpp"
-#include "txn/protocol.hpp"
 #include "rdma/driver.hpp"
 #include "rpc/endpoint.hpp"
 #include "runtime/loop.hpp"
 #include "txn/options.hpp"
+#include "txn/protocol.hpp"
 #include "txn/types.hpp"
 
 namespace rdtx::bench {
@@ -144,9 +144,10 @@ void add_run_schema(config::Schema& s) {
                ") does not apply to run.virtual_time: it has no lcore loops to idle";
       const std::string& devargs = c.get_string("cluster.devargs");
       if (devargs.substr(0, devargs.find(',')) != "shm")
-        return "run.virtual_time (" + c.origin("run.virtual_time") + ") needs the shm driver, whose network runs on "
-               "the virtual clock: cluster.devargs = '" + shortened(devargs) + "' (" + c.origin("cluster.devargs") +
-               ")";
+        return "run.virtual_time (" + c.origin("run.virtual_time") +
+               ") needs the shm driver, whose network runs on "
+               "the virtual clock: cluster.devargs = '" +
+               shortened(devargs) + "' (" + c.origin("cluster.devargs") + ")";
       return "";
     }
     for (const char* k : {"run.virtual_cost", "run.virtual_pass_ns", "run.virtual_work_ns", "run.virtual_resume_ns",

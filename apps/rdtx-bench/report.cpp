@@ -327,18 +327,20 @@ void print_report(std::FILE* out, const Report& rep) {
     std::fprintf(out, "location cache  not used\n");
   if (const run::RunResult::VirtualTimeResult& v = r.virtual_time; v.on) {
     // Every figure above is in virtual time; how the emulation went.
-    std::fprintf(out, "time           virtual (%s cost): %.3f s virtual in %.2f s wall, %zu worker(s) on one thread, %s "
-                      "passes (%s idle)\n",
-                 env::to_string(v.cost), v.virtual_seconds, v.wall_seconds, v.workers.size(),
-                 grouped(v.passes).c_str(), grouped(v.idle_passes).c_str());
+    std::fprintf(out,
+                 "time           virtual (%s cost): %.3f s virtual in %.2f s wall, %zu worker(s) on one thread, %s "
+                 "passes (%s idle)\n",
+                 env::to_string(v.cost), v.virtual_seconds, v.wall_seconds, v.workers.size(), grouped(v.passes).c_str(),
+                 grouped(v.idle_passes).c_str());
     if (v.cost == env::VirtualCost::kMeasured) {
       // Preempted passes count the thread's CPU time (rseq detection); a
       // pass longer than the cap is cut to it, and the cut passes bound the
       // share of the workers' time that may be a stall rather than work.
       const double cap_s = rep.run->virtual_time.max_pass_ns / 1e9;
       const double total = v.virtual_seconds * static_cast<double>(v.workers.size());
-      std::fprintf(out, "preemptions    %s, %s; %s passes cut to %.0f us (run.virtual_max_pass_us): up to %.2f %% "
-                        "of the workers' virtual time\n",
+      std::fprintf(out,
+                   "preemptions    %s, %s; %s passes cut to %.0f us (run.virtual_max_pass_us): up to %.2f %% "
+                   "of the workers' virtual time\n",
                    v.detects_preemption ? grouped(v.preemptions).c_str() : "not detected",
                    v.detects_preemption ? "their passes counted in thread CPU time" : "no rseq",
                    grouped(v.capped_passes).c_str(), cap_s * 1e6,
@@ -351,10 +353,11 @@ void print_report(std::FILE* out, const Report& rep) {
       sum += w.busy_share();
     }
     if (!v.workers.empty())
-      std::fprintf(out, "worker busy    %.1f %% mean, %.1f %% min, %.1f %% max (virtual CPU of each worker); %s work "
-                        "units, %s resumes, %.3f s spent in busy waits\n",
-                   100 * sum / static_cast<double>(v.workers.size()), 100 * lo, 100 * hi,
-                   grouped(v.work_units).c_str(), grouped(v.resumes).c_str(), v.spent_seconds);
+      std::fprintf(out,
+                   "worker busy    %.1f %% mean, %.1f %% min, %.1f %% max (virtual CPU of each worker); %s work "
+                   "units, %s resumes, %.3f s spent in busy waits\n",
+                   100 * sum / static_cast<double>(v.workers.size()), 100 * lo, 100 * hi, grouped(v.work_units).c_str(),
+                   grouped(v.resumes).c_str(), v.spent_seconds);
   } else if (r.loops.empty()) {
     std::fprintf(out, "lcore busy     n/a (single thread)\n");
   } else {

@@ -39,7 +39,7 @@ namespace detail {
 // explains it), inline: no call on the real-time path, so that callers
 // keep their registers and pay two loads and a branch.
 struct VirtualNow {
-  uint64_t at = 0;            // ticks: where the pass started, plus what was charged or spent
+  uint64_t at = 0;  // ticks: where the pass started, plus what was charged or spent
   // kMeasured: the pass's real time since `mark` (hw_tsc()) is added, at
   // most max_pass ticks. With preemption detection, preempt_word (this
   // thread's rseq cpu_id_start) holds kArmed from the last rebase on; the
@@ -49,9 +49,9 @@ struct VirtualNow {
   uint64_t max_pass = 0;
   double ns_per_hw_tick = 0;
   volatile uint32_t* preempt_word = nullptr;
-  uint64_t cpu_base = 0;      // the thread's CPU time (ns) at hw_base: no preemption since
+  uint64_t cpu_base = 0;  // the thread's CPU time (ns) at hw_base: no preemption since
   uint64_t hw_base = 0;
-  uint64_t preemptions = 0;   // recover() calls and rebases that found the word rewritten
+  uint64_t preemptions = 0;  // recover() calls and rebases that found the word rewritten
   bool measured = false;
   static constexpr uint32_t kArmed = 0xffff'fffe;
 

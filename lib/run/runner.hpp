@@ -55,7 +55,7 @@ struct RunConfig {
   struct VirtualTime {
     bool on = false;
     env::VirtualCost cost = env::VirtualCost::kMeasured;
-    env::CostModel model;           // cost = kModel
+    env::CostModel model;            // cost = kModel
     uint64_t max_pass_ns = 200'000;  // cost = kMeasured: cap on one pass (preemption)
   } virtual_time;
   // Multi-process (cluster.mode = "process"): this process runs node
@@ -82,7 +82,7 @@ struct RunResult {
   // when that node is a memory node of the split layout (it commits
   // nothing by design).
   bool coordinates = true;
-  double seconds = 0;      // measured window (virtual seconds in virtual time)
+  double seconds = 0;  // measured window (virtual seconds in virtual time)
   // Ticks per second of every *_tsc figure (latency histograms, phase
   // times): the TSC's, or in virtual time the virtual clock's (1 GHz).
   uint64_t tsc_hz = 0;
@@ -93,8 +93,8 @@ struct RunResult {
     double wall_seconds = 0;     // warm-up, window and drain, in real time
     double virtual_seconds = 0;  // the same in virtual time
     uint64_t passes = 0;
-    uint64_t idle_passes = 0;             // passes that did no work
-    uint64_t capped_passes = 0;           // kMeasured: passes cut to max_pass_ns
+    uint64_t idle_passes = 0;    // passes that did no work
+    uint64_t capped_passes = 0;  // kMeasured: passes cut to max_pass_ns
     // kMeasured: whether preemptions were detected (rseq), and how many:
     // their passes counted the thread's CPU time, not the real time.
     bool detects_preemption = false;
@@ -102,7 +102,7 @@ struct RunResult {
     // What the passes did, as the cost model counts it (env::CostUnit):
     // measured runs too, to fit run.virtual_*_ns to.
     uint64_t work_units = 0, resumes = 0;
-    double spent_seconds = 0;  // virtual time spent in busy waits (doorbells, computation)
+    double spent_seconds = 0;                 // virtual time spent in busy waits (doorbells, computation)
     std::vector<runtime::LoopStats> workers;  // per worker: busy/idle virtual ticks, passes
   } virtual_time;
   txn::WorkerStats total;  // merged over workers

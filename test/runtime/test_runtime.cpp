@@ -434,9 +434,9 @@ TEST(VirtualLoop, SmallestClockRunsNextAndPassesCostWhatTheyCharge) {
   loop.add_worker(&a);
   loop.add_worker(&b);
   for (int i = 0; i < 7; ++i) loop.step();
-  const std::vector<std::pair<char, uint64_t>> want = {
-      {'a', kStart + 100}, {'b', kStart + 100}, {'b', kStart + 200}, {'b', kStart + 300},
-      {'b', kStart + 400}, {'a', kStart + 500}, {'b', kStart + 500}};
+  const std::vector<std::pair<char, uint64_t>> want = {{'a', kStart + 100}, {'b', kStart + 100}, {'b', kStart + 200},
+                                                       {'b', kStart + 300}, {'b', kStart + 400}, {'a', kStart + 500},
+                                                       {'b', kStart + 500}};
   EXPECT_EQ(seen, want);
   EXPECT_EQ(loop.clock_of(0), kStart + 800);
   EXPECT_EQ(loop.clock_of(1), kStart + 500);

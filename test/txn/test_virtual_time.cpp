@@ -88,8 +88,7 @@ Outcome run_recorded(run::RunConfig rc, uint64_t seed) {
 // attempt for attempt, access for access.
 std::string history_difference(const history::History& a, const history::History& b) {
   if (a.run_id != b.run_id) return "run ids differ";
-  if (a.size() != b.size())
-    return "attempts: " + std::to_string(a.size()) + " vs " + std::to_string(b.size());
+  if (a.size() != b.size()) return "attempts: " + std::to_string(a.size()) + " vs " + std::to_string(b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     if (std::memcmp(&a.txn(i), &b.txn(i), sizeof(history::TxnRecord)) != 0)
       return "attempt " + std::to_string(i) + " differs";
@@ -176,9 +175,9 @@ TEST(VirtualTime, RoundTripsTakeTheirModelledTime) {
 // workers per node, about twice the throughput, as if each had a CPU of its
 // own, though all run on this one thread.
 TEST(VirtualTime, ThroughputScalesWithWorkersWhereNothingContends) {
-  auto w = workload_of("ycsb", 2,
-                       {"ycsb.records_per_node=100000", "ycsb.distribution=uniform", "ycsb.read_percent=95",
-                        "ycsb.compute_ns=0"});
+  auto w = workload_of(
+      "ycsb", 2,
+      {"ycsb.records_per_node=100000", "ycsb.distribution=uniform", "ycsb.read_percent=95", "ycsb.compute_ns=0"});
   ASSERT_NE(w, nullptr);
   double per_s[2] = {};
   for (uint32_t i = 0; i < 2; ++i) {
@@ -200,8 +199,7 @@ TEST(VirtualTime, RefusesWhatItCannotRun) {
   auto r = run::run(rc);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, EINVAL);
-  EXPECT_NE(r.error().message.find("run.virtual_time needs the shm driver"), std::string::npos)
-      << r.error().message;
+  EXPECT_NE(r.error().message.find("run.virtual_time needs the shm driver"), std::string::npos) << r.error().message;
 
   rc = virtual_run(w.get(), "occ", "shm");
   rc.virtual_time.model.pass_ns = 0;

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <random>
 
-
 #include "env/tsc.hpp"
 #include "env/virtual_clock.hpp"
 #include "runtime/worker.hpp"
