@@ -36,33 +36,40 @@ inline uint64_t hw_tsc() {
 
 namespace detail {
 // What tsc() reads of a thread's VirtualClock (virtual_clock.hpp, which
-// explains it), inline: no call on the real-time path, so that callers
-// keep their registers and pay two loads and a branch.
+// explains it), inline and without a call on either path, so that callers
+// keep their registers and real time pays two loads and a branch.
 struct VirtualNow {
   uint64_t at = 0;  // ticks: where the pass started, plus what was charged or spent
   // kMeasured: the pass's real time since `mark` (hw_tsc()) is added, at
   // most max_pass ticks. With preemption detection, preempt_word (this
-  // thread's rseq cpu_id_start) holds kArmed from the last rebase on; the
-  // kernel rewrites it when it preempts (or signals, or migrates) the
-  // thread, and recover() then counts the thread's CPU time instead.
+  // thread's rseq cpu_id_start) holds kArmed; the kernel rewrites it when
+  // it preempts (or signals, or migrates) the thread. A read that finds it
+  // rewritten counts the pass up to the previous read (`last`) and measures
+  // on from here: the time off the CPU is left out.
   uint64_t mark = 0;
   uint64_t max_pass = 0;
   double ns_per_hw_tick = 0;
   volatile uint32_t* preempt_word = nullptr;
-  uint64_t cpu_base = 0;  // the thread's CPU time (ns) at hw_base: no preemption since
-  uint64_t hw_base = 0;
-  uint64_t preemptions = 0;  // recover() calls and rebases that found the word rewritten
+  uint64_t last = 0;         // the measured part of the previous read of this pass
+  uint64_t preemptions = 0;  // reads that found the word rewritten
   bool measured = false;
   static constexpr uint32_t kArmed = 0xffff'fffe;
 
   uint64_t now() {
     if (!measured) return at;
-    if (preempt_word != nullptr && *preempt_word != kArmed) [[unlikely]]
-      recover();
-    const auto m = static_cast<uint64_t>(static_cast<double>(hw_tsc() - mark) * ns_per_hw_tick);
-    return at + (m < max_pass ? m : max_pass);
+    const uint64_t t = hw_tsc();
+    auto m = static_cast<uint64_t>(static_cast<double>(t - mark) * ns_per_hw_tick);
+    if (m > max_pass) m = max_pass;
+    if (preempt_word != nullptr && *preempt_word != kArmed) [[unlikely]] {
+      at += last;
+      mark = t;
+      m = 0;
+      *preempt_word = kArmed;
+      ++preemptions;
+    }
+    last = m;
+    return at + m;
   }
-  void recover();
 };
 // This thread's virtual clock, or nullptr (real time). Constant-initialised
 // (no TLS wrapper call) and initial-exec (no __tls_get_addr: the libraries

@@ -10,10 +10,11 @@
 //              whole time slice): where glibc registered rseq, the clock
 //              arms the thread's rseq cpu_id_start with a value no CPU has;
 //              the kernel rewrites it whenever it preempts, signals or
-//              migrates the thread, and the clock then reads the thread's
-//              CPU time (CLOCK_THREAD_CPUTIME_ID, a system call made only
-//              then) for the pass instead. Either way a pass counts at most
-//              max_pass_ns (a stall the detection missed);
+//              migrates the thread, and the first clock read after that
+//              counts the pass only up to the read before it (what ran
+//              between that read and the preemption is lost: under a
+//              microsecond, reads being that frequent). A pass counts at
+//              most max_pass_ns (a stall the detection missed);
 //   kModel     a deterministic cost from what the pass does (CostModel:
 //              per pass, per unit of poller work, per coroutine resumed),
 //              charged as it does it (Worker::poll_once(clock)).
@@ -71,13 +72,13 @@ class VirtualClock : private detail::VirtualNow {
   // Now: where the pass started, plus what was charged or spent since,
   // plus (kMeasured) the real time since, at most the cap.
   using detail::VirtualNow::now;
-  // Starts a pass (or the scheduler's time between passes) at `t`.
+  // Starts a pass (or the scheduler's time between passes) at `t`. A
+  // preemption between passes costs nobody: the word is armed again.
   void run_from(uint64_t t) {
     at = t;
     mark = hw_tsc();
-    // A preemption since the last rebase (between passes: not counted), or
-    // a base old enough for the TSC rate's error to matter: a new base.
-    if (preempt_word != nullptr && (*preempt_word != kArmed || mark - hw_base > rebase_ticks_)) rebase();
+    last = 0;
+    if (preempt_word != nullptr) *preempt_word = kArmed;
   }
   // Time spent without running (spend_ticks()).
   void advance(uint64_t ticks) {
@@ -94,14 +95,13 @@ class VirtualClock : private detail::VirtualNow {
   }
   // Units charged so far, by CostUnit.
   uint64_t units(CostUnit u) const { return units_[static_cast<int>(u)]; }
-  // kMeasured: whether the real time since run_from() (or the last
-  // recovery) exceeds the cap.
+  // kMeasured: whether the real time measured since run_from() (or since
+  // a preemption was seen) exceeds the cap.
   bool capped() const {
     return measured && static_cast<double>(hw_tsc() - mark) * ns_per_hw_tick > static_cast<double>(max_pass);
   }
   // kMeasured: whether preemptions are detected (rseq registered), and how
-  // many were (passes whose CPU time replaced their real time, and
-  // preemptions between passes).
+  // many were, within passes.
   bool detects_preemption() const { return preempt_word != nullptr; }
   uint64_t preemptions_seen() const { return preemptions; }
 
@@ -120,11 +120,8 @@ class VirtualClock : private detail::VirtualNow {
 
  private:
   friend VirtualClock* virtual_clock();
-  // A new (cpu_base, hw_base) and the word armed.
-  void rebase();
 
   const VirtualCost cost_;
-  uint64_t rebase_ticks_ = 0;  // 10 ms of hardware ticks
   const CostModel model_;
   const uint64_t unit_[3];
   uint64_t units_[3] = {};

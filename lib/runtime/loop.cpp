@@ -52,7 +52,7 @@ int Loop::run_once() {
   ++stats_.passes;
   if (work > 0) {
     empty_passes_ = 0;
-  } else if (++stats_.idle_passes, ++empty_passes_ >= opts_.idle_polls && opts_.idle != IdlePolicy::kSpin) {
+  } else if (++empty_passes_ >= opts_.idle_polls && opts_.idle != IdlePolicy::kSpin) {
     idle();
   }
   return work;

@@ -54,7 +54,7 @@ struct LoopStats {
   uint64_t busy_tsc = 0;
   uint64_t idle_tsc = 0;
   uint64_t passes = 0;
-  uint64_t idle_passes = 0;  // of them, passes that did no work
+  uint64_t idle_passes = 0;  // of them, passes that did no work (VirtualLoop; Loop leaves it 0)
   uint64_t idle_yields = 0;  // sched_yield/sleep calls
   double busy_share() const {
     uint64_t t = busy_tsc + idle_tsc;
