@@ -9,11 +9,12 @@
 #include <filesystem>
 #include <string>
 
-#include "txn/protocol.hpp"
+#include "env/virtual_clock.hpp"
 #include "rdma/driver.hpp"
 #include "rpc/endpoint.hpp"
 #include "runtime/loop.hpp"
 #include "txn/options.hpp"
+#include "txn/protocol.hpp"
 #include "txn/types.hpp"
 
 namespace rdtx::bench {
@@ -114,6 +115,46 @@ void add_run_schema(config::Schema& s) {
   s.add_float("run.progress_s", 1.0, 0.0, 3'600,
               "print a progress line to stderr every this many seconds (0: none)");
   s.add_bool("run.single_thread", false, "run every worker on the main thread, in a fixed order (deterministic)");
+  // Virtual time (doc/runtime.md "Virtual time"); the runner refuses what it
+  // cannot run (run::check_virtual_time), these the keys alone decide.
+  const env::CostModel model;
+  s.add_bool("run.virtual_time", false,
+             "virtual time: every worker on the main lcore, each on a virtual clock as if on a CPU of its own, the "
+             "smallest clock runs next; network completions, duration, throughput and latency in virtual time "
+             "(shm driver, cluster.mode = \"inproc\", one lcore)");
+  s.add_enum("run.virtual_cost", "measured", {"measured", "model"},
+             "virtual time: what a worker pass costs: measured = its CPU time (time off the CPU left out; at most "
+             "run.virtual_max_pass_us); model = run.virtual_pass_ns + run.virtual_work_ns per completion or message "
+             "+ run.virtual_resume_ns per coroutine resumed (deterministic for a seed)");
+  s.add_int("run.virtual_pass_ns", static_cast<int64_t>(model.pass_ns), 1, 1'000'000,
+            "virtual_cost = model: ns every worker pass costs");
+  s.add_int("run.virtual_work_ns", static_cast<int64_t>(model.work_ns), 0, 1'000'000,
+            "virtual_cost = model: ns per unit of poller work (a completion, an RPC message)");
+  s.add_int("run.virtual_resume_ns", static_cast<int64_t>(model.resume_ns), 0, 1'000'000,
+            "virtual_cost = model: ns per coroutine resumed (a transaction step)");
+  s.add_float("run.virtual_max_pass_us", 200.0, 0.001, 1'000'000,
+              "virtual_cost = measured: the most one pass counts (a stall the preemption detection missed)");
+  s.add_check([](const config::Config& c) -> std::string {
+    if (c.get_bool("run.virtual_time")) {
+      if (c.get_string("cluster.mode") == "process")
+        return "run.virtual_time (" + c.origin("run.virtual_time") +
+               ") runs every node in this process on one thread: it needs cluster.mode = \"inproc\"";
+      if (c.get_string("run.idle") != "auto")
+        return "run.idle = '" + c.get_string("run.idle") + "' (" + c.origin("run.idle") +
+               ") does not apply to run.virtual_time: it has no lcore loops to idle";
+      const std::string& devargs = c.get_string("cluster.devargs");
+      if (devargs.substr(0, devargs.find(',')) != "shm")
+        return "run.virtual_time (" + c.origin("run.virtual_time") +
+               ") needs the shm driver, whose network runs on "
+               "the virtual clock: cluster.devargs = '" +
+               shortened(devargs) + "' (" + c.origin("cluster.devargs") + ")";
+      return "";
+    }
+    for (const char* k : {"run.virtual_cost", "run.virtual_pass_ns", "run.virtual_work_ns", "run.virtual_resume_ns",
+                          "run.virtual_max_pass_us"})
+      if (c.origin(k) != "default") return std::string(k) + " (" + c.origin(k) + ") needs run.virtual_time = true";
+    return "";
+  });
 }
 
 // What rdtx-bench does with a recorded history (history.record and the
@@ -289,6 +330,13 @@ Result<Plan> plan_from(const config::Config& cfg) {
   if (!idle.ok()) return idle.error();
   rc.idle = *idle;
   rc.single_thread = cfg.get_bool("run.single_thread");
+  run::RunConfig::VirtualTime& vt = rc.virtual_time;
+  vt.on = cfg.get_bool("run.virtual_time");
+  vt.cost = cfg.get_string("run.virtual_cost") == "model" ? env::VirtualCost::kModel : env::VirtualCost::kMeasured;
+  vt.model.pass_ns = static_cast<uint64_t>(cfg.get_int("run.virtual_pass_ns"));
+  vt.model.work_ns = static_cast<uint64_t>(cfg.get_int("run.virtual_work_ns"));
+  vt.model.resume_ns = static_cast<uint64_t>(cfg.get_int("run.virtual_resume_ns"));
+  vt.max_pass_ns = static_cast<uint64_t>(cfg.get_float("run.virtual_max_pass_us") * 1000);
   rc.progress_interval_s = cfg.get_float("run.progress_s");
   return p;
 }

@@ -80,6 +80,13 @@ Without EAL options (no '--', or nothing before it) the EAL runs with
 -l 0 --no-huge --no-pci --no-shconf -m 512. Workers are dealt
 round-robin over the EAL lcores (-l), so a many-node cluster runs on one.
 
+Virtual time (--set run.virtual_time=true, one lcore): every worker runs on
+the main lcore as if it had a CPU of its own, the one with the smallest
+virtual clock next, each pass costing its measured CPU time (or, with
+run.virtual_cost = model, a modelled cost: deterministic for a seed); the
+shm driver's latency and RNIC models, the duration, throughput and latency
+are in virtual time, and the report says so (doc/runtime.md).
+
 Before the run, the configuration must fit this host: the tables, buffers,
 queues, caches and history buffers it allocates are compared with the
 available memory (MemAvailable or the cgroup limit), /dev/shm (shm driver)
@@ -98,6 +105,9 @@ Examples:
   rdtx-bench -l 0 --no-huge --no-pci -- --config conf/smallbank/occ-onesided.toml --duration 3
   rdtx-bench -- --config conf/smallbank/nowait-rpc.toml --set cluster.devargs=shm,latency_ns=2000
   rdtx-bench -- --config conf/emulations/smallbank/fasst.toml --set txn.coroutines=16 --json fasst.json
+  rdtx-bench -l 0 -- --config conf/smallbank/occ-onesided.toml --set run.virtual_time=true \
+      --set cluster.nodes=8 --set cluster.workers_per_node=10 --set cluster.devargs=shm,nic=edr,latency_ns=1000
+                       (8 nodes x 10 workers in virtual time on one core)
   rdtx-bench -- --config conf/tpcc/occ-onesided.toml --set cluster.nodes=4 --set cluster.memory_nodes=2
                        (NAM-DB's split layout: nodes 0-1 hold the data and
                        run no coordinator, nodes 2-3 run the coordinators)
@@ -332,6 +342,11 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
   auto caps = probe_device(cfg);
   if (!caps.ok()) {
     std::fprintf(stderr, "rdtx-bench: %s\n", caps.error().message.c_str());
+    return 2;
+  }
+  // Virtual time and the lcores the EAL was given.
+  if (auto r = run::check_virtual_time(plan.run); !r.ok()) {
+    std::fprintf(stderr, "rdtx-bench: %s\n", r.error().message.c_str());
     return 2;
   }
   // Everything the run will allocate on this host, before allocating it.

@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -25,7 +26,21 @@ constexpr struct {
   double q;
 } kPercentiles[] = {{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}, {"p999", 0.999}};
 
-double us(double ticks) { return env::tsc_to_ns(static_cast<uint64_t>(ticks)) / 1000.0; }
+// A result's ticks as microseconds, at the rate its figures were taken
+// (RunResult::tsc_hz: the TSC's, or the virtual clock's; 0: this thread's).
+struct Micros {
+  uint64_t hz;
+  double operator()(double ticks) const {
+    const double t = static_cast<double>(static_cast<uint64_t>(ticks));
+    return hz != 0 ? t * 1e6 / static_cast<double>(hz) : env::tsc_to_ns(static_cast<uint64_t>(ticks)) / 1000.0;
+  }
+};
+
+// "virtual time, measured cost" or "real time".
+std::string time_of(const run::RunConfig& run) {
+  if (!run.virtual_time.on) return "real time";
+  return std::string("virtual time, ") + env::to_string(run.virtual_time.cost) + " cost";
+}
 
 double per_s(uint64_t n, double seconds) { return seconds > 0 ? static_cast<double>(n) / seconds : 0.0; }
 
@@ -224,25 +239,28 @@ void print_header(std::FILE* out, const config::Config& cfg, const run::RunConfi
                                  : "";
   std::fprintf(out,
                "%s on %u node(s)%s x %u worker(s)%s, %s (%s%s), %s [%s], %u coroutine(s) per worker, %u lcore(s)%s, "
-               "%.2f s after %.2f s warm-up\n",
+               "%.2f s after %.2f s warm-up%s\n",
                cfg.get_string("workload").c_str(), cl.nodes, roles.c_str(), cl.workers_per_node, qps.c_str(),
                cfg.get_string("cluster.mode").c_str(), shortened(cl.devargs).c_str(), model.c_str(), run.protocol->name,
                pipeline_of(run).c_str(), run.options.coroutines, env::lcore_count(),
-               run.single_thread ? " (single thread)" : "", run.duration_s, run.warmup_s);
+               run.single_thread && !run.virtual_time.on ? " (single thread)" : "", run.duration_s, run.warmup_s,
+               run.virtual_time.on ? (" (" + time_of(run) + ")").c_str() : "");
 }
 
 void print_report(std::FILE* out, const Report& rep) {
   const run::RunResult& r = *rep.result;
   const txn::WorkerStats& t = r.total;
   const double secs = rep.seconds();
+  const Micros us{r.tsc_hz};
   if (!r.aggregate)
     std::fprintf(out,
                  "node %u: the figures are this node's workers; node 0 reports the cluster (checks: the cluster's)\n",
                  r.node);
   if (rep.interrupted && secs > 0) std::fprintf(out, "interrupted: the figures cover %.2f s\n", secs);
   if (rep.interrupted && secs == 0) std::fprintf(out, "interrupted during the warm-up: nothing was measured\n");
-  std::fprintf(out, "committed     %14s txn/s  (%s in %.2f s)\n",
-               grouped(static_cast<uint64_t>(per_s(t.commits, secs))).c_str(), grouped(t.commits).c_str(), secs);
+  std::fprintf(out, "committed     %14s txn/s  (%s in %.2f s%s)\n",
+               grouped(static_cast<uint64_t>(per_s(t.commits, secs))).c_str(), grouped(t.commits).c_str(), secs,
+               r.virtual_time.on ? " of virtual time" : "");
   std::fprintf(out, "attempted     %14s txn/s\n", grouped(static_cast<uint64_t>(per_s(t.attempts, secs))).c_str());
   std::fprintf(out, "loaded        %14.2f s, tables %s MiB in this process", r.load_seconds,
                grouped(r.table_bytes >> 20).c_str());
@@ -307,7 +325,40 @@ void print_report(std::FILE* out, const Report& rep) {
                  grouped(r.cache.stale).c_str());
   else
     std::fprintf(out, "location cache  not used\n");
-  if (r.loops.empty()) {
+  if (const run::RunResult::VirtualTimeResult& v = r.virtual_time; v.on) {
+    // Every figure above is in virtual time; how the emulation went.
+    std::fprintf(out,
+                 "time           virtual (%s cost): %.3f s virtual in %.2f s wall, %zu worker(s) on one thread, %s "
+                 "passes (%s idle)\n",
+                 env::to_string(v.cost), v.virtual_seconds, v.wall_seconds, v.workers.size(), grouped(v.passes).c_str(),
+                 grouped(v.idle_passes).c_str());
+    if (v.cost == env::VirtualCost::kMeasured) {
+      // Preempted passes count the thread's CPU time (rseq detection); a
+      // pass longer than the cap is cut to it, and the cut passes bound the
+      // share of the workers' time that may be a stall rather than work.
+      const double cap_s = rep.run->virtual_time.max_pass_ns / 1e9;
+      const double total = v.virtual_seconds * static_cast<double>(v.workers.size());
+      std::fprintf(out,
+                   "preemptions    %s, %s; %s passes cut to %.0f us (run.virtual_max_pass_us): up to %.2f %% "
+                   "of the workers' virtual time\n",
+                   v.detects_preemption ? grouped(v.preemptions).c_str() : "not detected",
+                   v.detects_preemption ? "their passes counted in thread CPU time" : "no rseq",
+                   grouped(v.capped_passes).c_str(), cap_s * 1e6,
+                   total > 0 ? 100 * static_cast<double>(v.capped_passes) * cap_s / total : 0.0);
+    }
+    double lo = 1, hi = 0, sum = 0;
+    for (const runtime::LoopStats& w : v.workers) {
+      lo = std::min(lo, w.busy_share());
+      hi = std::max(hi, w.busy_share());
+      sum += w.busy_share();
+    }
+    if (!v.workers.empty())
+      std::fprintf(out,
+                   "worker busy    %.1f %% mean, %.1f %% min, %.1f %% max (virtual CPU of each worker); %s work "
+                   "units, %s resumes, %.3f s spent in busy waits\n",
+                   100 * sum / static_cast<double>(v.workers.size()), 100 * lo, 100 * hi, grouped(v.work_units).c_str(),
+                   grouped(v.resumes).c_str(), v.spent_seconds);
+  } else if (r.loops.empty()) {
     std::fprintf(out, "lcore busy     n/a (single thread)\n");
   } else {
     std::vector<unsigned> lcores = loop_lcores();
@@ -376,6 +427,7 @@ void print_report(std::FILE* out, const Report& rep) {
 std::string report_json(const Report& rep) {
   const run::RunResult& r = *rep.result;
   const txn::WorkerStats& t = r.total;
+  const Micros us{r.tsc_hz};
   auto i64 = [](uint64_t v) { return static_cast<int64_t>(v); };
 
   toml::table counters;
@@ -386,7 +438,7 @@ std::string report_json(const Report& rep) {
   for (const auto& p : kPercentiles) latency.insert(p.key, us(static_cast<double>(t.latency_tsc.percentile(p.q))));
   latency.insert("mean", us(t.latency_tsc.mean()));
   latency.insert("max", us(static_cast<double>(t.latency_tsc.max())));
-  auto latency_of = [](const stats::Histogram& h) {
+  auto latency_of = [us](const stats::Histogram& h) {
     toml::table l;
     for (const auto& p : kPercentiles) l.insert(p.key, us(static_cast<double>(h.percentile(p.q))));
     l.insert("mean", us(h.mean()));
@@ -456,6 +508,23 @@ std::string report_json(const Report& rep) {
     checks.insert(c.key, std::move(entry));
   }
   const uint64_t lookups = r.cache.hits + r.cache.misses;
+  toml::table time{{"mode", r.virtual_time.on ? "virtual" : "real"}};
+  if (const run::RunResult::VirtualTimeResult& v = r.virtual_time; v.on) {
+    toml::array busy;
+    for (const runtime::LoopStats& w : v.workers) busy.push_back(w.busy_share());
+    time.insert("cost", env::to_string(v.cost));
+    time.insert("wall_seconds", v.wall_seconds);
+    time.insert("virtual_seconds", v.virtual_seconds);
+    time.insert("passes", i64(v.passes));
+    time.insert("idle_passes", i64(v.idle_passes));
+    time.insert("capped_passes", i64(v.capped_passes));
+    time.insert("detects_preemption", v.detects_preemption);
+    time.insert("preemptions", i64(v.preemptions));
+    time.insert("work_units", i64(v.work_units));
+    time.insert("resumes", i64(v.resumes));
+    time.insert("spent_seconds", v.spent_seconds);
+    time.insert("worker_busy_share", std::move(busy));
+  }
 
   toml::table doc{
       {"tool", "rdtx-bench"},
@@ -474,6 +543,7 @@ std::string report_json(const Report& rep) {
       {"node", static_cast<int64_t>(r.node)},
       {"aggregate", r.aggregate},
       {"seconds", rep.seconds()},
+      {"time", std::move(time)},
       {"committed", i64(t.commits)},
       {"attempted", i64(t.attempts)},
       {"committed_per_s", per_s(t.commits, rep.seconds())},
@@ -565,6 +635,7 @@ Result<void> append_csv(const std::string& path, const Report& rep) {
   const txn::WorkerStats& t = r.total;
   const run::RunConfig& run = *rep.run;
   const double secs = rep.seconds();
+  const Micros us{r.tsc_hz};
   std::vector<std::pair<std::string, std::string>> cols = {
       {"git_revision", RDTX_GIT_REVISION},
       {"workload", rep.cfg->get_string("workload")},
@@ -599,6 +670,8 @@ Result<void> append_csv(const std::string& path, const Report& rep) {
                                  : 0)));
   for (const txn::WorkerCounter& c : txn::kWorkerCounters) cols.emplace_back(c.key, std::to_string(c.value(t)));
   cols.emplace_back("passed", rep.passed() ? "true" : "false");
+  // "real", or "virtual-measured" / "virtual-model": the clock of every figure.
+  cols.emplace_back("time", r.virtual_time.on ? std::string("virtual-") + env::to_string(r.virtual_time.cost) : "real");
 
   std::string header, row;
   for (size_t i = 0; i < cols.size(); ++i) {

@@ -10,12 +10,15 @@
 #include <span>
 #include <thread>
 
+#include "env/eal.hpp"
 #include "env/telemetry.hpp"
 #include "env/tsc.hpp"
+#include "env/virtual_clock.hpp"
 #include "run/progress.hpp"
 #include "run/result_wire.hpp"
 #include "run/telemetry.hpp"
 #include "runtime/shutdown.hpp"
+#include "runtime/virtual_loop.hpp"
 #include "txn/replication.hpp"
 
 namespace rdtx::run {
@@ -35,6 +38,10 @@ Result<history::History> merged_history(const RunResult& r) {
 }
 
 namespace {
+
+// Where virtual time starts: any fixed value, not 0 (0 means "no time" to
+// several callers), the same in every run so that runs repeat.
+constexpr uint64_t kVirtualStart = 1'000'000'000;
 
 // Multi-process: while the run goes on, a peer that stops answering (the
 // bootstrap monitor) stops this node's run too.
@@ -117,6 +124,32 @@ Result<void> exchange_log_regions(cluster::Cluster& c, std::vector<std::unique_p
 
 }  // namespace
 
+Result<void> check_virtual_time(const RunConfig& rc) {
+  if (!rc.virtual_time.on) return {};
+  if (rc.bootstrap != nullptr)
+    return make_error(EINVAL,
+                      "run.virtual_time runs every node on one thread of one process: it needs cluster.mode = "
+                      "\"inproc\", not \"process\"");
+  const std::string& devargs = rc.cluster.devargs;
+  const std::string driver = devargs.substr(0, devargs.find(','));
+  if (driver != "shm")
+    return make_error(EINVAL,
+                      "run.virtual_time needs the shm driver, whose latency and RNIC models run on the virtual "
+                      "clock; cluster.devargs names driver '%s', whose network runs in real time",
+                      driver.c_str());
+  if (env::eal_initialized() && env::lcore_count() > 1)
+    return make_error(EINVAL,
+                      "run.virtual_time runs every worker on the main lcore, each on a virtual CPU of its own: give "
+                      "one lcore (-l 0), not %u",
+                      env::lcore_count());
+  const env::CostModel& m = rc.virtual_time.model;
+  if (rc.virtual_time.cost == env::VirtualCost::kModel && m.pass_ns == 0)
+    return make_error(EINVAL, "run.virtual_pass_ns must be at least 1: an idle pass must take time");
+  if (rc.virtual_time.cost == env::VirtualCost::kMeasured && rc.virtual_time.max_pass_ns == 0)
+    return make_error(EINVAL, "run.virtual_max_pass_us must be above 0");
+  return {};
+}
+
 Result<void> check_roles(const RunConfig& rc) {
   const cluster::ClusterConfig& cc = rc.cluster;
   if (cc.replicas > cc.data_nodes())
@@ -190,6 +223,17 @@ Result<RunResult> run(const RunConfig& rc) {
                       "leases carry), which workload '%s' does with its settings",
                       rc.protocol->name, rc.workload->name());
 
+  RDTX_TRY(check_virtual_time(rc));
+  // Virtual time: this thread's clock from here until everything the run
+  // built is gone (declared before the cluster: destroyed after it). The
+  // devices' latency and RNIC models convert their ns at the clock's rate.
+  std::optional<env::VirtualClock> vclock;
+  std::optional<env::VirtualClock::Scope> vscope;
+  if (rc.virtual_time.on) {
+    vclock.emplace(rc.virtual_time.cost, rc.virtual_time.model, kVirtualStart, rc.virtual_time.max_pass_ns);
+    vscope.emplace(&*vclock);
+  }
+
   cluster::ClusterConfig cc = sized_cluster(rc);
   // The workload's partitions are the nodes that hold data (all, or the
   // memory nodes of the split layout).
@@ -242,7 +286,7 @@ Result<RunResult> run(const RunConfig& rc) {
                              rc.protocol->region_per_node);
   if (!db.ok()) return db.error();
   if (boot != nullptr) RDTX_TRY((*db)->exchange_descriptors(all_gather));
-  const uint64_t load_t0 = env::tsc();
+  const uint64_t load_t0 = env::hw_tsc();  // real time, in virtual time too
   for (uint32_t n = 0; n < c.nodes(); ++n) {
     if (!c.is_local(n)) continue;
     if (cc.holds_data(n))
@@ -251,7 +295,7 @@ Result<RunResult> run(const RunConfig& rc) {
       RDTX_TRY(rc.workload->load_replicated((*db)->store(n)));
   }
   for (const Database::BackupCopy& b : (*db)->backups()) RDTX_TRY(rc.workload->load(*b.store, b.partition));
-  const double load_seconds = env::tsc_to_ns(env::tsc() - load_t0) / 1e9;
+  const double load_seconds = static_cast<double>(env::hw_tsc() - load_t0) / static_cast<double>(env::hw_tsc_hz());
   uint64_t table_bytes = 0;
   for (uint32_t n = 0; n < c.nodes(); ++n)
     if (c.is_local(n)) table_bytes += (*db)->store(n).memory_report().total_bytes();
@@ -311,19 +355,42 @@ Result<RunResult> run(const RunConfig& rc) {
   res.abort_reasons = txn::abort_reason_names(*rc.protocol);
   res.isolation = rc.options.isolation;
   Progress progress(rc.progress_interval_s, engines, t0, measure_at);
-  std::vector<env::TelemetryCommand> telemetry = register_run_telemetry(engines, t0, measure_at, res.abort_reasons);
-  if (rc.single_thread) {
+  // Not in virtual time: the telemetry thread has no virtual clock to read
+  // the run's time from.
+  std::vector<env::TelemetryCommand> telemetry;
+  if (!rc.virtual_time.on) telemetry = register_run_telemetry(engines, t0, measure_at, res.abort_reasons);
+  std::optional<runtime::VirtualLoop> vloop;
+  const uint64_t wall_t0 = env::hw_tsc();
+  // One pass of every worker: for draining and for what lands after the
+  // run. In virtual time, as many steps of the virtual loop (time moves).
+  auto poll_all = [&] {
+    if (!vloop) return c.poll_all();
+    int work = 0;
+    for (size_t i = 0; i < vloop->workers(); ++i) work += vloop->step();
+    return work;
+  };
+  auto live = [&] {
+    size_t n = 0;
+    for (uint32_t id = 0; id < c.workers(); ++id) n += c.worker(id).worker->live_tasks();
+    return n;
+  };
+  if (rc.virtual_time.on) {
+    vloop.emplace(*vclock);
+    for (uint32_t id = 0; id < c.workers(); ++id) vloop->add_worker(c.worker(id).worker.get());
+    vloop->run_until(end, [&] {
+      progress.tick();
+      return runtime::shutdown_requested();
+    });
+    for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker->request_stop();
+    // As Loop::run drains: 1 s (virtual) for the coordinators to return.
+    vloop->run_until(vloop->now() + env::ns_to_tsc(1'000'000'000), [&] { return live() == 0; });
+  } else if (rc.single_thread) {
     while (env::tsc() < end && !runtime::shutdown_requested()) {
       c.poll_all();
       progress.tick();
     }
     for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker->request_stop();
     uint64_t drain_end = env::tsc() + env::ns_to_tsc(2'000'000'000);
-    auto live = [&] {
-      size_t n = 0;
-      for (uint32_t id = 0; id < c.workers(); ++id) n += c.worker(id).worker->live_tasks();
-      return n;
-    };
     while (live() > 0 && env::tsc() < drain_end) c.poll_all();
   } else {
     progress.start_thread();
@@ -340,20 +407,34 @@ Result<RunResult> run(const RunConfig& rc) {
     // node's have stopped.
     for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker->request_stop();
     const uint64_t drain_end = env::tsc() + env::ns_to_tsc(5'000'000'000);
-    auto live = [&] {
-      size_t n = 0;
-      for (uint32_t id = 0; id < c.workers(); ++id) n += c.worker(id).worker->live_tasks();
-      return n;
-    };
     while (live() > 0 && env::tsc() < drain_end && !boot->failed()) c.poll_all();
     RDTX_TRY(while_polling(c, [boot] { return boot->barrier("drained"); }));
     boot->stop_monitor();
   }
   // Passive acknowledgements and releases still in flight land now.
-  for (int i = 0; i < 1000; ++i) c.poll_all();
+  for (int i = 0; i < 1000; ++i) poll_all();
   // Interrupted during warm-up: nothing was measured.
   const uint64_t until = std::min(measured_until.load(), env::tsc());
   res.seconds = until <= measure_at ? 0 : std::min(rc.duration_s, env::tsc_to_ns(until - measure_at) / 1e9);
+  res.tsc_hz = env::tsc_hz();
+  if (vloop) {
+    RunResult::VirtualTimeResult& v = res.virtual_time;
+    v.on = true;
+    v.cost = rc.virtual_time.cost;
+    v.wall_seconds = static_cast<double>(env::hw_tsc() - wall_t0) / static_cast<double>(env::hw_tsc_hz());
+    v.virtual_seconds = env::tsc_to_ns(vloop->now() - t0) / 1e9;
+    v.workers = vloop->stats();
+    for (const runtime::LoopStats& w : v.workers) {
+      v.passes += w.passes;
+      v.idle_passes += w.idle_passes;
+    }
+    v.capped_passes = vloop->capped_passes();
+    v.detects_preemption = vclock->detects_preemption();
+    v.preemptions = vclock->preemptions_seen();
+    v.work_units = vclock->units(env::CostUnit::kWork);
+    v.resumes = vclock->units(env::CostUnit::kResume);
+    v.spent_seconds = env::tsc_to_ns(vclock->spent()) / 1e9;
+  }
   for (auto& e : engines) {
     const WorkerStats& s = e->stats();
     res.per_worker.push_back(s);

@@ -23,6 +23,7 @@
 #include "base/result.hpp"
 #include "cluster/bootstrap.hpp"
 #include "cluster/cluster.hpp"
+#include "env/virtual_clock.hpp"
 #include "history/history.hpp"
 #include "history/recorder.hpp"
 #include "runtime/loop.hpp"
@@ -44,6 +45,19 @@ struct RunConfig {
   cluster::HostShare host_share;
   // Run every worker on the calling thread (deterministic order; tests).
   bool single_thread = false;
+  // Virtual time (doc/runtime.md "Virtual time"): every worker on the
+  // calling thread, each on a virtual clock of its own, the one whose clock
+  // is smallest running next; the shm driver's models, timers and every
+  // figure (duration, warm-up, throughput, latency) in virtual time. With
+  // the modelled cost a run is deterministic for a seed. Refused (EINVAL)
+  // for a multi-process node, a driver other than shm, or more than one
+  // EAL lcore.
+  struct VirtualTime {
+    bool on = false;
+    env::VirtualCost cost = env::VirtualCost::kMeasured;
+    env::CostModel model;            // cost = kModel
+    uint64_t max_pass_ns = 200'000;  // cost = kMeasured: cap on one pass (preemption)
+  } virtual_time;
   // Multi-process (cluster.mode = "process"): this process runs node
   // bootstrap->self() of the cluster; the others run the same RunConfig in
   // their own processes. nullptr: every node in this process.
@@ -68,7 +82,29 @@ struct RunResult {
   // when that node is a memory node of the split layout (it commits
   // nothing by design).
   bool coordinates = true;
-  double seconds = 0;      // measured window
+  double seconds = 0;  // measured window (virtual seconds in virtual time)
+  // Ticks per second of every *_tsc figure (latency histograms, phase
+  // times): the TSC's, or in virtual time the virtual clock's (1 GHz).
+  uint64_t tsc_hz = 0;
+  // Virtual time: how the run went (on = false: real time).
+  struct VirtualTimeResult {
+    bool on = false;
+    env::VirtualCost cost = env::VirtualCost::kMeasured;
+    double wall_seconds = 0;     // warm-up, window and drain, in real time
+    double virtual_seconds = 0;  // the same in virtual time
+    uint64_t passes = 0;
+    uint64_t idle_passes = 0;    // passes that did no work
+    uint64_t capped_passes = 0;  // kMeasured: passes cut to max_pass_ns
+    // kMeasured: whether preemptions were detected (rseq), and how many:
+    // their passes counted the thread's CPU time, not the real time.
+    bool detects_preemption = false;
+    uint64_t preemptions = 0;
+    // What the passes did, as the cost model counts it (env::CostUnit):
+    // measured runs too, to fit run.virtual_*_ns to.
+    uint64_t work_units = 0, resumes = 0;
+    double spent_seconds = 0;                 // virtual time spent in busy waits (doorbells, computation)
+    std::vector<runtime::LoopStats> workers;  // per worker: busy/idle virtual ticks, passes
+  } virtual_time;
   txn::WorkerStats total;  // merged over workers
   std::vector<txn::WorkerStats> per_worker;
   std::vector<runtime::LoopStats> loops;
@@ -119,6 +155,11 @@ Result<RunResult> run(const RunConfig& rc);
 // (ProtocolDef::split_refusal). run() checks it first; for checks before a
 // run.
 Result<void> check_roles(const RunConfig& rc);
+
+// Virtual time (rc.virtual_time): EINVAL, naming the keys, for what it
+// cannot run (a multi-process node, a driver other than shm, more than one
+// EAL lcore, a zero cost). run() checks it first; for checks before a run.
+Result<void> check_virtual_time(const RunConfig& rc);
 
 // The cluster run(rc) builds: rc.cluster with each worker's scratch buffer
 // and one-sided depth (cluster::ClusterConfig::max_outstanding) sized for

@@ -14,21 +14,20 @@ namespace rdtx::runtime {
 
 class Deadline {
  public:
-  explicit Deadline(uint64_t timeout_ns) : last_(env::tsc()), deadline_(last_ + env::ns_to_tsc(timeout_ns)) {}
+  explicit Deadline(uint64_t timeout_ns)
+      : last_(env::tsc()), deadline_(last_ + env::ns_to_tsc(timeout_ns)), gap_(env::ns_to_tsc(1'000'000)) {}
   // Whether it has passed; call it on every check.
   bool passed() {
     const uint64_t now = env::tsc();
-    if (now - last_ > gap()) deadline_ += now - last_;
+    if (now - last_ > gap_) deadline_ += now - last_;
     last_ = now;
     return now > deadline_;
   }
 
  private:
-  static uint64_t gap() {
-    static const uint64_t g = env::ns_to_tsc(1'000'000);
-    return g;
-  }
-  uint64_t last_, deadline_;
+  // Ticks are converted per deadline, not cached for the process: a thread
+  // in virtual time counts ticks at another rate (env/virtual_clock.hpp).
+  uint64_t last_, deadline_, gap_;
 };
 
 }  // namespace rdtx::runtime

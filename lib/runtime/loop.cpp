@@ -43,10 +43,10 @@ Loop::Loop(LoopOptions opts) : opts_(opts) {
 }
 
 int Loop::run_once() {
-  if (last_tsc_ == 0) last_tsc_ = env::tsc();
+  if (last_tsc_ == 0) last_tsc_ = env::hw_tsc();
   int work = 0;
   for (Worker* w : workers_) work += w->poll_once();
-  uint64_t now = env::tsc();
+  uint64_t now = env::hw_tsc();
   (work > 0 ? stats_.busy_tsc : stats_.idle_tsc) += now - last_tsc_;
   last_tsc_ = now;
   ++stats_.passes;
@@ -66,7 +66,7 @@ void Loop::idle() {
   else
     usleep(opts_.sleep_us);
   // Time given away is idle time.
-  uint64_t now = env::tsc();
+  uint64_t now = env::hw_tsc();
   stats_.idle_tsc += now - last_tsc_;
   last_tsc_ = now;
 }
@@ -113,8 +113,8 @@ StopReason Loop::run(uint64_t deadline_tsc, bool stop_when_idle, DrainGroup* gro
   }
   for (Worker* w : workers_) w->request_stop();
   // Serve the other loops' coordinators until they have stopped too.
-  const uint64_t drain_end = env::tsc() + env::ns_to_tsc(opts_.drain_ns);
-  while (!all_idle() && env::tsc() < drain_end) run_once();
+  const uint64_t drain_end = env::hw_tsc() + env::ns_to_tsc(opts_.drain_ns);
+  while (!all_idle() && env::hw_tsc() < drain_end) run_once();
   group_ = nullptr;
   return why;
 }

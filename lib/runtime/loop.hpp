@@ -14,6 +14,9 @@
 // pollers) until every loop's tasks have returned: its nodes still serve the
 // coordinators of the other loops, whose calls would otherwise time out with
 // locks held.
+// Time: a Loop runs in real time and reads the hardware counter
+// (env::hw_tsc(), the same ticks as env::tsc() then); virtual time has its
+// own loop (virtual_loop.hpp).
 // Thread-safety: a Loop and its workers are used by one thread; a DrainGroup
 // is shared by the loops of one run (atomics).
 #pragma once
@@ -51,6 +54,7 @@ struct LoopStats {
   uint64_t busy_tsc = 0;
   uint64_t idle_tsc = 0;
   uint64_t passes = 0;
+  uint64_t idle_passes = 0;  // of them, passes that did no work (VirtualLoop; Loop leaves it 0)
   uint64_t idle_yields = 0;  // sched_yield/sleep calls
   double busy_share() const {
     uint64_t t = busy_tsc + idle_tsc;

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "env/tsc.hpp"
+#include "env/virtual_clock.hpp"
 
 namespace rdtx::runtime {
 
@@ -117,8 +118,30 @@ void Worker::spawn(Task<void> task) {
   schedule(h);
 }
 
-int Worker::poll_once() {
+namespace {
+// What a pass charges to a virtual clock: nothing in real time (poll_once(),
+// compiled without the charges), or the modelled cost of what it does
+// (poll_once(clock)).
+struct NoCharge {
+  void operator()(env::CostUnit, uint64_t = 1) const {}
+};
+struct ChargeTo {
+  env::VirtualClock* clock;
+  void operator()(env::CostUnit u, uint64_t n = 1) const { clock->charge(u, n); }
+};
+}  // namespace
+
+int Worker::poll_once() { return poll(NoCharge{}); }
+int Worker::poll_once(env::VirtualClock& clock) { return poll(ChargeTo{&clock}); }
+
+// Under a virtual clock the pass charges what it does as it does it: its
+// fixed cost first, each poller's work after the poller, each coroutine
+// before it runs, so that what a coroutine posts is stamped after the CPU
+// time that led to it.
+template <typename Charge>
+int Worker::poll(Charge charge) {
   Scope scope(this);
+  charge(env::CostUnit::kPass);
   int work = 0;
   if (pollers_changed_) {
     std::erase_if(pollers_, [](const NamedPoller& p) { return p.removed; });
@@ -132,19 +155,27 @@ int Worker::poll_once() {
       if (now < p.next_tsc) continue;
       p.next_tsc = now + p.period_tsc;
     }
-    work += pollers_[i].fn();
+    const int w = pollers_[i].fn();
+    if (w > 0) charge(env::CostUnit::kWork, static_cast<uint64_t>(w));
+    work += w;
   }
   work += fire_timers();
   check_watches();  // what it schedules counts below, as resumed work
   if (!ready_.empty()) {
     running_.swap(ready_);
-    for (auto h : running_) h.resume();
+    for (auto h : running_) {
+      charge(env::CostUnit::kResume);
+      h.resume();
+    }
     work += static_cast<int>(running_.size());
     running_.clear();
   }
   if (!polling_.empty()) {
     polling_now_.swap(polling_);
-    for (auto h : polling_now_) h.resume();
+    for (auto h : polling_now_) {
+      charge(env::CostUnit::kResume);
+      h.resume();
+    }
     polling_now_.clear();
   }
   return work;

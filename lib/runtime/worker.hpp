@@ -19,6 +19,10 @@
 #include "runtime/frame_pool.hpp"
 #include "runtime/task.hpp"
 
+namespace rdtx::env {
+class VirtualClock;
+}
+
 namespace rdtx::runtime {
 
 class Worker;
@@ -80,6 +84,10 @@ class Worker {
   // One pass: every poller once, then every coroutine that was ready at the
   // start of the pass. Returns the work done (pollers' sum + resumed tasks).
   int poll_once();
+  // The same in virtual time (VirtualLoop): the pass also charges `clock`
+  // the modelled cost of what it does (env::CostModel; counted only, with
+  // the measured cost).
+  int poll_once(env::VirtualClock& clock);
 
   size_t live_tasks() const { return live_; }
   // Cooperative stop: closed-loop coordinators check stopping() between
@@ -107,6 +115,9 @@ class Worker {
 
  private:
   friend struct detail::DetachedPromise;
+
+  template <typename Charge>
+  int poll(Charge charge);
 
   std::string name_;
   FramePool pool_;  // declared first among the task state: destroyed last

@@ -244,6 +244,44 @@ TEST(Roles, KeysAreCheckedAndNamed) {
       << calvin;
 }
 
+// Virtual time's keys: refused with what it cannot run (process mode, a
+// driver other than shm, an idle policy), its cost keys refused without it,
+// and the plan carries them.
+TEST(VirtualTime, KeysAreCheckedAndCarried) {
+  static const config::Schema schema = make_schema();
+  auto error_of = [](std::vector<std::string> sets) {
+    auto c = config::Config::parse(schema, "", "test", sets);
+    return c.ok() ? std::string() : c.error().message;
+  };
+  EXPECT_NE(error_of({"run.virtual_time=true", "cluster.mode=process", "cluster.hosts=a:1,b:2"})
+                .find("run.virtual_time (--set) runs every node in this process on one thread: it needs "
+                      "cluster.mode = \"inproc\""),
+            std::string::npos);
+  EXPECT_NE(error_of({"run.virtual_time=true", "cluster.devargs=verbs,dev=mlx5_0"})
+                .find("run.virtual_time (--set) needs the shm driver"),
+            std::string::npos)
+      << error_of({"run.virtual_time=true", "cluster.devargs=verbs,dev=mlx5_0"});
+  EXPECT_NE(error_of({"run.virtual_time=true", "run.idle=spin"})
+                .find("run.idle = 'spin' (--set) does not apply to run.virtual_time"),
+            std::string::npos);
+  EXPECT_NE(error_of({"run.virtual_cost=model"}).find("run.virtual_cost (--set) needs run.virtual_time = true"),
+            std::string::npos);
+  EXPECT_NE(error_of({"run.virtual_work_ns=100"}).find("run.virtual_work_ns (--set) needs run.virtual_time = true"),
+            std::string::npos);
+  EXPECT_EQ(error_of({"run.virtual_time=true", "run.virtual_cost=model", "run.virtual_pass_ns=10"}), "");
+
+  Loaded l = load({"run.virtual_time=true", "run.virtual_cost=model", "run.virtual_pass_ns=10",
+                   "run.virtual_work_ns=20", "run.virtual_resume_ns=30", "run.virtual_max_pass_us=5"});
+  const run::RunConfig::VirtualTime& vt = l.plan.run.virtual_time;
+  EXPECT_TRUE(vt.on);
+  EXPECT_EQ(vt.cost, env::VirtualCost::kModel);
+  EXPECT_EQ(vt.model.pass_ns, 10u);
+  EXPECT_EQ(vt.model.work_ns, 20u);
+  EXPECT_EQ(vt.model.resume_ns, 30u);
+  EXPECT_EQ(vt.max_pass_ns, 5'000u);
+  EXPECT_FALSE(load({}).plan.run.virtual_time.on);
+}
+
 // A split layout's plan: the workload is made for the memory nodes, and the
 // footprint counts tables on them alone (a compute node holds none of
 // YCSB's).
@@ -331,6 +369,8 @@ TEST(Messages, OversizedValuesAreShortened) {
 
 #include <fstream>
 
+#include "env/virtual_clock.hpp"
+
 TEST(Report, EveryCounterAppearsInTextJsonAndCsv) {
   Loaded l = load({});
   run::RunResult r = passing_run();
@@ -388,4 +428,51 @@ TEST(Report, EveryCounterAppearsInTextJsonAndCsv) {
   std::free(text);
   for (const txn::WorkerCounter& c : txn::kWorkerCounters)
     EXPECT_NE(table.find(c.text), std::string::npos) << c.text << ": " << table;
+  EXPECT_NE(json.find("\"time\" : {\n        \"mode\" : \"real\""), std::string::npos) << json;
+  EXPECT_EQ(values.back(), "real") << header;
+}
+
+std::string report_text(const Report& rep) {
+  char* text = nullptr;
+  size_t text_len = 0;
+  std::FILE* out = open_memstream(&text, &text_len);
+  print_report(out, rep);
+  std::fclose(out);
+  std::string s(text, text_len);
+  std::free(text);
+  return s;
+}
+
+// A virtual-time run says so: its figures are in virtual seconds, the
+// latencies converted at the virtual clock's rate (1 GHz), not the TSC's.
+TEST(Report, VirtualTimeIsSaidAndItsTicksAreNanoseconds) {
+  Loaded l = load({"run.virtual_time=true"});
+  run::RunResult r = passing_run();
+  r.seconds = 1;
+  r.tsc_hz = env::VirtualClock::kHz;
+  r.total.latency_tsc.record(20'000);  // 20 us at 1 GHz
+  r.virtual_time.on = true;
+  r.virtual_time.virtual_seconds = 1.2;
+  r.virtual_time.wall_seconds = 30;
+  r.virtual_time.passes = 1000;
+  r.virtual_time.workers.resize(4);
+  Report rep;
+  rep.cfg = &l.cfg;
+  rep.run = &l.plan.run;
+  rep.result = &r;
+  rep.device = l.caps;
+  rep.checks = run_checks(r, false);
+  const std::string text = report_text(rep);
+  EXPECT_NE(text.find("(10 in 1.00 s of virtual time)"), std::string::npos) << text;
+  EXPECT_NE(text.find("time           virtual (measured cost): 1.200 s virtual in 30.00 s wall, 4 worker(s) on one "
+                      "thread"),
+            std::string::npos)
+      << text;
+  const std::string json = report_json(rep);
+  EXPECT_NE(json.find("\"mode\" : \"virtual\""), std::string::npos) << json;
+  // The p50 of one 20,000-tick sample, within the histogram's 6.25 %.
+  const size_t at = json.find("\"p50\" : ", json.find("\n    \"latency_us\" : {"));  // the top-level one
+  ASSERT_NE(at, std::string::npos) << json;
+  const double p50 = std::stod(json.substr(at + std::string("\"p50\" : ").size()));
+  EXPECT_NEAR(p50, 20.0, 20.0 * 0.0625) << json;
 }

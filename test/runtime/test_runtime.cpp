@@ -1,19 +1,23 @@
 // Runtime: tasks, workers, pollers, timers, frame pools, loops, shutdown.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <deque>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "env/tsc.hpp"
+#include "env/virtual_clock.hpp"
 #include "rdma/rdma.hpp"
 #include "runtime/cq_poller.hpp"
 #include "runtime/loop.hpp"
 #include "runtime/shutdown.hpp"
 #include "runtime/task.hpp"
+#include "runtime/virtual_loop.hpp"
 #include "runtime/worker.hpp"
 
 using namespace rdtx;
@@ -400,6 +404,142 @@ TEST(IdlePolicy, AutoSpinsOnlyWithACorePerLoop) {
   EXPECT_EQ(resolve_idle_policy(IdlePolicy::kSleep, 1, 2), IdlePolicy::kSleep);
   EXPECT_FALSE(parse_idle_policy("busy").ok());
   EXPECT_EQ(*parse_idle_policy("yield"), IdlePolicy::kYield);
+}
+
+// Virtual time (doc/runtime.md "Virtual time"): the worker with the
+// smallest clock runs next (ties: the one added first); a pass costs what
+// it charges and spends; what a pass reads from env::tsc() is its worker's
+// clock.
+TEST(VirtualLoop, SmallestClockRunsNextAndPassesCostWhatTheyCharge) {
+  env::CostModel m;
+  m.pass_ns = 100;
+  m.work_ns = 0;
+  m.resume_ns = 0;
+  constexpr uint64_t kStart = 1'000'000;
+  env::VirtualClock clock(env::VirtualCost::kModel, m, kStart, 1'000'000);
+  env::VirtualClock::Scope scope(&clock);
+  EXPECT_EQ(env::tsc_hz(), env::VirtualClock::kHz);
+  Worker a("a"), b("b");
+  std::vector<std::pair<char, uint64_t>> seen;  // worker, its clock at its poller
+  a.add_poller([&] {
+    seen.emplace_back('a', env::tsc());
+    env::spend_ticks(300);  // a's passes cost 100 + 300
+    return 0;
+  });
+  b.add_poller([&] {
+    seen.emplace_back('b', env::tsc());
+    return 0;
+  });
+  VirtualLoop loop(clock);
+  loop.add_worker(&a);
+  loop.add_worker(&b);
+  for (int i = 0; i < 7; ++i) loop.step();
+  const std::vector<std::pair<char, uint64_t>> want = {{'a', kStart + 100}, {'b', kStart + 100}, {'b', kStart + 200},
+                                                       {'b', kStart + 300}, {'b', kStart + 400}, {'a', kStart + 500},
+                                                       {'b', kStart + 500}};
+  EXPECT_EQ(seen, want);
+  EXPECT_EQ(loop.clock_of(0), kStart + 800);
+  EXPECT_EQ(loop.clock_of(1), kStart + 500);
+  // Between passes the thread reads the cluster's now: the smallest clock.
+  EXPECT_EQ(loop.now(), kStart + 500);
+  EXPECT_EQ(env::tsc(), kStart + 500);
+  EXPECT_EQ(loop.stats()[0].passes, 2u);
+  EXPECT_EQ(loop.stats()[1].passes, 5u);
+  EXPECT_EQ(loop.stats()[1].idle_tsc, 500u);
+  EXPECT_EQ(clock.spent(), 600u);
+}
+
+Task<void> sleep_and_note(uint64_t ns, uint64_t* before, uint64_t* after) {
+  *before = env::tsc();
+  co_await sleep_for(ns);
+  *after = env::tsc();
+}
+
+TEST(VirtualLoop, TimersFireAtTheirVirtualDeadline) {
+  env::CostModel m;
+  m.pass_ns = 40;
+  m.work_ns = 10;
+  m.resume_ns = 25;
+  env::VirtualClock clock(env::VirtualCost::kModel, m, 5'000, 1'000'000);
+  env::VirtualClock::Scope scope(&clock);
+  Worker w("w");
+  uint64_t slept_at = 0, woke_at = 0;
+  w.spawn(sleep_and_note(1'000, &slept_at, &woke_at));
+  VirtualLoop loop(clock);
+  loop.add_worker(&w);
+  loop.run_until(100'000, [&] { return w.live_tasks() == 0; });
+  ASSERT_EQ(w.live_tasks(), 0u);
+  EXPECT_EQ(slept_at, 5'000u + 40 + 25);  // the pass, then its resume
+  // The first pass whose clock has reached the deadline when it looks at
+  // its timers fires it and resumes the coroutine (25 ns): no earlier, and
+  // at most one idle pass (40 ns) late.
+  EXPECT_GE(woke_at, slept_at + 1'000 + 25);
+  EXPECT_LE(woke_at, slept_at + 1'000 + 40 + 25);
+}
+
+// Measured: a pass costs its real time, cut to the cap (a preempted pass).
+TEST(VirtualLoop, MeasuredPassesAreCutToTheCap) {
+  env::VirtualClock clock(env::VirtualCost::kMeasured, env::CostModel{}, 5'000, 20'000);
+  env::VirtualClock::Scope scope(&clock);
+  Worker w("w");
+  bool slow = true;
+  w.add_poller([&] {
+    if (std::exchange(slow, false)) {
+      const uint64_t until = env::hw_tsc() + env::hw_tsc_hz() / 1000;  // 1 ms, real
+      while (env::hw_tsc() < until) {
+      }
+    }
+    return 0;
+  });
+  VirtualLoop loop(clock);
+  loop.add_worker(&w);
+  const uint64_t t0 = loop.clock_of(0);  // 5'000 and the real time since the clock was made
+  loop.step();
+  EXPECT_EQ(loop.capped_passes(), 1u);
+  EXPECT_EQ(loop.clock_of(0), t0 + 20'000);
+  loop.step();
+  EXPECT_GT(loop.clock_of(0), t0 + 20'000) << "a pass costs at least a tick";
+}
+
+// Measured: time off the CPU is not a pass's cost. A pass that sleeps 5 ms
+// (the thread leaves the CPU, as when the OS preempts it) counts its CPU
+// time, microseconds, not the 5 ms (the cap, 50 ms, is far).
+TEST(VirtualLoop, MeasuredPassesDoNotCountTimeOffTheCpu) {
+  env::VirtualClock clock(env::VirtualCost::kMeasured, env::CostModel{}, 5'000, 50'000'000);
+  if (!clock.detects_preemption()) GTEST_SKIP() << "no rseq registered by glibc: preemptions are not detected";
+  env::VirtualClock::Scope scope(&clock);
+  Worker w("w");
+  w.add_poller([] {
+    usleep(5'000);
+    return 0;
+  });
+  VirtualLoop loop(clock);
+  loop.add_worker(&w);
+  const uint64_t t0 = loop.clock_of(0);
+  loop.step();
+  EXPECT_LT(loop.clock_of(0) - t0, 1'000'000u) << "the 5 ms asleep were counted";
+  EXPECT_GE(clock.preemptions_seen(), 1u);
+  EXPECT_EQ(loop.capped_passes(), 0u);
+}
+
+TEST(VirtualClock, ThreadReadsRealTimeOutsideTheScope) {
+  const uint64_t hz = env::tsc_hz();
+  {
+    env::VirtualClock clock(env::VirtualCost::kModel, env::CostModel{}, 42, 1);
+    env::VirtualClock::Scope scope(&clock);
+    EXPECT_EQ(env::tsc(), 42u);
+    EXPECT_EQ(env::spend_ticks(8), 50u) << "spent, not spun";
+    clock.charge(env::CostUnit::kResume, 2);
+    EXPECT_EQ(env::tsc(), 50u + 2 * env::CostModel{}.resume_ns);
+    uint64_t other = 0;
+    std::thread([&] { other = env::tsc(); }).join();
+    EXPECT_GT(other, 1'000'000u) << "another thread reads the hardware counter";
+  }
+  EXPECT_EQ(env::virtual_clock(), nullptr);
+  EXPECT_EQ(env::tsc_hz(), hz);
+  const uint64_t t0 = env::tsc();
+  env::spend_ticks(env::tsc_hz() / 100'000);  // 10 us, spun
+  EXPECT_GE(env::tsc() - t0, env::tsc_hz() / 100'000);
 }
 
 TEST(Shutdown, FirstSignalRequestsStopSecondExits) {

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <random>
 
-
 #include "env/tsc.hpp"
+#include "env/virtual_clock.hpp"
 #include "runtime/worker.hpp"
 #include "store/loader.hpp"
 
@@ -353,9 +353,11 @@ double steps_per_ns() {
     double best = 0;
     uint64_t x = 1;
     for (int trial = 0; trial < 20; ++trial) {
-      const uint64_t t0 = env::tsc();
+      // The hardware counter: the rate is the CPU's, whatever clock (a
+      // virtual one) this thread runs on.
+      const uint64_t t0 = env::hw_tsc();
       x = burn_steps(kSteps, x);
-      const double ns = env::tsc_to_ns(env::tsc() - t0);
+      const double ns = static_cast<double>(env::hw_tsc() - t0) * 1e9 / static_cast<double>(env::hw_tsc_hz());
       if (ns > 0) best = std::max(best, static_cast<double>(kSteps) / ns);
     }
     asm volatile("" : : "r"(x));
@@ -370,7 +372,12 @@ void Ycsb::burn_ns(uint64_t ns) {
   // A fixed amount of CPU work, calibrated against the TSC, rather than a
   // spin until a TSC deadline: if the OS preempts the thread, the
   // computation takes longer in wall time, as real computation would, and
-  // still costs the thread `ns` of CPU.
+  // still costs the thread `ns` of CPU. Under a virtual clock the time is
+  // added to it instead (env::spend_ticks()).
+  if (env::virtual_clock() != nullptr) {
+    env::spend_ticks(env::ns_to_tsc(ns));
+    return;
+  }
   const uint64_t x = burn_steps(static_cast<uint64_t>(static_cast<double>(ns) * steps_per_ns()), ns);
   asm volatile("" : : "r"(x));
 }
