@@ -19,6 +19,7 @@ import sys
 import tempfile
 
 sweep, bench, compare, repo = sys.argv[1:5]
+bench = os.path.abspath(bench)  # meson passes it relative to the build directory; the runs are in the repo
 failures = []
 
 
