@@ -107,6 +107,17 @@ Loaded load(const std::vector<std::string>& overrides) {
   return {std::move(*cfg), std::move(*plan), (*dev)->caps()};
 }
 
+// The report rdtx-bench would print for `r` under the loaded configuration.
+Report report_of(const Loaded& l, const run::RunResult& r) {
+  Report rep;
+  rep.cfg = &l.cfg;
+  rep.run = &l.plan.run;
+  rep.result = &r;
+  rep.device = l.caps;
+  rep.checks = run_checks(r, false);
+  return rep;
+}
+
 Result<void> check(const Loaded& l, const HostLimits& limits) {
   const Footprint fp = footprint(l.plan.run, l.caps, l.plan.run.cluster.nodes);
   return check_resources(l.cfg, l.plan.run, l.caps, fp, limits);
@@ -379,12 +390,7 @@ TEST(Report, EveryCounterAppearsInTextJsonAndCsv) {
     const int64_t v = 1000 * static_cast<int64_t>(k + 1) + 7;
     c.set_bits(r.total, static_cast<uint64_t>(c.is_signed() ? -v : v));
   }
-  Report rep;
-  rep.cfg = &l.cfg;
-  rep.run = &l.plan.run;
-  rep.result = &r;
-  rep.device = l.caps;
-  rep.checks = run_checks(r, false);
+  const Report rep = report_of(l, r);
 
   const std::string json = report_json(rep);
   const size_t at = json.find("\"counters\" : {");
@@ -456,12 +462,7 @@ TEST(Report, VirtualTimeIsSaidAndItsTicksAreNanoseconds) {
   r.virtual_time.wall_seconds = 30;
   r.virtual_time.passes = 1000;
   r.virtual_time.workers.resize(4);
-  Report rep;
-  rep.cfg = &l.cfg;
-  rep.run = &l.plan.run;
-  rep.result = &r;
-  rep.device = l.caps;
-  rep.checks = run_checks(r, false);
+  const Report rep = report_of(l, r);
   const std::string text = report_text(rep);
   EXPECT_NE(text.find("(10 in 1.00 s of virtual time)"), std::string::npos) << text;
   EXPECT_NE(text.find("time           virtual (measured cost): 1.200 s virtual in 30.00 s wall, 4 worker(s) on one "
