@@ -84,5 +84,29 @@ with tempfile.TemporaryDirectory(prefix="rcc-compare-test-") as tmp:
     r = subprocess.run([sys.executable, compare, tmp, "fig99", "bank"], capture_output=True, text=True)
     check(r.returncode != 0 and "no rows" in r.stderr, "an unknown experiment is refused with a message")
 
+# rcc-compare fig21: the stage times beside RCC's Figure 21.
+with tempfile.TemporaryDirectory(prefix="rcc-compare-test-") as tmp:
+    with open(os.path.join(tmp, "results.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["point", "status", "config", "stages_us.fetch.mean", "stages_us.lock.mean", "latency_us.mean"])
+        w.writerow(["1", "ok", "conf/smallbank/sundial-onesided.toml", "4.5", "3.25", "12"])
+    r = subprocess.run([sys.executable, compare, tmp, "fig21", "bank"], capture_output=True, text=True)
+    check(r.returncode == 0, f"rcc-compare fig21 exits 0 (got {r.returncode}: {r.stderr.strip()})")
+    rows = {tuple(c.strip() for c in l.split("|")[1:3]): [c.strip() for c in l.split("|")[1:-1]]
+            for l in r.stdout.splitlines() if l.startswith("| ") and not l.startswith("| protocol")}
+    ref = {(x["alg"], x["version"]): x for x in csv.DictReader(open(os.path.join(repo, "doc", "reproduction",
+                                                                                    "rcc-vldb20-fig21.csv")))}
+    sd = rows.get(("sundial", "onesided"))
+    check(sd is not None and len(rows) == 10, f"fig21: a row per protocol and version, sundial one-sided among them "
+          f"({len(rows)} rows)")
+    if sd:
+        want = ref[("sundial", "onesided")]
+        check(sd[2] == f"{float(want['read_us']):.3g}" and sd[6] == f"{float(want['renew_us']):.3g}",
+              f"fig21: RCC's Read and Renew are the reference CSV's ({sd[2]}, {sd[6]})")
+        check(sd[3] == "4.5" and sd[5] == "3.25" and sd[13] == "12", f"fig21: rdtx's cells are the results' ({sd})")
+    nw = rows.get(("nowait", "rpc"))
+    check(nw is not None and nw[2] == "-" and nw[3] == "-",
+          "fig21: RCC's 0 (no Read stage for RPC NOWAIT) and a missing rdtx run print -")
+
 print(f"{len(failures)} failed")
 sys.exit(1 if failures else 0)
