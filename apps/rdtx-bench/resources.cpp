@@ -107,11 +107,11 @@ Footprint footprint(const run::RunConfig& run, const rdma::DeviceCaps& caps, uin
   fp.cqs = (fp.cq_depth + 2ull * cc.rpc.send_buffers + cc.rpc.recv_buffers) * sizeof(rdma::Completion) * fp.workers;
   if (run.options.location_cache) fp.caches = cache_bytes(run.options.location_cache_entries) * fp.workers;
   if (run.options.record_history) fp.history = run.options.history_capacity_bytes * fp.workers;
-  // Replication: each worker's rings, one per sending worker of the cluster
-  // (and, one-sided, each coroutine's staging: a bound of one entry per
-  // backup node; see replication.cpp).
+  // Replication: each worker's rings, one per node (whose worker of the
+  // same index sends to it), and, one-sided, each coroutine's staging: a
+  // bound of one entry per backup node; see replication.cpp.
   if (cc.replicas > 1) {
-    const uint64_t senders = uint64_t{cc.nodes} * cc.workers_per_node;
+    const uint64_t senders = cc.nodes;
     fp.log = (senders * run.options.log_ring_bytes + senders * 8 + 64) * fp.workers;
     if (run.options.stage(txn::Stage::kLog) == txn::Primitive::kOneSided) {
       uint32_t max_record = 0;

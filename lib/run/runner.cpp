@@ -103,12 +103,12 @@ Result<void> exchange_log_regions(cluster::Cluster& c, std::vector<std::unique_p
   std::vector<txn::LogRegionDesc> by(size_t{nodes} * wpn);
   for (const txn::LogRegionDesc& d : all) {
     if (d.addr == 0 && d.node < nodes && d.node >= data_nodes) continue;
-    if (d.node >= data_nodes || d.worker >= wpn || d.senders != nodes * wpn || d.addr == 0 ||
+    if (d.node >= data_nodes || d.worker >= wpn || d.senders != nodes || d.addr == 0 ||
         d.ring_bytes != engines.front()->options().log_ring_bytes)
       return make_error(EPROTO,
                         "log region of node %u worker %u: no such worker, or %u rings of %llu bytes for %u senders of "
                         "%llu (txn.log_ring_kb must be the same on every node)",
-                        d.node, d.worker, d.senders, static_cast<unsigned long long>(d.ring_bytes), nodes * wpn,
+                        d.node, d.worker, d.senders, static_cast<unsigned long long>(d.ring_bytes), nodes,
                         static_cast<unsigned long long>(engines.front()->options().log_ring_bytes));
     by[d.node * wpn + d.worker] = d;
   }

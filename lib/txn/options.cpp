@@ -56,7 +56,7 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   schema.add_enum("txn.pipeline.log", "off", kPrimitives,
                   "log stage primitive: redo entries to the backups (cluster.replicas > 1): onesided, rpc or off");
   schema.add_int("txn.log_ring_kb", 256, 16, 1 << 16,
-                 "replication: KiB of each log ring, one per sending worker on every worker (a power of two)");
+                 "replication: KiB of each log ring; each worker has one per node, for that node's worker of the same index (a power of two)");
   schema.add_check([](const config::Config& cfg) -> std::string {
     const int64_t n = cfg.get_int("txn.log_ring_kb");
     if ((n & (n - 1)) == 0) return "";

@@ -155,10 +155,14 @@ using ringlog::seal_entry;
 using ringlog::skip_before;
 // The receiving worker's log region (ring_log.hpp's layout), in registered
 // memory that the senders WRITE into (one-sided form) or its log.append
-// handler writes (RPC form): a ring and a head word per sender.
+// handler writes (RPC form): a ring and a head word per sending node. Only
+// the worker of the same index on each node sends to this worker (the
+// runner hands a worker's region to those workers, and log.append goes
+// through the paired RPC endpoints), so a ring per node is a ring per
+// sender.
 using RegionLayout = ringlog::RegionLayout;
 
-// The worker's rings (one per sender) and their applier.
+// The worker's rings (one per sending node) and their applier.
 class LogApplier final : public Service {
  public:
   LogApplier(WorkerEngine& e, uint32_t senders)
@@ -627,7 +631,8 @@ class LogStage final : public StageModule {
     co_return true;
   }
 
-  uint32_t sender_id() const { return e_.node() * e_.workers_per_node() + e_.ctx().index; }
+  // This worker's ring in the paired worker's region on each backup.
+  uint32_t sender_id() const { return e_.node(); }
 
   WorkerEngine& e_;
   rpc::HandlerId handler_;
@@ -643,7 +648,7 @@ class LogStage final : public StageModule {
 }  // namespace
 
 Result<std::unique_ptr<StageModule>> create_log_stage(WorkerEngine& e) {
-  const uint32_t senders = e.db().nodes() * e.workers_per_node();
+  const uint32_t senders = e.db().nodes();  // one ring per node: its worker of this index
   // The handler is registered on every worker (handler ids agree across
   // nodes); only a node that holds data backs partitions up and has rings.
   // A compute node's refuses every record (a malformed request: nobody logs

@@ -51,7 +51,7 @@ class WorkerEngine;
 struct LogRegionDesc {
   uint64_t addr = 0;
   uint32_t rkey = 0;
-  uint32_t senders = 0;  // rings in it: one per (node, worker) of the cluster
+  uint32_t senders = 0;  // rings in it: one per node (its worker of this index sends)
   uint32_t node = 0;
   uint32_t worker = 0;
   uint64_t ring_bytes = 0;  // per ring (txn.log_ring_kb)

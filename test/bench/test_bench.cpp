@@ -195,6 +195,12 @@ TEST(Resources, BackupsAndLogRingsCount) {
   auto r = check(three, h);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("txn.log_ring_kb = 65536"), std::string::npos) << r.error().message;
+  // A worker's region has a ring per node, not per worker of the cluster:
+  // only the worker of its index on each node logs to it.
+  Loaded four = load({"cluster.nodes=3", "cluster.workers_per_node=4", "cluster.replicas=3", "txn.pipeline.log=rpc",
+                      "txn.log_ring_kb=1024"});
+  const Footprint c = footprint(four.plan.run, four.caps, 3);
+  EXPECT_EQ(c.log, uint64_t{12} * (3 * (1024 << 10) + 3 * 8 + 64));  // 12 workers x (3 rings, their heads)
 }
 
 // cluster.replicas and the log stage go together, and fit the cluster.
