@@ -173,6 +173,28 @@ TEST(ShmDriver, AStaleNodeOfACrashedProcessIsReclaimed) {
   EXPECT_THAT(files_of(fabric), ::testing::IsEmpty());
 }
 
+// A run killed outright (SIGKILL, the OOM killer) leaves its nodes' files in
+// /dev/shm, and later runs meet in fabrics of their own: opening any node
+// reclaims them, or they would fill /dev/shm run after run.
+TEST(ShmDriver, NodesOfADeadProcessInAnyFabricAreReclaimed) {
+  std::string fabric = new_fabric("dead");
+  std::string exe = "/proc/self/exe", flag = "--rdtx-abandon-node", devargs = "shm", node = "2";
+  char* argv[] = {exe.data(), flag.data(), devargs.data(), fabric.data(), node.data(), nullptr};
+  pid_t child;
+  ASSERT_EQ(posix_spawn(&child, exe.c_str(), nullptr, nullptr, argv, environ), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_EQ(files_of(fabric).size(), 2u) << "the dead owner left its control segment and memory file";
+  // A live node of a third fabric is left alone.
+  std::string live = new_fabric("live");
+  auto keep = open_node(live, 0);
+  auto dev = open_node(new_fabric("later"), 0);
+  ASSERT_NE(dev, nullptr);
+  EXPECT_THAT(files_of(fabric), ::testing::IsEmpty());
+  EXPECT_EQ(files_of(live).size(), 1u) << "a live node keeps its files";
+}
+
 TEST(ShmDriver, ANodeOfAnotherFabricIsUnreachable) {
   auto a = open_node(new_fabric("fa"), 0), b = open_node(new_fabric("fb"), 0);
   auto cq = a->create_cq(8);

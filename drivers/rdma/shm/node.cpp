@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 
 #include "env/tsc.hpp"
@@ -40,6 +41,43 @@ void remove_node_files(const std::string& fabric, uint32_t node_id) {
   }
   closedir(dir);
 }
+
+// Reclaims the nodes of every fabric whose owners died (SIGKILL, the OOM
+// killer): such a node keeps its files in /dev/shm, taking memory that
+// later runs, which meet in fabrics of their own, would never reclaim. A
+// node is its owner's while the owner holds the lock on its control
+// segment, so a segment that is sized (created) and can be locked is a dead
+// owner's; one being created (size 0) is left alone. Peers still mapping
+// its files keep their mappings.
+void reclaim_dead_nodes() {
+  DIR* dir = opendir(kShmDir);
+  if (dir == nullptr) return;
+  while (dirent* e = readdir(dir)) {
+    // A control segment: "rdtx.<fabric>.n<node>", nothing after the number.
+    const std::string name = e->d_name;
+    if (name.rfind("rdtx.", 0) != 0) continue;
+    const size_t n = name.rfind(".n");
+    if (n == std::string::npos || n <= 5 || n + 2 == name.size() ||
+        name.find_first_not_of("0123456789", n + 2) != std::string::npos)
+      continue;
+    const std::string fabric = name.substr(5, n - 5);
+    const unsigned long id = std::strtoul(name.c_str() + n + 2, nullptr, 10);
+    if (!valid_fabric_name(fabric) || id > UINT32_MAX) continue;
+    int fd = openat(dirfd(dir), e->d_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    struct stat mine {}, named {};
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &mine) == 0 && mine.st_size != 0 &&
+        fstatat(dirfd(dir), e->d_name, &named, AT_SYMLINK_NOFOLLOW) == 0 && mine.st_ino == named.st_ino &&
+        mine.st_dev == named.st_dev) {
+      RDTX_LOG(shm_log(), Notice, "reclaiming node %lu of fabric %s left by pid %d, which is gone", id,
+               fabric.c_str(), owner_pid(fd));
+      remove_node_files(fabric, static_cast<uint32_t>(id));
+      unlinkat(dirfd(dir), e->d_name, 0);
+    }
+    close(fd);  // releases the lock
+  }
+  closedir(dir);
+}
 }  // namespace
 
 Result<std::shared_ptr<Node>> Node::open(const ShmConfig& cfg, uint32_t node_id, const std::string& fabric) {
@@ -47,6 +85,7 @@ Result<std::shared_ptr<Node>> Node::open(const ShmConfig& cfg, uint32_t node_id,
     return make_error(EINVAL, "fabric name '%s' is invalid: use 1 to %zu characters of [A-Za-z0-9_-]", fabric.c_str(),
                       kMaxFabricName);
   std::string path = node_path(fabric, node_id);
+  reclaim_dead_nodes();
   for (int attempt = 0; attempt < kOpenAttempts; ++attempt) {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) return make_error(errno, "cannot create %s: %s", path.c_str(), strerror(errno));
