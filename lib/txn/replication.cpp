@@ -212,12 +212,14 @@ class LogApplier final : public Service {
     ItemReader in(r.payload());
     ItemWriter out(r);
     int32_t status = kLogOk;
-    const uint32_t s = r.src();
+    // The caller is a worker's endpoint (node x workers + index); only the
+    // worker of this one's index on each node logs here, into its node's ring.
+    const uint32_t wpn = e_.workers_per_node(), s = r.src() / wpn;
     uint32_t bytes = kEntryOverhead;
     ItemHeader h;
     std::span<const std::byte> data;
     uint32_t n = 0;
-    if (s >= layout_.rings || !in.valid()) status = kLogRefused;
+    if (s >= layout_.rings || r.src() % wpn != e_.ctx().index || !in.valid()) status = kLogRefused;
     while (status == kLogOk && in.next(&h, &data)) {
       if (!db_.has_table(h.table) || data.size() != db_.def(h.table).record_bytes) status = kLogRefused;
       bytes += sizeof(LogRecord) + pad8(static_cast<uint32_t>(data.size()));

@@ -73,8 +73,8 @@ std::vector<Combo> combos() {
       v.push_back(unsignaled);
       // 3-way replication: the log stage and the backups' appliers, the
       // replicas compared after the run; once with the protocol's one-sided
-      // stages, once all RPC, once with two workers per node (appliers of
-      // both write the node's backup copies).
+      // stages, once all RPC, and with two workers per node (appliers of
+      // both write the node's backup copies), logging one-sided and by RPC.
       if (!protocol_of(p)->replicable) continue;
       Combo repl{w, p};
       repl.replicas = 3;
@@ -88,6 +88,8 @@ std::vector<Combo> combos() {
       Combo repl_spread = spread;
       repl_spread.replicas = 3;
       repl_spread.log = P::kOneSided;
+      v.push_back(repl_spread);
+      repl_spread.log = P::kRpc;  // log.append from the paired worker of each node
       v.push_back(repl_spread);
     }
   std::erase_if(v, refused);  // checked by Refusals.NameWhatIsRefused
