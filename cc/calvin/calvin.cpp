@@ -21,8 +21,9 @@
 //             there (b3), and orders them all by timestamp (a4/b4): the same
 //             order on every member.
 //   schedule  publishes, per transaction of the epoch with records on this
-//             node, the records to the node's lock manager
-//             (lock_manager.hpp), which grants in (epoch, timestamp) order.
+//             node, the records to the node's lock manager shards
+//             (lock_manager.hpp; one request per shard holding some of
+//             them), which grant in (epoch, timestamp) order.
 //   execute   (Figure 14; its step names below carry "F14") per transaction
 //             in that order: if it has local records, waits for their grant
 //             and reads them (F14 a1/b1), forwards them with their writer
@@ -160,16 +161,35 @@ Result<uint64_t> region_bytes_of(const RegionQuery& q) {
   return Geometry::make(q.nodes, q.coroutines, s.epoch_size, s.max_accesses, q.max_record_bytes).region_bytes();
 }
 
-// The node's lock manager's poller: worker 0 of each node runs it.
+// The node's lock manager, sharded by record: shard s holds the locks of
+// the records whose (table, key) hash to s, and worker s of the node runs
+// it (one shard per worker, at most kMaxShards). Every shard grants in the
+// same global order, so the order per record, all that deadlock freedom
+// needs, is the one order (lock_manager.hpp); sharding spreads the grants
+// over the node's workers instead of loading worker 0 with all of them.
+constexpr uint32_t kMaxShards = 64;  // a transaction's shards: a 64-bit mask
+struct LockShards {
+  std::vector<std::unique_ptr<LockManager>> shard;
+};
+uint32_t shard_of(TableId table, uint64_t key, uint32_t shards) {
+  // A hash of the record's identity, not its address: the same shards in
+  // every run (virtual time stays deterministic).
+  const uint64_t h = (key ^ (uint64_t{table} << 56)) * 0x9e3779b97f4a7c15ull;
+  return static_cast<uint32_t>((h >> 32) * shards >> 32);
+}
+
+// A lock manager shard's poller: worker s of each node runs shard s.
 class LockManagerService final : public Service {
  public:
-  explicit LockManagerService(std::shared_ptr<LockManager> lm) : Service("calvin.locks"), lm_(std::move(lm)) {}
+  LockManagerService(std::shared_ptr<LockShards> lms, uint32_t s)
+      : Service("calvin.locks"), lms_(std::move(lms)), lm_(lms_->shard[s].get()) {}
   int poll() override { return lm_->poll(); }
   // Grants go on until every group of the node has run its last epoch.
   bool drain() override { return lm_->finished(); }
 
  private:
-  std::shared_ptr<LockManager> lm_;
+  std::shared_ptr<LockShards> lms_;
+  LockManager* lm_;
 };
 
 // One transaction of the epoch as this member sees it.
@@ -180,7 +200,7 @@ struct Plan {
   uint64_t readers = 0;    // nodes holding a declared record (bit per node)
   uint64_t active = 0;     // nodes it writes on, plus its home
   uint32_t nlocal = 0;     // declared records on this node
-  uint32_t request = UINT32_MAX;  // its lock manager request (nlocal > 0)
+  uint64_t shards = 0;     // the lock manager shards holding its locks here (bit per shard)
 };
 
 // Per coroutine: preallocated for a whole epoch (nodes x epoch_size).
@@ -188,6 +208,8 @@ struct CoState {
   std::vector<Plan> plans;
   std::vector<DeclaredSet> sets;      // [k]
   std::vector<std::byte*> tuples;     // [k][declared access]: this node's tuple, or nullptr
+  std::vector<uint32_t> requests;     // [k][shard]: its request in the shard (valid for the plan's shards)
+  std::vector<uint32_t> counts;       // [shard]: requests of the epoch being planned
   std::vector<uint64_t> gen_tsc;      // [i] of this member's own batch
   uint32_t current = 0;               // the k being executed (the fetch module's)
   uint64_t epoch = 0;
@@ -229,6 +251,7 @@ class Calvin final : public Protocol {
   Task<bool> execute(Coordinator& c, uint32_t k);
   Task<bool> forward(Coordinator& c, uint32_t k, uint32_t len, uint64_t targets);
   Task<bool> wait_grant(Coordinator& c, uint32_t k);
+  void release_locks(Coordinator& c, uint32_t k);
   Task<bool> wait_values(Coordinator& c, uint32_t k);
   // The payload offset, in the owner's forwarded values, of declared access j.
   uint32_t forward_offset(const DeclaredSet& d, uint32_t j) const;
@@ -249,7 +272,8 @@ class Calvin final : public Protocol {
   uint32_t me_ = 0, nodes_ = 0, wpn_ = 1;
   std::byte* region_ = nullptr;
   uint32_t lkey_ = 0;
-  std::shared_ptr<LockManager> lm_;
+  std::shared_ptr<LockShards> lms_;
+  uint32_t shards_ = 1;
   rpc::HandlerId batch_handler_ = 0, forward_handler_ = 0;
   std::vector<CoState> co_;
   bool failed_ = false;  // the run failed here: every group stops
@@ -307,13 +331,19 @@ Result<void> Calvin::init() {
                       "calvin.max_accesses = %u: forwarded values of up to %llu bytes exceed an RPC message (%u bytes)",
                       s_.max_accesses, static_cast<unsigned long long>(sizeof(ForwardMsg) + g_.slot_payload),
                       max_payload);
-  // The node's lock manager: the first worker of the node to be created
-  // makes it (Database::node_state), worker 0 runs it.
+  // The node's lock manager shards: the first worker of the node to be
+  // created makes them (Database::node_state), worker s runs shard s.
+  shards_ = std::min(wpn_, kMaxShards);
   std::shared_ptr<void>& slot = e_.db().node_state(me_, "calvin.lock_manager");
-  if (!slot)
-    slot = std::make_shared<LockManager>(wpn_ * o_.coroutines, nodes_ * s_.epoch_size, s_.max_accesses);
-  lm_ = std::static_pointer_cast<LockManager>(slot);
-  if (e_.ctx().index == 0) e_.add_service(std::make_unique<LockManagerService>(lm_));
+  if (!slot) {
+    auto lms = std::make_shared<LockShards>();
+    for (uint32_t s = 0; s < shards_; ++s)
+      lms->shard.push_back(
+          std::make_unique<LockManager>(wpn_ * o_.coroutines, nodes_ * s_.epoch_size, s_.max_accesses));
+    slot = lms;
+  }
+  lms_ = std::static_pointer_cast<LockShards>(slot);
+  if (e_.ctx().index < shards_) e_.add_service(std::make_unique<LockManagerService>(lms_, e_.ctx().index));
   auto b = e_.register_handler("calvin.batch", [this](rpc::Request& r) { handle_batch(r); });
   if (!b.ok()) return b.error();
   batch_handler_ = *b;
@@ -326,6 +356,8 @@ Result<void> Calvin::init() {
     cs.plans.resize(per_epoch);
     cs.sets.resize(per_epoch);
     cs.tuples.resize(size_t{per_epoch} * Txn::kMaxAccesses);
+    cs.requests.resize(size_t{per_epoch} * shards_);
+    cs.counts.resize(shards_);
     cs.gen_tsc.resize(s_.epoch_size);
     if (!s_.inputs.empty()) {
       cs.recorded.reserve(8 + s_.record_epochs * (8 + s_.epoch_size * g_.cr_bytes));
@@ -513,7 +545,7 @@ bool Calvin::plan_epoch(Coordinator& c, uint64_t epoch, bool last) {
     }
   }
   std::sort(cs.plans.begin(), cs.plans.begin() + n, [](const Plan& a, const Plan& b) { return a.cr->ts < b.cr->ts; });
-  uint32_t requests = 0;
+  std::fill(cs.counts.begin(), cs.counts.end(), 0);
   for (uint32_t k = 0; k < n; ++k) {
     Plan& p = cs.plans[k];
     DeclaredSet& d = cs.sets[k];
@@ -532,18 +564,23 @@ bool Calvin::plan_epoch(Coordinator& c, uint64_t epoch, bool last) {
       if (owner != me_) continue;
       ++p.nlocal;
       store::TupleRef ref;
-      if (db.store(me_).table(d.e[j].table)->lookup(d.e[j].key, &ref) == 0) tuples[j] = ref.tuple;
+      if (db.store(me_).table(d.e[j].table)->lookup(d.e[j].key, &ref) != 0) continue;
+      tuples[j] = ref.tuple;
+      // Its lock in the record's shard: one request per shard it touches.
+      const uint32_t s = shard_of(d.e[j].table, d.e[j].key, shards_);
+      uint32_t& q = cs.requests[size_t{k} * shards_ + s];
+      LockManager& lm = *lms_->shard[s];
+      if (!(p.shards >> s & 1)) {
+        p.shards |= uint64_t{1} << s;
+        q = cs.counts[s]++;
+        LockManager::Request& r = lm.request(group(c), epoch, q);
+        r.ts = p.cr->ts;
+        r.id = p.cr->id;
+      }
+      lm.add_record(group(c), epoch, q, ref.tuple);
     }
-    if (p.nlocal == 0) continue;
-    p.request = requests++;
-    LockManager::Request& r = lm_->request(group(c), epoch, p.request);
-    r.ts = p.cr->ts;
-    r.id = p.cr->id;
-    for (uint32_t j = 0; j < d.n; ++j)
-      if (tuples[j] != nullptr)
-        lm_->add_record(group(c), epoch, p.request, tuples[j]);
   }
-  lm_->publish(group(c), epoch, requests, last);
+  for (uint32_t s = 0; s < shards_; ++s) lms_->shard[s]->publish(group(c), epoch, cs.counts[s], last);
   cs.epoch = epoch;
   return true;
 }
@@ -651,15 +688,31 @@ Task<bool> Calvin::wait_values(Coordinator& c, uint32_t k) {
   co_return true;
 }
 
-// Polls transaction k's grant by the node's lock manager, yielding.
+// Polls transaction k's grants by the node's lock manager shards, yielding.
 Task<bool> Calvin::wait_grant(Coordinator& c, uint32_t k) {
   const CoState& cs = co_[c.index()];
   const uint64_t since = env::tsc();
-  while (!lm_->granted(group(c), cs.epoch, cs.plans[k].request)) {
+  uint64_t waiting = cs.plans[k].shards;
+  while (waiting != 0) {
+    for (uint64_t m = waiting; m != 0; m &= m - 1) {
+      const uint32_t s = static_cast<uint32_t>(std::countr_zero(m));
+      if (lms_->shard[s]->granted(group(c), cs.epoch, cs.requests[size_t{k} * shards_ + s]))
+        waiting &= ~(uint64_t{1} << s);
+    }
+    if (waiting == 0) break;
     if (stalled(c, since, "a lock grant (the lock manager)", me_)) co_return false;
     co_await runtime::poll_wait();
   }
   co_return true;
+}
+
+// Clears transaction k's lock words, in every shard holding them.
+void Calvin::release_locks(Coordinator& c, uint32_t k) {
+  const CoState& cs = co_[c.index()];
+  for (uint64_t m = cs.plans[k].shards; m != 0; m &= m - 1) {
+    const uint32_t s = static_cast<uint32_t>(std::countr_zero(m));
+    lms_->shard[s]->release(group(c), cs.epoch, cs.requests[size_t{k} * shards_ + s]);
+  }
 }
 
 // Figure 14 for transaction k of the epoch on this member.
@@ -707,7 +760,7 @@ Task<bool> Calvin::execute(Coordinator& c, uint32_t k) {
     if (targets != 0 && !co_await forward(c, k, len, targets)) co_return false;
     if (broken_ && !co_await wait_grant(c, k)) co_return false;
     if (!active) {
-      lm_->release(group(c), cs.epoch, p.request);
+      release_locks(c, k);
       c.add_phase(Phase::kFetch, t0);
       co_return true;
     }
@@ -716,7 +769,7 @@ Task<bool> Calvin::execute(Coordinator& c, uint32_t k) {
   c.add_phase(Phase::kFetch, t0);
   int64_t delta = 0;
   const bool ok = co_await e_.workload().execute(t, p.cr->in, &delta);
-  if (p.nlocal > 0) lm_->release(group(c), cs.epoch, p.request);
+  release_locks(c, k);
   if (failed_) co_return false;
   if (!ok && t.abort_reason() != AbortReason::kUser && t.abort_reason() != AbortReason::kNotFound) {
     fail(c, "transaction %llx aborted (reason %d): a CALVIN transaction never aborts for a conflict",
@@ -842,7 +895,7 @@ Task<void> Calvin::run_coordinator(Coordinator& c) {
   }
   // Publishes nothing more: later epochs of the node's other groups do not
   // wait for this one.
-  lm_->leave(group(c));
+  for (auto& lm : lms_->shard) lm->leave(group(c));
   if (!s_.inputs.empty()) write_recording(c);
 }
 

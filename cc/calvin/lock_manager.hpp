@@ -1,7 +1,9 @@
-// CALVIN's lock manager: one per node, shared by the node's CALVIN groups
-// (every coordinator coroutine of every worker), run by a service of worker 0
-// (LockManagerService in calvin.cpp). It grants the locks of the node's
-// records in ONE GLOBAL ORDER, (epoch, timestamp), the same on every node
+// CALVIN's lock manager: one per shard of a node's records (calvin.cpp's
+// LockShards: shard s holds the records whose (table, key) hash to s),
+// shared by the node's CALVIN groups (every coordinator coroutine of every
+// worker), run by a service of worker s (LockManagerService in calvin.cpp).
+// It grants the locks of its records in ONE GLOBAL ORDER, (epoch,
+// timestamp), the same on every node and in every shard
 // (Calvin [28]'s rule, not RCC's abort-and-retry; doc/txn.md "CALVIN"):
 //
 //   - a group publishes the requests of epoch e (its merged, ordered batch:
@@ -29,7 +31,7 @@
 // granted; the epoch tag in `granted` makes a reused slot unambiguous.
 //
 // Thread-safety: publish(), granted(), release() and leave() from the group's
-// thread; poll() from one thread (worker 0's); between them only atomics
+// thread; poll() from one thread (its worker's); between them only atomics
 // (acquire/release, as commented), no lock, no allocation after construction.
 #pragma once
 
