@@ -150,15 +150,21 @@ TEST(ShmDriver, ObjectsMayOutliveTheirDevice) {
   EXPECT_THAT(files_of(fabric), ::testing::IsEmpty());
 }
 
-TEST(ShmDriver, AStaleNodeOfACrashedProcessIsReclaimed) {
-  std::string fabric = new_fabric("stale");
-  std::string exe = "/proc/self/exe", flag = "--rdtx-abandon-node", devargs = "shm", node = "4";
+// Runs a child process that opens node `node` of `fabric` and exits without
+// closing it, as a crash would.
+void abandon_node(std::string fabric, std::string node) {
+  std::string exe = "/proc/self/exe", flag = "--rdtx-abandon-node", devargs = "shm";
   char* argv[] = {exe.data(), flag.data(), devargs.data(), fabric.data(), node.data(), nullptr};
   pid_t child;
   ASSERT_EQ(posix_spawn(&child, exe.c_str(), nullptr, nullptr, argv, environ), 0);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(ShmDriver, AStaleNodeOfACrashedProcessIsReclaimed) {
+  std::string fabric = new_fabric("stale");
+  ASSERT_NO_FATAL_FAILURE(abandon_node(fabric, "4"));
   auto left = files_of(fabric);
   EXPECT_EQ(left.size(), 2u) << "the crashed owner left its control segment and memory file";
   // A peer is told the node is gone.
@@ -178,13 +184,7 @@ TEST(ShmDriver, AStaleNodeOfACrashedProcessIsReclaimed) {
 // reclaims them, or they would fill /dev/shm run after run.
 TEST(ShmDriver, NodesOfADeadProcessInAnyFabricAreReclaimed) {
   std::string fabric = new_fabric("dead");
-  std::string exe = "/proc/self/exe", flag = "--rdtx-abandon-node", devargs = "shm", node = "2";
-  char* argv[] = {exe.data(), flag.data(), devargs.data(), fabric.data(), node.data(), nullptr};
-  pid_t child;
-  ASSERT_EQ(posix_spawn(&child, exe.c_str(), nullptr, nullptr, argv, environ), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_NO_FATAL_FAILURE(abandon_node(fabric, "2"));
   ASSERT_EQ(files_of(fabric).size(), 2u) << "the dead owner left its control segment and memory file";
   // A live node of a third fabric is left alone.
   std::string live = new_fabric("live");
