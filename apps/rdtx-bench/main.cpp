@@ -17,6 +17,7 @@
 
 #include "txn/protocol.hpp"
 #include "cluster/bootstrap.hpp"
+#include "drivers/rdma/shm/shm.hpp"
 #include "env/eal.hpp"
 #include "rdma/driver.hpp"
 #include "rdtx-bench/bench_config.hpp"
@@ -349,8 +350,10 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
     std::fprintf(stderr, "rdtx-bench: %s\n", r.error().message.c_str());
     return 2;
   }
-  // Everything the run will allocate on this host, before allocating it.
+  // Everything the run will allocate on this host, before allocating it
+  // (after removing what runs killed outright left in /dev/shm).
   {
+    if (caps->driver == "shm") rdma::shm::reclaim_dead_nodes();
     const uint32_t here = plan.run.host_share.other_processes + 1;
     const Footprint fp = footprint(plan.run, *caps, process_mode(cfg) ? here : plan.run.cluster.nodes);
     if (auto r = check_resources(cfg, plan.run, *caps, fp, host_limits()); !r.ok()) {

@@ -13,6 +13,7 @@
 
 #include "env/tsc.hpp"
 #include "shared_word.hpp"
+#include "shm.hpp"
 #include "shm_log.hpp"
 
 namespace rdtx::rdma::shm {
@@ -41,6 +42,8 @@ void remove_node_files(const std::string& fabric, uint32_t node_id) {
   }
   closedir(dir);
 }
+
+}  // namespace
 
 // Reclaims the nodes of every fabric whose owners died (SIGKILL, the OOM
 // killer): such a node keeps its files in /dev/shm, taking memory that
@@ -78,7 +81,6 @@ void reclaim_dead_nodes() {
   }
   closedir(dir);
 }
-}  // namespace
 
 Result<std::shared_ptr<Node>> Node::open(const ShmConfig& cfg, uint32_t node_id, const std::string& fabric) {
   if (!valid_fabric_name(fabric))

@@ -28,4 +28,11 @@ struct UdQpStats {
 // Fails (EINVAL) unless `qp` is a UD QP of an shm device.
 Result<UdQpStats> ud_qp_stats(const QueuePair& qp);
 
+// Removes the /dev/shm files of the nodes, of any fabric, whose owners died
+// (a run killed outright leaves them there). Opening a node does it too; a
+// tool that checks the memory free before it opens any calls it first.
+// Thread-safety: any thread; safe against live nodes and peers (it only
+// takes segments nobody holds).
+void reclaim_dead_nodes();
+
 }  // namespace rdtx::rdma::shm
