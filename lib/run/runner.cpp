@@ -385,9 +385,13 @@ Result<RunResult> run(const RunConfig& rc) {
     // As Loop::run drains: 1 s (virtual) for the coordinators to return.
     vloop->run_until(vloop->now() + env::ns_to_tsc(1'000'000'000), [&] { return live() == 0; });
   } else if (rc.single_thread) {
+    const uint64_t pass_tsc = env::ns_to_tsc(rc.single_thread_pass_ns);
     while (env::tsc() < end && !runtime::shutdown_requested()) {
+      const uint64_t pass_t0 = env::tsc();
       c.poll_all();
       progress.tick();
+      while (env::tsc() - pass_t0 < pass_tsc) {
+      }
     }
     for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker->request_stop();
     uint64_t drain_end = env::tsc() + env::ns_to_tsc(2'000'000'000);

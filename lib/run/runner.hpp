@@ -45,6 +45,10 @@ struct RunConfig {
   cluster::HostShare host_share;
   // Run every worker on the calling thread (deterministic order; tests).
   bool single_thread = false;
+  // With single_thread: each pass over the workers takes at least this
+  // long (tests: a loop as slow as a sanitizer build's, where one pass
+  // outlasts the retry backoff and the network latency).
+  uint64_t single_thread_pass_ns = 0;
   // Virtual time (doc/runtime.md "Virtual time"): every worker on the
   // calling thread, each on a virtual clock of its own, the one whose clock
   // is smallest running next; the shm driver's models, timers and every

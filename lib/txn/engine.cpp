@@ -362,7 +362,16 @@ runtime::Task<void> Coordinator::run_closed_loop() {
       // Let the conflicting transaction finish before retrying.
       const uint64_t window = uint64_t{e_.options().backoff_ns} << std::min<uint32_t>(attempt, 6);
       if (window > 0) {
-        co_await runtime::sleep_for(rng_() % window);
+        const uint64_t slept_from = env::tsc(), nap = rng_() % window;
+        co_await runtime::sleep_for(nap);
+        // A worker whose loop takes longer than the whole window to come
+        // back (coroutines that compute, a sanitizer build, one thread for
+        // the cluster) wakes every retry at its next pass whatever the
+        // draw: the retries of a conflict then meet in lock-step, a waiter
+        // and a dier phase-locked for ever (WAITDIE's oldest transaction
+        // starved). Then the delay is drawn in passes as well.
+        if (env::tsc() - slept_from > env::ns_to_tsc(nap + window))
+          for (uint64_t passes = rng_() % 4; passes > 0; --passes) co_await runtime::yield();
       } else {
         co_await runtime::yield();
       }

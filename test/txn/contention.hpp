@@ -66,6 +66,9 @@ struct Combo {
   std::string faults = "";
   uint64_t rpc_timeout_ns = 0;  // 0: lib/rpc's default
   double warmup_s = 0.0;
+  // Each pass of the test's one thread over the workers takes at least
+  // this long (run::RunConfig::single_thread_pass_ns).
+  uint64_t pass_ns = 0;
   // Of `nodes`, the memory nodes of the split layout (0: symmetric;
   // cluster.memory_nodes): the workload is made for the nodes that hold data.
   uint32_t memory_nodes = 0;
@@ -416,6 +419,7 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   rc.duration_s = seconds;
   rc.seed = seed;
   rc.single_thread = true;
+  rc.single_thread_pass_ns = c.pass_ns;
   auto r = run::run(rc);
   if (!r.ok()) return r.error();
   Outcome out;
@@ -471,12 +475,18 @@ inline Result<void> write_histories(const run::RunResult& r, const std::string& 
   return {};
 }
 
-// "commits 123, attempts 456, lock conflict 7, ..." for failure messages.
+// "commits 123, attempts 456, lock conflict 7, lock requests that waited 3,
+// ..." for failure messages.
 inline std::string summary(const run::RunResult& r) {
   std::string s = "commits " + std::to_string(r.total.commits) + ", attempts " + std::to_string(r.total.attempts) +
                   ", rpc timeouts " + std::to_string(r.rpc_timeouts);
   for (size_t k = 0; k < r.abort_reasons.size(); ++k)
     if (r.total.aborts[k]) s += std::string(", ") + r.abort_reasons[k].text + " " + std::to_string(r.total.aborts[k]);
+  // Every other counter that moved (lock waits, log ring waits, ...).
+  for (const txn::WorkerCounter& c : txn::kWorkerCounters) {
+    if (c.is_signed() || c.u64 == &txn::WorkerStats::commits || c.u64 == &txn::WorkerStats::attempts) continue;
+    if (const uint64_t v = r.total.*c.u64; v != 0) s += std::string(", ") + c.text + " " + std::to_string(v);
+  }
   return s;
 }
 

@@ -239,6 +239,31 @@ TEST(BrokenProtocol, ScanIntentionLocksAreCaught) {
   }
 }
 
+// A worker loop slower than the whole backoff window (each coroutine
+// computes 20 us an attempt, 48 of them on the test's one thread: a pass
+// takes about a millisecond, the backoff at most 128 us): every retry
+// wakes at the next pass whatever its random draw. WAITDIE's waiters and
+// diers then met in lock-step, the oldest transaction's CAS always landing
+// while a younger retry held the record again: 20 commits in a run, the
+// oldest transaction never committing (seen first under ASan, where every
+// pass is that slow). The retry now draws its delay in passes too.
+TEST(Backoff, WaitDieProgressesWhenTheLoopIsSlowerThanTheBackoff) {
+  Combo cb{"ycsb/relocate", "waitdie"};
+  cb.qps_per_node = 3;
+  cb.workers_per_node = 2;
+  cb.pass_ns = 1'000'000;
+  auto out = run_contended(cb, 1, 0.25);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  const run::RunResult& r = out->run;
+  SCOPED_TRACE(summary(r));
+  // About 250 passes: 240-270 commits, 8-9% of the attempts (without the
+  // passes drawn: 28-94 commits, 0.5-1.9%).
+  EXPECT_GT(r.total.commits, 50u);
+  EXPECT_GT(static_cast<double>(r.total.commits), 0.04 * static_cast<double>(r.total.attempts));
+  EXPECT_EQ(r.locks_left, 0u);
+  EXPECT_TRUE(out->check.certified) << out->check_text;
+}
+
 // The lock hierarchy's counts: on read-only scans (nothing aborts), a scan
 // takes exactly one lock, its partition's S, at serializable; one per row
 // at repeatable read and with 2pl.granularity = record (a scan of 1..12
