@@ -205,10 +205,20 @@ struct Plan {
   uint64_t shards = 0;     // the lock manager shards holding its locks here (bit per shard)
 };
 
-// Per coroutine: preallocated for a whole epoch (nodes x epoch_size).
+// A transaction's declared accesses, as stored for the epoch.
+struct SetView {
+  uint32_t n;
+  const DeclaredSet::Entry* e;
+};
+
+// Per coroutine: preallocated for a whole epoch (nodes x epoch_size), each
+// transaction's entries sized by calvin.max_accesses (not Txn::kMaxAccesses:
+// an epoch of RCC's 2,000 inputs a coroutine would need gigabytes).
 struct CoState {
   std::vector<Plan> plans;
-  std::vector<DeclaredSet> sets;      // [k]
+  DeclaredSet declared;                       // declare()'s output, copied to entries
+  std::vector<DeclaredSet::Entry> entries;    // [k][declared access]
+  std::vector<uint32_t> declared_n;           // [k]: its entries
   std::vector<std::byte*> tuples;     // [k][declared access]: this node's tuple, or nullptr
   std::vector<uint32_t> requests;     // [k][shard]: its request in the shard (valid for the plan's shards)
   std::vector<uint32_t> counts;       // [shard]: requests of the epoch being planned
@@ -217,6 +227,7 @@ struct CoState {
   std::vector<stats::VerbCounts> forward_net;  // [k]: the home's forwarding verbs
   std::vector<uint64_t> gen_tsc;      // [i] of this member's own batch
   uint32_t current = 0;               // the k being executed (the fetch module's)
+  uint32_t max_accesses = 0;          // entries and tuples per k
   uint64_t epoch = 0;
   // Recording: this member's batches as sent (reserved once: never grows
   // past calvin.record_epochs). Replay: the batches to send, and where next.
@@ -229,6 +240,9 @@ struct CoState {
   stats::VerbCounts sequence_net;
   uint64_t sequence_tsc = 0;
   bool sequence_pending = false;
+  SetView set(uint32_t k) const { return {declared_n[k], &entries[size_t{k} * max_accesses]}; }
+  std::byte** tuples_of(uint32_t k) { return &tuples[size_t{k} * max_accesses]; }
+  std::byte* const* tuples_of(uint32_t k) const { return &tuples[size_t{k} * max_accesses]; }
 };
 
 class Calvin final : public Protocol {
@@ -265,8 +279,8 @@ class Calvin final : public Protocol {
   void release_locks(Coordinator& c, uint32_t k);
   Task<bool> wait_values(Coordinator& c, uint32_t k);
   // The payload offset, in the owner's forwarded values, of declared access j.
-  uint32_t forward_offset(const DeclaredSet& d, uint32_t j) const;
-  uint32_t forward_len(const DeclaredSet& d, uint32_t node) const;
+  uint32_t forward_offset(SetView d, uint32_t j) const;
+  uint32_t forward_len(SetView d, uint32_t node) const;
   // A wait that lasted too long: the run fails, naming what was awaited.
   bool stalled(Coordinator& c, uint64_t since, const char* what, uint32_t node);
   void fail(Coordinator& c, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -365,8 +379,10 @@ Result<void> Calvin::init() {
   const uint32_t per_epoch = nodes_ * s_.epoch_size;
   for (CoState& cs : co_) {
     cs.plans.resize(per_epoch);
-    cs.sets.resize(per_epoch);
-    cs.tuples.resize(size_t{per_epoch} * Txn::kMaxAccesses);
+    cs.max_accesses = s_.max_accesses;
+    cs.entries.resize(size_t{per_epoch} * s_.max_accesses);
+    cs.declared_n.resize(per_epoch);
+    cs.tuples.resize(size_t{per_epoch} * s_.max_accesses);
     cs.requests.resize(size_t{per_epoch} * shards_);
     cs.counts.resize(shards_);
     cs.step.resize(per_epoch);
@@ -562,14 +578,18 @@ bool Calvin::plan_epoch(Coordinator& c, uint64_t epoch, bool last) {
   std::fill(cs.counts.begin(), cs.counts.end(), 0);
   for (uint32_t k = 0; k < n; ++k) {
     Plan& p = cs.plans[k];
-    DeclaredSet& d = cs.sets[k];
-    if (!wl.declare(p.cr->in, d) || d.n > g_.max_accesses) {
+    DeclaredSet& declared = cs.declared;
+    declared.n = 0;
+    if (!wl.declare(p.cr->in, declared) || declared.n > g_.max_accesses) {
       fail(c, "transaction %llx (type %u) declares %u accesses, calvin.max_accesses is %u",
-           static_cast<unsigned long long>(p.cr->id), p.cr->in.type, d.n, g_.max_accesses);
+           static_cast<unsigned long long>(p.cr->id), p.cr->in.type, declared.n, g_.max_accesses);
       return false;
     }
+    std::copy_n(declared.e, declared.n, cs.entries.begin() + static_cast<std::ptrdiff_t>(size_t{k} * cs.max_accesses));
+    cs.declared_n[k] = declared.n;
+    const SetView d = cs.set(k);
     p.active = uint64_t{1} << p.cr->in.home_node;
-    std::byte** tuples = &cs.tuples[size_t{k} * Txn::kMaxAccesses];
+    std::byte** tuples = cs.tuples_of(k);
     for (uint32_t j = 0; j < d.n; ++j) {
       const uint32_t owner = db.owner(d.e[j].table, d.e[j].key);
       p.readers |= uint64_t{1} << owner;
@@ -599,7 +619,7 @@ bool Calvin::plan_epoch(Coordinator& c, uint64_t epoch, bool last) {
   return true;
 }
 
-uint32_t Calvin::forward_offset(const DeclaredSet& d, uint32_t j) const {
+uint32_t Calvin::forward_offset(SetView d, uint32_t j) const {
   const Database& db = e_.db();
   const uint32_t owner = db.owner(d.e[j].table, d.e[j].key);
   uint32_t off = 0;
@@ -608,7 +628,7 @@ uint32_t Calvin::forward_offset(const DeclaredSet& d, uint32_t j) const {
   return off;
 }
 
-uint32_t Calvin::forward_len(const DeclaredSet& d, uint32_t node) const {
+uint32_t Calvin::forward_len(SetView d, uint32_t node) const {
   const Database& db = e_.db();
   uint32_t len = 0;
   for (uint32_t i = 0; i < d.n; ++i)
@@ -684,7 +704,7 @@ uint64_t Calvin::values_missing(Coordinator& c, uint32_t k, uint64_t missing) {
   for (uint64_t m = missing; m != 0; m &= m - 1) {
     const uint32_t src = static_cast<uint32_t>(std::countr_zero(m));
     std::byte* slot = at(g_.cfb(c.index(), k, src));
-    const uint64_t want = (cs.epoch << 32) | forward_len(cs.sets[k], src);
+    const uint64_t want = (cs.epoch << 32) | forward_len(cs.set(k), src);
     if (word_at(slot).load(std::memory_order_acquire) != want) continue;
     uint64_t sum;
     std::memcpy(&sum, slot + 8, 8);
@@ -732,9 +752,9 @@ Task<bool> Calvin::wait_grant(Coordinator& c, uint32_t k) {
 // counterpart needs. Returns their length.
 uint32_t Calvin::read_local(Coordinator& c, uint32_t k) {
   const CoState& cs = co_[c.index()];
-  const DeclaredSet& d = cs.sets[k];
+  const SetView d = cs.set(k);
   std::byte* out = at(g_.staging(c.index())) + sizeof(ForwardMsg);
-  const std::byte* const* tuples = &cs.tuples[size_t{k} * Txn::kMaxAccesses];
+  const std::byte* const* tuples = cs.tuples_of(k);
   const Database& db = e_.db();
   uint32_t len = 0;
   for (uint32_t j = 0; j < d.n; ++j) {
@@ -909,9 +929,9 @@ Task<bool> Calvin::execute(Coordinator& c, uint32_t k) {
 Task<bool> Calvin::fetch(Calvin& p, Coordinator& c, Txn& t, uint32_t from) {
   CoState& cs = p.co_[c.index()];
   const uint32_t k = cs.current;
-  const DeclaredSet& d = cs.sets[k];
+  const SetView d = cs.set(k);
   const Database& db = p.e_.db();
-  std::byte* const* tuples = &cs.tuples[size_t{k} * Txn::kMaxAccesses];
+  std::byte* const* tuples = cs.tuples_of(k);
   for (uint32_t i = from; i < t.size(); ++i) {
     Access& a = t.access(i);
     uint32_t j = 0;
@@ -963,7 +983,7 @@ Task<bool> Calvin::fetch(Calvin& p, Coordinator& c, Txn& t, uint32_t from) {
 // lock the lock manager granted (history word = the writer's id).
 Task<bool> Calvin::commit(Calvin& p, Coordinator& c, Txn& t, uint32_t) {
   CoState& cs = p.co_[c.index()];
-  std::byte* const* tuples = &cs.tuples[size_t{cs.current} * Txn::kMaxAccesses];
+  std::byte* const* tuples = cs.tuples_of(cs.current);
   const Database& db = p.e_.db();
   // Inserts and row changes go through the engine's pipeline on one node;
   // CALVIN's members install writes themselves: not supported, a failed run
