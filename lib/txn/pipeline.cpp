@@ -26,7 +26,8 @@ runtime::Task<bool> Coordinator::run_commit(Txn& t) {
   for (Stage s : kCommitPipeline) {
     // Inserted rows go in once nothing before the commit can abort
     // (txn.hpp: a row is never visible before its guard's new value).
-    if (s == Stage::kCommit && t.inserts() != 0) {
+    const bool inserts = s == Stage::kCommit && t.inserts() != 0 && e_.protocol().inserts_here(*this, t);
+    if (inserts) {
       const bool in = co_await apply_inserts(t);
       if (!in) {
         co_await run_release(t);
@@ -42,7 +43,7 @@ runtime::Task<bool> Coordinator::run_commit(Txn& t) {
     const bool ok = co_await m->run(*this, t, 0);
     add_phase(static_cast<Phase>(s), t0);
     if (!ok) {
-      if (s == Stage::kCommit && t.inserts() != 0) co_await undo_inserts(t);
+      if (inserts) co_await undo_inserts(t);
       co_await run_release(t);
       co_return false;
     }

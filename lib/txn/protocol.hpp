@@ -89,6 +89,14 @@ class Protocol {
     (void)w;
     return false;
   }
+  // Whether this coordinator puts the attempt's inserted rows in (the
+  // pipeline's apply_inserts, before the commit stage). CALVIN runs one
+  // transaction on every active member: only its home inserts.
+  virtual bool inserts_here(const Coordinator& c, const Txn& t) const {
+    (void)c;
+    (void)t;
+    return true;
+  }
   // nullptr: the protocol has no such stage.
   StageModule* stage(Stage s) const { return stages_[static_cast<int>(s)]; }
   // Releases whatever a failed attempt holds (never nullptr once created).

@@ -608,21 +608,29 @@ TEST(Refusals, NameWhatIsRefused) {
   size_t checked = 0;
   for (const std::string& w : workload_names())
     for (const std::string& p : protocol_names())
-      for (uint32_t replicas : {1u, 3u}) {
-        Combo cb{w, p};
-        cb.replicas = replicas;
-        cb.log = Primitive::kRpc;
-        if (replicas > 1 && !protocol_of(p)->replicable) continue;
-        const std::string why = refusal(cb);
-        if (why.empty()) continue;
-        SCOPED_TRACE(name_of(cb));
-        auto out = run_contended(cb, 1, 0.05);
-        ASSERT_FALSE(out.ok()) << "expected a refusal: " << why;
-        EXPECT_NE(out.error().message.find(why), std::string::npos) << out.error().message;
-        EXPECT_TRUE(out.error().message.find(p) != std::string::npos ||
-                    out.error().message.find(base_workload(w)) != std::string::npos)
-            << out.error().message;
-        ++checked;
-      }
+      for (uint32_t replicas : {1u, 3u})
+        for (Primitive fetch : {Primitive::kOneSided, Primitive::kRpc}) {
+          Combo cb{w, p};
+          cb.replicas = replicas;
+          cb.log = Primitive::kRpc;
+          cb.fetch = fetch;
+          if (replicas > 1 && !protocol_of(p)->replicable) continue;
+          const auto& fetches = protocol_of(p)->allowed[static_cast<int>(txn::Stage::kFetch)];
+          if (!fetches.empty() && std::find(fetches.begin(), fetches.end(), fetch) == fetches.end()) continue;
+          if (fetches.empty() && fetch != Primitive::kOneSided) continue;
+          // Commit as fetched where it can be (shared read locks need it).
+          const auto& commits = protocol_of(p)->allowed[static_cast<int>(txn::Stage::kCommit)];
+          if (std::find(commits.begin(), commits.end(), fetch) != commits.end()) cb.commit = fetch;
+          const std::string why = refusal(cb);
+          if (why.empty()) continue;
+          SCOPED_TRACE(name_of(cb));
+          auto out = run_contended(cb, 1, 0.05);
+          ASSERT_FALSE(out.ok()) << "expected a refusal: " << why;
+          EXPECT_NE(out.error().message.find(why), std::string::npos) << out.error().message;
+          EXPECT_TRUE(out.error().message.find(p) != std::string::npos ||
+                      out.error().message.find(base_workload(w)) != std::string::npos)
+              << out.error().message;
+          ++checked;
+        }
   EXPECT_GT(checked, 0u) << "TPC-C refuses CALVIN: the test must see that";
 }

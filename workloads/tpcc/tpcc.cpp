@@ -642,6 +642,40 @@ Task<bool> Tpcc::new_order(Txn& t, const txn::TxnInput& in) const {
   co_return co_await t.commit();
 }
 
+// Mirrors new_order(): the same table, key and mode per access, each once
+// (Txn::write of a stock two lines supply is one access), in any order (a
+// change to one must be made to the other; CALVIN fails the run on a
+// mismatch). A line whose item does not exist declares nothing: the order
+// rolls back after its fetch, on every member alike. The rows it inserts
+// are keyed by D_NEXT_O_ID, read under the district's lock: no other
+// transaction can insert or, in New-Order-only runs, read them.
+bool Tpcc::declare(const txn::TxnInput& in, txn::DeclaredSet& out) const {
+  using M = txn::AccessMode;
+  out.n = 0;
+  if (in.type != kNewOrder) return false;
+  const uint32_t w = static_cast<uint32_t>(in.args[0]), d = static_cast<uint32_t>(in.args[1]);
+  const uint32_t c = static_cast<uint32_t>(in.args[2]), n = static_cast<uint32_t>(in.args[3]);
+  Line lines[kMaxLines];
+  lines_of(p_, in, lines);
+  if (!out.add(kWarehouse, wkey(w), M::kRead) || !out.add(kDistrict, dkey(w, d), M::kWrite) ||
+      !out.add(kCustomer, ckey(w, d, c), M::kRead) || !out.add(kLastOrder, ckey(w, d, c), M::kWrite))
+    return false;
+  for (uint32_t k = 0; k < n; ++k) {
+    if (lines[k].i_id < 1 || lines[k].i_id > p_.items) continue;
+    const txn::Key s = skey(lines[k].supply_w, lines[k].i_id);
+    bool seen = false;
+    for (uint32_t j = 4; j < out.n && !seen; ++j) seen = out.e[j].key == s;
+    if (!seen && !out.add(kStock, s, M::kWrite)) return false;
+  }
+  return true;
+}
+
+// New-Order declares; a type this run never generates (tpcc.mode =
+// neworder, or a mix that gives it 0%) needs no set.
+bool Tpcc::declares(uint16_t type) const {
+  return type == kNewOrder || p_.mode == Mode::kNewOrderOnly || (type < 5 && p_.mix[type] == 0);
+}
+
 // Clause 2.5.2.2.
 Task<bool> Tpcc::payment(Txn& t, const txn::TxnInput& in) const {
   const uint32_t w = static_cast<uint32_t>(in.args[0]), d = static_cast<uint32_t>(in.args[1]);
