@@ -200,6 +200,7 @@ struct Plan {
   uint32_t src = 0;        // the node whose batch holds it
   uint32_t index = 0;      // its position in that batch
   uint64_t readers = 0;    // nodes holding a declared record (bit per node)
+  uint64_t waiting = 0;    // other readers whose forwarded values are not verified here yet
   uint64_t active = 0;     // nodes it writes on, plus its home
   uint32_t nlocal = 0;     // declared records on this node
   uint64_t shards = 0;     // the lock manager shards holding its locks here (bit per shard)
@@ -618,6 +619,7 @@ bool Calvin::plan_epoch(Coordinator& c, uint64_t epoch, bool last) {
       }
       lm.add_record(group(c), epoch, q, ref.tuple);
     }
+    p.waiting = p.readers & ~(uint64_t{1} << me_);
   }
   for (uint32_t s = 0; s < shards_; ++s) lms_->shard[s]->publish(group(c), epoch, cs.counts[s], last);
   cs.epoch = epoch;
@@ -704,13 +706,17 @@ Task<bool> Calvin::forward(Coordinator& c, uint32_t k, uint32_t len, uint64_t ta
 
 // F14 b3 (and the pick-up of F14 a3): the nodes among `missing` whose
 // values of transaction k are not (all, checksum matching) in its CFB slots yet.
+// Callers keep what it returns (Plan::waiting), so a node's values are
+// checksummed once, not on every poll while another node's are awaited.
 uint64_t Calvin::values_missing(Coordinator& c, uint32_t k, uint64_t missing) {
   const CoState& cs = co_[c.index()];
   for (uint64_t m = missing; m != 0; m &= m - 1) {
     const uint32_t src = static_cast<uint32_t>(std::countr_zero(m));
     std::byte* slot = at(g_.cfb(c.index(), k, src));
+    const uint64_t word = word_at(slot).load(std::memory_order_acquire);
+    if (word >> 32 != (cs.epoch & 0xffffffffu)) continue;  // not this epoch's yet: no need to size it
     const uint64_t want = (cs.epoch << 32) | forward_len(cs.set(k), src);
-    if (word_at(slot).load(std::memory_order_acquire) != want) continue;
+    if (word != want) continue;
     uint64_t sum;
     std::memcpy(&sum, slot + 8, 8);
     if (checksum_words(checksum_start(want), slot + 16, 0, static_cast<uint32_t>(want & 0xffffffffu)) == sum)
@@ -723,7 +729,7 @@ uint64_t Calvin::values_missing(Coordinator& c, uint32_t k, uint64_t missing) {
 // holding its records are there.
 Task<bool> Calvin::wait_values(Coordinator& c, uint32_t k) {
   const uint64_t since = env::tsc();
-  uint64_t missing = co_[c.index()].plans[k].readers & ~(uint64_t{1} << me_);
+  uint64_t& missing = co_[c.index()].plans[k].waiting;
   while ((missing = values_missing(c, k, missing)) != 0) {
     if (stalled(c, since, "forwarded values", static_cast<uint32_t>(std::countr_zero(missing)))) co_return false;
     co_await runtime::poll_wait();
@@ -833,7 +839,7 @@ Task<bool> Calvin::execute_epoch(Coordinator& c, uint32_t n) {
     for (uint32_t k = first; k < n; ++k) {
       uint8_t& step = cs.step[k];
       if (step == kDone) continue;
-      const Plan& p = cs.plans[k];
+      Plan& p = cs.plans[k];
       const bool home = p.cr->in.home_node == me_;
       const bool active = (p.active >> me_ & 1) != 0;
       if (step == kNew) {
@@ -865,7 +871,7 @@ Task<bool> Calvin::execute_epoch(Coordinator& c, uint32_t n) {
         progress = true;
       }
       // F14 b3: the values of every other node holding its records.
-      if (values_missing(c, k, p.readers & ~(uint64_t{1} << me_)) != 0) continue;
+      if ((p.waiting = values_missing(c, k, p.waiting)) != 0) continue;
       Txn& t = c.begin_attempt(p.cr->id, p.cr->ts);
       if (home) {
         charge_sequence(c);
@@ -884,8 +890,7 @@ Task<bool> Calvin::execute_epoch(Coordinator& c, uint32_t n) {
       since = env::tsc();
     } else if (cs.step[first] == kNew ? stalled(c, since, "a lock grant (the lock manager)", me_)
                                       : stalled(c, since, "forwarded values",
-                                                static_cast<uint32_t>(std::countr_zero(values_missing(
-                                                    c, first, cs.plans[first].readers & ~(uint64_t{1} << me_)))))) {
+                                                static_cast<uint32_t>(std::countr_zero(cs.plans[first].waiting)))) {
       co_return false;
     }
     co_await runtime::poll_wait();
