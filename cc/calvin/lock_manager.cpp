@@ -55,6 +55,8 @@ void LockManager::release(uint32_t group, uint64_t epoch, uint32_t i) {
     // release: the record installed in place before the word that lets
     // the next holder read it.
     lock_word(recs[j]).store(0, std::memory_order_release);
+  // release: the cleared words before the count that makes poll() walk again.
+  releases_.fetch_add(1, std::memory_order_release);
 }
 
 void LockManager::leave(uint32_t group) {
@@ -128,6 +130,11 @@ int LockManager::poll() {
     ++work;
   }
   if (pending_.empty()) return work;
+  // Nothing merged and nothing released since the last walk: it would
+  // grant nothing more (acquire: the words cleared before the count).
+  const uint64_t releases = releases_.load(std::memory_order_acquire);
+  if (work == 0 && releases == walked_releases_) return 0;
+  walked_releases_ = releases;
   // Grant in order: a request waits if one of its records is locked or
   // wanted by an earlier waiting request (then its records are wanted too).
   ++gen_;

@@ -16,7 +16,9 @@
 //     per record without per-record queues): it sets each record's lock word
 //     (tuple word 0) to the transaction id, then the request's granted tag;
 //   - the executing coroutine polls granted() and yields; when done it clears
-//     the lock words (release()).
+//     the lock words (release()), which counts a release: poll() walks the
+//     pending list again only after a release or a merge (nothing else can
+//     make a waiting request grantable).
 //
 // Deadlock freedom: every transaction waits only for locks held or
 // requested by transactions earlier in the global order (a later one is
@@ -115,6 +117,9 @@ class LockManager {
   };
   std::vector<BlockedSlot> blocked_;
   uint64_t gen_ = 0;
+  // Releases so far (release() from any thread) and as of the last walk.
+  std::atomic<uint64_t> releases_{0};
+  uint64_t walked_releases_ = UINT64_MAX;
 };
 
 }  // namespace rdtx::cc::calvin
