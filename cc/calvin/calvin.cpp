@@ -105,14 +105,23 @@ struct BatchMsg {
   uint64_t received;
   uint64_t checksum;
 };
+// A transaction's values from one node go in one message or, larger than
+// one (TPC-C's records), in chunks of up to forward_chunk_ bytes, each
+// message saying where its chunk goes (`offset` into the values). Every
+// chunk carries the ready word and the checksum of all the values: the
+// member takes them when the checksum matches, whatever order the chunks
+// came in.
 struct ForwardMsg {
   uint32_t co;
   uint32_t k;
   uint32_t src;
-  uint32_t pad;
+  uint32_t offset;
   uint64_t ready;
   uint64_t checksum;
 };
+// The most chunks a forward may take (calvin.max_accesses x the largest
+// record; init() refuses more).
+constexpr uint32_t kMaxForwardChunks = 16;
 static_assert(sizeof(BatchMsg) == 24 && sizeof(ForwardMsg) == 32);
 
 uint64_t batch_checksum(uint64_t received, const std::byte* crs, uint64_t bytes) {
@@ -226,6 +235,7 @@ struct CoState {
   std::vector<uint8_t> step;          // [k]: how far execute_epoch() got with it
   std::vector<uint64_t> ready_tsc;    // [k]: when its locks here were granted
   std::vector<stats::VerbCounts> forward_net;  // [k]: the home's forwarding verbs
+  std::vector<rpc::Reply> forward_replies;    // [chunk][node]: forward()'s calls by RPC
   std::vector<uint64_t> gen_tsc;      // [i] of this member's own batch
   uint32_t current = 0;               // the k being executed (the fetch module's)
   uint32_t max_accesses = 0;          // entries and tuples per k
@@ -305,6 +315,7 @@ class Calvin final : public Protocol {
   uint32_t lkey_ = 0;
   std::shared_ptr<LockShards> lms_;
   uint32_t shards_ = 1;
+  uint32_t forward_chunk_ = 0;  // values bytes an RPC forward message carries
   rpc::HandlerId batch_handler_ = 0, forward_handler_ = 0;
   std::vector<CoState> co_;
   bool failed_ = false;  // the run failed here: every group stops
@@ -357,10 +368,13 @@ Result<void> Calvin::init() {
     return make_error(EINVAL, "calvin.epoch_size = %u: a batch of %llu bytes exceeds an RPC message (%u bytes)",
                       s_.epoch_size, static_cast<unsigned long long>(sizeof(BatchMsg) + g_.crb_bytes - 16),
                       max_payload);
-  if (o_.stage(Stage::kFetch) == Primitive::kRpc && sizeof(ForwardMsg) + g_.slot_payload > max_payload)
+  forward_chunk_ = (max_payload - static_cast<uint32_t>(sizeof(ForwardMsg))) & ~7u;
+  if (o_.stage(Stage::kFetch) == Primitive::kRpc &&
+      (g_.slot_payload + forward_chunk_ - 1) / forward_chunk_ > kMaxForwardChunks)
     return make_error(EINVAL,
-                      "calvin.max_accesses = %u: forwarded values of up to %llu bytes exceed an RPC message (%u bytes)",
-                      s_.max_accesses, static_cast<unsigned long long>(sizeof(ForwardMsg) + g_.slot_payload),
+                      "calvin.max_accesses = %u: forwarded values of up to %llu bytes take more than %u RPC messages "
+                      "of %u bytes",
+                      s_.max_accesses, static_cast<unsigned long long>(g_.slot_payload), kMaxForwardChunks,
                       max_payload);
   // The node's lock manager shards: the first worker of the node to be
   // created makes them (Database::node_state), worker s runs shard s.
@@ -394,6 +408,8 @@ Result<void> Calvin::init() {
     cs.step.resize(per_epoch);
     cs.ready_tsc.resize(per_epoch);
     cs.forward_net.resize(per_epoch);
+    if (o_.stage(Stage::kFetch) == Primitive::kRpc)
+      cs.forward_replies.resize(size_t{nodes_} * ((g_.slot_payload + forward_chunk_ - 1) / forward_chunk_));
     cs.gen_tsc.resize(s_.epoch_size);
     if (!s_.inputs.empty()) {
       cs.recorded.reserve(8 + s_.record_epochs * (8 + s_.epoch_size * g_.cr_bytes));
@@ -430,20 +446,24 @@ void Calvin::handle_batch(rpc::Request& r) {
   word_at(crb).store(m.received, std::memory_order_release);
 }
 
-// F14 a3 (RPC): forwarded values into the CFB slot, as above.
+// F14 a3 (RPC): a chunk of forwarded values into the CFB slot, at its
+// offset, with the ready word and the checksum of the whole (ForwardMsg).
+// A chunk of an epoch older than the slot's is stale and dropped; one of
+// the slot's epoch is another chunk (or a resend of one: the same bytes).
 void Calvin::handle_forward(rpc::Request& r) {
   const std::span<const std::byte> p = r.payload();
   ForwardMsg m;
   if (p.size() < sizeof m) return;
   std::memcpy(&m, p.data(), sizeof m);
   const uint64_t len = m.ready & 0xffffffffu;
+  const uint64_t chunk = p.size() - sizeof m;
   if (m.co >= g_.coroutines || m.src >= nodes_ || m.k >= nodes_ * g_.epoch_size || len > g_.slot_payload ||
-      p.size() != sizeof m + len || (m.ready >> 32) == 0)
+      m.offset > len || chunk > len - m.offset || (chunk == 0 && len != 0) || (m.ready >> 32) == 0)
     return;
   std::byte* slot = at(g_.cfb(m.co, m.k, m.src));
   const uint64_t held = word_at(slot).load(std::memory_order_acquire);
-  if ((held >> 32) >= (m.ready >> 32)) return;
-  std::memcpy(slot + 16, p.data() + sizeof m, len);
+  if ((held >> 32) > (m.ready >> 32)) return;
+  std::memcpy(slot + 16 + m.offset, p.data() + sizeof m, chunk);
   std::memcpy(slot + 8, &m.checksum, 8);
   word_at(slot).store(m.ready, std::memory_order_release);
 }
@@ -681,23 +701,48 @@ Task<bool> Calvin::forward(Coordinator& c, uint32_t k, uint32_t len, uint64_t ta
       co_await runtime::poll_wait();
     }
   }
-  rpc::Reply replies[kMaxNodes];
-  while (targets != 0) {
+  // RPC: a call per node and chunk, all in one batch; a chunk's message is
+  // its header written just before its values in the staging area (the
+  // values it covers are put back after the calls copied it).
+  const uint32_t chunks = len == 0 ? 1 : (len + forward_chunk_ - 1) / forward_chunk_;
+  rpc::Reply* replies = co_[co].forward_replies.data();  // [chunk][node]
+  uint64_t pending[kMaxForwardChunks];
+  for (uint32_t i = 0; i < chunks; ++i) pending[i] = targets;
+  for (;;) {
     rpc::Batch b(*e_.ctx().rpc);
-    for (uint32_t d = 0; d < nodes_; ++d) {
-      if (!(targets >> d & 1)) continue;
-      replies[d] = rpc::Reply{};
-      b.call(d * wpn_ + e_.ctx().index, forward_handler_, std::span<const std::byte>(st, sizeof m + len),
-             &replies[d]);
-      c.count_verb(stats::Verb::kSend, sizeof m + len);
+    for (uint32_t i = 0; i < chunks; ++i) {
+      if (pending[i] == 0) continue;
+      const uint32_t off = i * forward_chunk_;
+      const uint32_t n = std::min(forward_chunk_, len - off);
+      std::byte* h = st + off;
+      std::byte saved[sizeof m];
+      std::memcpy(saved, h, sizeof m);
+      m.offset = off;
+      std::memcpy(h, &m, sizeof m);
+      for (uint64_t t = pending[i]; t != 0; t &= t - 1) {
+        const uint32_t d = static_cast<uint32_t>(std::countr_zero(t));
+        rpc::Reply& r = replies[size_t{i} * nodes_ + d];
+        r = rpc::Reply{};
+        b.call(d * wpn_ + e_.ctx().index, forward_handler_, std::span<const std::byte>(h, sizeof m + n), &r);
+        c.count_verb(stats::Verb::kSend, sizeof m + n);
+      }
+      if (i != 0) std::memcpy(h, saved, sizeof m);
     }
     co_await b.send();
     c.count_round_trip();
     uint32_t late = 0;
-    for (uint32_t d = 0; d < nodes_; ++d)
-      if ((targets >> d & 1) && replies[d].status == rpc::CallStatus::kOk) targets &= ~(uint64_t{1} << d);
-      else if (targets >> d & 1) late = d;
-    if (targets == 0) break;
+    bool done = true;
+    for (uint32_t i = 0; i < chunks; ++i)
+      for (uint64_t t = pending[i]; t != 0; t &= t - 1) {
+        const uint32_t d = static_cast<uint32_t>(std::countr_zero(t));
+        if (replies[size_t{i} * nodes_ + d].status == rpc::CallStatus::kOk) {
+          pending[i] &= ~(uint64_t{1} << d);
+        } else {
+          late = d;
+          done = false;
+        }
+      }
+    if (done) break;
     if (stalled(c, since, "an answer to forwarded values", late)) co_return false;
     co_await runtime::poll_wait();
   }

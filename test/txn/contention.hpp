@@ -159,17 +159,17 @@ inline std::string refusal(const Combo& c) {
     if (std::string(d->name).rfind("calvin", 0) == 0) {
       for (uint16_t t = 0; t < (*w)->type_names().size(); ++t)
         if (!(*w)->declares(t)) why = "does not declare the read/write set of transaction type";
-      // Forwarding by RPC: a transaction's values from one node in one
-      // message (calvin.max_accesses records of the largest table's size).
-      uint32_t max_record = 0;
-      for (const txn::TableDef& td : (*w)->tables(3)) max_record = std::max(max_record, td.record_bytes);
-      if (why.empty() && c.fetch == Primitive::kRpc && max_record > 256) why = "forwarded values of up to";
     }
     if (why.empty() && (*w)->relocates() && !d->relocates_rows) why = "cannot relocate rows";
   }
   return known[id] = why;
 }
 inline bool refused(const Combo& c) { return !refusal(c).empty(); }
+// Whether TPC-C's full mix is refused where `c` runs TPC-C/no.
+inline bool full_tpcc_refused(Combo c) {
+  c.workload = "tpcc";
+  return refused(c);
+}
 
 // Every registered workload x every registered protocol (broken variants
 // aside) x every primitive each of its stages accepts: generated from the
@@ -392,7 +392,10 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   }
   // CALVIN sizes its forward slots by calvin.max_accesses (default 16);
   // TPC-C's New-Order declares up to 19 (conf/tpcc-no/calvin-onesided.toml).
-  if (std::string(rc.protocol->name).rfind("calvin", 0) == 0 && base_workload(c.workload) == "tpcc")
+  // (A Combo's own setting wins: the first of a key counts.)
+  if (std::string(rc.protocol->name).rfind("calvin", 0) == 0 && base_workload(c.workload) == "tpcc" &&
+      std::none_of(c.settings.begin(), c.settings.end(),
+                   [](const auto& kv) { return kv.first == "calvin.max_accesses"; }))
     rc.options.protocol_settings.emplace_back("calvin.max_accesses", "19");
   for (const auto& kv : c.settings) rc.options.protocol_settings.push_back(kv);
   rc.options.coroutines = c.coroutines;

@@ -5,7 +5,8 @@
 //   - a workload whose transaction types do not declare their read/write
 //     sets is refused, naming the workload and the type;
 //   - a run's recorded input batches replay to the same final database
-//     state on a fresh cluster, and a changed input replays to another.
+//     state on a fresh cluster, and a changed input replays to another;
+//   - RPC forwards of more messages than it allows are refused at load.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -227,4 +228,24 @@ TEST(Calvin, ReplayOfRecordedInputsReachesTheSameState) {
   EXPECT_NE(changed_rep->checksum, rec->checksum) << "a changed input replayed to the same state";
   std::string cmd = std::string("rm -rf ") + dir;
   EXPECT_EQ(std::system(cmd.c_str()), 0);
+}
+
+// Forwarding by RPC: a node's values of a transaction go in chunks when they
+// exceed one message (TPC-C/no's, in the generated suites and under loss in
+// test_chaos); a forward that would take more than 16 messages is refused
+// at load, naming the setting.
+TEST(Calvin, RefusesRpcForwardsOfMoreThanSixteenMessages) {
+  Combo cb{"tpcc/neworder", "calvin"};
+  cb.fetch = Primitive::kRpc;
+  cb.settings = {{"calvin.max_accesses", "200"}};  // 200 x (8 + 664) bytes: 34 messages
+  auto out = run_contended(cb, 1, 0.05);
+  ASSERT_FALSE(out.ok()) << "a forward of 34 RPC messages was accepted";
+  EXPECT_NE(out.error().message.find("calvin.max_accesses = 200"), std::string::npos) << out.error().message;
+  EXPECT_NE(out.error().message.find("more than 16 RPC messages"), std::string::npos) << out.error().message;
+  cb.settings = {{"calvin.max_accesses", "90"}};  // 90 x 672 = 60,480 bytes: 15 messages, accepted
+  auto ok = run_contended(cb, 1, 0.05);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_GT(ok->run.total.commits, 0u);
+  EXPECT_TRUE(ok->run.invariants.ok());
+  EXPECT_EQ(ok->run.total.commit_errors, 0u);
 }
