@@ -124,7 +124,8 @@ Footprint footprint(const run::RunConfig& run, const rdma::DeviceCaps& caps, uin
   }
   // The same figure the runner allocates (txn::region_bytes); an error there
   // is reported by the run itself.
-  auto region = txn::region_bytes(*run.protocol, run.options, cc, run.workload->tables(cc.data_nodes()));
+  auto region = txn::region_bytes(*run.protocol, run.options, cc, run.workload->tables(cc.data_nodes()),
+                                  txn::max_declared(*run.workload));
   // A region per node: one per local node, not per worker.
   if (region.ok()) fp.regions = *region * (run.protocol->region_per_node ? fp.workers / cc.workers_per_node : fp.workers);
   // The shm driver keeps registered memory (alloc_memory) in /dev/shm files.

@@ -122,6 +122,9 @@ struct ForwardMsg {
 // The most chunks a forward may take (calvin.max_accesses x the largest
 // record; init() refuses more).
 constexpr uint32_t kMaxForwardChunks = 16;
+// calvin.max_accesses = 0 for a workload that gives no bound
+// (Workload::max_declared() 0 for every type).
+constexpr uint32_t kDefaultMaxAccesses = 16;
 static_assert(sizeof(BatchMsg) == 24 && sizeof(ForwardMsg) == 32);
 
 uint64_t batch_checksum(uint64_t received, const std::byte* crs, uint64_t bytes) {
@@ -132,8 +135,9 @@ std::atomic_ref<uint64_t> word_at(std::byte* p) { return std::atomic_ref<uint64_
 
 void add_calvin_schema(config::Schema& s) {
   s.add_int("calvin.epoch_size", 10, 1, 256, "CALVIN: transactions each coordinator sequences per epoch");
-  s.add_int("calvin.max_accesses", 16, 1, Txn::kMaxAccesses,
-            "CALVIN: the most accesses a transaction may declare (sizes the forward buffer slots)");
+  s.add_int("calvin.max_accesses", 0, 0, Txn::kMaxAccesses,
+            "CALVIN: the most accesses a transaction may declare (sizes the forward buffer slots); 0: the "
+            "workload's largest declared set (16 if it gives none)");
   s.add_int("calvin.stall_ms", 5000, 10, 600'000,
             "CALVIN: a member waiting longer than this for a batch, a grant or values fails the run");
   s.add_string("calvin.inputs", "",
@@ -154,7 +158,7 @@ struct Settings {
 };
 Settings settings_of(const Options& o) {
   return {static_cast<uint32_t>(o.setting_int("calvin.epoch_size", 10)),
-          static_cast<uint32_t>(o.setting_int("calvin.max_accesses", 16)),
+          static_cast<uint32_t>(o.setting_int("calvin.max_accesses", 0)),
           static_cast<uint64_t>(o.setting_int("calvin.stall_ms", 5000)) * 1'000'000,
           o.setting_string("calvin.inputs", ""), o.setting_string("calvin.replay", ""),
           static_cast<uint64_t>(o.setting_int("calvin.record_epochs", 4096))};
@@ -169,7 +173,10 @@ std::string inputs_file(const std::string& base, uint32_t node, uint32_t worker,
 
 Result<uint64_t> region_bytes_of(const RegionQuery& q) {
   const Settings s = settings_of(*q.options);
-  return Geometry::make(q.nodes, q.coroutines, s.epoch_size, s.max_accesses, q.max_record_bytes).region_bytes();
+  const uint32_t max_accesses = s.max_accesses != 0   ? s.max_accesses
+                                : q.max_declared != 0 ? q.max_declared
+                                                      : kDefaultMaxAccesses;
+  return Geometry::make(q.nodes, q.coroutines, s.epoch_size, max_accesses, q.max_record_bytes).region_bytes();
 }
 
 // The node's lock manager, sharded by record: shard s holds the locks of
@@ -353,6 +360,25 @@ Result<void> Calvin::init() {
                         "workload '%s' does not declare the read/write set of transaction type '%s' up front "
                         "(Workload::declare), which CALVIN needs",
                         wl.name(), types[t].c_str());
+  // The bound on a declared set: calvin.max_accesses, or (0) the
+  // workload's own (Workload::max_declared; 16 if it gives none). A bound
+  // below the workload's is refused here, not at the run's first
+  // transaction that exceeds it.
+  const uint32_t declared = txn::max_declared(wl);
+  uint16_t largest = 0;
+  for (uint16_t t = 0; t < types.size(); ++t)
+    if (wl.max_declared(t) == declared) largest = t;
+  if (declared > Txn::kMaxAccesses)
+    return make_error(EINVAL, "workload '%s' declares up to %u accesses (type '%s'), more than a transaction holds (%u)",
+                      wl.name(), declared, types[largest].c_str(), Txn::kMaxAccesses);
+  if (s_.max_accesses == 0) {
+    s_.max_accesses = declared != 0 ? declared : kDefaultMaxAccesses;
+  } else if (s_.max_accesses < declared) {
+    return make_error(EINVAL,
+                      "calvin.max_accesses = %u is below the largest read/write set workload '%s' declares: %u "
+                      "(type '%s'); leave it at 0 (the workload's) or set at least %u",
+                      s_.max_accesses, wl.name(), declared, types[largest].c_str(), declared);
+  }
   uint32_t max_record = 0;
   for (TableId t = 0; t < e_.db().tables(); ++t)
     if (e_.db().has_table(t)) max_record = std::max(max_record, e_.db().layout(t).record_bytes);

@@ -279,7 +279,7 @@ Result<RunResult> run(const RunConfig& rc) {
                         txn::to_string(rc.options.stage(acquire)), txn::to_string(rc.options.stage(Stage::kCommit)));
   }
 
-  auto region = txn::region_bytes(*rc.protocol, rc.options, rc.cluster, tables);
+  auto region = txn::region_bytes(*rc.protocol, rc.options, rc.cluster, tables, txn::max_declared(*rc.workload));
   if (!region.ok())
     return make_error(region.error().code, "protocol %s: %s", rc.protocol->name, region.error().message.c_str());
   auto db = Database::create(c, tables, txn::tuple_shape(*rc.protocol), rc.options.record_history, *region,

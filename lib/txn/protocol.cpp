@@ -40,7 +40,7 @@ std::vector<AbortReasonName> abort_reason_names(const ProtocolDef& def) {
 }
 
 Result<uint64_t> region_bytes(const ProtocolDef& def, const Options& o, const cluster::ClusterConfig& cc,
-                              const std::vector<TableDef>& tables) {
+                              const std::vector<TableDef>& tables, uint32_t max_declared) {
   if (def.region_bytes == nullptr) return uint64_t{0};
   RegionQuery q;
   q.nodes = cc.nodes;
@@ -52,6 +52,7 @@ Result<uint64_t> region_bytes(const ProtocolDef& def, const Options& o, const cl
     q.tuples_per_node += t.capacity_per_node;
   }
   q.tables = static_cast<uint32_t>(tables.size());
+  q.max_declared = max_declared;
   q.options = &o;
   return def.region_bytes(q);
 }

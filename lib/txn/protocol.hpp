@@ -136,6 +136,7 @@ struct RegionQuery {
   uint32_t max_record_bytes = 0;  // the largest record of any table
   uint64_t tuples_per_node = 0;   // tuples of every table a node holds (capacity_per_node, summed)
   uint32_t tables = 0;            // the workload's tables
+  uint32_t max_declared = 0;      // the largest Workload::max_declared() of any type
   const Options* options = nullptr;
 };
 
@@ -259,8 +260,9 @@ inline TupleShape tuple_shape(const ProtocolDef& def) {
 // The protocol region a run needs per worker (ProtocolDef::region_bytes
 // asked with the run's figures; 0 when the protocol has none). Every place
 // that sizes it (the runner, rdtx-bench's memory check) goes through here.
+// `max_declared`: the workload's largest declared set (txn::max_declared).
 Result<uint64_t> region_bytes(const ProtocolDef& def, const Options& o, const cluster::ClusterConfig& cc,
-                              const std::vector<TableDef>& tables);
+                              const std::vector<TableDef>& tables, uint32_t max_declared);
 
 // Engine reasons then the protocol's, indexed by AbortReason.
 std::vector<AbortReasonName> abort_reason_names(const ProtocolDef& def);

@@ -70,4 +70,11 @@ std::string parse_mix(const std::string& text, uint32_t* out, size_t n) {
   return "";
 }
 
+uint32_t max_declared(const Workload& w) {
+  uint32_t m = 0;
+  const size_t types = w.type_names().size();
+  for (size_t t = 0; t < types; ++t) m = std::max(m, w.max_declared(static_cast<uint16_t>(t)));
+  return m;
+}
+
 }  // namespace rdtx::txn

@@ -146,6 +146,14 @@ class Workload {
     (void)type;
     return false;
   }
+  // The most accesses declare() gives an input of type `type` (an upper
+  // bound): what a deterministic protocol sizes its per-transaction buffers
+  // by (CALVIN's calvin.max_accesses = 0). 0 for a type that does not
+  // declare.
+  virtual uint32_t max_declared(uint16_t type) const {
+    (void)type;
+    return 0;
+  }
   // Invariants after a run, in two parts so that each process of a
   // multi-process cluster checks the partitions it holds: check_node()
   // checks what node `node`'s partition holds and returns its share of the
@@ -178,6 +186,10 @@ class Workload {
  private:
   Isolation isolation_ = Isolation::kSerializable;
 };
+
+// The largest Workload::max_declared() of any of its types (0: none
+// declares).
+uint32_t max_declared(const Workload& w);
 
 // Another contended setting of a workload (e.g. another flavour): the
 // generated tests run it as a workload of its own, named

@@ -390,13 +390,6 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
     else
       rc.options.protocol_settings.emplace_back(k, v);
   }
-  // CALVIN sizes its forward slots by calvin.max_accesses (default 16);
-  // TPC-C's New-Order declares up to 19 (conf/tpcc-no/calvin-onesided.toml).
-  // (A Combo's own setting wins: the first of a key counts.)
-  if (std::string(rc.protocol->name).rfind("calvin", 0) == 0 && base_workload(c.workload) == "tpcc" &&
-      std::none_of(c.settings.begin(), c.settings.end(),
-                   [](const auto& kv) { return kv.first == "calvin.max_accesses"; }))
-    rc.options.protocol_settings.emplace_back("calvin.max_accesses", "19");
   for (const auto& kv : c.settings) rc.options.protocol_settings.push_back(kv);
   rc.options.coroutines = c.coroutines;
   // FaRM's message logs hold a LOCK record of every write of a transaction

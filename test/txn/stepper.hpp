@@ -413,7 +413,7 @@ class Stepper {
     auto c = cluster::Cluster::create_embedded(run::sized_cluster(rc));
     if (!c.ok()) return c.error();
     cluster_ = std::move(*c);
-    auto region = txn::region_bytes(def_, opts_, run::sized_cluster(rc), wl_->tables(cfg_.nodes));
+    auto region = txn::region_bytes(def_, opts_, run::sized_cluster(rc), wl_->tables(cfg_.nodes), txn::max_declared(*wl_));
     if (!region.ok()) return region.error();
     auto db = txn::Database::create(*cluster_, wl_->tables(cfg_.nodes), txn::tuple_shape(def_), false, *region,
                                     def_.region_per_node);

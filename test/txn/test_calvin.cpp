@@ -6,7 +6,8 @@
 //     sets is refused, naming the workload and the type;
 //   - a run's recorded input batches replay to the same final database
 //     state on a fresh cluster, and a changed input replays to another;
-//   - RPC forwards of more messages than it allows are refused at load.
+//   - RPC forwards of more messages than it allows are refused at load;
+//   - its declared-set bound is the workload's, a smaller one refused.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -248,4 +249,24 @@ TEST(Calvin, RefusesRpcForwardsOfMoreThanSixteenMessages) {
   EXPECT_GT(ok->run.total.commits, 0u);
   EXPECT_TRUE(ok->run.invariants.ok());
   EXPECT_EQ(ok->run.total.commit_errors, 0u);
+}
+
+// calvin.max_accesses = 0 (the default) takes the workload's largest
+// declared set (TPC-C's New-Order: 19, Workload::max_declared); a setting
+// below it is refused at load, naming the type, not at the run's first
+// New-Order of more lines than it holds.
+TEST(Calvin, SizesItsSetsByTheWorkloadAndRefusesLess) {
+  auto w = contended_workload("tpcc/neworder", 3);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(txn::max_declared(**w), 19u);
+  Combo cb{"tpcc/neworder", "calvin"};
+  auto ok = run_contended(cb, 1, 0.05);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_GT(ok->run.total.commits, 0u);
+  EXPECT_EQ(ok->run.total.commit_errors, 0u);
+  cb.settings = {{"calvin.max_accesses", "18"}};
+  auto out = run_contended(cb, 1, 0.05);
+  ASSERT_FALSE(out.ok()) << "calvin.max_accesses = 18 accepted for New-Orders of up to 19 accesses";
+  EXPECT_NE(out.error().message.find("calvin.max_accesses = 18"), std::string::npos) << out.error().message;
+  EXPECT_NE(out.error().message.find("'NewOrder'"), std::string::npos) << out.error().message;
 }

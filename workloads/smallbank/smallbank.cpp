@@ -246,6 +246,15 @@ bool SmallBank::declare(const txn::TxnInput& in, txn::DeclaredSet& out) const {
 
 bool SmallBank::declares(uint16_t type) const { return type <= kWriteCheck; }
 
+uint32_t SmallBank::max_declared(uint16_t type) const {
+  switch (type) {
+    case kAmalgamate: return 3;
+    case kBalance: case kSendPayment: case kWriteCheck: return 2;
+    case kDepositChecking: case kTransactSavings: return 1;
+    default: return 0;
+  }
+}
+
 Result<int64_t> SmallBank::check_node(txn::Database& db, uint32_t n) const {
   int64_t total = 0;
   for (txn::TableId id : {kSavings, kChecking}) {

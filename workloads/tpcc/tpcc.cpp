@@ -676,6 +676,9 @@ bool Tpcc::declares(uint16_t type) const {
   return type == kNewOrder || p_.mode == Mode::kNewOrderOnly || (type < 5 && p_.mix[type] == 0);
 }
 
+// New-Order: warehouse, district, customer, last order, a stock per line.
+uint32_t Tpcc::max_declared(uint16_t type) const { return type == kNewOrder ? 4 + kMaxLines : 0; }
+
 // Clause 2.5.2.2.
 Task<bool> Tpcc::payment(Txn& t, const txn::TxnInput& in) const {
   const uint32_t w = static_cast<uint32_t>(in.args[0]), d = static_cast<uint32_t>(in.args[1]);

@@ -85,6 +85,7 @@ class Tpcc final : public txn::Workload {
   // a run that generates them is refused by a protocol that needs it.
   bool declare(const txn::TxnInput& in, txn::DeclaredSet& out) const override;
   bool declares(uint16_t type) const override;
+  uint32_t max_declared(uint16_t type) const override;
   Result<int64_t> check_node(txn::Database& db, uint32_t node) const override;
   Result<void> check_total(int64_t sum, uint32_t nodes, int64_t committed_delta) const override;
 

@@ -135,6 +135,8 @@ bool WriteSkew::declare(const txn::TxnInput& in, txn::DeclaredSet& out) const {
 
 bool WriteSkew::declares(uint16_t type) const { return type <= kDeposit; }
 
+uint32_t WriteSkew::max_declared(uint16_t type) const { return type == kWithdraw ? 2 : type == kDeposit ? 1 : 0; }
+
 Result<int64_t> WriteSkew::check_node(txn::Database& db, uint32_t n) const {
   store::Table* tab = db.store(n).table(kPairs);
   int64_t money = 0;

@@ -65,6 +65,7 @@ class WriteSkew final : public txn::Workload {
   runtime::Task<bool> execute(txn::Txn& t, const txn::TxnInput& in, int64_t* delta) const override;
   bool declare(const txn::TxnInput& in, txn::DeclaredSet& out) const override;
   bool declares(uint16_t type) const override;
+  uint32_t max_declared(uint16_t type) const override;
   // The share of node `node`: its money and (low kCountBits bits) its pairs
   // below 0. Fails, naming a pair, if any is below 0 and the run's level
   // forbids write skew.

@@ -400,6 +400,11 @@ bool Ycsb::declare(const txn::TxnInput& in, txn::DeclaredSet& out) const {
 
 bool Ycsb::declares(uint16_t type) const { return type <= kScanType; }
 
+uint32_t Ycsb::max_declared(uint16_t type) const {
+  if (type == kScanType) return p_.scan_percent > 0 ? p_.scan_length : 0;
+  return type < kScanType ? p_.ops_per_txn : 0;
+}
+
 Result<int64_t> Ycsb::check_node(txn::Database& db, uint32_t n) const {
   int64_t total = 0;
   store::Table* tab = db.store(n).table(kTable);

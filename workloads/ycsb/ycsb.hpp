@@ -83,6 +83,7 @@ class Ycsb final : public txn::Workload {
   // The accesses execute() declares, from the input alone (every type does).
   bool declare(const txn::TxnInput& in, txn::DeclaredSet& out) const override;
   bool declares(uint16_t type) const override;
+  uint32_t max_declared(uint16_t type) const override;
   bool relocates() const override { return p_.relocate_percent > 0; }
   Result<int64_t> check_node(txn::Database& db, uint32_t node) const override;
   Result<void> check_total(int64_t sum, uint32_t nodes, int64_t committed_delta) const override;
