@@ -196,6 +196,10 @@ std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const H
   c.push_back({"invariants", "invariants", 0, r.invariants.ok(),
                r.invariants.ok() ? r.invariants_note : r.invariants.error().message});
   c.push_back({"locks_left", "locks left", r.locks_left, r.locks_left == 0, ""});
+  // A drain that gave up (a stalled peer, messages lost for longer than it
+  // waits) leaves coroutines running, and usually locks held.
+  c.push_back({"tasks_left", "tasks left running", r.tasks_left, r.tasks_left == 0 || interrupted,
+               r.tasks_left == 0 ? "" : "coroutines still running when the drain gave up: the run did not end cleanly"});
   if (r.replicas > 1) {
     c.push_back({"replicas", "replicas equal", 0, r.replicas_equal.ok(),
                  r.replicas_equal.ok() ? "" : r.replicas_equal.error().message});

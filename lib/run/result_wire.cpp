@@ -48,6 +48,7 @@ Result<void> exchange_results(cluster::Bootstrap& boot, txn::Database& db, const
   cw.put<int64_t>(part.ok() ? *part : 0);
   cw.put<int64_t>(res.total.committed_delta);
   cw.put<uint64_t>(res.locks_left);
+  cw.put<uint64_t>(res.tasks_left);
   std::string err = part.ok() ? "" : part.error().message;
   std::vector<char> err_bytes(err.begin(), err.end());
   cw.put_vector(err_bytes);
@@ -55,25 +56,28 @@ Result<void> exchange_results(cluster::Bootstrap& boot, txn::Database& db, const
   auto checks = boot.all_gather(cw.view(), "checks");
   if (!checks.ok()) return checks.error();
   int64_t sum = 0, delta = 0;
-  uint64_t locks = 0;
+  uint64_t locks = 0, tasks = 0;
   std::string first_error;
   std::vector<txn::ReplicaDigest> digests;
   for (uint32_t n = 0; n < checks->size(); ++n) {
     Reader r((*checks)[n]);
     int64_t s = 0, d = 0;
-    uint64_t l = 0;
+    uint64_t l = 0, tl = 0;
     std::vector<char> e;
     std::vector<txn::ReplicaDigest> dg;
-    if (!r.get(&s) || !r.get(&d) || !r.get(&l) || !r.get_vector(&e) || !r.get_vector(&dg) || !r.done())
+    if (!r.get(&s) || !r.get(&d) || !r.get(&l) || !r.get(&tl) || !r.get_vector(&e) || !r.get_vector(&dg) ||
+        !r.done())
       return make_error(EPROTO, "node %u sent malformed checks", n);
     digests.insert(digests.end(), dg.begin(), dg.end());
     sum = txn::Workload::add_shares(sum, s);
     delta += d;
     locks += l;
+    tasks += tl;
     if (!e.empty() && first_error.empty())
       first_error = "node " + std::to_string(n) + ": " + std::string(e.begin(), e.end());
   }
   res.locks_left = locks;
+  res.tasks_left = tasks;
   res.replicas_equal = txn::compare_replicas(db, digests);
   res.invariants = first_error.empty() ? wl.check_total(sum, db.data_nodes(), delta)
                                        : Result<void>(make_error(EIO, "%s", first_error.c_str()));

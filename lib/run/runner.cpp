@@ -417,6 +417,9 @@ Result<RunResult> run(const RunConfig& rc) {
   }
   // Passive acknowledgements and releases still in flight land now.
   for (int i = 0; i < 1000; ++i) poll_all();
+  // What the drain left running (its coroutines are abandoned with the
+  // workers): the run did not end cleanly.
+  res.tasks_left = live();
   // Interrupted during warm-up: nothing was measured.
   const uint64_t until = std::min(measured_until.load(), env::tsc());
   res.seconds = until <= measure_at ? 0 : std::min(rc.duration_s, env::tsc_to_ns(until - measure_at) / 1e9);

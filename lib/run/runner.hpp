@@ -115,6 +115,9 @@ struct RunResult {
   // The idle policy the loops ran (auto resolved); kAuto: single thread.
   runtime::IdlePolicy idle = runtime::IdlePolicy::kAuto;
   uint64_t locks_left = 0;  // tuples still locked after the run
+  // Coroutines (coordinators, services) still running when the drain
+  // gave up: a run that did not end cleanly (a stalled peer, lost messages).
+  uint64_t tasks_left = 0;
   Result<void> invariants;  // the workload's check
   // What the check found that the run's isolation level allows
   // (Workload::check_note(): writeskew's pairs below 0 under snapshot

@@ -270,3 +270,19 @@ TEST(Calvin, SizesItsSetsByTheWorkloadAndRefusesLess) {
   EXPECT_NE(out.error().message.find("calvin.max_accesses = 18"), std::string::npos) << out.error().message;
   EXPECT_NE(out.error().message.find("'NewOrder'"), std::string::npos) << out.error().message;
 }
+
+// A member that stalls past the end of the run (node 1 paused for 4 s from
+// 0.1 s into a 0.2 s run) leaves its counterparts waiting in their epoch:
+// the drain gives up and the run says so (RunResult::tasks_left, rdtx-bench's
+// "tasks left running" check), rather than ending as if clean.
+TEST(Calvin, AStallPastTheDrainLeavesTasksThatTheRunReports) {
+  Combo cb{"smallbank", "calvin"};
+  cb.faults = "pause_node=1,pause_at_ms=100,pause_ms=4000,seed=1";
+  auto out = run_contended(cb, 1, 0.2);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_GT(out->run.tasks_left, 0u);
+  cb.faults = "";
+  auto clean = run_contended(cb, 1, 0.2);
+  ASSERT_TRUE(clean.ok()) << clean.error().message;
+  EXPECT_EQ(clean->run.tasks_left, 0u);
+}

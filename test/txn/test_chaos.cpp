@@ -98,6 +98,7 @@ TEST_P(ChaosTest, NothingLostUnderFaults) {
   SCOPED_TRACE("seed " + std::to_string(seed()) + ": " + summary(r));
   EXPECT_TRUE(r.invariants.ok()) << r.invariants.error().message;
   EXPECT_EQ(r.locks_left, 0u) << "a lock was left held";
+  EXPECT_EQ(r.tasks_left, 0u) << "coroutines were still running when the drain gave up";
   EXPECT_EQ(r.total.commit_errors, 0u) << "a commit or release did not reach its owner";
   EXPECT_EQ(r.total.insert_errors, 0u) << "a row inserted twice, or a table full";
   EXPECT_EQ(r.total.cancel_failures, 0u);

@@ -116,6 +116,7 @@ TEST_P(ProtocolTest, UnderContentionKeepsInvariantsAndIsSerializable) {
   SCOPED_TRACE(summary(r));
   EXPECT_TRUE(r.invariants.ok()) << r.invariants.error().message;
   EXPECT_EQ(r.locks_left, 0u) << "a lock was left held";
+  EXPECT_EQ(r.tasks_left, 0u) << "coroutines were still running when the drain gave up";
   // Progress, not speed: sanitizer builds run ~10x slower.
   EXPECT_GT(r.total.commits, 20u);
   EXPECT_EQ(conflicts_unseen(r, cb.protocol), "");

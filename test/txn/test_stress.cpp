@@ -128,8 +128,8 @@ TEST_P(StressTest, SerializableWithInvariants) {
   const std::string name = current_test_name();
   ASSERT_TRUE(out.ok()) << out.error().message << "\nseed " << seed() << "; rerun: " << rerun_command(name);
   const run::RunResult& r = out->run;
-  const bool ok = r.invariants.ok() && r.locks_left == 0 && out->check.certified && r.total.commits > 0 &&
-                  conflicts_unseen(r, cb.protocol).empty() &&
+  const bool ok = r.invariants.ok() && r.locks_left == 0 && r.tasks_left == 0 && out->check.certified &&
+                  r.total.commits > 0 && conflicts_unseen(r, cb.protocol).empty() &&
                   r.total.commit_errors == 0 && r.rpc_malformed == 0 &&
                   r.total.aborts[static_cast<int>(AbortReason::kNetwork)] == 0 && r.replicas_equal.ok() &&
                   r.total.log_errors == 0 && r.total.insert_errors == 0;
@@ -138,6 +138,7 @@ TEST_P(StressTest, SerializableWithInvariants) {
   SCOPED_TRACE(summary(r));
   EXPECT_TRUE(r.invariants.ok()) << r.invariants.error().message;
   EXPECT_EQ(r.locks_left, 0u) << "a lock was left held";
+  EXPECT_EQ(r.tasks_left, 0u) << "coroutines were still running when the drain gave up";
   EXPECT_TRUE(out->check.certified) << out->check_text;
   EXPECT_GT(r.total.commits, 0u);
   EXPECT_EQ(conflicts_unseen(r, cb.protocol), "");
