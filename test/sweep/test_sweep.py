@@ -50,6 +50,15 @@ with tempfile.TemporaryDirectory(prefix="rdtx-sweep-test-") as tmp:
           f"an unknown key: exit 2 and one line on stderr (got {rc}: {se.strip()!r})")
     check(not os.path.exists(os.path.join(out, "results.csv")), "an unknown key runs nothing")
 
+    # A directory another sweep is writing is refused (its lock held here).
+    import fcntl
+    os.makedirs(out)
+    with open(os.path.join(out, ".rdtx-sweep.lock"), "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        rc, so, se = run(["--out", out] + grid)
+    check(rc == 2 and "another rdtx-sweep is writing" in se and not os.path.exists(os.path.join(out, "results.csv")),
+          f"a directory another sweep writes: exit 2, nothing run (got {rc}: {se.strip()!r})")
+
     # The 2x2 grid.
     rc, so, se = run(["--out", out] + grid)
     print(so + se)
