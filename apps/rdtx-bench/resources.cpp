@@ -7,6 +7,7 @@
 #include <fstream>
 #include <tuple>
 
+#include "rpc/endpoint.hpp"
 #include "store/hash_index.hpp"
 #include "store/tuple.hpp"
 
@@ -102,9 +103,14 @@ Footprint footprint(const run::RunConfig& run, const rdma::DeviceCaps& caps, uin
   fp.tables = per_node * data_here + per_compute_node * (local_nodes - data_here);
   fp.scratch = uint64_t{cc.scratch_bytes} * fp.workers;
   const uint64_t mtu = caps.max_msg_size ? caps.max_msg_size : 4096;
-  fp.rpc = (uint64_t{cc.rpc.recv_buffers} + cc.rpc.send_buffers) * mtu * fp.workers;
+  // Each endpoint posts at least two credits' worth of buffers for every
+  // endpoint of the cluster (rpc::Endpoint::create): at 16 x 24 workers
+  // that is 6,160 buffers, not the configured 1,000.
+  const uint64_t recv = std::max<uint64_t>(
+      cc.rpc.recv_buffers, rpc::Endpoint::recv_buffers_needed(cc.rpc, cc.nodes * cc.workers_per_node));
+  fp.rpc = (recv + cc.rpc.send_buffers) * mtu * fp.workers;
   fp.cq_depth = run::worker_cq_depth(cc);
-  fp.cqs = (fp.cq_depth + 2ull * cc.rpc.send_buffers + cc.rpc.recv_buffers) * sizeof(rdma::Completion) * fp.workers;
+  fp.cqs = (fp.cq_depth + 2ull * cc.rpc.send_buffers + recv) * sizeof(rdma::Completion) * fp.workers;
   if (run.options.location_cache) fp.caches = cache_bytes(run.options.location_cache_entries) * fp.workers;
   if (run.options.record_history) fp.history = run.options.history_capacity_bytes * fp.workers;
   // Replication: each worker's rings, one per node (whose worker of the

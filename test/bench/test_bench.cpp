@@ -159,6 +159,19 @@ TEST(Resources, TablesLargerThanMemoryAreRefusedWithKeysAndSize) {
   EXPECT_NE(r.error().message.find("16.0 GiB"), std::string::npos) << r.error().message;
 }
 
+// Each RPC endpoint posts two credits of buffers for every endpoint of the
+// cluster, more than rpc.recv_buffers in a large one. Counting the setting
+// alone put DrTM+H's 16 x 24 SmallBank at 22.3 GiB, under this host's 23;
+// it took more and the OOM killer ended it. It needs 31.3 GiB.
+TEST(Resources, RpcBuffersCountTwoCreditsForEveryEndpoint) {
+  Loaded l = load({"cluster.nodes=16", "cluster.workers_per_node=24"});
+  const Footprint fp = footprint(l.plan.run, l.caps, 16);
+  const auto& rpc = l.plan.run.cluster.rpc;
+  const uint64_t recv = 2ull * rpc.credits * 384 + 16;
+  ASSERT_GT(recv, rpc.recv_buffers);
+  EXPECT_EQ(fp.rpc, (recv + rpc.send_buffers) * l.caps.max_msg_size * 384);
+}
+
 // The shm driver keeps the store in /dev/shm: a store larger than it died
 // of SIGBUS on first touch.
 TEST(Resources, AStoreLargerThanDevShmIsRefused) {

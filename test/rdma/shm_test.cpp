@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -109,6 +111,47 @@ TEST(ShmDriver, DropCounterCountsMessagesThatFoundNoBuffer) {
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->recv_dropped, 3u);
   EXPECT_EQ(shm::ud_qp_stats(*sender.qp)->recv_dropped, 0u);
+}
+
+// Mappings of `fabric`'s files in this process (/proc/self/maps).
+size_t mappings_of(const std::string& fabric) {
+  FILE* f = std::fopen("/proc/self/maps", "r");
+  if (f == nullptr) return 0;
+  size_t n = 0;
+  char line[4096];
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::strstr(line, fabric.c_str()) != nullptr && std::strstr(line, ".q") != nullptr) ++n;
+  std::fclose(f);
+  return n;
+}
+
+// A node maps a peer's receive queue once for all its address handles: a
+// mapping per handle took 384 x 384 mappings for 16 nodes x 24 workers in
+// one process, past the default vm.max_map_count, and the run failed.
+TEST(ShmDriver, AddressHandlesOfANodeShareOneMappingOfAQueue) {
+  std::string fabric = new_fabric("ahmap");
+  auto a = open_node(fabric, 0), b = open_node(fabric, 1);
+  Ud sender(*a), receiver(*b);
+  const size_t before = mappings_of(fabric);  // the two queues' owners
+  std::vector<std::unique_ptr<AddressHandle>> ahs;
+  for (int i = 0; i < 50; ++i) {
+    auto ah = a->create_ah(receiver.qp->address());
+    ASSERT_TRUE(ah.ok()) << ah.error().message;
+    ahs.push_back(std::move(*ah));
+  }
+  EXPECT_EQ(mappings_of(fabric), before + 1);
+  // Each handle still delivers to the queue.
+  receiver.post_recv(4096, 1024, 1);
+  receiver.post_recv(8192, 1024, 2);
+  EXPECT_EQ(sender.send(ahs.front().get(), 64, 1), Status::kSuccess);
+  EXPECT_EQ(sender.send(ahs.back().get(), 64, 2), Status::kSuccess);
+  EXPECT_EQ(poll_for(*receiver.cq, 2).size(), 2u);
+  ahs.clear();
+  EXPECT_EQ(mappings_of(fabric), before) << "the last handle unmaps it";
+  // A new handle maps it again.
+  auto again = a->create_ah(receiver.qp->address());
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(mappings_of(fabric), before + 1);
 }
 
 TEST(ShmDriver, UdStatsRefuseOtherQps) {

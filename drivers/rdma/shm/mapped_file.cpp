@@ -33,7 +33,15 @@ Result<void> size_file(int fd, size_t size, size_t commit, const std::string& pa
 Result<uint8_t*> map(int fd, size_t size, bool writable, bool populate, const std::string& path) {
   int prot = PROT_READ | (writable ? PROT_WRITE : 0);
   void* p = mmap(nullptr, size, prot, MAP_SHARED | (writable && populate ? MAP_POPULATE : 0), fd, 0);
-  if (p == MAP_FAILED) return make_error(errno, "cannot map %s (%zu bytes): %s", path.c_str(), size, strerror(errno));
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    // ENOMEM is also what mmap returns when the process holds
+    // vm.max_map_count mappings already, with memory to spare.
+    return make_error(err, "cannot map %s (%zu bytes): %s%s", path.c_str(), size, strerror(err),
+                      err == ENOMEM ? " (out of memory, or this process reached vm.max_map_count mappings: "
+                                      "see /proc/sys/vm/max_map_count)"
+                                    : "");
+  }
   return static_cast<uint8_t*>(p);
 }
 

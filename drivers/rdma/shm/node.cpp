@@ -309,6 +309,21 @@ Result<std::shared_ptr<PeerNode>> Node::peer(uint32_t node_id, uint64_t token) {
   return it->second;
 }
 
+Result<RemoteRecvQueue> Node::remote_queue(uint32_t node_id, uint32_t qpn, uint64_t token) {
+  const std::string path = qp_path(fabric_, node_id, qpn);
+  std::lock_guard lock(mu_);
+  std::weak_ptr<const MappedFile>& cached = remote_queues_[{node_id, qpn}];
+  // A mapping still held is reused; attach() checks the token, so a queue
+  // of an earlier incarnation is refused as stale, as open() would.
+  if (auto file = cached.lock()) {
+    auto q = RemoteRecvQueue::attach(std::move(file), path, qpn, token);
+    if (q.ok() || q.error().code != ESTALE) return q;
+  }
+  auto q = RemoteRecvQueue::open(path, qpn, token);
+  if (q.ok()) cached = q->file();
+  return q;
+}
+
 Result<uint32_t> Node::next_qpn() {
   std::lock_guard lock(mu_);
   if (qp_seq_ == kMaxQpSeq) return make_error(ENOSPC, "node %u: QP numbers exhausted", node_id_);

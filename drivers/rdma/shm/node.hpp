@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <atomic>
 #include <map>
+#include <utility>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +23,7 @@
 #include "mapped_file.hpp"
 #include "peer_node.hpp"
 #include "rdma/rdma.hpp"
+#include "recv_queue.hpp"
 #include "region_table.hpp"
 #include "shm_config.hpp"
 
@@ -81,6 +83,11 @@ class Node {
   // The peer `node_id` in incarnation `token` (from a QpAddress), mapped once
   // and cached; a restarted peer replaces its cache entry.
   Result<std::shared_ptr<PeerNode>> peer(uint32_t node_id, uint64_t token);
+  // QP `qpn`'s receive queue on node `node_id` (incarnation `token`), mapped
+  // once for all of this node's address handles while any holds it: with
+  // a mapping per handle, 16 nodes x 24 workers in one process would need
+  // 384 x 384 mappings, past the default vm.max_map_count (65,530).
+  Result<RemoteRecvQueue> remote_queue(uint32_t node_id, uint32_t qpn, uint64_t token);
 
   Result<uint32_t> next_qpn();
 
@@ -127,6 +134,7 @@ class Node {
   uint32_t qp_seq_ = 0;
   std::atomic<uint32_t> pd_seq_{0};
   std::map<uint32_t, std::shared_ptr<PeerNode>> peers_;
+  std::map<std::pair<uint32_t, uint32_t>, std::weak_ptr<const MappedFile>> remote_queues_;  // (node, qpn)
 };
 
 }  // namespace rdtx::rdma::shm

@@ -106,6 +106,11 @@ uint64_t RecvQueue::injected_delays() const {
 Result<RemoteRecvQueue> RemoteRecvQueue::open(const std::string& path, uint32_t qpn, uint64_t node_token) {
   auto file = MappedFile::open(path, true, sizeof(RecvQueueHeader));
   if (!file.ok()) return file.error();
+  return attach(std::make_shared<const MappedFile>(std::move(*file)), path, qpn, node_token);
+}
+
+Result<RemoteRecvQueue> RemoteRecvQueue::attach(std::shared_ptr<const MappedFile> file, const std::string& path,
+                                                uint32_t qpn, uint64_t node_token) {
   auto* h = reinterpret_cast<RecvQueueHeader*>(file->data());
   if (load_word(h->magic, std::memory_order_acquire) != kRecvQueueMagic || h->version != kLayoutVersion)
     return make_error(EPROTO, "%s is not an rdtx shm receive queue of this version", path.c_str());
@@ -115,7 +120,7 @@ Result<RemoteRecvQueue> RemoteRecvQueue::open(const std::string& path, uint32_t 
   if (capacity == 0 || !std::has_single_bit(capacity) || file->size() < recv_queue_file_size(capacity))
     return make_error(EPROTO, "%s: capacity %u does not match its size %zu", path.c_str(), capacity, file->size());
   RemoteRecvQueue q;
-  q.file_ = std::make_shared<const MappedFile>(std::move(*file));
+  q.file_ = std::move(file);
   q.header_ = reinterpret_cast<RecvQueueHeader*>(q.file_->data());
   q.slots_ = reinterpret_cast<RecvSlot*>(q.file_->data() + kRecvSlotsOffset);
   q.mask_ = capacity - 1;

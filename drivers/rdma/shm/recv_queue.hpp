@@ -124,6 +124,10 @@ class RemoteRecvQueue {
   static constexpr unsigned kMaxStaleViews = 64;
 
   static Result<RemoteRecvQueue> open(const std::string& path, uint32_t qpn, uint64_t node_token);
+  // The same, over a mapping already made (shared with other handles).
+  static Result<RemoteRecvQueue> attach(std::shared_ptr<const MappedFile> file, const std::string& path, uint32_t qpn,
+                                        uint64_t node_token);
+  const std::shared_ptr<const MappedFile>& file() const { return file_; }
 
   // Takes the next posted descriptor, or returns nullptr when there is none.
   // A verdict of "none" needs a consistent view: `claimed` read before and

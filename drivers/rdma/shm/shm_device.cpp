@@ -119,7 +119,7 @@ Result<std::unique_ptr<AddressHandle>> ShmDevice::create_ah(const QpAddress& rem
     return make_error(EINVAL, "create_ah: qp %u of node %u is not a UD QP", w.qpn, w.node_id);
   auto peer = node_->peer(w.node_id, w.node_token);
   if (!peer.ok()) return peer.error();
-  auto rq = RemoteRecvQueue::open(qp_path(node_->fabric(), w.node_id, w.qpn), w.qpn, w.node_token);
+  auto rq = node_->remote_queue(w.node_id, w.qpn, w.node_token);
   if (!rq.ok()) return rq.error();
   return std::unique_ptr<AddressHandle>(std::make_unique<ShmAh>(std::move(*peer), std::move(*rq), w.qpn, w.pd));
 }
