@@ -28,7 +28,9 @@
 //             visited in that order: if it has local records, once they are
 //             granted reads them (F14 a1/b1), forwards them with their writer
 //             ids to the active members, the nodes it writes on plus its
-//             home (F14 a2/b2: RPC, a call per active counterpart whose
+//             home (calvin.active = writers: the nodes it writes on alone,
+//             as RCC's code; the home if it writes nothing)
+//             (F14 a2/b2: RPC, a call per active counterpart whose
 //             handler buffers the values in the CFB slot, F14 a3; one-sided,
 //             a WRITE of the values into the counterpart's CFB slot, then a
 //             WRITE of the slot's ready word, F14 b3); a member that is not
@@ -36,8 +38,9 @@
 //             needs (F14 b3: polls the slots' ready words, yielding; F14 a3
 //             for RPC: the same slots), runs the workload's execute() on a
 //             Txn served from them (fetch module), installs its local writes
-//             in place (F14 a4/b4, commit module) and releases. The home
-//             counts the outcome and records the history.
+//             in place (F14 a4/b4, commit module) and releases. The
+//             reporter, the home if it is active, else the first active
+//             member, counts the outcome and records the history.
 //   Each transaction goes as soon as it can (execute_epoch()), not one
 //   after the other. A member enters e+1 only once it has executed all of
 //   e: lockstep.
@@ -93,6 +96,9 @@ struct Cr {
 };
 static_assert(sizeof(Cr) % 8 == 0 && std::is_trivially_copyable_v<Cr>);
 
+// The node an id names (lib/txn/types.hpp's make_txn_id).
+uint32_t txn_node_of(uint64_t id) { return static_cast<uint32_t>(id >> 48); }
+
 constexpr uint64_t kFinal = uint64_t{1} << 31;
 constexpr uint64_t kCountMask = kFinal - 1;
 // The writer id forwarded for a declared key its owner does not hold.
@@ -140,6 +146,10 @@ void add_calvin_schema(config::Schema& s) {
             "workload's largest declared set (16 if it gives none)");
   s.add_int("calvin.stall_ms", 5000, 10, 600'000,
             "CALVIN: a member waiting longer than this for a batch, a grant or values fails the run");
+  s.add_enum("calvin.active", "writers_and_home", {"writers_and_home", "writers"},
+             "CALVIN: the members that execute a transaction: the nodes it writes on and its home (writers_and_home: "
+             "the home counts it), or the nodes it writes on alone, as RCC's code (writers: the first of them counts "
+             "it unless the home writes; a transaction that writes nothing runs at home)");
   s.add_string("calvin.inputs", "",
                "CALVIN: record every coordinator's input batches, per epoch, to files FILE.n<node>w<worker>c<coroutine> "
                "(\"\": no recording)");
@@ -155,13 +165,15 @@ struct Settings {
   uint64_t stall_ns;
   std::string inputs, replay;
   uint64_t record_epochs;
+  bool home_executes;  // calvin.active = writers_and_home
 };
 Settings settings_of(const Options& o) {
   return {static_cast<uint32_t>(o.setting_int("calvin.epoch_size", 10)),
           static_cast<uint32_t>(o.setting_int("calvin.max_accesses", 0)),
           static_cast<uint64_t>(o.setting_int("calvin.stall_ms", 5000)) * 1'000'000,
           o.setting_string("calvin.inputs", ""), o.setting_string("calvin.replay", ""),
-          static_cast<uint64_t>(o.setting_int("calvin.record_epochs", 4096))};
+          static_cast<uint64_t>(o.setting_int("calvin.record_epochs", 4096)),
+          o.setting_string("calvin.active", "writers_and_home") == "writers_and_home"};
 }
 
 // The recorded inputs of one coordinator (calvin.inputs / calvin.replay):
@@ -217,7 +229,8 @@ struct Plan {
   uint32_t index = 0;      // its position in that batch
   uint64_t readers = 0;    // nodes holding a declared record (bit per node)
   uint64_t waiting = 0;    // other readers whose forwarded values are not verified here yet
-  uint64_t active = 0;     // nodes it writes on, plus its home
+  uint64_t active = 0;     // the members that execute it (calvin.active)
+  uint32_t reporter = 0;   // the active member that counts it and records its history
   uint32_t nlocal = 0;     // declared records on this node
   uint64_t shards = 0;     // the lock manager shards holding its locks here (bit per shard)
 };
@@ -241,10 +254,12 @@ struct CoState {
   std::vector<uint32_t> counts;       // [shard]: requests of the epoch being planned
   std::vector<uint8_t> step;          // [k]: how far execute_epoch() got with it
   std::vector<uint64_t> ready_tsc;    // [k]: when its locks here were granted
-  std::vector<stats::VerbCounts> forward_net;  // [k]: the home's forwarding verbs
+  std::vector<stats::VerbCounts> forward_net;  // [k]: the reporter's forwarding verbs
   std::vector<rpc::Reply> forward_replies;    // [chunk][node]: forward()'s calls by RPC
   std::vector<uint64_t> gen_tsc;      // [i] of this member's own batch
+  uint64_t epoch_tsc = 0;             // when this member began the epoch's sequencing
   uint32_t current = 0;               // the k being executed (the fetch module's)
+  uint32_t minted = 0;                // calvin.active = writers: ids this home has minted
   uint32_t max_accesses = 0;          // entries and tuples per k
   uint64_t epoch = 0;
   // Recording: this member's batches as sent (reserved once: never grows
@@ -254,7 +269,7 @@ struct CoState {
   std::vector<std::byte> replay;
   size_t replay_at = 8;
   // The epoch's sequencing (broadcast, waits for the batches): charged to
-  // the first transaction of the epoch this member counts as home.
+  // the first transaction of the epoch this member reports.
   stats::VerbCounts sequence_net;
   uint64_t sequence_tsc = 0;
   bool sequence_pending = false;
@@ -269,10 +284,10 @@ class Calvin final : public Protocol {
 
   Result<void> init();
   Task<void> run_coordinator(Coordinator& c) override;
-  // Every active member runs the transaction; its home inserts its rows.
+  // Every active member runs the transaction; its reporter inserts its rows.
   bool inserts_here(const Coordinator& c, const Txn&) const override {
     const CoState& cs = co_[c.index()];
-    return cs.plans[cs.current].cr->in.home_node == me_;
+    return cs.plans[cs.current].reporter == me_;
   }
 
   // Stage modules.
@@ -287,6 +302,8 @@ class Calvin final : public Protocol {
   // The batch of the next epoch into the staging area: generated, or
   // replayed. Returns its count; *final when it is the member's last.
   bool next_batch(Coordinator& c, uint32_t* count, bool* final);
+  uint32_t reporter_of(const TxnInput& in, const DeclaredSet& d) const;
+  uint64_t mint_id(Coordinator& c, CoState& cs, const TxnInput& in, const DeclaredSet& d);
   void record_batch(CoState& cs, const std::byte* crs, uint32_t count, bool final);
   Result<void> load_replay(uint32_t co);
   void write_recording(Coordinator& c);
@@ -640,7 +657,8 @@ bool Calvin::plan_epoch(Coordinator& c, uint64_t epoch, bool last) {
     std::copy_n(declared.e, declared.n, cs.entries.begin() + static_cast<std::ptrdiff_t>(size_t{k} * cs.max_accesses));
     cs.declared_n[k] = declared.n;
     const SetView d = cs.set(k);
-    p.active = uint64_t{1} << p.cr->in.home_node;
+    const uint64_t home = uint64_t{1} << p.cr->in.home_node;
+    p.active = 0;
     std::byte** tuples = cs.tuples_of(k);
     for (uint32_t j = 0; j < d.n; ++j) {
       const uint32_t owner = db.owner(d.e[j].table, d.e[j].key);
@@ -664,6 +682,19 @@ bool Calvin::plan_epoch(Coordinator& c, uint64_t epoch, bool last) {
         r.id = p.cr->id;
       }
       lm.add_record(group(c), epoch, q, ref.tuple);
+    }
+    // The members that execute it, and the one of them that counts it:
+    // the home, unless (calvin.active = writers, RCC's sync_reads) it
+    // writes nothing here while others do; then the first writer.
+    if (s_.home_executes || p.active == 0) p.active |= home;
+    p.reporter = (p.active & home) != 0 ? p.cr->in.home_node : static_cast<uint32_t>(std::countr_zero(p.active));
+    // It is recorded under its id, which names the reporter (mint_id()):
+    // inputs replayed from a run with another calvin.active do not.
+    if (txn_node_of(p.cr->id) != p.reporter) {
+      fail(c, "transaction %llx: its id names node %u, its reporter is node %u (calvin.replay of inputs "
+           "recorded with another calvin.active?)",
+           static_cast<unsigned long long>(p.cr->id), txn_node_of(p.cr->id), p.reporter);
+      return false;
     }
     p.waiting = p.readers & ~(uint64_t{1} << me_);
   }
@@ -858,7 +889,8 @@ uint32_t Calvin::read_local(Coordinator& c, uint32_t k) {
 
 // F14 a4/b4 for transaction k, whose values are all here: the workload's
 // execute() on them, the local writes installed (commit module), the locks
-// released; the home counts the outcome. `t` is the transaction's attempt.
+// released; the reporter counts the outcome. `t` is the transaction's
+// attempt.
 Task<bool> Calvin::run(Coordinator& c, uint32_t k, Txn& t) {
   CoState& cs = co_[c.index()];
   const Plan& p = cs.plans[k];
@@ -872,12 +904,15 @@ Task<bool> Calvin::run(Coordinator& c, uint32_t k, Txn& t) {
          static_cast<unsigned long long>(t.id()), static_cast<int>(t.abort_reason()));
     co_return false;
   }
-  if (p.cr->in.home_node == me_) c.account(p.cr->in, ok, ok ? delta : 0, cs.gen_tsc[p.index]);
+  // Latency from its generation at home; a reporter on another node (calvin.active = writers) takes the
+  // start of its own sequencing of the epoch, which the members begin together (lockstep).
+  if (p.reporter == me_)
+    c.account(p.cr->in, ok, ok ? delta : 0, p.cr->in.home_node == me_ ? cs.gen_tsc[p.index] : cs.epoch_tsc);
   co_return true;
 }
 
-// Charges the epoch's sequencing to the first transaction its home counts
-// (its attempt just begun).
+// Charges the epoch's sequencing to the first transaction this member
+// reports (its attempt just begun).
 void Calvin::charge_sequence(Coordinator& c) {
   CoState& cs = co_[c.index()];
   if (!cs.sequence_pending) return;
@@ -911,7 +946,7 @@ Task<bool> Calvin::execute_epoch(Coordinator& c, uint32_t n) {
       uint8_t& step = cs.step[k];
       if (step == kDone) continue;
       Plan& p = cs.plans[k];
-      const bool home = p.cr->in.home_node == me_;
+      const bool reporter = p.reporter == me_;
       const bool active = (p.active >> me_ & 1) != 0;
       if (step == kNew) {
         if (p.nlocal == 0 && !active) {  // nothing of it here
@@ -923,19 +958,19 @@ Task<bool> Calvin::execute_epoch(Coordinator& c, uint32_t n) {
         cs.ready_tsc[k] = env::tsc();
         if (p.nlocal > 0) {
           // Counted on an attempt of its own, carried over to the one that
-          // executes it (the home's counts are those reported).
+          // executes it (the reporter's counts are those reported).
           c.begin_attempt(p.cr->id, p.cr->ts);
           const uint32_t len = read_local(c, k);
           const uint64_t targets = p.active & ~(uint64_t{1} << me_);
           if (targets != 0 && !co_await forward(c, k, len, targets)) co_return false;
-          if (home) cs.forward_net[k] = c.attempt_counts();
+          if (reporter) cs.forward_net[k] = c.attempt_counts();
           if (!active) {
             release_locks(c, k);
             step = kDone;
             progress = true;
             continue;
           }
-        } else if (home) {
+        } else if (reporter) {
           cs.forward_net[k] = {};
         }
         step = kValues;
@@ -944,7 +979,7 @@ Task<bool> Calvin::execute_epoch(Coordinator& c, uint32_t n) {
       // F14 b3: the values of every other node holding its records.
       if ((p.waiting = values_missing(c, k, p.waiting)) != 0) continue;
       Txn& t = c.begin_attempt(p.cr->id, p.cr->ts);
-      if (home) {
+      if (reporter) {
         charge_sequence(c);
         c.add_counts(cs.forward_net[k]);
       }
@@ -983,11 +1018,10 @@ void Calvin::release_locks(Coordinator& c, uint32_t k) {
 Task<bool> Calvin::execute(Coordinator& c, uint32_t k) {
   CoState& cs = co_[c.index()];
   const Plan& p = cs.plans[k];
-  const bool home = p.cr->in.home_node == me_;
   const bool active = (p.active >> me_ & 1) != 0;
   if (p.nlocal == 0 && !active) co_return true;  // nothing of it here
   Txn& t = c.begin_attempt(p.cr->id, p.cr->ts);
-  if (home) charge_sequence(c);
+  if (p.reporter == me_) charge_sequence(c);
   const uint64_t t0 = c.phase_clock();
   if (p.nlocal > 0) {
     const uint32_t len = read_local(c, k);
@@ -1066,7 +1100,7 @@ Task<bool> Calvin::commit(Calvin& p, Coordinator& c, Txn& t, uint32_t) {
   CoState& cs = p.co_[c.index()];
   std::byte* const* tuples = cs.tuples_of(cs.current);
   const Database& db = p.e_.db();
-  // Inserted rows went in before this stage, by the home alone
+  // Inserted rows went in before this stage, by the reporter alone
   // (inserts_here: the pipeline's apply_inserts). Erases and relocations
   // change rows other transactions may have declared: not supported, a
   // failed run (no workload that CALVIN accepts makes them).
@@ -1098,13 +1132,14 @@ Task<void> Calvin::run_coordinator(Coordinator& c) {
     if (!next_batch(c, &count, &final)) break;
     // The sequencing's verbs and time, outside any transaction: counted on
     // a blank attempt, then charged to the first transaction of the epoch
-    // this member is home of (so that per-commit figures include them).
+    // this member reports (so that per-commit figures include them).
     c.begin_attempt(0, 0);
     const uint64_t t0 = env::tsc();
     if (!co_await broadcast(c, epoch, count, final)) break;
     bool last = false;
     if (!co_await wait_batches(c, epoch, &last)) break;
     co_[co].sequence_net = c.attempt_counts();
+    co_[co].epoch_tsc = t0;
     co_[co].sequence_tsc = env::tsc() - t0;
     co_[co].sequence_pending = true;
     if (!plan_epoch(c, epoch, last)) break;
@@ -1167,13 +1202,35 @@ bool Calvin::next_batch(Coordinator& c, uint32_t* count, bool* final) {
            wl.name(), cr.in.type, check.n, g_.max_accesses);
       return false;
     }
-    cr.id = c.take_txn_id();
+    cr.id = mint_id(c, cs, cr.in, check);
     cr.ts = c.take_timestamp();
     cs.gen_tsc[i] = env::tsc();  // latency includes waiting for the epoch
     std::memcpy(crs + i * g_.cr_bytes, &cr, sizeof cr);
   }
   record_batch(cs, crs, *count, *final);
   return true;
+}
+
+// The member that reports a transaction (Plan::reporter), from its input
+// and declared set at home.
+uint32_t Calvin::reporter_of(const TxnInput& in, const DeclaredSet& d) const {
+  if (s_.home_executes) return in.home_node;
+  const Database& db = e_.db();
+  uint64_t writers = 0;
+  for (uint32_t j = 0; j < d.n; ++j)
+    if (d.e[j].mode == AccessMode::kWrite) writers |= uint64_t{1} << db.owner(d.e[j].table, d.e[j].key);
+  return writers == 0 || (writers >> in.home_node & 1) ? in.home_node : static_cast<uint32_t>(std::countr_zero(writers));
+}
+
+// A transaction's id. The member that reports it records it in its history,
+// where every id must be that member's own (node, worker, coroutine): with
+// calvin.active = writers the home mints it in its reporter's name, the
+// sequence number carrying the home (64 nodes at most, so ids of one name
+// are reused after 2^26 per coordinator, not 2^32).
+uint64_t Calvin::mint_id(Coordinator& c, CoState& cs, const TxnInput& in, const DeclaredSet& d) {
+  if (s_.home_executes) return c.take_txn_id();
+  const uint32_t seq = (++cs.minted << 6) | me_;
+  return make_txn_id(reporter_of(in, d), e_.ctx().index, c.index(), seq);
 }
 
 // Appends the batch to the recording while there is room (reserved at
@@ -1285,7 +1342,8 @@ const ProtocolDef kDef = {
     false,
     true,   // needs_declared_sets
     false,  // relocates_rows: its members install writes themselves, not through the engine's commit pipeline
-    {},
+    // RCC's rule in the generated suites too (calvin/writers).
+    {{"", {}}, {"writers", {{"calvin.active", "writers"}}}},
     {},
     false,
     kSplitRefusal,

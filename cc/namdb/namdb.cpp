@@ -1199,8 +1199,11 @@ ProtocolDef make_def(const char* name, const char* summary, bool broken,
   d.region_per_node = true;
   d.fetch_record_slots = 1;
   d.versions_erases = true;  // an erase is a version with the deleted bit; the mover removes the row E later
-  // The compressed vector in the generated suites too.
-  d.variants = {{"compressed", {{"namdb.oracle", "compressed"}}}};
+  // The default (vector) oracle and the compressed one in the generated
+  // suites. (Until 2026-11-28 the list named only "compressed", which
+  // left the default out of every generated suite: a variant list replaces
+  // the plain name, and "" stands for the defaults.)
+  d.variants = {{"", {}}, {"compressed", {{"namdb.oracle", "compressed"}}}};
   return d;
 }
 
