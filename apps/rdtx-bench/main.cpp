@@ -94,7 +94,9 @@ available memory (MemAvailable or the cgroup limit), /dev/shm (shm driver)
 and the device's queue depths; --history DIR must be writable; a
 --file-prefix must be a plain name. Otherwise rdtx-bench exits 2 naming the
 keys and sizes. The checks after the run include passive request timeouts
-and failures (a lost passive COMMIT fails the run). run.idle = auto yields
+and failures (a lost passive COMMIT fails the run) and a steady state (a
+measured window of ten median latencies at least, a warm-up of two: else
+lengthen run.duration_s or run.warmup_s). run.idle = auto yields
 when this host's node processes outnumber its CPUs; the report names the
 idle policy that ran.
 
@@ -407,7 +409,7 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
   rep.interrupted = runtime::shutdown_requested();
   HistoryResult hist = handle_history(cfg, *result, boot.get());
   rep.history = &hist;
-  rep.checks = run_checks(*result, rep.interrupted, &hist);
+  rep.checks = run_checks(*result, rep.interrupted, &hist, plan.run.warmup_s);
   print_report(stdout, rep);
   int rc = rep.passed() ? 0 : 1;
   if (!args.csv_path.empty()) {

@@ -191,7 +191,8 @@ HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r,
   return h;
 }
 
-std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const HistoryResult* history) {
+std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const HistoryResult* history,
+                              double warmup_s) {
   std::vector<Check> c;
   c.push_back({"invariants", "invariants", 0, r.invariants.ok(),
                r.invariants.ok() ? r.invariants_note : r.invariants.error().message});
@@ -225,6 +226,23 @@ std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const H
   const bool commits_ok = r.total.commits > 0 || interrupted || !r.coordinates;
   c.push_back({"commits", "commits", r.total.commits, commits_ok,
                commits_ok ? "" : "no transaction committed in the measured window"});
+  // Figures measured over a window of a few transaction latencies are not
+  // a steady state: a CALVIN epoch of RCC's YCSB setting takes ~30 ms of
+  // virtual time, and a 50 ms window held part of two of them (the figure
+  // moved by 9% with a 0.5 s window). The window must hold ten median
+  // latencies, the warm-up two.
+  if (!interrupted && r.total.commits > 0 && r.tsc_hz != 0) {
+    const double p50 = static_cast<double>(r.total.latency_tsc.percentile(0.5)) / static_cast<double>(r.tsc_hz);
+    const bool window_ok = r.seconds >= 10 * p50, warmup_ok = warmup_s <= 0 || warmup_s >= 2 * p50;
+    char why[256] = "";
+    if (!window_ok || !warmup_ok)
+      std::snprintf(why, sizeof why,
+                    "the median latency (%.3g ms) is %s: not a steady state; lengthen %s", p50 * 1e3,
+                    !window_ok ? "more than a tenth of the measured window" : "more than half the warm-up",
+                    !window_ok ? "run.duration_s" : "run.warmup_s");
+    c.push_back({"steady_state", "window / median latency", static_cast<uint64_t>(r.seconds / std::max(p50, 1e-12)),
+                 window_ok && warmup_ok, why});
+  }
   if (history && history->recorded && (history->checked || !history->error.empty())) {
     const bool ok = history->error.empty() && history->report.certified;
     c.push_back({"history", "history", history->report.anomalies(), ok,

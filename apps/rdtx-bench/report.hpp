@@ -61,10 +61,12 @@ struct Report {
 
 // The checks of a finished run: the workload's invariants, no lock left, no
 // malformed RPC, no RPC timeout, no passive request timed out or failed, no
-// failed commit, no network abort, and at least one commit (unless the run
-// was interrupted).
+// failed commit, no network abort, at least one commit (unless the run
+// was interrupted), and a steady state: a measured window of at least ten
+// median latencies and (with `warmup_s` > 0) a warm-up of at least two.
 // With a checked history, also: the checker certified it.
-std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const HistoryResult* history = nullptr);
+std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const HistoryResult* history = nullptr,
+                              double warmup_s = 0);
 
 // One line naming the run, printed before it starts.
 void print_header(std::FILE* out, const config::Config& cfg, const run::RunConfig& run, const rdma::DeviceCaps& device);
