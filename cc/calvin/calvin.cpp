@@ -1138,10 +1138,17 @@ Task<void> Calvin::run_coordinator(Coordinator& c) {
     if (!co_await broadcast(c, epoch, count, final)) break;
     bool last = false;
     if (!co_await wait_batches(c, epoch, &last)) break;
-    co_[co].sequence_net = c.attempt_counts();
-    co_[co].epoch_tsc = t0;
-    co_[co].sequence_tsc = env::tsc() - t0;
-    co_[co].sequence_pending = true;
+    // Added to what an epoch that reported nothing here left (calvin.active
+    // = writers: its transactions all counted by other members).
+    CoState& st = co_[co];
+    if (!st.sequence_pending) {
+      st.sequence_net = {};
+      st.sequence_tsc = 0;
+    }
+    st.sequence_net.add(c.attempt_counts());
+    st.epoch_tsc = t0;
+    st.sequence_tsc += env::tsc() - t0;
+    st.sequence_pending = true;
     if (!plan_epoch(c, epoch, last)) break;
     const uint32_t n = [&] {
       uint32_t total = 0;
