@@ -130,7 +130,7 @@ for workload, preset, label, extra in runs:
         hosts = ",".join(f"127.0.0.1:{p}" for p in free_ports(3))
         procs = []
         for n in range(3):
-            cmd = [BENCH, "-l", str(n % os.cpu_count()), "--no-huge", "--no-pci", "--no-shconf", "-m", "256", "--", "-q", "--no-progress", "--config", preset, "--node", str(n),
+            cmd = [BENCH, "-l", str(n % os.cpu_count()), "--no-huge", "--no-pci", "--no-shconf", "-m", "256", "--", "-q", "--no-progress", "--no-steady-state", "--config", preset, "--node", str(n),
                    "--set", "cluster.mode=process", "--set", "cluster.nodes=3", "--set", f"cluster.hosts={hosts}",
                    "--set", "cluster.workers_per_node=1", "--duration", SECONDS, "--warmup", "0.1",
                    "--history", os.path.join(tmp, "h"), "--json", os.path.join(tmp, f"n{n}.json")] + HOT[workload] + extra
