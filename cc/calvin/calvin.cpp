@@ -96,6 +96,12 @@ struct Cr {
 };
 static_assert(sizeof(Cr) % 8 == 0 && std::is_trivially_copyable_v<Cr>);
 
+// The active member that counts a transaction: its home if active, else
+// the first.
+uint32_t reporter_in(uint64_t active, uint32_t home) {
+  return (active >> home & 1) != 0 ? home : static_cast<uint32_t>(std::countr_zero(active));
+}
+
 // The node an id names (lib/txn/types.hpp's make_txn_id).
 uint32_t txn_node_of(uint64_t id) { return static_cast<uint32_t>(id >> 48); }
 
@@ -302,6 +308,7 @@ class Calvin final : public Protocol {
   // The batch of the next epoch into the staging area: generated, or
   // replayed. Returns its count; *final when it is the member's last.
   bool next_batch(Coordinator& c, uint32_t* count, bool* final);
+  uint64_t active_of(uint64_t writers, uint32_t home) const;
   uint32_t reporter_of(const TxnInput& in, const DeclaredSet& d) const;
   uint64_t mint_id(Coordinator& c, CoState& cs, const TxnInput& in, const DeclaredSet& d);
   void record_batch(CoState& cs, const std::byte* crs, uint32_t count, bool final);
@@ -657,8 +664,7 @@ bool Calvin::plan_epoch(Coordinator& c, uint64_t epoch, bool last) {
     std::copy_n(declared.e, declared.n, cs.entries.begin() + static_cast<std::ptrdiff_t>(size_t{k} * cs.max_accesses));
     cs.declared_n[k] = declared.n;
     const SetView d = cs.set(k);
-    const uint64_t home = uint64_t{1} << p.cr->in.home_node;
-    p.active = 0;
+    p.active = 0;  // the nodes it writes on, first
     std::byte** tuples = cs.tuples_of(k);
     for (uint32_t j = 0; j < d.n; ++j) {
       const uint32_t owner = db.owner(d.e[j].table, d.e[j].key);
@@ -683,11 +689,8 @@ bool Calvin::plan_epoch(Coordinator& c, uint64_t epoch, bool last) {
       }
       lm.add_record(group(c), epoch, q, ref.tuple);
     }
-    // The members that execute it, and the one of them that counts it:
-    // the home, unless (calvin.active = writers, RCC's sync_reads) it
-    // writes nothing here while others do; then the first writer.
-    if (s_.home_executes || p.active == 0) p.active |= home;
-    p.reporter = (p.active & home) != 0 ? p.cr->in.home_node : static_cast<uint32_t>(std::countr_zero(p.active));
+    p.active = active_of(p.active, p.cr->in.home_node);
+    p.reporter = reporter_in(p.active, p.cr->in.home_node);
     // It is recorded under its id, which names the reporter (mint_id()):
     // inputs replayed from a run with another calvin.active do not.
     if (txn_node_of(p.cr->id) != p.reporter) {
@@ -1218,15 +1221,21 @@ bool Calvin::next_batch(Coordinator& c, uint32_t* count, bool* final) {
   return true;
 }
 
+// The members that execute a transaction that writes on the nodes
+// `writers` (Plan::active): those and its home, or (calvin.active =
+// writers, RCC's sync_reads) those alone, the home if there are none.
+uint64_t Calvin::active_of(uint64_t writers, uint32_t home) const {
+  return s_.home_executes || writers == 0 ? writers | uint64_t{1} << home : writers;
+}
+
 // The member that reports a transaction (Plan::reporter), from its input
-// and declared set at home.
+// and declared set at home: as plan_epoch() finds it on every member.
 uint32_t Calvin::reporter_of(const TxnInput& in, const DeclaredSet& d) const {
-  if (s_.home_executes) return in.home_node;
   const Database& db = e_.db();
   uint64_t writers = 0;
   for (uint32_t j = 0; j < d.n; ++j)
     if (d.e[j].mode == AccessMode::kWrite) writers |= uint64_t{1} << db.owner(d.e[j].table, d.e[j].key);
-  return writers == 0 || (writers >> in.home_node & 1) ? in.home_node : static_cast<uint32_t>(std::countr_zero(writers));
+  return reporter_in(active_of(writers, in.home_node), in.home_node);
 }
 
 // A transaction's id. The member that reports it records it in its history,
