@@ -12,22 +12,35 @@
 //   atomics        a CAS or FAA occupies the target NIC's atomic unit for
 //                  1 / atomic_mops us.
 //
-// Each resource is a FIFO server whose state is one word, the time (TSC
-// ticks, in fixed point: kFrac fractional bits) at which it is next free,
-// kept in the node's NIC file (NicShared, /dev/shm/rdtx.<fabric>.n<N>.nic,
-// mapped read-write by the owner and by every peer). A request reserves a
-// resource with one CAS loop (reserve()): start = max(ready, free), free =
-// start + cost. No locks; lock-free across processes.
+// Each resource is a calendar of FIFO servers (NicCalendar): time is cut
+// into slots of 2^slot_shift fixed-point ticks (64-128 ns; TSC ticks in
+// fixed point, kFrac fractional bits), and each slot serves requests first
+// come, first served from where its last one ended, up to its width; what
+// does not fit goes on in the next slots. A request starts in the slot of
+// the time it is ready, no earlier than that time. So requests posted in
+// time order are served exactly as by one FIFO server, and a request
+// stamped earlier than others already reserved (in virtual time a worker
+// whose pass computed for 60 us posts 60 us "ahead" of the others; in real
+// time a thread may be preempted between reading the clock and reserving)
+// still finds the capacity of its own time instead of queueing behind the
+// future. One word a slot, (slot number, fill), reserved with a CAS loop:
+// no locks, lock-free across processes. The slots are a ring covering 1-2
+// ms; a request older than the ring (its slot already reused for a later
+// time) is served at once, unaccounted.
 //
-// The arithmetic (reserve(), the costs) takes the time as an argument, so
-// tests drive it with a fake clock. Disabled (no key given), nothing of it
-// runs: the QP's untimed path never reads the clock or the NIC file.
+// The calendars live in the node's NIC file (NicShared,
+// /dev/shm/rdtx.<fabric>.n<N>.nic, mapped read-write by the owner and by
+// every peer). The arithmetic (reserve(), the costs) takes the time as an
+// argument, so tests drive it with a fake clock. Disabled (no key given),
+// nothing of it runs: the QP's untimed path never reads the clock or the
+// NIC file.
 // Thread-safety: NicModel is immutable after construction; NicShared's
 // words are only accessed atomically.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 
 namespace rdtx::rdma::shm {
@@ -41,14 +54,28 @@ struct NicParams {
   bool any() const { return msg_mops > 0 || doorbell_ns > 0 || link_gbps > 0 || atomic_mops > 0; }
 };
 
-// One NIC's shared state: a cache line per resource.
+// One resource of a NIC: kSlots slots, each one word, the slot's number
+// (modulo 2^44: 13 days of 128 ns slots either way) above where its
+// reservations end, in fixed-point ticks from its start (kFillBits). A
+// word 0 is a slot never used; a slot whose number is not the one asked for
+// holds an earlier lap of the ring (free) or a later one (the request is
+// older than the ring).
+struct NicCalendar {
+  static constexpr uint32_t kSlots = 16384;
+  static constexpr int kFillBits = 20;
+  static constexpr uint64_t kFillMask = (uint64_t{1} << kFillBits) - 1;
+  static constexpr uint64_t kTagMask = (uint64_t{1} << (64 - kFillBits)) - 1;
+  uint64_t slot[kSlots];
+};
+
+// One NIC's shared state: a calendar per resource.
 struct NicShared {
-  static constexpr uint64_t kMagic = 0x31'43'49'4e'58'54'44'52;  // "RDTXNIC1"
+  static constexpr uint64_t kMagic = 0x32'43'49'4e'58'54'44'52;  // "RDTXNIC2"
   alignas(64) uint64_t magic;
-  alignas(64) uint64_t msg_free;
-  alignas(64) uint64_t egress_free;
-  alignas(64) uint64_t ingress_free;
-  alignas(64) uint64_t atomic_free;
+  alignas(64) NicCalendar msg;
+  alignas(64) NicCalendar egress;
+  alignas(64) NicCalendar ingress;
+  alignas(64) NicCalendar atomic;
 };
 
 class NicModel {
@@ -76,17 +103,41 @@ class NicModel {
   // Rounded up: a request is not done before its last fraction of a tick.
   static uint64_t to_ticks(uint64_t fixed) { return (fixed + (uint64_t{1} << kFrac) - 1) >> kFrac; }
 
-  // Reserves `cost` of the FIFO server whose next-free time is `*free`, no
-  // earlier than `ready`; returns the start (all fixed point). cost 0:
-  // returns `ready` without touching `*free`.
-  static uint64_t reserve(uint64_t* free, uint64_t ready, uint64_t cost) {
+  // The slot width, fixed-point ticks: the power of two at most 128 ns
+  // (64-128 ns).
+  int slot_shift() const { return slot_shift_; }
+
+  // Reserves `cost` (fixed point) of `cal`'s server from `ready` on (fixed
+  // point); returns when the request is done (fixed point). cost 0:
+  // returns `ready` without touching `cal`.
+  static uint64_t reserve(NicCalendar* cal, int slot_shift, uint64_t ready, uint64_t cost) {
+    using C = NicCalendar;
     if (cost == 0) return ready;
-    std::atomic_ref<uint64_t> word(*free);
-    uint64_t cur = word.load(std::memory_order_relaxed);
-    for (;;) {
-      const uint64_t start = cur > ready ? cur : ready;
-      if (word.compare_exchange_weak(cur, start + cost, std::memory_order_relaxed)) return start;
+    const uint64_t width = uint64_t{1} << slot_shift;
+    uint64_t index = ready >> slot_shift;
+    uint64_t offset = ready & (width - 1);  // no earlier than `ready` in its own slot
+    uint64_t remaining = cost;
+    for (uint32_t n = 0; n < C::kSlots; ++n, ++index, offset = 0) {
+      std::atomic_ref<uint64_t> word(cal->slot[index & (C::kSlots - 1)]);
+      const uint64_t tag = index & C::kTagMask;
+      uint64_t cur = word.load(std::memory_order_relaxed);
+      for (;;) {
+        const uint64_t held = cur >> C::kFillBits;
+        uint64_t fill = 0;
+        if (held == tag) fill = cur & C::kFillMask;
+        else if (cur != 0 && ((tag - held) & C::kTagMask) > (C::kTagMask >> 1))
+          return ready + cost;  // older than the ring
+        const uint64_t from = fill > offset ? fill : offset;
+        if (from >= width) break;  // full: the next slot
+        const uint64_t take = std::min(width - from, remaining);
+        if (word.compare_exchange_weak(cur, tag << C::kFillBits | (from + take), std::memory_order_relaxed)) {
+          remaining -= take;
+          if (remaining == 0) return (index << slot_shift) + from + take;
+          break;
+        }
+      }
     }
+    return (index << slot_shift) + remaining;  // past the ring: unaccounted
   }
 
  private:
@@ -94,6 +145,7 @@ class NicModel {
   // 64 bytes at 100 Gb/s (5.12 ns) is not rounded per byte.
   static constexpr int kLinkShift = 16;
   bool enabled_ = false;
+  int slot_shift_ = 0;
   uint64_t doorbell_ticks_ = 0;
   uint64_t msg_cost_ = 0;
   uint64_t atomic_cost_ = 0;
@@ -102,6 +154,11 @@ class NicModel {
 
 inline NicModel::NicModel(const NicParams& p, uint64_t tsc_hz)
     : enabled_(p.any()),
+      // 128 ns in fixed point, rounded down to a power of two.
+      slot_shift_(std::min(static_cast<int>(std::bit_width(std::max<uint64_t>(
+                               static_cast<uint64_t>(static_cast<double>(tsc_hz) * 128e-9 * (1u << kFrac)), 2))) -
+                               1,
+                           NicCalendar::kFillBits - 1)),
       doorbell_ticks_(static_cast<uint64_t>(static_cast<double>(p.doorbell_ns) * static_cast<double>(tsc_hz) / 1e9)),
       // ticks per op = hz / (mops * 1e6)
       msg_cost_(p.msg_mops > 0 ? static_cast<uint64_t>(static_cast<double>(tsc_hz) / (p.msg_mops * 1e6) *
@@ -133,7 +190,8 @@ inline NicTimes nic_schedule(const NicModel& m, NicOp op, uint64_t bytes, uint64
   using M = NicModel;
   const uint64_t ow = M::to_fixed(one_way);
   // The poster's NIC processes the work request (message rate).
-  const uint64_t issued = M::reserve(&local->msg_free, M::to_fixed(ready), m.msg_cost()) + m.msg_cost();
+  const int k = m.slot_shift();
+  const uint64_t issued = M::reserve(&local->msg, k, M::to_fixed(ready), m.msg_cost());
   const uint64_t sent = std::max(issued, M::to_fixed(wire_done));
   NicTimes t{};
   switch (op) {
@@ -142,8 +200,8 @@ inline NicTimes nic_schedule(const NicModel& m, NicOp op, uint64_t bytes, uint64
       // The payload leaves through the poster's egress and enters through
       // the target's ingress one one-way delay later.
       const uint64_t x = m.link_cost(bytes);
-      const uint64_t out = M::reserve(&local->egress_free, sent, x) + x;
-      const uint64_t in = M::reserve(&remote->ingress_free, sent + ow, x) + x;
+      const uint64_t out = M::reserve(&local->egress, k, sent, x);
+      const uint64_t in = M::reserve(&remote->ingress, k, sent + ow, x);
       const uint64_t arrival = std::max(out + ow, in);
       t.arrival = M::to_ticks(arrival);
       t.effect = t.arrival;
@@ -155,8 +213,8 @@ inline NicTimes nic_schedule(const NicModel& m, NicOp op, uint64_t bytes, uint64
       // enters the reader's ingress.
       const uint64_t at_target = sent + ow;
       const uint64_t x = m.link_cost(bytes);
-      const uint64_t out = M::reserve(&remote->egress_free, at_target, x) + x;
-      const uint64_t in = M::reserve(&local->ingress_free, at_target + ow, x) + x;
+      const uint64_t out = M::reserve(&remote->egress, k, at_target, x);
+      const uint64_t in = M::reserve(&local->ingress, k, at_target + ow, x);
       t.effect = M::to_ticks(at_target);
       t.arrival = t.effect;
       t.visible = M::to_ticks(std::max(out + ow, in));
@@ -165,7 +223,7 @@ inline NicTimes nic_schedule(const NicModel& m, NicOp op, uint64_t bytes, uint64
     case NicOp::kAtomic: {
       // The target NIC's atomic unit runs one CAS/FAA at a time.
       const uint64_t at_target = sent + ow;
-      const uint64_t done = M::reserve(&remote->atomic_free, at_target, m.atomic_cost()) + m.atomic_cost();
+      const uint64_t done = M::reserve(&remote->atomic, k, at_target, m.atomic_cost());
       t.effect = M::to_ticks(done);
       t.arrival = M::to_ticks(at_target);
       t.visible = M::to_ticks(done + ow);

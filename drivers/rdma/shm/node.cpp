@@ -126,11 +126,11 @@ Result<std::shared_ptr<Node>> Node::open(const ShmConfig& cfg, uint32_t node_id,
     remove_node_files(fabric, node_id);
     auto seg = MappedFile::adopt(fd, path, kSegmentSize);
     if (!seg.ok()) return seg.error();
-    // The NIC state (one page), with the RNIC model only: off, the model
-    // leaves no trace. Zero: every resource free.
+    // The NIC state (a calendar per resource, 512 KiB), with the RNIC model
+    // only: off, the model leaves no trace. Zero: every resource free.
     MappedFile nic;
     if (cfg.nic.any()) {
-      auto f = MappedFile::create(nic_path(fabric, node_id), kPageSize);
+      auto f = MappedFile::create(nic_path(fabric, node_id), round_up(sizeof(NicShared), kPageSize));
       if (!f.ok()) return f.error();
       nic = std::move(*f);
       store_word(reinterpret_cast<NicShared*>(nic.data())->magic, NicShared::kMagic, std::memory_order_release);
