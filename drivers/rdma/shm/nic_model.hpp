@@ -13,8 +13,9 @@
 //                  1 / atomic_mops us.
 //
 // Each resource is a calendar of FIFO servers (NicCalendar): time is cut
-// into slots of 2^slot_shift fixed-point ticks (64-128 ns; TSC ticks in
-// fixed point, kFrac fractional bits), and each slot serves requests first
+// into slots (a power of two of fixed-point ticks: TSC ticks in fixed
+// point, kFrac fractional bits; the largest at most 128 ns or four
+// requests' cost, whichever is longer), and each slot serves requests first
 // come, first served from where its last one ended, up to its width; what
 // does not fit goes on in the next slots. A request starts in the slot of
 // the time it is ready, no earlier than that time. So requests posted in
@@ -25,8 +26,9 @@
 // still finds the capacity of its own time instead of queueing behind the
 // future. One word a slot, (slot number, fill), reserved with a CAS loop:
 // no locks, lock-free across processes. The slots are a ring covering 1-2
-// ms; a request older than the ring (its slot already reused for a later
-// time) is served at once, unaccounted.
+// ms, or 32,768-65,536 requests' cost if longer; a request older than the
+// ring (its slot already reused for a later time) is served at once,
+// unaccounted, and so is what would queue past the ring.
 //
 // The calendars live in the node's NIC file (NicShared,
 // /dev/shm/rdtx.<fabric>.n<N>.nic, mapped read-write by the owner and by
@@ -55,14 +57,14 @@ struct NicParams {
 };
 
 // One resource of a NIC: kSlots slots, each one word, the slot's number
-// (modulo 2^44: 13 days of 128 ns slots either way) above where its
+// (modulo 2^40: 19 hours of 128 ns slots either way) above where its
 // reservations end, in fixed-point ticks from its start (kFillBits). A
 // word 0 is a slot never used; a slot whose number is not the one asked for
 // holds an earlier lap of the ring (free) or a later one (the request is
 // older than the ring).
 struct NicCalendar {
   static constexpr uint32_t kSlots = 16384;
-  static constexpr int kFillBits = 20;
+  static constexpr int kFillBits = 24;
   static constexpr uint64_t kFillMask = (uint64_t{1} << kFillBits) - 1;
   static constexpr uint64_t kTagMask = (uint64_t{1} << (64 - kFillBits)) - 1;
   uint64_t slot[kSlots];
@@ -103,9 +105,17 @@ class NicModel {
   // Rounded up: a request is not done before its last fraction of a tick.
   static uint64_t to_ticks(uint64_t fixed) { return (fixed + (uint64_t{1} << kFrac) - 1) >> kFrac; }
 
-  // The slot width, fixed-point ticks: the power of two at most 128 ns
-  // (64-128 ns).
-  int slot_shift() const { return slot_shift_; }
+  // The slot widths (log2 of fixed-point ticks) of the message, atomic and
+  // link calendars: the largest power of two at most 128 ns or 4 requests'
+  // cost (a link's: of 512 bytes), whichever is longer.
+  int msg_shift() const { return msg_shift_; }
+  int atomic_shift() const { return atomic_shift_; }
+  int link_shift() const { return link_shift_; }
+  static int slot_shift(uint64_t tsc_hz, uint64_t cost) {
+    const auto floor_ns = static_cast<uint64_t>(static_cast<double>(tsc_hz) * 128e-9 * (1u << kFrac));
+    const int shift = static_cast<int>(std::bit_width(std::max<uint64_t>({floor_ns, 4 * cost, 2}))) - 1;
+    return std::min(shift, NicCalendar::kFillBits - 1);
+  }
 
   // Reserves `cost` (fixed point) of `cal`'s server from `ready` on (fixed
   // point); returns when the request is done (fixed point). cost 0:
@@ -145,20 +155,18 @@ class NicModel {
   // 64 bytes at 100 Gb/s (5.12 ns) is not rounded per byte.
   static constexpr int kLinkShift = 16;
   bool enabled_ = false;
-  int slot_shift_ = 0;
   uint64_t doorbell_ticks_ = 0;
   uint64_t msg_cost_ = 0;
   uint64_t atomic_cost_ = 0;
   uint64_t link_sub_per_byte_ = 0;
+  // After the costs they are computed from.
+  int msg_shift_ = 0;
+  int atomic_shift_ = 0;
+  int link_shift_ = 0;
 };
 
 inline NicModel::NicModel(const NicParams& p, uint64_t tsc_hz)
     : enabled_(p.any()),
-      // 128 ns in fixed point, rounded down to a power of two.
-      slot_shift_(std::min(static_cast<int>(std::bit_width(std::max<uint64_t>(
-                               static_cast<uint64_t>(static_cast<double>(tsc_hz) * 128e-9 * (1u << kFrac)), 2))) -
-                               1,
-                           NicCalendar::kFillBits - 1)),
       doorbell_ticks_(static_cast<uint64_t>(static_cast<double>(p.doorbell_ns) * static_cast<double>(tsc_hz) / 1e9)),
       // ticks per op = hz / (mops * 1e6)
       msg_cost_(p.msg_mops > 0 ? static_cast<uint64_t>(static_cast<double>(tsc_hz) / (p.msg_mops * 1e6) *
@@ -171,7 +179,10 @@ inline NicModel::NicModel(const NicParams& p, uint64_t tsc_hz)
       link_sub_per_byte_(p.link_gbps > 0
                              ? static_cast<uint64_t>(static_cast<double>(tsc_hz) * 8.0 / (p.link_gbps * 1e9) *
                                                      static_cast<double>(uint64_t{1} << (kFrac + kLinkShift)))
-                             : 0) {}
+                             : 0),
+      msg_shift_(slot_shift(tsc_hz, msg_cost_)),
+      atomic_shift_(slot_shift(tsc_hz, atomic_cost_)),
+      link_shift_(slot_shift(tsc_hz, link_cost(512))) {}
 
 // When one work request takes effect and completes under the NIC model,
 // in TSC ticks. `ready`: when the QP may start it (its post time, or when
@@ -190,8 +201,8 @@ inline NicTimes nic_schedule(const NicModel& m, NicOp op, uint64_t bytes, uint64
   using M = NicModel;
   const uint64_t ow = M::to_fixed(one_way);
   // The poster's NIC processes the work request (message rate).
-  const int k = m.slot_shift();
-  const uint64_t issued = M::reserve(&local->msg, k, M::to_fixed(ready), m.msg_cost());
+  const int k = m.link_shift();
+  const uint64_t issued = M::reserve(&local->msg, m.msg_shift(), M::to_fixed(ready), m.msg_cost());
   const uint64_t sent = std::max(issued, M::to_fixed(wire_done));
   NicTimes t{};
   switch (op) {
@@ -223,7 +234,7 @@ inline NicTimes nic_schedule(const NicModel& m, NicOp op, uint64_t bytes, uint64
     case NicOp::kAtomic: {
       // The target NIC's atomic unit runs one CAS/FAA at a time.
       const uint64_t at_target = sent + ow;
-      const uint64_t done = M::reserve(&remote->atomic, k, at_target, m.atomic_cost());
+      const uint64_t done = M::reserve(&remote->atomic, m.atomic_shift(), at_target, m.atomic_cost());
       t.effect = M::to_ticks(done);
       t.arrival = M::to_ticks(at_target);
       t.visible = M::to_ticks(done + ow);
