@@ -49,6 +49,13 @@ Result<int> eal_init(int argc, char** argv) {
   (void)registered;
   int n = rte_eal_init(argc, argv);
   if (n < 0) {
+    // Some of DPDK's failures leave rte_errno 0 (a --file-prefix locked by
+    // another running process: "Cannot create lock on ..."); its EAL: lines
+    // on stderr name the cause.
+    if (rte_errno == 0)
+      return make_error(EINVAL,
+                        "EAL initialisation failed: see the EAL: lines above (check the EAL options before '--'; "
+                        "concurrent processes need their own --file-prefix)");
     return make_error(rte_errno, "EAL initialisation failed: %s (check the EAL options before '--')",
                       rte_strerror(rte_errno));
   }
