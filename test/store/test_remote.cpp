@@ -275,8 +275,14 @@ TEST(RemoteFetch, GrownTableIsReachedWithTheFirstDescriptor) {
   uint64_t fetches = 0, grown = 0;
   while (inserted.load(std::memory_order_acquire) < kKeys || fetches < 2000) {
     const uint64_t n = inserted.load(std::memory_order_acquire);
-    if (n == 0) continue;
-    const uint64_t k = n - 1 - rng() % std::min<uint64_t>(n, 64);  // mostly the newest rows
+    // Fetch only once the newest 64 rows are past the first 32 tuples: on a
+    // loaded machine the owner thread can lose its CPU early, and fetches
+    // spinning on the first rows would not test the grown memory.
+    if (n < 96) {
+      std::this_thread::yield();
+      continue;
+    }
+    const uint64_t k = n - 1 - rng() % 64;  // the newest rows
     FetchResult f = c.fetch(d, k * 5 + 3, nullptr);
     ASSERT_EQ(f.status, 0) << "key " << k << " of " << n;
     ASSERT_EQ(check_record(f.tuple + d.layout().record_offset(), k * 5 + 3, 64), RecordCheck::kGood);
