@@ -205,6 +205,8 @@ Result<uint64_t> region_bytes_of(const RegionQuery& q) {
 // over the node's workers instead of loading worker 0 with all of them.
 constexpr uint32_t kMaxShards = 64;  // a transaction's shards: a 64-bit mask
 struct LockShards {
+  explicit LockShards(uint32_t groups) : board(groups) {}
+  GrantBoard board;  // before the shards, which count on it
   std::vector<std::unique_ptr<LockManager>> shard;
 };
 uint32_t shard_of(TableId table, uint64_t key, uint32_t shards) {
@@ -431,10 +433,10 @@ Result<void> Calvin::init() {
   shards_ = std::min(wpn_, kMaxShards);
   std::shared_ptr<void>& slot = e_.db().node_state(me_, "calvin.lock_manager");
   if (!slot) {
-    auto lms = std::make_shared<LockShards>();
+    auto lms = std::make_shared<LockShards>(wpn_ * o_.coroutines);
     for (uint32_t s = 0; s < shards_; ++s)
       lms->shard.push_back(
-          std::make_unique<LockManager>(wpn_ * o_.coroutines, nodes_ * s_.epoch_size, s_.max_accesses));
+          std::make_unique<LockManager>(wpn_ * o_.coroutines, nodes_ * s_.epoch_size, s_.max_accesses, lms->board));
     slot = lms;
   }
   lms_ = std::static_pointer_cast<LockShards>(slot);
@@ -943,11 +945,22 @@ Task<bool> Calvin::execute_epoch(Coordinator& c, uint32_t n) {
   for (uint32_t k = 0; k < n; ++k) cs.step[k] = kNew;
   uint32_t first = 0;  // every transaction before it is done
   uint64_t since = env::tsc();  // the last progress
+  uint64_t seen_grants = 0;
+  bool first_visit = true;
   for (;;) {
     bool progress = false;
+    // The grants here are looked at only when the manager made one to this
+    // group since the last visit (read before the tags: lock_manager.hpp's
+    // GrantBoard), not per transaction on every poll.
+    const uint64_t grants = lms_->board.grants(group(c));
+    const bool new_grants = first_visit || grants != seen_grants;
+    seen_grants = grants;
+    first_visit = false;
     for (uint32_t k = first; k < n; ++k) {
       uint8_t& step = cs.step[k];
-      if (step == kDone) continue;
+      // Done; or waiting for a grant (every transaction that needs none
+      // left kNew on the first visit) with no grant to this group since.
+      if (step == kDone || (step == kNew && !new_grants)) continue;
       Plan& p = cs.plans[k];
       const bool reporter = p.reporter == me_;
       const bool active = (p.active >> me_ & 1) != 0;

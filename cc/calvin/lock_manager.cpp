@@ -13,10 +13,11 @@ std::atomic_ref<uint64_t> lock_word(uintptr_t rec) {
 }
 }  // namespace
 
-LockManager::LockManager(uint32_t groups, uint32_t per_epoch, uint32_t max_records)
+LockManager::LockManager(uint32_t groups, uint32_t per_epoch, uint32_t max_records, GrantBoard& board)
     : groups_(groups),
       per_epoch_(per_epoch),
       max_records_(max_records),
+      board_(board),
       group_(groups),
       requests_(size_t{groups} * 2 * per_epoch),
       records_(size_t{groups} * 2 * per_epoch * max_records) {
@@ -151,6 +152,8 @@ int LockManager::poll() {
       for (uint32_t j = 0; j < r.nrec; ++j) lock_word(recs[j]).store(r.id, std::memory_order_relaxed);
       // release: the lock words above before the tag the holder polls.
       r.granted.store(p.epoch, std::memory_order_release);
+      // After the tag: a group that reads the count it makes finds the tag.
+      board_.add(p.slot / (2 * per_epoch_));
       ++work;
       continue;
     }

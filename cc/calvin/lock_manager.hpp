@@ -15,6 +15,10 @@
 //     transaction iff none of its records is locked or in that set (FIFO
 //     per record without per-record queues): it sets each record's lock word
 //     (tuple word 0) to the transaction id, then the request's granted tag;
+//   - after granting requests of a group it bumps the group's word on the
+//     node's GrantBoard (shared by the shards), so a group with many
+//     waiting transactions reads one word per poll, and their granted()
+//     tags only when it moved;
 //   - the executing coroutine polls granted() and yields; when done it clears
 //     the lock words (release()), which counts a release: poll() walks the
 //     pending list again only after a release or a merge (nothing else can
@@ -44,11 +48,30 @@
 
 namespace rdtx::cc::calvin {
 
+// Per group, a count of the grants any shard of the node made to it: what
+// a group polls to learn whether any of its waiting requests may have been
+// granted since it last looked. A shard bumps it after the granted tags
+// (release); a group that reads it (acquire) and then finds a request not
+// granted will see the word move once it is.
+class GrantBoard {
+ public:
+  explicit GrantBoard(uint32_t groups) : word_(groups) {}
+  uint64_t grants(uint32_t group) const { return word_[group].n.load(std::memory_order_acquire); }
+  void add(uint32_t group) { word_[group].n.fetch_add(1, std::memory_order_release); }
+
+ private:
+  struct alignas(64) Word {  // a line each: every shard writes, one group reads
+    std::atomic<uint64_t> n{0};
+  };
+  std::vector<Word> word_;
+};
+
 class LockManager {
  public:
   // `groups` groups of up to `per_epoch` transactions per epoch with up to
-  // `max_records` records each on this node.
-  LockManager(uint32_t groups, uint32_t per_epoch, uint32_t max_records);
+  // `max_records` records each on this node; its grants are counted on
+  // `board` (the node's, shared by its shards; outlives the manager).
+  LockManager(uint32_t groups, uint32_t per_epoch, uint32_t max_records, GrantBoard& board);
 
   // Group side. The request slot of transaction i of the group's epoch e:
   // fill `ts`, `id`, then add its records, then publish the epoch.
@@ -98,6 +121,7 @@ class LockManager {
   void block(uintptr_t rec);
 
   const uint32_t groups_, per_epoch_, max_records_;
+  GrantBoard& board_;
   std::vector<Group> group_;
   std::vector<Request> requests_;      // [group][parity][i]
   std::vector<uintptr_t> records_;     // [slot][record]: tuple address

@@ -26,6 +26,7 @@
 using namespace rdtx;
 using namespace rdtx::txn;
 using namespace rdtx::testing_contention;
+using rdtx::cc::calvin::GrantBoard;
 using rdtx::cc::calvin::LockManager;
 
 namespace {
@@ -50,7 +51,8 @@ std::byte* at(FakeTuple& t) { return reinterpret_cast<std::byte*>(&t); }
 // must keep s for T1, the earlier transaction.
 TEST(CalvinLockManager, GrantsInTimestampOrderFifoPerRecord) {
   FakeTuple r, s;
-  LockManager lm(2, 4, 4);
+  GrantBoard board(2);
+  LockManager lm(2, 4, 4, board);
   auto req = [&](uint32_t g, uint32_t i, uint64_t ts, std::vector<FakeTuple*> recs) {
     LockManager::Request& q = lm.request(g, 1, i);
     q.ts = ts;
@@ -63,6 +65,7 @@ TEST(CalvinLockManager, GrantsInTimestampOrderFifoPerRecord) {
   lm.poll();
   // Group 1 has not published epoch 1: nothing is granted yet.
   EXPECT_FALSE(lm.granted(0, 1, 0));
+  EXPECT_EQ(board.grants(0), 0u);
   req(1, 0, 20, {&r, &s});
   lm.publish(1, 1, 1, false);
   lm.poll();
@@ -71,18 +74,25 @@ TEST(CalvinLockManager, GrantsInTimestampOrderFifoPerRecord) {
   EXPECT_FALSE(lm.granted(1, 1, 0)) << "T1 waits for r";
   EXPECT_FALSE(lm.granted(0, 1, 1)) << "T2 must not take s ahead of T1";
   EXPECT_EQ(s.lock, 0u);
+  // The board moves for the group granted, not for the one still waiting:
+  // what a group polls before it looks at its tags.
+  EXPECT_EQ(board.grants(0), 1u);
+  EXPECT_EQ(board.grants(1), 0u);
   lm.poll();
   EXPECT_FALSE(lm.granted(0, 1, 1));
   lm.release(0, 1, 0);  // T0 done
   EXPECT_EQ(r.lock, 0u);
   lm.poll();
   EXPECT_TRUE(lm.granted(1, 1, 0)) << "T1 next";
+  EXPECT_EQ(board.grants(1), 1u);
+  EXPECT_EQ(board.grants(0), 1u);
   EXPECT_EQ(r.lock, 2000u);
   EXPECT_EQ(s.lock, 2000u);
   EXPECT_FALSE(lm.granted(0, 1, 1));
   lm.release(1, 1, 0);
   lm.poll();
   EXPECT_TRUE(lm.granted(0, 1, 1)) << "T2 last";
+  EXPECT_EQ(board.grants(0), 2u);
   EXPECT_EQ(s.lock, 3000u);
   lm.release(0, 1, 1);
   EXPECT_FALSE(lm.finished()) << "both groups may publish more";
