@@ -218,6 +218,14 @@ std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const H
   c.push_back({"cancel_failures", "cancels unanswered", r.total.cancel_failures, r.total.cancel_failures == 0, ""});
   c.push_back({"insert_errors", "insert errors", r.total.insert_errors, r.total.insert_errors == 0,
                r.total.insert_errors == 0 ? "" : "rows the transactions could not insert (the log names the table)"});
+  // The RNIC model serves a request it cannot place in its calendars (older
+  // than their ring, or queued past it) at once: the figures would not be
+  // the model's (doc/drivers.md "RNIC model").
+  if (r.nic_model)
+    c.push_back({"nic_unaccounted", "NIC model unaccounted", r.nic_unaccounted, r.nic_unaccounted == 0,
+                 r.nic_unaccounted == 0 ? ""
+                                        : "requests the RNIC model served without accounting for them (older than "
+                                          "its calendars or queued past them): the figures are not the model's"});
   const uint64_t net = r.total.aborts[static_cast<int>(AbortReason::kNetwork)];
   c.push_back({"network_aborts", "network aborts", net, net == 0, ""});
   // A run that committed nothing measured nothing (a livelock, say), unless

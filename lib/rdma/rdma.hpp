@@ -132,6 +132,8 @@ struct DeviceCaps {
   // Latency model (shm only; 0 for real devices).
   uint64_t latency_ns = 0;
   double bw_gbps = 0;
+  // An RNIC model limits the node (shm's nic=...; Device::model_unaccounted).
+  bool nic_model = false;
 };
 
 // A CQ's depth must cover the send completions all its QPs can have
@@ -228,6 +230,11 @@ class Device {
   // from any context's alloc_memory() of the node may be registered with any
   // of them. The context may outlive this Device.
   virtual Result<std::unique_ptr<Device>> open_context() = 0;
+  // Work requests the node's RNIC model served without accounting for them
+  // (caps().nic_model; shm: older than its calendars or queued past them),
+  // by any context or process of the node, so far. Figures measured while
+  // it grew are not the model's. 0 without a model.
+  virtual uint64_t model_unaccounted() const { return 0; }
 };
 
 class DeviceMemory {

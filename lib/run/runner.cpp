@@ -464,6 +464,11 @@ Result<RunResult> run(const RunConfig& rc) {
   for (auto& e : engines) res.locks_left += e->services_locks_left();
   for (uint32_t n = 0; n < c.nodes(); ++n)
     if (c.is_local(n)) res.table_bytes_end += (*db)->store(n).memory_report().total_bytes();
+  for (uint32_t n = 0; n < c.nodes(); ++n)
+    if (c.is_local(n) && c.node(n).device != nullptr) {
+      res.nic_model = res.nic_model || c.node(n).device->caps().nic_model;
+      res.nic_unaccounted += c.node(n).device->model_unaccounted();
+    }
   // The log entries still in the backups' rings are applied before the
   // replicas are compared.
   for (auto& e : engines) e->settle_services();

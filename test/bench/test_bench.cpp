@@ -55,6 +55,26 @@ TEST(Checks, PassiveTimeoutsAndFailuresFailTheRun) {
   EXPECT_FALSE(all_ok(checks));
 }
 
+// The RNIC model serves a request its calendars cannot hold (older than
+// their ring, or queued past it) unaccounted: such a run's figures are not
+// the model's, and it fails. Without the model the check is not listed.
+TEST(Checks, RequestsTheNicModelCouldNotAccountForFailTheRun) {
+  run::RunResult r = passing_run();
+  EXPECT_EQ(find(run_checks(r, false), "nic_unaccounted"), nullptr);
+  r.nic_model = true;
+  auto checks = run_checks(r, false);
+  const Check* c = find(checks, "nic_unaccounted");
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->ok);
+  r.nic_unaccounted = 2;
+  checks = run_checks(r, false);
+  c = find(checks, "nic_unaccounted");
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(c->ok);
+  EXPECT_EQ(c->value, 2u);
+  EXPECT_FALSE(all_ok(checks));
+}
+
 // A window of a few latencies measures no steady state: CALVIN on RCC's
 // YCSB setting (30 ms a transaction, epochs as long) in a 50 ms window after
 // 20 ms of warm-up moved by 9% with a 0.5 s window.

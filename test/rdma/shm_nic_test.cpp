@@ -88,6 +88,8 @@ TEST(ShmNicDevargs, DevicesOpenWithTheModelAndListTheKeys) {
   ASSERT_TRUE(dev.ok()) << dev.error().message;
   // The NIC state every peer maps: one file per node.
   EXPECT_EQ(access(("/dev/shm/rdtx." + oo.fabric + ".n0.nic").c_str(), F_OK), 0);
+  EXPECT_TRUE((*dev)->caps().nic_model);
+  EXPECT_EQ((*dev)->model_unaccounted(), 0u);
   auto bad = open_device("shm,nic=ib", oo);
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.error().message, HasSubstr("edr|fdr"));
@@ -118,7 +120,7 @@ TEST(ShmNicDevargs, ConnectingToANodeWithoutTheModelIsRefused) {
   EXPECT_THAT(r.error().message, HasSubstr("runs without the RNIC model"));
 }
 
-// A NIC's state is 512 KiB: on the heap, zeroed (every resource free).
+// A NIC's state is 516 KiB: on the heap, zeroed (every resource free).
 std::unique_ptr<NicShared> fresh() {
   auto s = std::make_unique<NicShared>();
   s->magic = NicShared::kMagic;
@@ -300,6 +302,35 @@ TEST(ShmNicModel, CapacityHoldsWhateverTheOrderOfReservation) {
   std::sort(done.begin(), done.end());
   for (int k = 1; k <= kRequests; ++k) ASSERT_GE(done[k - 1], uint64_t(k) * 100) << k;
   EXPECT_LE(done.back(), uint64_t{kRequests} * 100 * 104 / 100);
+}
+
+// What the ring cannot hold is served at once and counted: a request older
+// than the ring (its slot already reused for a later lap) and one that
+// would queue past the ring. Requests the ring holds are not counted.
+TEST(ShmNicModel, WhatTheRingCannotHoldIsCounted) {
+  NicParams p;
+  p.msg_mops = 33;
+  const NicModel m(p, kHz);
+  const int shift = m.msg_shift();  // 128 ns slots: the ring is 2.1 ms
+  const uint64_t width = uint64_t{1} << shift;
+  auto n = fresh();
+  const uint64_t late = 23437 * width;  // 3 ms, in ring slot 7053
+  EXPECT_EQ(NicModel::reserve(&n->msg, shift, late, m.msg_cost()), late + m.msg_cost());
+  EXPECT_EQ(n->unaccounted(), 0u);
+  // Ring slot 7053 one lap earlier: older than the ring.
+  const uint64_t early = 7053 * width;
+  EXPECT_EQ(NicModel::reserve(&n->msg, shift, early, m.msg_cost()), early + m.msg_cost());
+  EXPECT_EQ(n->unaccounted(), 1u);
+  // A lap and a slot of work from an empty calendar: past the ring.
+  auto q = fresh();
+  const uint64_t lap = uint64_t{shm::NicCalendar::kSlots} * width;
+  EXPECT_EQ(NicModel::reserve(&q->egress, shift, 0, lap + width), lap + width);
+  EXPECT_EQ(q->unaccounted(), 1u);
+  EXPECT_EQ(std::atomic_ref<uint64_t>(q->egress.unaccounted).load(), 1u) << "counted on its calendar";
+  // A full lap fits.
+  auto f = fresh();
+  EXPECT_EQ(NicModel::reserve(&f->atomic, shift, 0, lap), lap);
+  EXPECT_EQ(f->unaccounted(), 0u);
 }
 
 TEST(ShmNicModel, CostsAndReserve) {

@@ -28,7 +28,10 @@
 // no locks, lock-free across processes. The slots are a ring covering 1-2
 // ms, or 32,768-65,536 requests' cost if longer; a request older than the
 // ring (its slot already reused for a later time) is served at once,
-// unaccounted, and so is what would queue past the ring.
+// unaccounted, and so is what would queue past the ring; each calendar
+// counts those (NicCalendar::unaccounted), and rdtx-bench fails a run that
+// has any (its check "NIC model unaccounted"): its figures are not the
+// model's.
 //
 // The calendars live in the node's NIC file (NicShared,
 // /dev/shm/rdtx.<fabric>.n<N>.nic, mapped read-write by the owner and by
@@ -44,6 +47,7 @@
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <initializer_list>
 
 namespace rdtx::rdma::shm {
 
@@ -68,16 +72,25 @@ struct NicCalendar {
   static constexpr uint64_t kFillMask = (uint64_t{1} << kFillBits) - 1;
   static constexpr uint64_t kTagMask = (uint64_t{1} << (64 - kFillBits)) - 1;
   uint64_t slot[kSlots];
+  // Requests served unaccounted: older than the ring, or queued past it.
+  alignas(64) uint64_t unaccounted;
 };
 
 // One NIC's shared state: a calendar per resource.
 struct NicShared {
-  static constexpr uint64_t kMagic = 0x32'43'49'4e'58'54'44'52;  // "RDTXNIC2"
+  static constexpr uint64_t kMagic = 0x33'43'49'4e'58'54'44'52;  // "RDTXNIC3"
   alignas(64) uint64_t magic;
   alignas(64) NicCalendar msg;
   alignas(64) NicCalendar egress;
   alignas(64) NicCalendar ingress;
   alignas(64) NicCalendar atomic;
+  // What the four calendars served unaccounted, so far.
+  uint64_t unaccounted() const {
+    uint64_t n = 0;
+    for (const NicCalendar* c : {&msg, &egress, &ingress, &atomic})
+      n += std::atomic_ref<const uint64_t>(c->unaccounted).load(std::memory_order_relaxed);
+    return n;
+  }
 };
 
 class NicModel {
@@ -136,7 +149,7 @@ class NicModel {
         uint64_t fill = 0;
         if (held == tag) fill = cur & C::kFillMask;
         else if (cur != 0 && ((tag - held) & C::kTagMask) > (C::kTagMask >> 1))
-          return ready + cost;  // older than the ring
+          return unaccounted(cal, ready + cost);  // older than the ring
         const uint64_t from = fill > offset ? fill : offset;
         if (from >= width) break;  // full: the next slot
         const uint64_t take = std::min(width - from, remaining);
@@ -147,10 +160,14 @@ class NicModel {
         }
       }
     }
-    return (index << slot_shift) + remaining;  // past the ring: unaccounted
+    return unaccounted(cal, (index << slot_shift) + remaining);  // past the ring
   }
 
  private:
+  static uint64_t unaccounted(NicCalendar* cal, uint64_t done) {
+    std::atomic_ref<uint64_t>(cal->unaccounted).fetch_add(1, std::memory_order_relaxed);
+    return done;
+  }
   // link_sub_per_byte_ carries kLinkShift more fractional bits, so that
   // 64 bytes at 100 Gb/s (5.12 ns) is not rounded per byte.
   static constexpr int kLinkShift = 16;

@@ -42,8 +42,14 @@ Result<std::unique_ptr<Device>> ShmDevice::open(const ShmConfig& cfg, uint32_t n
   caps.lazy_memory = true;
   caps.latency_ns = cfg.latency_ns;
   caps.bw_gbps = cfg.bw_gbps;
+  caps.nic_model = (*node)->nic_model().enabled();
   uint32_t pd = (*node)->new_pd();
   return std::unique_ptr<Device>(std::make_unique<ShmDevice>(std::move(*node), std::move(caps), pd));
+}
+
+uint64_t ShmDevice::model_unaccounted() const {
+  const NicShared* nic = node_->nic();
+  return nic != nullptr ? nic->unaccounted() : 0;
 }
 
 Result<std::unique_ptr<Device>> ShmDevice::open_context() {
