@@ -132,7 +132,7 @@ struct DeviceCaps {
   // Latency model (shm only; 0 for real devices).
   uint64_t latency_ns = 0;
   double bw_gbps = 0;
-  // An RNIC model limits the node (shm's nic=...; Device::model_unaccounted).
+  // An RNIC model limits the node (shm's nic=...; Device::model_unaccounted()).
   bool nic_model = false;
 };
 
@@ -230,11 +230,14 @@ class Device {
   // from any context's alloc_memory() of the node may be registered with any
   // of them. The context may outlive this Device.
   virtual Result<std::unique_ptr<Device>> open_context() = 0;
-  // Work requests the node's RNIC model served without accounting for them
-  // (caps().nic_model; shm: older than its calendars or queued past them),
-  // by any context or process of the node, so far. Figures measured while
-  // it grew are not the model's. 0 without a model.
-  virtual uint64_t model_unaccounted() const { return 0; }
+  // Work requests the node's RNIC model (caps().nic_model) served without
+  // accounting for them, by any context or process of the node, so far;
+  // zeros without a model.
+  struct ModelUnaccounted {
+    uint64_t stale = 0;     // stamped before the model's window (its poster stalled that long)
+    uint64_t overflow = 0;  // queued past the model's window: its figures are wrong
+  };
+  virtual ModelUnaccounted model_unaccounted() const { return {}; }
 };
 
 class DeviceMemory {

@@ -91,7 +91,8 @@ Result<void> exchange_results(cluster::Bootstrap& boot, txn::Database& db, const
   w.put(res.rpc_passive_failures);
   w.put(res.cache);
   w.put<uint8_t>(res.nic_model ? 1 : 0);
-  w.put(res.nic_unaccounted);
+  w.put(res.nic_stale);
+  w.put(res.nic_overflow);
   auto all = boot.gather(w.view(), "results");
   if (!all.ok()) return all.error();
   res.aggregate = self == 0;
@@ -101,7 +102,7 @@ Result<void> exchange_results(cluster::Bootstrap& boot, txn::Database& db, const
   res.rpc_malformed = res.rpc_timeouts = res.rpc_passive_timeouts = res.rpc_passive_failures = 0;
   res.cache = {};
   res.nic_model = false;
-  res.nic_unaccounted = 0;
+  res.nic_stale = res.nic_overflow = 0;
   for (uint32_t n = 0; n < all->size(); ++n) {
     Reader r((*all)[n]);
     uint64_t workers = 0;
@@ -117,12 +118,14 @@ Result<void> exchange_results(cluster::Bootstrap& boot, txn::Database& db, const
     uint64_t malformed = 0, timeouts = 0, passive_timeouts = 0, passive_failures = 0;
     store::LocationCacheStats cache;
     uint8_t nic_model = 0;
-    uint64_t nic_unaccounted = 0;
+    uint64_t nic_stale = 0, nic_overflow = 0;
     if (!r.get(&malformed) || !r.get(&timeouts) || !r.get(&passive_timeouts) || !r.get(&passive_failures) ||
-        !r.get(&cache) || !r.get(&nic_model) || !r.get(&nic_unaccounted) || !r.done())
+        !r.get(&cache) || !r.get(&nic_model) || !r.get(&nic_stale) || !r.get(&nic_overflow) ||
+        !r.done())
       return make_error(EPROTO, "node %u sent malformed results", n);
     res.nic_model = res.nic_model || nic_model != 0;
-    res.nic_unaccounted += nic_unaccounted;
+    res.nic_stale += nic_stale;
+    res.nic_overflow += nic_overflow;
     res.rpc_malformed += malformed;
     res.rpc_timeouts += timeouts;
     res.rpc_passive_timeouts += passive_timeouts;

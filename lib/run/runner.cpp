@@ -467,7 +467,9 @@ Result<RunResult> run(const RunConfig& rc) {
   for (uint32_t n = 0; n < c.nodes(); ++n)
     if (c.is_local(n) && c.node(n).device != nullptr) {
       res.nic_model = res.nic_model || c.node(n).device->caps().nic_model;
-      res.nic_unaccounted += c.node(n).device->model_unaccounted();
+      const rdma::Device::ModelUnaccounted u = c.node(n).device->model_unaccounted();
+      res.nic_stale += u.stale;
+      res.nic_overflow += u.overflow;
     }
   // The log entries still in the backups' rings are applied before the
   // replicas are compared.

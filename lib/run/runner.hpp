@@ -144,9 +144,10 @@ struct RunResult {
   // these counters show the write that may be lost.
   uint64_t rpc_passive_timeouts = 0, rpc_passive_failures = 0;
   // An RNIC model limited the nodes (shm nic=...), and the work requests it
-  // served unaccounted (rdma::Device::model_unaccounted), whole run.
+  // served unaccounted (rdma::Device::model_unaccounted()), whole run:
+  // stamped before its window, and queued past it.
   bool nic_model = false;
-  uint64_t nic_unaccounted = 0;
+  uint64_t nic_stale = 0, nic_overflow = 0;
   // Recording: every worker's history (node-major), warm-up included: a
   // history must be whole to be checked.
   std::vector<history::Recorder> histories;

@@ -89,7 +89,8 @@ TEST(ShmNicDevargs, DevicesOpenWithTheModelAndListTheKeys) {
   // The NIC state every peer maps: one file per node.
   EXPECT_EQ(access(("/dev/shm/rdtx." + oo.fabric + ".n0.nic").c_str(), F_OK), 0);
   EXPECT_TRUE((*dev)->caps().nic_model);
-  EXPECT_EQ((*dev)->model_unaccounted(), 0u);
+  EXPECT_EQ((*dev)->model_unaccounted().stale, 0u);
+  EXPECT_EQ((*dev)->model_unaccounted().overflow, 0u);
   auto bad = open_device("shm,nic=ib", oo);
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.error().message, HasSubstr("edr|fdr"));
@@ -316,21 +317,23 @@ TEST(ShmNicModel, WhatTheRingCannotHoldIsCounted) {
   auto n = fresh();
   const uint64_t late = 23437 * width;  // 3 ms, in ring slot 7053
   EXPECT_EQ(NicModel::reserve(&n->msg, shift, late, m.msg_cost()), late + m.msg_cost());
-  EXPECT_EQ(n->unaccounted(), 0u);
+  EXPECT_EQ(n->stale() + n->overflow(), 0u);
   // Ring slot 7053 one lap earlier: older than the ring.
   const uint64_t early = 7053 * width;
   EXPECT_EQ(NicModel::reserve(&n->msg, shift, early, m.msg_cost()), early + m.msg_cost());
-  EXPECT_EQ(n->unaccounted(), 1u);
+  EXPECT_EQ(n->stale(), 1u);
+  EXPECT_EQ(n->overflow(), 0u);
   // A lap and a slot of work from an empty calendar: past the ring.
   auto q = fresh();
   const uint64_t lap = uint64_t{shm::NicCalendar::kSlots} * width;
   EXPECT_EQ(NicModel::reserve(&q->egress, shift, 0, lap + width), lap + width);
-  EXPECT_EQ(q->unaccounted(), 1u);
-  EXPECT_EQ(std::atomic_ref<uint64_t>(q->egress.unaccounted).load(), 1u) << "counted on its calendar";
+  EXPECT_EQ(q->overflow(), 1u);
+  EXPECT_EQ(q->stale(), 0u);
+  EXPECT_EQ(std::atomic_ref<uint64_t>(q->egress.overflow).load(), 1u) << "counted on its calendar";
   // A full lap fits.
   auto f = fresh();
   EXPECT_EQ(NicModel::reserve(&f->atomic, shift, 0, lap), lap);
-  EXPECT_EQ(f->unaccounted(), 0u);
+  EXPECT_EQ(f->stale() + f->overflow(), 0u);
 }
 
 TEST(ShmNicModel, CostsAndReserve) {

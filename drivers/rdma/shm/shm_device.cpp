@@ -47,9 +47,10 @@ Result<std::unique_ptr<Device>> ShmDevice::open(const ShmConfig& cfg, uint32_t n
   return std::unique_ptr<Device>(std::make_unique<ShmDevice>(std::move(*node), std::move(caps), pd));
 }
 
-uint64_t ShmDevice::model_unaccounted() const {
+Device::ModelUnaccounted ShmDevice::model_unaccounted() const {
   const NicShared* nic = node_->nic();
-  return nic != nullptr ? nic->unaccounted() : 0;
+  if (nic == nullptr) return {};
+  return {nic->stale(), nic->overflow()};
 }
 
 Result<std::unique_ptr<Device>> ShmDevice::open_context() {

@@ -29,7 +29,7 @@ class ShmDevice final : public Device {
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInit& init) override;
   Result<std::unique_ptr<AddressHandle>> create_ah(const QpAddress& remote) override;
   Result<std::unique_ptr<Device>> open_context() override;
-  uint64_t model_unaccounted() const override;
+  ModelUnaccounted model_unaccounted() const override;
 
  private:
   std::shared_ptr<Node> node_;
