@@ -102,6 +102,20 @@ TEST_P(SplitRun, KeepsInvariantsAndRoles) {
   c.inspect = [&inspected](txn::Database& db) { expect_no_rows_on_compute_nodes(db, &inspected); };
   auto out = run_contended(c, 11, 0.25);
   ASSERT_TRUE(out.ok()) << out.error().message;
+  // TPC-C's Delivery is 4% of the mix and long: in 0.25 s of a loaded
+  // machine (ASan, other jobs) it may be attempted a handful of times, all
+  // aborted. Its check below needs attempts to judge by: run longer until
+  // it has them (an attempt count, not a timing, decides).
+  constexpr uint64_t kDeliveryAttempts = 20;
+  auto delivery_attempts = [](const run::RunResult& rr) {
+    return rr.total.attempts_by_type.size() > 3 ? rr.total.attempts_by_type[3] : 0;
+  };
+  for (double secs = 1.0; sc.workload == "tpcc" && delivery_attempts(out->run) < kDeliveryAttempts && secs <= 4;
+       secs *= 2) {
+    inspected = 0;
+    out = run_contended(c, 11, secs);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+  }
   const run::RunResult& r = out->run;
   SCOPED_TRACE(summary(r));
   EXPECT_EQ(inspected, 1);
@@ -118,7 +132,8 @@ TEST_P(SplitRun, KeepsInvariantsAndRoles) {
     ASSERT_GE(r.total.commits_by_type.size(), 4u);
     EXPECT_GT(r.total.commits_by_type[0], 0u) << "no New-Order committed";
     EXPECT_GT(r.total.commits_by_type[1], 0u) << "no Payment committed";
-    EXPECT_GT(r.total.commits_by_type[3], 0u) << "no Delivery committed";
+    ASSERT_GE(delivery_attempts(r), kDeliveryAttempts) << "too few Delivery attempts to judge, even in 4 s";
+    EXPECT_GT(r.total.commits_by_type[3], 0u) << "no Delivery committed in " << delivery_attempts(r) << " attempts";
   }
 }
 
