@@ -270,23 +270,33 @@ TEST(Backoff, WaitDieProgressesWhenTheLoopIsSlowerThanTheBackoff) {
 // at repeatable read and with 2pl.granularity = record (a scan of 1..12
 // rows, clipped to its 32-row partition: about 6 on average).
 TEST(Lock2pl, AScanTakesOneLockOnItsPartitionAtSerializable) {
+  struct PerCommit {
+    double locks = 0;  // lock requests per commit
+    double slack = 0;  // what attempts straddling the window's ends can add or take
+  };
   auto per_commit = [](const char* protocol, const char* granularity) {
     Combo cb{"ycsb/scan", protocol};
     cb.settings = {{"2pl.granularity", granularity}};
     cb.workload_settings = {"ycsb.scan_percent=100", "ycsb.read_percent=100"};
     auto out = run_contended(cb, 1, 0.2);
     EXPECT_TRUE(out.ok()) << out.error().message;
-    if (!out.ok()) return 0.0;
+    if (!out.ok()) return PerCommit{};
     EXPECT_TRUE(out->check.certified) << out->check_text;
     EXPECT_GT(out->run.total.commits, 100u);
     EXPECT_EQ(out->run.total.aborts_total(), 0u);
-    return static_cast<double>(out->run.total.lock_requests) / static_cast<double>(out->run.total.commits);
+    const auto commits = static_cast<double>(out->run.total.commits);
+    // Requests and commits are counted while measuring: an attempt
+    // straddling the start or the end counts one without the other, at
+    // most one such attempt per coroutine at each end. (A fixed 2% failed
+    // under ASan on a loaded machine, where a run commits only ~100.)
+    const double straddlers = 2.0 * cb.nodes * cb.workers_per_node * cb.coroutines;
+    return PerCommit{static_cast<double>(out->run.total.lock_requests) / commits, straddlers / commits};
   };
-  // (Requests and commits are counted while measuring: an attempt
-  // straddling the start or end counts one without the other.)
-  EXPECT_NEAR(per_commit("2pl/bounded_wait", "partition"), 1.0, 0.02);
-  EXPECT_GT(per_commit("2pl/bounded_wait", "record"), 4.0);
-  EXPECT_GT(per_commit("2pl/bounded_wait_rr", "partition"), 4.0);
+  const PerCommit p = per_commit("2pl/bounded_wait", "partition");
+  EXPECT_NEAR(p.locks, 1.0, p.slack);
+  EXPECT_LT(p.slack, 0.5) << "too few commits to tell one lock a scan from several";
+  EXPECT_GT(per_commit("2pl/bounded_wait", "record").locks, 4.0);
+  EXPECT_GT(per_commit("2pl/bounded_wait_rr", "partition").locks, 4.0);
 }
 
 // The 2PC vote's failure paths: a participant that votes abort, and one
