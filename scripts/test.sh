@@ -1,16 +1,34 @@
 #!/usr/bin/env bash
 # Runs meson test suites in a build dir and prints one closing line
 # "tests: N passed, N failed, N skipped". Usage: scripts/test.sh BUILD_DIR SUITE...
+# A sanitizer build (-Dsanitize=true, usually also -Dbuildtype=debug) runs
+# 3-5x slower, so its tests get 4x meson's per-test timeouts (the timeouts
+# catch hangs, not slowness); RDTX_TIMEOUT_MULTIPLIER overrides the factor.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dir=$1
 shift
 args=()
 for s in "$@"; do args+=(--suite "$s"); done
+mult=${RDTX_TIMEOUT_MULTIPLIER:-}
+if [ -z "$mult" ]; then
+  mult=1
+  if meson introspect "$dir" --buildoptions 2>/dev/null | python3 -c '
+import json, sys
+sys.exit(0 if any(o["name"] == "sanitize" and o["value"] is True for o in json.load(sys.stdin)) else 1)'; then
+    mult=4
+  fi
+fi
+args+=(--timeout-multiplier "$mult")
+# A stale log from an earlier run must not be summarised as this one.
+rm -f "$dir/meson-logs/testlog.json"
 meson test -C "$dir" --print-errorlogs --num-processes 2 "${args[@]}"
 rc=$?
 python3 - "$dir/meson-logs/testlog.json" <<'PY'
-import json, sys
+import json, os, sys
+if not os.path.exists(sys.argv[1]):
+    print("tests: meson ran no test (a suite name that matches none? see above)")
+    sys.exit(1)
 counts = {"passed": 0, "failed": 0, "skipped": 0}
 for line in open(sys.argv[1]):
     r = json.loads(line).get("result", "")
@@ -31,4 +49,6 @@ for line in open(sys.argv[1]):
         print("   ", l[:400])
 print(f"tests: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
 PY
-exit $rc
+summary=$?
+[ $rc -ne 0 ] && exit $rc
+exit $summary
