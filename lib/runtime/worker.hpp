@@ -65,6 +65,11 @@ class Worker {
   // loop whose coroutines all wait can idle (and give the CPU to the peer
   // they wait for, under run.idle = yield or sleep).
   void schedule_polling(std::coroutine_handle<> h) { polling_.push_back(h); }
+  // Counts work done in this pass that no poller or resumption counted: a
+  // coroutine resumed by poll_wait() that found what it polled for and went
+  // on (computed, planned, executed). Without it such a pass counts as idle
+  // (LoopStats, the idle policy) however long it ran.
+  void note_work(int n = 1) { noted_work_ += n; }
   // Resumes w's coroutine on the first pass whose check of w is true; that
   // pass counts as work (something landed), the passes before do not.
   void watch(Watch* w) { watching_.push_back(w); }
@@ -117,7 +122,7 @@ class Worker {
   friend struct detail::DetachedPromise;
 
   template <typename Charge>
-  int poll(Charge charge);
+  int poll(Charge& charge);
 
   std::string name_;
   FramePool pool_;  // declared first among the task state: destroyed last
@@ -136,6 +141,7 @@ class Worker {
   std::vector<std::coroutine_handle<>> running_;
   std::vector<std::coroutine_handle<>> polling_;  // schedule_polling(): resumed, not counted
   std::vector<std::coroutine_handle<>> polling_now_;
+  int noted_work_ = 0;  // note_work() in this pass
   std::vector<Watch*> watching_;  // watch(): checked every pass
   std::vector<Watch*> watching_now_;
   void check_watches();
@@ -170,6 +176,10 @@ struct PollWait {
   void await_resume() const noexcept {}
 };
 inline PollWait poll_wait() { return {}; }
+// The current worker's note_work() (nothing outside a worker).
+inline void note_work(int n = 1) {
+  if (Worker* w = Worker::current()) w->note_work(n);
+}
 
 // Suspends until done() is true, checked by the worker once per pass without
 // resuming the coroutine: for what lands silently in memory (a vote counter

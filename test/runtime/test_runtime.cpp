@@ -449,6 +449,93 @@ TEST(VirtualLoop, SmallestClockRunsNextAndPassesCostWhatTheyCharge) {
   EXPECT_EQ(clock.spent(), 600u);
 }
 
+// A coroutine that polls (poll_wait()) for a flag and, when it finds it
+// set, computes for `ticks` and notes the work (if `note`).
+Task<void> poll_then_compute(const bool* flag, bool note, uint64_t ticks, int* computed) {
+  while (*computed == 0) {
+    if (*flag) {
+      env::spend_ticks(ticks);
+      if (note) note_work();
+      ++*computed;
+    }
+    co_await poll_wait();
+  }
+}
+
+// A pass whose polled coroutine found what it waited for and computed is
+// busy time when the coroutine says so (note_work()); polling alone is idle.
+// Without the note, CALVIN's executions (all resumed by poll_wait()) counted
+// as idle: its workers were reported 50% busy while computing 62% of the time.
+TEST(VirtualLoop, WorkNotedByAPolledCoroutineIsBusyTime) {
+  for (const bool note : {true, false}) {
+    env::CostModel m;
+    m.pass_ns = 100;
+    m.work_ns = 0;
+    m.resume_ns = 0;
+    env::VirtualClock clock(env::VirtualCost::kModel, m, 1'000'000, 1'000'000);
+    env::VirtualClock::Scope scope(&clock);
+    Worker w("w");
+    bool flag = false;
+    int computed = 0;
+    w.spawn(poll_then_compute(&flag, note, 5'000, &computed));
+    VirtualLoop loop(clock);
+    loop.add_worker(&w);
+    for (int i = 0; i < 4; ++i) loop.step();  // the spawn's pass, then three of polling
+    flag = true;
+    EXPECT_EQ(loop.step() > 0, note);  // the pass that computes
+    loop.step();                        // the coroutine ends
+    EXPECT_EQ(computed, 1);
+    const LoopStats& s = loop.stats()[0];
+    if (note)
+      EXPECT_GE(s.busy_tsc, 5'000u + 100) << "the computing pass was counted idle";
+    else
+      EXPECT_GE(s.idle_tsc, 5'000u + 100) << "a pass that noted nothing was counted busy";
+    EXPECT_LT(note ? s.idle_tsc : s.busy_tsc, 5'000u);
+  }
+}
+
+// Computes `ticks` on each of `times` resumes, yielding between them, and
+// records the clock at each start.
+Task<void> compute_and_yield(uint64_t ticks, int times, std::vector<uint64_t>* starts) {
+  for (int i = 0; i < times; ++i) {
+    starts->push_back(env::tsc());
+    env::spend_ticks(ticks);
+    co_await yield();
+  }
+}
+
+// Under a virtual clock a pass that has run 500 us leaves the coroutines it
+// has not resumed for the next pass, so that no worker's clock runs more
+// than a pass ahead of the others' (the RNIC model's calendars cover 1 ms).
+// Here: 4 coroutines of 200 us each; a pass resumes 3 (the third starts at
+// 400 us), the fourth waits for the next pass; the other worker runs between.
+TEST(VirtualLoop, APassEndsOnceItHasRunHalfAMillisecond) {
+  env::CostModel m;
+  m.pass_ns = 0;
+  m.work_ns = 0;
+  m.resume_ns = 0;
+  env::VirtualClock clock(env::VirtualCost::kModel, m, 1'000'000, 1'000'000);
+  env::VirtualClock::Scope scope(&clock);
+  Worker a("a"), b("b");
+  std::vector<uint64_t> starts[4];
+  for (auto& st : starts) a.spawn(compute_and_yield(200'000, 1, &st));
+  int b_passes = 0;
+  b.add_poller([&] {
+    ++b_passes;
+    return 0;
+  });
+  VirtualLoop loop(clock);
+  loop.add_worker(&a);
+  loop.add_worker(&b);
+  loop.step();  // a: three of the coroutines
+  ASSERT_EQ(starts[0].size() + starts[1].size() + starts[2].size() + starts[3].size(), 3u);
+  EXPECT_TRUE(starts[3].empty()) << "the fourth ran in the full pass";
+  EXPECT_EQ(loop.clock_of(0), 1'000'000u + 600'000);
+  while (starts[3].empty()) loop.step();
+  EXPECT_EQ(starts[3][0], 1'000'000u + 600'000) << "the fourth runs first in a's next pass";
+  EXPECT_GT(b_passes, 0);
+}
+
 Task<void> sleep_and_note(uint64_t ns, uint64_t* before, uint64_t* after) {
   *before = env::tsc();
   co_await sleep_for(ns);

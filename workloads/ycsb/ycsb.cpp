@@ -373,7 +373,10 @@ void Ycsb::burn_ns(uint64_t ns) {
   // spin until a TSC deadline: if the OS preempts the thread, the
   // computation takes longer in wall time, as real computation would, and
   // still costs the thread `ns` of CPU. Under a virtual clock the time is
-  // added to it instead (env::spend_ticks()).
+  // added to it instead (env::spend_ticks()). Work for the loop's
+  // accounting either way, also when the coroutine computing was resumed
+  // by poll_wait() (CALVIN's execution).
+  runtime::note_work();
   if (env::virtual_clock() != nullptr) {
     env::spend_ticks(env::ns_to_tsc(ns));
     return;
