@@ -565,27 +565,34 @@ TEST(VirtualLoop, TimersFireAtTheirVirtualDeadline) {
 }
 
 // Measured: a pass costs its real time, cut to the cap (a preempted pass).
+// A preemption during the 1 ms spin restarts the measurement (the test
+// below), so on a loaded machine the pass may legitimately cost less: the
+// scenario is repeated until a try sees no preemption.
 TEST(VirtualLoop, MeasuredPassesAreCutToTheCap) {
-  env::VirtualClock clock(env::VirtualCost::kMeasured, env::CostModel{}, 5'000, 20'000);
-  env::VirtualClock::Scope scope(&clock);
-  Worker w("w");
-  bool slow = true;
-  w.add_poller([&] {
-    if (std::exchange(slow, false)) {
-      const uint64_t until = env::hw_tsc() + env::hw_tsc_hz() / 1000;  // 1 ms, real
-      while (env::hw_tsc() < until) {
+  for (int attempt = 0;; ++attempt) {
+    env::VirtualClock clock(env::VirtualCost::kMeasured, env::CostModel{}, 5'000, 20'000);
+    env::VirtualClock::Scope scope(&clock);
+    Worker w("w");
+    bool slow = true;
+    w.add_poller([&] {
+      if (std::exchange(slow, false)) {
+        const uint64_t until = env::hw_tsc() + env::hw_tsc_hz() / 1000;  // 1 ms, real
+        while (env::hw_tsc() < until) {
+        }
       }
-    }
-    return 0;
-  });
-  VirtualLoop loop(clock);
-  loop.add_worker(&w);
-  const uint64_t t0 = loop.clock_of(0);  // 5'000 and the real time since the clock was made
-  loop.step();
-  EXPECT_EQ(loop.capped_passes(), 1u);
-  EXPECT_EQ(loop.clock_of(0), t0 + 20'000);
-  loop.step();
-  EXPECT_GT(loop.clock_of(0), t0 + 20'000) << "a pass costs at least a tick";
+      return 0;
+    });
+    VirtualLoop loop(clock);
+    loop.add_worker(&w);
+    const uint64_t t0 = loop.clock_of(0);  // 5'000 and the real time since the clock was made
+    loop.step();
+    if (clock.preemptions_seen() > 0 && attempt < 20) continue;
+    EXPECT_EQ(loop.capped_passes(), 1u);
+    EXPECT_EQ(loop.clock_of(0), t0 + 20'000);
+    loop.step();
+    EXPECT_GT(loop.clock_of(0), t0 + 20'000) << "a pass costs at least a tick";
+    break;
+  }
 }
 
 // Measured: time off the CPU is not a pass's cost. A pass that sleeps 5 ms
