@@ -116,9 +116,13 @@ std::vector<txn::WorkerStats> per_node(const Report& rep) {
 // One-sided verbs and RPC messages the node's coordinators posted per second.
 double messages_per_s(const txn::WorkerStats& s, double secs) { return per_s(s.net_all.total_verbs(), secs); }
 
-bool phase_applies(const run::RunConfig& run, txn::Phase p) {
+// A phase is shown if the protocol has the stage, or recorded it anyway
+// (CALVIN's lock manager waits: "schedule" and "lock", with no
+// configurable stage).
+bool phase_applies(const run::RunConfig& run, const txn::WorkerStats& t, txn::Phase p) {
   if (p == txn::Phase::kRelease) return true;
-  return !run.protocol->allowed[static_cast<int>(p)].empty();
+  const int i = static_cast<int>(p);
+  return (i < txn::kStages && !run.protocol->allowed[i].empty()) || t.phase_tsc[i].count() > 0;
 }
 
 }  // namespace
@@ -336,7 +340,7 @@ void print_report(std::FILE* out, const Report& rep) {
         rep.run->options.breakdown_sample);
     for (int p = 0; p < txn::kPhases; ++p) {
       const auto ph = static_cast<txn::Phase>(p);
-      if (!phase_applies(*rep.run, ph)) continue;
+      if (!phase_applies(*rep.run, t, ph)) continue;
       const stats::Histogram& h = t.phase_tsc[p];
       const bool rel = ph == txn::Phase::kRelease;
       const uint64_t denom = rel ? t.sampled_aborts : t.sampled_commits;
@@ -514,7 +518,7 @@ std::string report_json(const Report& rep) {
   if (rep.run->options.breakdown) {
     for (int p = 0; p < txn::kPhases; ++p) {
       const auto ph = static_cast<txn::Phase>(p);
-      if (!phase_applies(*rep.run, ph)) continue;
+      if (!phase_applies(*rep.run, t, ph)) continue;
       const bool rel = ph == txn::Phase::kRelease;
       const uint64_t denom = rel ? t.sampled_aborts : t.sampled_commits;
       toml::table st = latency_of(t.phase_tsc[p]);

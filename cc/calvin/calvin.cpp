@@ -268,6 +268,7 @@ struct CoState {
   std::vector<rpc::Reply> forward_replies;    // [chunk][node]: forward()'s calls by RPC
   std::vector<uint64_t> gen_tsc;      // [i] of this member's own batch
   uint64_t epoch_tsc = 0;             // when this member began the epoch's sequencing
+  uint64_t publish_tsc = 0;           // when it published the epoch's requests to the lock manager
   uint32_t current = 0;               // the k being executed (the fetch module's)
   uint32_t minted = 0;                // calvin.active = writers: ids this home has minted
   uint32_t max_accesses = 0;          // entries and tuples per k
@@ -707,6 +708,7 @@ bool Calvin::plan_epoch(Coordinator& c, uint64_t epoch, bool last) {
     p.waiting = p.readers & ~(uint64_t{1} << me_);
   }
   for (uint32_t s = 0; s < shards_; ++s) lms_->shard[s]->publish(group(c), epoch, cs.counts[s], last);
+  cs.publish_tsc = env::tsc();
   cs.epoch = epoch;
   return true;
 }
@@ -1002,9 +1004,25 @@ Task<bool> Calvin::execute_epoch(Coordinator& c, uint32_t n) {
         charge_sequence(c);
         c.add_counts(cs.forward_net[k]);
       }
-      // Fetch: from its grant here (or its first visit without local
-      // records) to its values all here.
-      if (c.phase_clock() != 0) c.add_phase_tsc(Phase::kFetch, env::tsc() - cs.ready_tsc[k]);
+      // Schedule: from the epoch's requests published here until the
+      // lock manager shards holding its records merged the epoch (every
+      // group of the node published it). Lock: from then to its grant
+      // here (the earlier transactions of the grant order holding or
+      // wanting its records). Both 0 without local records. Fetch: from
+      // its grant here (or its first visit without local records) to its
+      // values all here, which includes the other nodes' waits.
+      if (c.phase_clock() != 0) {
+        if (p.nlocal > 0) {
+          // Another worker's clock in virtual time: kept within the wait.
+          uint64_t merged = cs.publish_tsc;
+          for (uint64_t m = p.shards; m != 0; m &= m - 1)
+            merged = std::max(merged, lms_->shard[static_cast<uint32_t>(std::countr_zero(m))]->merged_tsc(cs.epoch));
+          merged = std::min(merged, cs.ready_tsc[k]);
+          c.add_phase_tsc(Phase::kSchedule, merged - cs.publish_tsc);
+          c.add_phase_tsc(Phase::kLock, cs.ready_tsc[k] - merged);
+        }
+        c.add_phase_tsc(Phase::kFetch, env::tsc() - cs.ready_tsc[k]);
+      }
       if (!co_await run(c, k, t)) co_return false;
       step = kDone;
       progress = true;

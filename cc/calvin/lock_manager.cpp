@@ -4,6 +4,8 @@
 #include <atomic>
 #include <bit>
 
+#include "env/tsc.hpp"
+
 namespace rdtx::cc::calvin {
 
 namespace {
@@ -127,6 +129,7 @@ int LockManager::poll() {
     // coordinator, so no ties), as on every other node.
     std::sort(pending_.begin() + static_cast<std::ptrdiff_t>(first), pending_.end(),
               [](const Pending& a, const Pending& b) { return a.ts < b.ts; });
+    merged_tsc_[merging_ & 1].store(env::tsc(), std::memory_order_relaxed);
     ++merging_;
     ++work;
   }

@@ -103,6 +103,10 @@ class LockManager {
   int poll();
   // Every group has left and nothing is pending.
   bool finished() const;
+  // When poll() merged epoch e (env::tsc() of its thread), for the
+  // breakdown: read by a group after a grant of e, before it publishes e+1
+  // (so the manager cannot have merged e+2 over it).
+  uint64_t merged_tsc(uint64_t epoch) const { return merged_tsc_[epoch & 1].load(std::memory_order_relaxed); }
 
  private:
   struct Group {
@@ -127,6 +131,8 @@ class LockManager {
   std::vector<uintptr_t> records_;     // [slot][record]: tuple address
   // Manager state (poll()'s thread only).
   uint64_t merging_ = 1;               // the next epoch to merge
+  // Written before the grants of the epoch (whose release tags order it).
+  std::atomic<uint64_t> merged_tsc_[2] = {0, 0};
   struct Pending {
     uint64_t ts;
     uint64_t epoch;

@@ -22,6 +22,7 @@ const char* to_string(Stage s) {
 
 const char* to_string(Phase p) {
   switch (p) {
+    case Phase::kSchedule: return "schedule";
     case Phase::kRelease: return "release";
     case Phase::kCount_: return "?";
     default: return to_string(static_cast<Stage>(p));

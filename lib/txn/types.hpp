@@ -84,9 +84,10 @@ enum class Stage : uint8_t { kFetch, kLock, kValidate, kLog, kCommit, kSequence,
 const char* to_string(Stage s);
 
 // Where an attempt spends its time (the per-stage breakdown): the stages,
-// plus releasing what an aborted attempt held. Stage values map to the same
-// phase (so kRelease is last, after kSequence).
-enum class Phase : uint8_t { kFetch, kLock, kValidate, kLog, kCommit, kSequence, kRelease, kCount_ };
+// CALVIN's schedule (its wait for the node's lock manager to take the
+// epoch: no stage of its own), and releasing what an aborted attempt held.
+// Stage values map to the same phase (so kRelease is last).
+enum class Phase : uint8_t { kFetch, kLock, kValidate, kLog, kCommit, kSequence, kSchedule, kRelease, kCount_ };
 inline constexpr int kPhases = static_cast<int>(Phase::kCount_);
 const char* to_string(Phase p);
 
