@@ -66,7 +66,8 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   schema.add_enum("txn.pipeline.sequence", "off", kPrimitives,
                   "sequence stage primitive (CALVIN's epoch batch broadcast; off for every other protocol)");
   schema.add_bool("txn.options.doorbell_batching", true, "post a batch of verbs to one QP with one doorbell");
-  schema.add_bool("txn.options.outstanding_requests", true, "send to all nodes at once and wait once");
+  schema.add_bool("txn.options.outstanding_requests", true,
+                  "one-sided verbs: send to all nodes at once and wait once (off: node by node); RPC calls always go to all at once");
   schema.add_bool("txn.options.passive_ack", true, "do not wait for commit/release acknowledgements");
   schema.add_bool("txn.options.unsignaled_commit", false,
                   "with passive_ack: one-sided commit/release requests posted unsignaled, confirmed by a later "
