@@ -79,6 +79,20 @@ bool ItemBatch::add_item(uint32_t node, uint32_t i, TableId table, Key key, uint
 }
 
 runtime::Task<bool> ItemBatch::call(uint64_t timeout_ns) {
+  if (!c_.engine().options().outstanding_requests && ncalls_ > 1) {
+    bool ok = true;
+    for (uint32_t k = 0; k < ncalls_; ++k) {
+      rpc::Batch b(*c_.engine().ctx().rpc);
+      b.set_timeout_ns(timeout_ns);
+      ok &= b.call(calls_[k].dest, handler_, std::span<const std::byte>(calls_[k].req, calls_[k].req_len),
+                   &calls_[k].reply);
+      c_.count_verb(stats::Verb::kSend, calls_[k].req_len);
+      c_.count_doorbell();
+      ok &= co_await b.send();
+      c_.count_round_trip();
+    }
+    co_return ok;
+  }
   rpc::Batch b(*c_.engine().ctx().rpc);
   b.set_timeout_ns(timeout_ns);
   bool ok = true;

@@ -75,7 +75,10 @@ class ItemBatch {
   void mark_for_retry(uint32_t k) { calls_[k].reply.status = rpc::CallStatus::kPending; }
   bool empty() const { return ncalls_ == 0; }
   // Sends all calls and waits for every reply. False: a call failed.
-  // `timeout_ns`: the calls' own timeout (0: the endpoint's).
+  // `timeout_ns`: the calls' own timeout (0: the endpoint's). With
+  // txn.options.outstanding_requests off, one call after another, each
+  // awaited before the next is sent (a round trip each), as RCC's
+  // protocols without outstanding requests do.
   runtime::Task<bool> call(uint64_t timeout_ns = 0);
   // Sends all calls without waiting; finish() awaits them later (the batch
   // and its buffers stay untouched meanwhile). `lazy`: the replies may ride

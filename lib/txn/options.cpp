@@ -67,7 +67,7 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
                   "sequence stage primitive (CALVIN's epoch batch broadcast; off for every other protocol)");
   schema.add_bool("txn.options.doorbell_batching", true, "post a batch of verbs to one QP with one doorbell");
   schema.add_bool("txn.options.outstanding_requests", true,
-                  "one-sided verbs: send to all nodes at once and wait once (off: node by node); RPC calls always go to all at once");
+                  "send a stage's requests to all nodes at once and wait once (off: one-sided verbs node by node, RPC calls one by one)");
   schema.add_bool("txn.options.passive_ack", true, "do not wait for commit/release acknowledgements");
   schema.add_bool("txn.options.unsignaled_commit", false,
                   "with passive_ack: one-sided commit/release requests posted unsignaled, confirmed by a later "

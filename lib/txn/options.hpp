@@ -34,7 +34,7 @@ struct Options {
                                                           Primitive::kOneSided, Primitive::kOff,
                                                           Primitive::kOneSided, Primitive::kOff};
   bool doorbell_batching = true;     // one doorbell per QP per batch (CAS+READ, WRITE+WRITE)
-  bool outstanding_requests = true;  // one-sided verbs to all nodes at once, one wait (RPC: always)
+  bool outstanding_requests = true;  // a stage's requests to all nodes at once, one wait
   bool passive_ack = true;           // commit/release messages not awaited
   // With passive_ack, one-sided commit and release requests are posted
   // unsignaled and confirmed by the completion of a later signaled request

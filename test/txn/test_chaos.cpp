@@ -43,6 +43,15 @@ std::vector<Combo> combos() {
     lossy.faults = "ud_drop=0.002,ud_dup=0.002,ud_delay=0.005,ud_delay_ns=500000,seed=" + s;
     lossy.rpc_timeout_ns = 2'000'000;
     v.push_back(lossy);
+    // A stage's RPC calls one by one (outstanding_requests off), each
+    // awaited before the next: a lost call or reply times out mid-stage.
+    // YCSB (10 records over the nodes: several calls a stage) with RPC
+    // fetches and commits; the stress suite runs every pipeline serial.
+    if (base.workload == "ycsb" && base.fetch == Primitive::kRpc && base.commit == Primitive::kRpc) {
+      Combo serial = lossy;
+      serial.outstanding = false;
+      v.push_back(serial);
+    }
     // RPC commits whose replies ride on later traffic (piggyback_ack): a
     // lost lazy reply is a timed-out call, re-sent.
     if (base.commit == Primitive::kRpc) {
