@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs every preset in conf/ briefly and fails if any does not load, run and
 # pass its checks. Usage: check_presets.sh RDTX_BENCH CONF_DIR [SECONDS]
+# SECONDS: each run's measured window, default $RDTX_PRESET_SECONDS or 0.2
+# (scripts/test.sh sets 2 in a sanitizer build).
 set -u
 bench=$1
 conf=$2
-seconds=${3:-0.2}
+seconds=${3:-${RDTX_PRESET_SECONDS:-0.2}}
 failed=0
 count=0
 while IFS= read -r f; do
