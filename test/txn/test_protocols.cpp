@@ -155,27 +155,11 @@ TEST_P(ProtocolTest, UnderContentionKeepsInvariantsAndIsSerializable) {
 INSTANTIATE_TEST_SUITE_P(All, ProtocolTest, testing::ValuesIn(combos()),
                          [](const testing::TestParamInfo<Combo>& i) { return name_of(i.param); });
 
-// A sanitizer build runs 3-5x slower: its runs last 4x as long, so that a
-// rare interleaving gets as many transactions to show in (under ASan 0.25 s
-// of SmallBank missed nowait-broken-readers with all 8 seeds).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr double kSlowdown = 4;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr double kSlowdown = 4;
-#else
-constexpr double kSlowdown = 1;
-#endif
-#else
-constexpr double kSlowdown = 1;
-#endif
-
 // A broken variant whose anomaly needs a rare interleaving: runs of 0.25 s
-// (x kSlowdown) with seeds 1..8 until one is caught (contention.hpp:
-// until_caught).
+// with seeds 1..8 until one is caught (contention.hpp: until_caught).
 template <typename Each>
 Result<Outcome> until_caught(const Combo& cb, Each each) {
-  return testing_contention::until_caught(cb, 1, 0.25 * kSlowdown, each);
+  return testing_contention::until_caught(cb, 1, 0.25, each);
 }
 Result<Outcome> until_caught(const Combo& cb) {
   return until_caught(cb, [](const Outcome&) {});
