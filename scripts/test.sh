@@ -4,6 +4,8 @@
 # A sanitizer build (-Dsanitize=true, usually also -Dbuildtype=debug) runs
 # 3-5x slower, so its tests get 4x meson's per-test timeouts (the timeouts
 # catch hangs, not slowness); RDTX_TIMEOUT_MULTIPLIER overrides the factor.
+# After the run, scripts/suite-time fails it when a test took more than half
+# its timeout, or the README's test command more than its 300 s budget.
 # Its preset runs (rdtx-bench-presets) measure 2 s instead of 0.2 s: TPC-C's
 # median latency reaches 20-70 ms there, and rdtx-bench's steady-state check
 # wants the window ten times that; RDTX_PRESET_SECONDS overrides it.
@@ -56,5 +58,17 @@ for line in open(sys.argv[1]):
 print(f"tests: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
 PY
 summary=$?
+# The time budget, from meson's own durations (scripts/suite-time): every
+# test within half its timeout, and the README's test command (fast +
+# conformance, or fast alone) within 300 s of wall time on two cores. A
+# sanitizer build runs 3-5x slower: only the timeout margin applies there.
+budget=0
+suites=" $* "
+if [ "$sanitized" -eq 0 ] && { [ "$suites" = " fast conformance " ] || [ "$suites" = " fast " ]; }; then
+  budget=300
+fi
+./scripts/suite-time "$dir" --multiplier "$mult" --budget "$budget"
+timing=$?
 [ $rc -ne 0 ] && exit $rc
-exit $summary
+[ $summary -ne 0 ] && exit $summary
+exit $timing
