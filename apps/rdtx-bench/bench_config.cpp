@@ -103,6 +103,12 @@ void add_rpc_schema(config::Schema& s) {
   s.add_int("rpc.credits", rpc::EndpointConfig{}.credits, 1, rpc::kMaxCredits,
             "session credits: RPC datagrams a worker may have outstanding to one peer worker; each endpoint posts "
             "2 x credits x (cluster.nodes x cluster.workers_per_node) + 16 receive buffers");
+  s.add_float("rpc.timeout_ms", static_cast<double>(rpc::EndpointConfig{}.timeout_ns) / 1e6, 0.1, 60'000,
+              "the floor of an RPC call's timeout: each worker's timeout to a peer adapts to the round trips it "
+              "measures (smoothed round trip + 4 x its variation, as TCP's), never below this");
+  s.add_float("rpc.max_timeout_ms", static_cast<double>(rpc::EndpointConfig{}.max_timeout_ns) / 1e6, 0.1, 600'000,
+              "the ceiling of an RPC call's timeout: the adaptive timeout, doubled after each call to a silent peer "
+              "that timed out, never above this (at least rpc.timeout_ms)");
 }
 
 void add_run_schema(config::Schema& s) {
@@ -308,8 +314,14 @@ Result<Plan> plan_from(const config::Config& cfg) {
   rc.cluster.qps_per_node = static_cast<uint32_t>(cfg.get_int("cluster.qps_per_node"));
   rc.cluster.context_per_worker = cfg.get_bool("cluster.context_per_worker");
   rc.cluster.devargs = cfg.get_string("cluster.devargs");
-  // RPC endpoints keep lib/rpc's defaults (rpc::EndpointConfig) but credits.
+  // RPC endpoints keep lib/rpc's defaults (rpc::EndpointConfig) but credits
+  // and the timeout's floor and ceiling.
   rc.cluster.rpc.credits = static_cast<uint32_t>(cfg.get_int("rpc.credits"));
+  rc.cluster.rpc.timeout_ns = static_cast<uint64_t>(cfg.get_float("rpc.timeout_ms") * 1e6);
+  rc.cluster.rpc.max_timeout_ns = static_cast<uint64_t>(cfg.get_float("rpc.max_timeout_ms") * 1e6);
+  if (rc.cluster.rpc.max_timeout_ns < rc.cluster.rpc.timeout_ns)
+    return make_error(EINVAL, "rpc.max_timeout_ms = %g is below rpc.timeout_ms = %g: the ceiling of the timeout "
+                      "must be at least its floor", cfg.get_float("rpc.max_timeout_ms"), cfg.get_float("rpc.timeout_ms"));
   rc.options = txn::options_from(cfg);
   rc.protocol = txn::find_protocol(rc.options.protocol);
   if (rc.protocol == nullptr)

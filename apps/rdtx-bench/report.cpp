@@ -211,7 +211,20 @@ std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const H
     c.push_back({"log_errors", "log errors", r.total.log_errors, r.total.log_errors == 0, ""});
   }
   c.push_back({"rpc_malformed", "RPC malformed", r.rpc_malformed, r.rpc_malformed == 0, ""});
-  c.push_back({"rpc_timeouts", "RPC timeouts", r.rpc_timeouts, r.rpc_timeouts == 0, ""});
+  // A call that timed out (a lost datagram, a stalled or slow peer) failed
+  // its attempt, which was retried, or was re-sent (write-backs, releases):
+  // nothing was lost unless a check above or below says so. Noted with the
+  // timeout the endpoints settled on (rpc::EndpointConfig::timeout_ns:
+  // adaptive, above a floor), not failed.
+  auto ms = [](uint64_t ns) { return static_cast<double>(ns) / 1e6; };
+  char timeouts_note[256] = "";
+  if (r.rpc_timeouts != 0 || r.rpc_timeout_settled_ns != 0)
+    std::snprintf(timeouts_note, sizeof timeouts_note,
+                  "%s%stimeout settled at %.1f ms (%.1f ms at most after doublings), longest reply %.1f ms",
+                  r.rpc_timeouts == 0 ? "" : "retried, or their attempts aborted: the other checks decide;",
+                  r.rpc_timeouts == 0 ? "" : " ",
+                  ms(r.rpc_timeout_settled_ns), ms(r.rpc_timeout_max_ns), ms(r.rpc_longest_reply_ns));
+  c.push_back({"rpc_timeouts", "RPC timeouts", r.rpc_timeouts, true, timeouts_note});
   // A passive request (a passive COMMIT, say) tells its caller nothing:
   // an ack that timed out or reported an error is a write that may be lost.
   c.push_back({"rpc_passive_timeouts", "passive timeouts", r.rpc_passive_timeouts, r.rpc_passive_timeouts == 0,
@@ -240,7 +253,14 @@ std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const H
     c.push_back({"nic_unaccounted", "NIC model unaccounted", bad, bad == 0, why});
   }
   const uint64_t net = r.total.aborts[static_cast<int>(AbortReason::kNetwork)];
-  c.push_back({"network_aborts", "network aborts", net, net == 0, ""});
+  // An attempt that a timed-out call aborted is noted (above); one aborted
+  // for another failure of a verb or a call fails the run: more network
+  // aborts than timed-out calls means some were not timeouts.
+  const bool net_ok = net <= r.rpc_timeouts;
+  c.push_back({"network_aborts", "network aborts", net, net_ok,
+               net == 0 ? ""
+               : net_ok ? "attempts aborted by timed-out calls, retried"
+                        : "attempts aborted by failed verbs or calls other than timeouts"});
   // A run that committed nothing measured nothing (a livelock, say), unless
   // a signal cut it short, or the result is a memory node's (split layout,
   // process mode: it runs no coordinator).

@@ -141,6 +141,9 @@ Result<std::unique_ptr<Endpoint>> Endpoint::create(rdma::Device& dev, uint32_t i
   m.calls.resize(cfg.max_calls);
   for (uint32_t i = cfg.max_calls; i-- > 0;) m.free_calls.push_back(i);
   m.timeout_tsc = env::ns_to_tsc(cfg.timeout_ns);
+  m.max_timeout_tsc = std::max(m.timeout_tsc, env::ns_to_tsc(cfg.max_timeout_ns));
+  for (auto& p : m.peers) p.rto = m.timeout_tsc;
+  ep->stats_.timeout_max_ns = cfg.timeout_ns;
   m.passive_delay_tsc = env::ns_to_tsc(cfg.passive_delay_ns);
   m.scan_interval_tsc = std::min(m.timeout_tsc / 4 + 1, env::ns_to_tsc(1'000'000));
   m.scratch.resize(ep->max_payload());
@@ -185,7 +188,11 @@ uint64_t Endpoint::start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* w
   c.dest = dest;
   c.reply = reply;
   c.wg = wg;
-  c.deadline = env::tsc() + (timeout_tsc != 0 ? timeout_tsc : m.timeout_tsc);
+  const uint64_t now = env::tsc();
+  const uint64_t adaptive = dest < m.peers.size() ? m.timeout_for(m.peers[dest]) : m.timeout_tsc;
+  c.deadline = now + std::max(timeout_tsc, adaptive);
+  c.sent = now;
+  c.sample = timeout_tsc == 0;
   if (idx >= m.calls_high) m.calls_high = idx + 1;
   if (reply) {
     reply->status = CallStatus::kPending;
@@ -199,6 +206,13 @@ uint64_t Endpoint::start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* w
 
 uint32_t Endpoint::credits(uint32_t peer) const {
   return peer < impl_->peers.size() ? impl_->peers[peer].credits : 0;
+}
+
+uint64_t Endpoint::settled_timeout_ns() const {
+  const Impl& m = *impl_;
+  uint64_t t = m.timeout_tsc;
+  for (const Impl::Peer& p : m.peers) t = std::max(t, p.rto);
+  return env::tsc_to_ns(t);
 }
 
 uint32_t Endpoint::recv_buffers() const { return impl_->cfg.recv_buffers; }

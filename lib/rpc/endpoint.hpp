@@ -78,7 +78,16 @@ struct EndpointConfig {
   uint32_t recv_buffers = 0;
   uint32_t send_buffers = 1024;   // datagram buffers; also the send queue depth
   uint32_t max_calls = 4096;      // calls and passive requests in flight
+  // A call's timeout adapts to the round trips it measures to each peer,
+  // as TCP's retransmission timeout does (RFC 6298): smoothed round trip
+  // plus four times its variation (at least plus the round trip again),
+  // never below timeout_ns (the floor) nor
+  // above max_timeout_ns; each call to a peer that timed out doubles the
+  // peer's timeout until one is answered. A slow but live peer (a
+  // software RNIC, a loaded host) then never times a call out, while a
+  // silent one still does (endpoint_timeout.cpp).
   uint64_t timeout_ns = 100'000'000;
+  uint64_t max_timeout_ns = 5'000'000'000;
   uint64_t passive_delay_ns = 20'000;  // longest wait of an ack (or owed credits) for a ride
   uint32_t signal_every = 16;     // one signaled SEND per this many
 };
@@ -140,6 +149,9 @@ struct EndpointStats {
   uint64_t datagrams_sent = 0, datagrams_received = 0, doorbells = 0;
   uint64_t timeouts = 0, passive_timeouts = 0, passive_failures = 0;
   uint64_t stale_replies = 0;   // replies to calls that already ended
+  // The adaptive timeout (EndpointConfig::timeout_ns): the largest any peer's
+  // has been, and the longest a call waited for its reply.
+  uint64_t timeout_max_ns = 0, longest_reply_ns = 0;
   uint64_t duplicates = 0;      // datagrams received twice (or older than the window), dropped
   uint64_t send_failures = 0;   // no send buffer, or the driver refused
   // Flow control: datagrams of no messages that return credits (not in
@@ -190,6 +202,9 @@ class Endpoint {
   uint32_t calls_in_flight() const { return calls_in_flight_; }
   // Credits left to `peer` (datagrams it may still be sent now).
   uint32_t credits(uint32_t peer) const;
+  // The timeout a call to each peer would get now without doublings: the
+  // largest over the peers (EndpointConfig::timeout_ns, adaptive), in ns.
+  uint64_t settled_timeout_ns() const;
   uint32_t recv_buffers() const;  // posted receive buffers
   const rdma::QueuePair& queue_pair() const { return *qp_; }
   const EndpointStats& stats() const { return stats_; }
@@ -208,8 +223,8 @@ class Endpoint {
   void count_malformed(Malformed why);
   void accept_datagram(const std::byte* d, uint32_t byte_len, uint64_t now);
   void repost();
-  void dispatch(const std::byte* datagram);  // a validated datagram's messages
-  void complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload);
+  void dispatch(const std::byte* datagram, uint64_t now);  // a validated datagram's messages
+  void complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload, uint64_t now);
   void handle_request(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload);
   void take_credits(uint32_t src, uint32_t returned, uint64_t now);
   // Send (endpoint_tx.cpp).
@@ -230,7 +245,8 @@ class Endpoint {
   // returns that are due. Callers skip it when Impl::flush_due() is false.
   void flush(uint64_t now);
   // Registers a call; returns its cookie, or 0 if the table is full.
-  // `timeout_tsc`: the call's own timeout (0: the endpoint's).
+  // `timeout_tsc`: the call's own timeout (0: the endpoint's adaptive one
+  // to `dest`; never shorter than that).
   uint64_t start_call(uint32_t dest, Reply* reply, runtime::WaitGroup* wg, uint64_t timeout_tsc = 0);
   // Timeouts (endpoint_timeout.cpp): ends the calls past their deadline,
   // takes back credits a peer has not returned within the timeout. Returns

@@ -64,7 +64,7 @@ void Endpoint::count_malformed(Malformed why) {
   }
 }
 
-[[gnu::always_inline]] inline void Endpoint::dispatch(const std::byte* d) {
+[[gnu::always_inline]] inline void Endpoint::dispatch(const std::byte* d, uint64_t now) {
   DatagramHeader dh;
   std::memcpy(&dh, d, sizeof dh);
   uint32_t off = sizeof dh;
@@ -74,14 +74,15 @@ void Endpoint::count_malformed(Malformed why) {
     std::span<const std::byte> payload(d + off + sizeof mh, mh.len);
     off += sizeof mh + pad8(mh.len);
     if (mh.kind == Kind::kReply) {
-      complete_call(dh.src, mh, payload);
+      complete_call(dh.src, mh, payload, now);
     } else {
       handle_request(dh.src, mh, payload);
     }
   }
 }
 
-[[gnu::always_inline]] inline void Endpoint::complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload) {
+[[gnu::always_inline]] inline void Endpoint::complete_call(uint32_t src, const MsgHeader& mh, std::span<const std::byte> payload,
+                                                             uint64_t now) {
   Impl& m = *impl_;
   ++stats_.replies_received;
   Impl::Call* cp = m.match_reply(mh.cookie, src);
@@ -90,6 +91,17 @@ void Endpoint::count_malformed(Malformed why) {
     return;
   }
   Impl::Call& c = *cp;
+  // The peer is alive: its timeout drops back from any doubling, and a
+  // call that timed the round trip updates it.
+  Impl::Peer& peer = m.peers[src];
+  peer.backoff = 0;
+  if (c.sample && now > c.sent) {
+    const uint64_t rtt = now - c.sent;
+    m.rtt_sample(peer, rtt);
+    const uint64_t rtt_ns = env::tsc_to_ns(rtt), rto_ns = env::tsc_to_ns(peer.rto);
+    if (rtt_ns > stats_.longest_reply_ns) stats_.longest_reply_ns = rtt_ns;
+    if (rto_ns > stats_.timeout_max_ns) stats_.timeout_max_ns = rto_ns;
+  }
   if (c.state == CallState::kPassive) {
     --passive_outstanding_;
     if (mh.status != WireStatus::kOk) ++stats_.passive_failures;
@@ -158,7 +170,7 @@ void Endpoint::count_malformed(Malformed why) {
   // Owed at once: the ring's kRepostBatch spare buffers cover the ones
   // not reposted yet.
   m.owe(dh.src, now);
-  dispatch(d);
+  dispatch(d, now);
 }
 
 // Posts the consumed receive buffers again, with one call.

@@ -28,6 +28,8 @@ constexpr struct {
     {"passive_timeouts", &EndpointStats::passive_timeouts},
     {"passive_failures", &EndpointStats::passive_failures},
     {"stale_replies", &EndpointStats::stale_replies},
+    {"timeout_max_ns", &EndpointStats::timeout_max_ns},
+    {"longest_reply_ns", &EndpointStats::longest_reply_ns},
     {"duplicates", &EndpointStats::duplicates},
     {"send_failures", &EndpointStats::send_failures},
     {"credit_returns_sent", &EndpointStats::credit_returns_sent},

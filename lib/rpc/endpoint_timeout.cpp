@@ -1,6 +1,10 @@
 // Timeouts: a call or passive request not answered by its deadline ends
 // (a call with kTimeout). UD may drop datagrams; this is what turns a loss
-// into a failed call instead of a hang. A scan runs a few times per timeout
+// into a failed call instead of a hang. The deadline adapts to each peer's
+// measured round trips (Impl::rtt_sample, RFC 6298) above the configured
+// floor, and doubles for a peer after each call to it that timed out, until
+// a reply comes (Impl::timeout_for): a slow or briefly stalled peer sees a
+// few timeouts at most, a silent one keeps timing out. A scan runs a few times per timeout
 // (not on every poll) over the call slots that may be in use: free slots
 // are reused lowest first, so those are the first few (Impl::calls_high),
 // and nothing is kept per call in flight.
@@ -36,6 +40,12 @@ int Endpoint::expire_calls(uint64_t now) {
       high = idx + 1;
       continue;
     }
+    Impl::Peer& peer = m.peers[c.dest];
+    if (c.sent >= peer.backoff_tsc && peer.backoff < 63) {
+      ++peer.backoff;
+      peer.backoff_tsc = now;
+    }
+    if (const uint64_t t = env::tsc_to_ns(m.timeout_for(peer)); t > stats_.timeout_max_ns) stats_.timeout_max_ns = t;
     if (c.state == CallState::kWaiting) {
       ++stats_.timeouts;
       --calls_in_flight_;
@@ -56,7 +66,8 @@ void Endpoint::recover_credits(uint64_t now) {
   Impl& m = *impl_;
   for (uint32_t dest : m.active) {
     Impl::Peer& p = m.peers[dest];
-    if (!p.stalled || !aged(p.stalled_tsc, now, m.timeout_tsc) || !aged(p.credit_tsc, now, m.timeout_tsc)) continue;
+    const uint64_t timeout = m.timeout_for(p);
+    if (!p.stalled || !aged(p.stalled_tsc, now, timeout) || !aged(p.credit_tsc, now, timeout)) continue;
     // The first reset of an endpoint is a warning, the rest debug: under a
     // lossy network or a stalled peer they come every timeout, and the count
     // (stats().credit_resets) says how many.

@@ -2,6 +2,7 @@
 
 #include "txn/replication.hpp"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,9 @@ Result<void> exchange_results(cluster::Bootstrap& boot, txn::Database& db, const
   w.put(res.rpc_timeouts);
   w.put(res.rpc_passive_timeouts);
   w.put(res.rpc_passive_failures);
+  w.put(res.rpc_timeout_settled_ns);
+  w.put(res.rpc_timeout_max_ns);
+  w.put(res.rpc_longest_reply_ns);
   w.put(res.cache);
   w.put<uint8_t>(res.nic_model ? 1 : 0);
   w.put(res.nic_stale);
@@ -100,6 +104,7 @@ Result<void> exchange_results(cluster::Bootstrap& boot, txn::Database& db, const
   res.per_worker.clear();
   res.total = txn::WorkerStats{};
   res.rpc_malformed = res.rpc_timeouts = res.rpc_passive_timeouts = res.rpc_passive_failures = 0;
+  res.rpc_timeout_settled_ns = res.rpc_timeout_max_ns = res.rpc_longest_reply_ns = 0;
   res.cache = {};
   res.nic_model = false;
   res.nic_stale = res.nic_overflow = 0;
@@ -116,10 +121,12 @@ Result<void> exchange_results(cluster::Bootstrap& boot, txn::Database& db, const
       res.per_worker.push_back(std::move(s));
     }
     uint64_t malformed = 0, timeouts = 0, passive_timeouts = 0, passive_failures = 0;
+    uint64_t timeout_settled = 0, timeout_max = 0, longest_reply = 0;
     store::LocationCacheStats cache;
     uint8_t nic_model = 0;
     uint64_t nic_stale = 0, nic_overflow = 0;
     if (!r.get(&malformed) || !r.get(&timeouts) || !r.get(&passive_timeouts) || !r.get(&passive_failures) ||
+        !r.get(&timeout_settled) || !r.get(&timeout_max) || !r.get(&longest_reply) ||
         !r.get(&cache) || !r.get(&nic_model) || !r.get(&nic_stale) || !r.get(&nic_overflow) ||
         !r.done())
       return make_error(EPROTO, "node %u sent malformed results", n);
@@ -130,6 +137,9 @@ Result<void> exchange_results(cluster::Bootstrap& boot, txn::Database& db, const
     res.rpc_timeouts += timeouts;
     res.rpc_passive_timeouts += passive_timeouts;
     res.rpc_passive_failures += passive_failures;
+    res.rpc_timeout_settled_ns = std::max(res.rpc_timeout_settled_ns, timeout_settled);
+    res.rpc_timeout_max_ns = std::max(res.rpc_timeout_max_ns, timeout_max);
+    res.rpc_longest_reply_ns = std::max(res.rpc_longest_reply_ns, longest_reply);
     res.cache.hits += cache.hits;
     res.cache.misses += cache.misses;
     res.cache.stale += cache.stale;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -453,6 +454,9 @@ Result<RunResult> run(const RunConfig& rc) {
     }
     res.rpc_malformed += e->ctx().rpc->stats().malformed_total();
     res.rpc_timeouts += e->ctx().rpc->stats().timeouts;
+    res.rpc_timeout_settled_ns = std::max(res.rpc_timeout_settled_ns, e->ctx().rpc->settled_timeout_ns());
+    res.rpc_timeout_max_ns = std::max(res.rpc_timeout_max_ns, e->ctx().rpc->stats().timeout_max_ns);
+    res.rpc_longest_reply_ns = std::max(res.rpc_longest_reply_ns, e->ctx().rpc->stats().longest_reply_ns);
     res.rpc_passive_timeouts += e->ctx().rpc->stats().passive_timeouts;
     res.rpc_passive_failures += e->ctx().rpc->stats().passive_failures;
     if (history::Recorder* h = e->recorder()) {

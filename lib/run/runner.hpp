@@ -135,6 +135,10 @@ struct RunResult {
   Result<void> replicas_equal;
   store::LocationCacheStats cache;
   uint64_t rpc_malformed = 0, rpc_timeouts = 0;
+  // The RPC endpoints' adaptive timeouts (rpc::EndpointConfig::timeout_ns):
+  // the largest one a worker settled on for a peer, the largest after
+  // doublings for calls that timed out, and the longest reply, in ns.
+  uint64_t rpc_timeout_settled_ns = 0, rpc_timeout_max_ns = 0, rpc_longest_reply_ns = 0;
   // The isolation level the protocol guarantees: what its history is checked at.
   txn::Isolation isolation = txn::Isolation::kSerializable;
   // Names of the abort reasons, indexed as WorkerStats::aborts.

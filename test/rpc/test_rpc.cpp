@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -418,6 +419,70 @@ TEST(Rpc, ACallsOwnTimeoutOutlastsTheEndpoints) {
   c.run_until_idle();
   EXPECT_EQ(hasty, CallStatus::kTimeout);
   EXPECT_EQ(patient, CallStatus::kOk);
+}
+
+// The timeout adapts (EndpointConfig::timeout_ns, endpoint_timeout.cpp): a
+// peer that answers every call 12 ms late, over a 4 ms floor, times out the
+// first calls while the timeout doubles, then none once the round trips
+// are measured (a slow device, a loaded host); a peer that stops answering
+// still times every call out, each after a longer wait up to the ceiling.
+// Without the adaptation every call to the slow peer times out.
+TEST(Rpc, TheTimeoutAdaptsToASlowPeerAndStillCatchesASilentOne) {
+  EndpointConfig cfg = Cluster::small_config();
+  cfg.timeout_ns = 4'000'000;
+  cfg.max_timeout_ns = 200'000'000;
+  Cluster c(2, 1, cfg);
+  std::deque<std::pair<Deferred, uint64_t>> parked;
+  bool silent = false;
+  Endpoint& server = *c.eps[1];
+  ASSERT_TRUE(server.register_handler(kPark, "park", [&](Request& r) {
+                const Deferred d = r.defer();  // never answered once silent
+                if (!silent) parked.push_back({d, env::tsc() + env::ns_to_tsc(12'000'000)});
+              }).ok());
+  c.workers[1]->add_poller([&] {
+    if (parked.empty() || env::tsc() < parked.front().second) return 0;
+    const uint64_t v = 7;
+    server.reply(parked.front().first, bytes_of(v));
+    parked.pop_front();
+    return 1;
+  });
+  std::vector<CallStatus> slow, quiet;
+  std::vector<uint64_t> quiet_waits;
+  c.workers[0]->spawn([](Endpoint& ep, std::vector<CallStatus>& slow, std::vector<CallStatus>& quiet,
+                         std::vector<uint64_t>& quiet_waits, bool& silent) -> Task<void> {
+    for (int i = 0; i < 20; ++i) {
+      Batch b(ep);
+      uint64_t v = 1, out = 0;
+      Reply r{reinterpret_cast<std::byte*>(&out), 8};
+      b.call(1, kPark, bytes_of(v), &r);
+      co_await b.send();
+      slow.push_back(r.status);
+    }
+    silent = true;
+    for (int i = 0; i < 4; ++i) {
+      Batch b(ep);
+      uint64_t v = 1, out = 0;
+      Reply r{reinterpret_cast<std::byte*>(&out), 8};
+      const uint64_t t0 = env::tsc();
+      b.call(1, kPark, bytes_of(v), &r);
+      co_await b.send();
+      quiet.push_back(r.status);
+      quiet_waits.push_back(env::tsc_to_ns(env::tsc() - t0));
+    }
+  }(*c.eps[0], slow, quiet, quiet_waits, silent));
+  c.run_until_idle(10'000);
+  ASSERT_EQ(slow.size(), 20u);
+  const auto first_ok = std::find(slow.begin(), slow.end(), CallStatus::kOk);
+  ASSERT_NE(first_ok, slow.end()) << "every call to the slow peer timed out";
+  EXPECT_LE(first_ok - slow.begin(), 3) << "the doubling reaches 12 ms after 2 timeouts (4, 8, 16 ms)";
+  EXPECT_EQ(std::count(first_ok, slow.end(), CallStatus::kOk), slow.end() - first_ok)
+      << "a call timed out after the round trips were measured";
+  EXPECT_GE(c.eps[0]->settled_timeout_ns(), 12'000'000u);
+  EXPECT_LE(c.eps[0]->stats().longest_reply_ns, 100'000'000u);
+  ASSERT_EQ(quiet.size(), 4u);
+  for (CallStatus st : quiet) EXPECT_EQ(st, CallStatus::kTimeout) << "a silent peer must still time out";
+  EXPECT_GT(quiet_waits[3], quiet_waits[0]) << "each timeout to a silent peer is longer";
+  EXPECT_LE(c.eps[0]->stats().timeout_max_ns, cfg.max_timeout_ns);
 }
 
 // One thread running both ends is descheduled (here: sleeps) for longer
