@@ -65,7 +65,10 @@ Options:
   --history DIR        record the history, write it to DIR (one file per
                        worker, for rdtx-check) and check it after the run;
                        same as --set history.record=true --set history.dir=DIR
-  --print-config       print the resolved configuration (TOML) and exit
+  --print-config       print the resolved configuration (TOML) and exit: a
+                       config file that loads back to the same run (keys
+                       that do not apply to it, e.g. a stage the protocol
+                       has not, are comments)
   -q, --quiet          do not print the resolved configuration before the run
   --keys               print every configuration key (type, default, range,
                        description) and exit
@@ -471,7 +474,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (args.print_config) {
-    std::fputs(cfg->to_toml().c_str(), stdout);
+    std::fputs(cfg->to_config_file(schema).c_str(), stdout);
     return 0;
   }
   const bool process = cfg->get_string("cluster.mode") == "process";

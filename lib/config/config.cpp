@@ -428,6 +428,41 @@ std::string Config::to_toml() const {
   return out;
 }
 
+std::string Config::to_config_file(const Schema& schema) const {
+  // The checks see only values and whether each key was given (origin
+  // "default" or not): a copy in which a default is marked as given is
+  // exactly what loading the written line would produce.
+  Config given = *this;
+  std::set<std::string, std::less<>> inapplicable;
+  auto accepted = [&] {
+    for (const auto& check : schema.checks_)
+      if (!check(given).empty()) return false;
+    return true;
+  };
+  for (auto& [path, entry] : given.values_) {
+    if (entry.origin != "default") continue;
+    entry.origin = "<print-config>";
+    if (!accepted()) {
+      entry.origin = "default";
+      inapplicable.insert(path);
+    }
+  }
+  std::string out;
+  for (const auto& [section, keys] : by_section(values_)) {
+    std::string name;
+    for (std::string_view c : section) name += (name.empty() ? "" : ".") + std::string(c);
+    if (!section.empty()) out += (out.empty() ? "[" : "\n[") + name + "]\n";
+    for (const auto& [key, value] : keys) {
+      const std::string path = name.empty() ? std::string(key) : name + "." + std::string(key);
+      if (inapplicable.count(path))
+        out += "# " + std::string(key) + " = " + detail::toml_literal(*value) + "  (default; does not apply)\n";
+      else
+        out += std::string(key) + " = " + detail::toml_literal(*value) + "\n";
+    }
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, std::string>> Config::flat() const {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [key, entry] : values_) out.emplace_back(key, detail::toml_literal(entry.value));

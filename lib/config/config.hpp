@@ -143,6 +143,15 @@ class Config {
   // "inf", "-inf" and "nan".
   std::string to_toml() const;
   std::string to_json() const;
+  // A config file that loads back (with `schema`, the one this Config was
+  // loaded with) to this configuration: the same values, and the same keys
+  // left at their defaults where that matters (for --print-config). Every
+  // key given explicitly is written; so is every default that `schema`'s
+  // checks accept when given explicitly (in key order, each with the ones
+  // before it). A default they refuse does not apply here (e.g. a pipeline
+  // stage the protocol has not, a virtual-time key without virtual time) and
+  // is written as a comment, "# key = value  (default; does not apply)".
+  std::string to_config_file(const Schema& schema) const;
   // Every key with its value as a TOML literal, sorted by key: what the
   // processes of a multi-process run compare to agree on one configuration.
   std::vector<std::pair<std::string, std::string>> flat() const;
