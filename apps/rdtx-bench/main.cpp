@@ -55,7 +55,9 @@ Options:
   --seed N             same as --set run.seed=N
   --json FILE          also write the report as one JSON object
   --csv FILE           also append the run as one CSV row to FILE (a header
-                       first if the file is new or empty; for sweeps)
+                       first if the file is new or empty; for sweeps). FILE
+                       must be a regular file or a new one in an existing
+                       directory (checked before the run, exit 2)
   --no-progress        no progress line (same as --set run.progress_s=0);
                        the line goes to stderr every run.progress_s seconds
   --no-steady-state    report the steady-state check without failing on it
@@ -493,6 +495,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (auto r = check_file_prefix(cl.eal); !r.ok()) usage_error(r.error().message);
+  if (!args.csv_path.empty())
+    if (auto r = check_csv_path(args.csv_path); !r.ok()) {
+      std::fprintf(stderr, "rdtx-bench: %s\n", r.error().message.c_str());
+      return 2;
+    }
   // idle = auto counts the other node processes on this host against the
   // CPUs this process may use (read before the EAL pins the main thread).
   plan->run.host_share.host_cpus = affinity_cpus();

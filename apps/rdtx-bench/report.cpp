@@ -1,9 +1,13 @@
 #include "rdtx-bench/report.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <toml++/toml.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -744,10 +748,39 @@ Result<void> append_csv(const std::string& path, const Report& rep) {
     header += (i ? "," : "") + cols[i].first;
     row += (i ? "," : "") + csv_field(cols[i].second);
   }
+  if (auto r = check_csv_path(path); !r.ok()) return r.error();
   std::string existing;
   {
-    std::ifstream in(path);
-    if (in) std::getline(in, existing);
+    // O_NONBLOCK: a FIFO put in the file's place since the check does not
+    // block the open; fstat() then refuses it.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+      struct stat st;
+      if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return make_error(EINVAL, "--csv %s: not a regular file", path.c_str());
+      }
+      std::string head(kCsvHeaderMax + 1, '\0');
+      size_t got = 0;
+      ssize_t n;
+      while (got < head.size() && (n = ::read(fd, head.data() + got, head.size() - got)) != 0) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+          const int err = errno;
+          ::close(fd);
+          return make_error(err, "--csv %s: cannot read: %s", path.c_str(), std::strerror(err));
+        }
+        got += static_cast<size_t>(n);
+        if (std::memchr(head.data() + got - static_cast<size_t>(n), '\n', static_cast<size_t>(n))) break;
+      }
+      ::close(fd);
+      head.resize(got);
+      const size_t eol = head.find('\n');
+      if (eol == std::string::npos && got > kCsvHeaderMax)
+        return make_error(EINVAL, "--csv %s: its first line is longer than %zu KiB: not a CSV file of rdtx-bench",
+                          path.c_str(), kCsvHeaderMax >> 10);
+      existing = head.substr(0, eol);
+    }
   }
   if (!existing.empty() && existing != header) {
     size_t i = 0;
@@ -762,6 +795,26 @@ Result<void> append_csv(const std::string& path, const Report& rep) {
   out << row << "\n";
   out.close();
   if (!out) return make_error(EIO, "--csv %s: cannot write", path.c_str());
+  return {};
+}
+
+Result<void> check_csv_path(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      return make_error(EINVAL, "--csv %s: not a regular file (a CSV table is appended to a file)", path.c_str());
+    if (::access(path.c_str(), W_OK) != 0)
+      return make_error(EINVAL, "--csv %s: cannot write: %s", path.c_str(), std::strerror(errno));
+    return {};
+  }
+  if (errno != ENOENT) return make_error(EINVAL, "--csv %s: %s", path.c_str(), std::strerror(errno));
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return make_error(EINVAL, "--csv %s: no directory %s", path.c_str(), dir.c_str());
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    return make_error(EINVAL, "--csv %s: cannot create a file in %s: %s", path.c_str(), dir.c_str(),
+                      std::strerror(errno));
   return {};
 }
 

@@ -77,8 +77,18 @@ std::string report_json(const Report& rep);
 
 // Appends the run as one CSV row (the columns of csv_columns(); a header
 // line first when the file is new or empty). Refuses a file whose header
-// differs, naming the first differing column.
+// differs, naming the first differing column, a file that is not a regular
+// file, and one whose first line is longer than kCsvHeaderMax (not a CSV
+// file of rdtx-bench): only that much of the file is read.
 Result<void> append_csv(const std::string& path, const Report& rep);
+
+// The most append_csv() reads of an existing file: its header line.
+inline constexpr size_t kCsvHeaderMax = 64 << 10;
+
+// --csv FILE before the run: FILE is a regular file (a device or a FIFO
+// would never end a read, and cannot hold a CSV table) or does not exist
+// in a directory this process may write to. EINVAL naming the file.
+Result<void> check_csv_path(const std::string& path);
 
 
 }  // namespace rdtx::bench

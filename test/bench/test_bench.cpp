@@ -557,3 +557,49 @@ TEST(Report, VirtualTimeIsSaidAndItsTicksAreNanoseconds) {
   const double p50 = std::stod(json.substr(at + std::string("\"p50\" : ").size()));
   EXPECT_NEAR(p50, 20.0, 20.0 * 0.0625) << json;
 }
+
+#include <sys/stat.h>
+
+// --csv FILE: a device or a FIFO would never end the read of its header
+// line (issue 46 item 1), a missing directory would fail after the run:
+// both are refused before it; an existing regular file and a new one pass.
+TEST(Csv, OnlyRegularFilesAreAcceptedBeforeTheRun) {
+  EXPECT_FALSE(check_csv_path("/dev/full").ok());
+  EXPECT_FALSE(check_csv_path("/dev/zero").ok());
+  auto missing = check_csv_path("/nonexistent-rdtx/x.csv");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("--csv /nonexistent-rdtx/x.csv: no directory"), std::string::npos)
+      << missing.error().message;
+  char dir[] = "/tmp/rdtx-test-csv-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string fifo = std::string(dir) + "/fifo.csv";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto r = check_csv_path(fifo);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("not a regular file"), std::string::npos) << r.error().message;
+  EXPECT_TRUE(check_csv_path(std::string(dir) + "/new.csv").ok());
+  std::ofstream(std::string(dir) + "/old.csv") << "a,b\n";
+  EXPECT_TRUE(check_csv_path(std::string(dir) + "/old.csv").ok());
+  std::filesystem::remove_all(dir);
+}
+
+// A file whose first line does not end within 64 KiB is not read whole
+// (a 300 MB file without a newline was): refused, naming the bound.
+TEST(Csv, AnOverlongFirstLineIsRefusedNotReadWhole) {
+  Loaded l = load({});
+  const Report rep = report_of(l, passing_run());
+  char path[] = "/tmp/rdtx-test-bench-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string chunk(1 << 20, 'x');
+  ASSERT_EQ(write(fd, chunk.data(), chunk.size()), static_cast<ssize_t>(chunk.size()));
+  close(fd);
+  auto csv = append_csv(path, rep);
+  ASSERT_FALSE(csv.ok());
+  EXPECT_NE(csv.error().message.find("first line is longer than 64 KiB"), std::string::npos) << csv.error().message;
+  struct stat st;
+  ASSERT_EQ(stat(path, &st), 0);
+  EXPECT_EQ(st.st_size, static_cast<off_t>(chunk.size())) << "nothing appended";
+  std::remove(path);
+}
+

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Bad input as a careless or hostile user gives it (issue 46): each case
+# must end quickly with the exit status and the one-line message a user
+# expects. Usage: check_bad_input.sh RDTX_BENCH RDTX_PERF CONF_DIR
+set -u
+bench=$1
+perf=$2
+conf=$3
+tmp=$(mktemp -d /tmp/rdtx-bad-input-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+count=0
+quick=(--duration 0.05 --warmup 0 --no-progress --no-steady-state -q)
+
+# expect STATUS SECONDS 'stderr text' -- command...: the command exits with
+# STATUS within SECONDS and its standard error contains the text.
+expect() {
+  local want=$1 secs=$2 text=$3
+  shift 4
+  count=$((count + 1))
+  local err rc
+  err=$(timeout -s KILL "$secs" "$@" 2>&1 >/dev/null)
+  rc=$?
+  if [ "$rc" -ne "$want" ] || [[ "$err" != *"$text"* ]]; then
+    echo "FAILED  $* (exit $rc, want $want with '$text')"
+    sed 's/^/        /' <<<"$err" | tail -5
+    failed=$((failed + 1))
+  else
+    echo "ok      $* -> $rc: $(head -1 <<<"$err")"
+  fi
+}
+
+# Item 1: --csv names a device, a FIFO or a missing directory: refused
+# before the run (a device's header line never ended).
+mkfifo "$tmp/fifo.csv"
+expect 2 10 "--csv /dev/full: not a regular file" -- "$bench" -- "${quick[@]}" --csv /dev/full
+expect 2 10 "--csv /dev/zero: not a regular file" -- "$bench" -- "${quick[@]}" --csv /dev/zero
+expect 2 10 "not a regular file" -- "$bench" -- "${quick[@]}" --csv "$tmp/fifo.csv"
+expect 2 10 "--csv /nonexistent-rdtx/x.csv: no directory" -- "$bench" -- "${quick[@]}" --csv /nonexistent-rdtx/x.csv
+head -c 1000000 /dev/zero | tr '\0' x >"$tmp/long.csv"
+expect 1 20 "first line is longer than 64 KiB" -- "$bench" -- "${quick[@]}" --csv "$tmp/long.csv"
+
+# Item 5: --print-config loads back (every preset: test/bench).
+"$bench" -- --config "$conf/smallbank/2pl-rpc.toml" --print-config >"$tmp/pc.toml"
+expect 0 20 "" -- "$bench" -- "${quick[@]}" --config "$tmp/pc.toml" --print-config
+
+echo "$((count - failed)) of $count cases passed"
+[ "$failed" -eq 0 ]
