@@ -44,5 +44,28 @@ expect 1 20 "first line is longer than 64 KiB" -- "$bench" -- "${quick[@]}" --cs
 "$bench" -- --config "$conf/smallbank/2pl-rpc.toml" --print-config >"$tmp/pc.toml"
 expect 0 20 "" -- "$bench" -- "${quick[@]}" --config "$tmp/pc.toml" --print-config
 
+# Item 6: a report that cannot be written fails the run; a benchmark that
+# completed nothing fails.
+count=$((count + 1))
+if timeout -s KILL 20 "$bench" -- "${quick[@]}" >/dev/full 2>"$tmp/err"; then
+  echo "FAILED  rdtx-bench >/dev/full exited 0"
+  failed=$((failed + 1))
+elif ! grep -q "cannot write to standard output" "$tmp/err"; then
+  echo "FAILED  rdtx-bench >/dev/full: $(cat "$tmp/err")"
+  failed=$((failed + 1))
+else
+  echo "ok      rdtx-bench >/dev/full -> $(head -1 "$tmp/err")"
+fi
+count=$((count + 1))
+if timeout -s KILL 20 "$bench" -- --config "$conf/smallbank/occ-onesided.toml" --print-config >/dev/full 2>/dev/null; then
+  echo "FAILED  rdtx-bench --print-config >/dev/full exited 0"
+  failed=$((failed + 1))
+else
+  echo "ok      rdtx-bench --print-config >/dev/full fails"
+fi
+expect 1 20 "no operation completed" -- "$perf" -- --verb echo --device shm,ud_drop=1 --duration 0.05 --warmup 0
+expect 2 10 "--batch 2: --verb oracle" -- "$perf" -- --verb oracle --batch 2 --duration 0.05 --warmup 0
+expect 2 10 "--device" -- "$perf" -- --device shm,latency_ns=-5 --duration 0.05 --warmup 0
+
 echo "$((count - failed)) of $count cases passed"
 [ "$failed" -eq 0 ]

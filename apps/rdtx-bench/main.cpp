@@ -108,7 +108,9 @@ when this host's node processes outnumber its CPUs; the report names the
 idle policy that ran.
 
 Exit status: 0 all checks passed, 1 a check failed or the run could not be
-carried out, 2 bad command line or configuration (or one that does not fit).
+carried out (a report that could not be written to standard output, e.g. a
+full disk, included), 2 bad command line or configuration (or one that does
+not fit).
 
 Examples:
   rdtx-bench -- --config conf/default.toml
@@ -324,6 +326,17 @@ Result<rdma::DeviceCaps> probe_device(const config::Config& cfg) {
   return (*dev)->caps();
 }
 
+// A report that could not be written is lost: standard output full (a
+// disk, /dev/full) or closed is an error, not a silent success. Says so
+// and returns 1 if anything written to stdout so far failed, else `rc`.
+int stdout_status(int rc) {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return rc;
+  const int err = errno != 0 ? errno : EIO;
+  std::fprintf(stderr, "rdtx-bench: cannot write to standard output: %s\n", std::strerror(err));
+  return 1;
+}
+
 bool process_mode(const config::Config& cfg) { return cfg.get_string("cluster.mode") == "process"; }
 
 // CPUs this process may run on, read before the EAL pins the main thread.
@@ -405,7 +418,8 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
   std::printf("rdtx-bench %s\n", RDTX_GIT_REVISION);
   if (!args.quiet) std::printf("# resolved configuration\n%s\n", cfg.to_toml().c_str());
   print_header(stdout, cfg, plan.run, *caps);
-  std::fflush(stdout);
+  // Before the run: a report that cannot be written is not worth a run.
+  if (stdout_status(0) != 0) return 1;
 
   auto result = run::run(plan.run);
   if (!result.ok()) {
@@ -454,21 +468,21 @@ int main(int argc, char** argv) {
   env::CommandLine cl = env::split_command_line(argc, argv);
   if (wants_help(cl.app)) {
     print_usage();
-    return 0;
+    return stdout_status(0);
   }
   Args args = parse_args(cl.app);
   config::Schema schema = make_schema();
   if (args.keys) {
     std::fputs(schema.describe().c_str(), stdout);
-    return 0;
+    return stdout_status(0);
   }
   if (args.list) {
     print_list();
-    return 0;
+    return stdout_status(0);
   }
   if (args.list_workloads) {
     print_workloads_machine(args.list_stress_only);
-    return 0;
+    return stdout_status(0);
   }
   auto cfg = config::Config::load(schema, args.config_file, args.overrides);
   if (!cfg.ok()) {
@@ -477,7 +491,7 @@ int main(int argc, char** argv) {
   }
   if (args.print_config) {
     std::fputs(cfg->to_config_file(schema).c_str(), stdout);
-    return 0;
+    return stdout_status(0);
   }
   const bool process = cfg->get_string("cluster.mode") == "process";
   if (process && args.node < 0) usage_error("cluster.mode = \"process\" needs --node N (this process's node)");
@@ -513,7 +527,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   runtime::install_signal_handlers();
-  int rc = run_bench(args, *cfg, *plan);
+  int rc = stdout_status(run_bench(args, *cfg, *plan));
   env::eal_cleanup();
   return rc;
 }

@@ -67,7 +67,10 @@ its defaults (-l 0 --no-huge --no-pci --no-shconf -m 512).
 Output: one row per point: ops/s (verbs, or round trips for echo), Gbit/s of
 payload, latency percentiles of a doorbell batch (post to completion seen),
 the share of time the lcores were busy, and error completions. The exit
-status is 1 if any point saw an error completion.
+status is 1 if any point saw an error completion or completed no operation
+at all (every datagram dropped, say), or standard output could not be
+written; 2 for a bad command line, bad --device devargs included (checked
+before the EAL starts).
 
 Examples:
   rdtx-perf -l 0 --no-huge --no-pci -- --verb read --size 64 --batch 32 --outstanding 4
@@ -188,6 +191,12 @@ Params parse_args(std::vector<std::string> args, bool& list_drivers) {
     }
   }
   if (optind < static_cast<int>(args.size())) usage_error("unexpected argument '" + args[optind] + "'");
+  for (Verb v : p.verbs)
+    if (v == Verb::kOracle || v == Verb::kOracleFaa)
+      for (uint32_t b : p.batches)
+        if (b != 1)
+          usage_error("--batch " + std::to_string(b) + ": --verb " + to_string(v) +
+                      " is one READ, then one WRITE or FAA per timestamp transaction (batch 1)");
   return p;
 }
 
@@ -245,6 +254,9 @@ int main(int argc, char** argv) {
     for (const rdma::Driver* d : rdma::drivers()) std::printf("%-6s %s\n", d->name, d->help);
     return 0;
   }
+  // The devargs (unknown keys, bad values) before the EAL starts: a bad
+  // command line is exit 2.
+  if (auto dev = rdma::open_device(p.devargs); !dev.ok()) usage_error("--device " + dev.error().message);
   if (auto r = env::eal_init(cl); !r.ok()) {
     std::fprintf(stderr, "rdtx-perf: %s\n", r.error().message.c_str());
     return 1;
@@ -286,6 +298,13 @@ int main(int argc, char** argv) {
               }
               print_row(*pt);
               if (pt->errors > 0) rc = 1;
+              // Nothing completed (every datagram dropped, say): the point
+              // measured nothing, which is a failure, not 0 Mops/s.
+              if (pt->ops == 0 && !runtime::shutdown_requested()) {
+                std::fprintf(stderr, "rdtx-perf: %s %uB batch %u outstanding %u: no operation completed in %.2f s\n",
+                             to_string(v), size, batch, out, p.duration_s);
+                rc = 1;
+              }
               points.push_back(point_json(*pt));
             }
       }
@@ -312,5 +331,9 @@ int main(int argc, char** argv) {
     }
   }
   env::eal_cleanup();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "rdtx-perf: cannot write to standard output\n");
+    rc = 1;
+  }
   return rc;
 }
