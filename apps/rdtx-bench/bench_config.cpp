@@ -2,16 +2,21 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "env/virtual_clock.hpp"
+#include "history/format.hpp"
 #include "rdma/driver.hpp"
 #include "rpc/endpoint.hpp"
+#include "rpc/wire.hpp"
+#include "txn/item_batch.hpp"
 #include "runtime/loop.hpp"
 #include "txn/options.hpp"
 #include "txn/protocol.hpp"
@@ -207,6 +212,14 @@ std::string check_roles(const config::Config& c) {
   return "";
 }
 
+namespace {
+bool is_this_machine(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0) return true;
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 && host == name;
+}
+}  // namespace
+
 Result<std::vector<cluster::NodeAddress>> parse_hosts(const std::string& hosts) {
   std::vector<cluster::NodeAddress> out;
   if (hosts.empty()) return make_error(EINVAL, "empty: list host:port for every node");
@@ -224,19 +237,17 @@ Result<std::vector<cluster::NodeAddress>> parse_hosts(const std::string& hosts) 
     const unsigned long port = std::strtoul(item.c_str() + colon + 1, &rest, 10);
     if (*rest != '\0' || port == 0 || port > 65535)
       return make_error(EINVAL, "node %zu: port '%s' is not 1..65535", out.size(), item.c_str() + colon + 1);
+    // Two nodes at one address: the second could never listen there (node
+    // 0 would wait for it until cluster.connect_timeout_s).
+    for (const cluster::NodeAddress& a : out)
+      if (a.port == port && (a.host == host || (is_this_machine(a.host) && is_this_machine(host))))
+        return make_error(EINVAL, "node %zu: '%s' is node %u's address too: every node needs its own host:port",
+                          out.size(), item.c_str(), a.id);
     out.push_back({static_cast<uint32_t>(out.size()), host, static_cast<uint16_t>(port)});
     pos = end + 1;
   }
   return out;
 }
-
-namespace {
-bool is_this_machine(const std::string& host) {
-  if (host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0) return true;
-  char name[256] = {};
-  return gethostname(name, sizeof name - 1) == 0 && host == name;
-}
-}  // namespace
 
 uint32_t nodes_on_host_of(const std::vector<cluster::NodeAddress>& hosts, uint32_t self) {
   if (self >= hosts.size()) return 1;
@@ -268,6 +279,19 @@ Result<void> check_history_dir(const config::Config& cfg) {
                       cfg.origin("history.dir").c_str(), std::strerror(errno));
   std::fclose(f);
   std::remove(probe.c_str());
+  // History files of another run would be merged with this run's by
+  // rdtx-check (or refused by it only afterwards): refused now.
+  std::vector<std::string> old;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().extension() == history::kFileExtension) old.push_back(e.path().filename().string());
+  if (!old.empty()) {
+    std::sort(old.begin(), old.end());
+    std::string names;
+    for (size_t i = 0; i < old.size() && i < 3; ++i) names += (i ? ", " : "") + old[i];
+    if (old.size() > 3) names += " and " + std::to_string(old.size() - 3) + " more";
+    return make_error(EEXIST, "history.dir = '%s' (%s) holds another run's history files (%s): give an empty or new "
+                      "directory", dir.c_str(), cfg.origin("history.dir").c_str(), names.c_str());
+  }
   return {};
 }
 
@@ -351,6 +375,55 @@ Result<Plan> plan_from(const config::Config& cfg) {
   vt.max_pass_ns = static_cast<uint64_t>(cfg.get_float("run.virtual_max_pass_us") * 1000);
   rc.progress_interval_s = cfg.get_float("run.progress_s");
   return p;
+}
+
+Result<void> check_plan(const config::Config& cfg, const Plan& plan, const rdma::DeviceCaps& caps, int self) {
+  const run::RunConfig& rc = plan.run;
+  const cluster::ClusterConfig cc = run::sized_cluster(rc);
+  const std::vector<txn::TableDef> tables = rc.workload->tables(cc.data_nodes());
+  if (auto r = txn::region_bytes(*rc.protocol, rc.options, cc, tables, txn::max_declared(*rc.workload)); !r.ok())
+    return make_error(EINVAL, "txn.protocol = '%s': %s", rc.protocol->name, r.error().message.c_str());
+  if (auto r = txn::preflight(*rc.protocol, rc.options, cc, tables, txn::max_declared(*rc.workload), self); !r.ok())
+    return make_error(r.error().code, "%s", r.error().message.c_str());
+  // shm's pause_node (a node the driver stalls) must be a node of the
+  // cluster: another number pauses nothing, silently.
+  const std::string& devargs = cfg.get_string("cluster.devargs");
+  if (devargs.rfind("shm", 0) == 0 && (devargs.size() == 3 || devargs[3] == ','))
+    for (size_t at = devargs.find(",pause_node="); at != std::string::npos; at = devargs.find(",pause_node=", at + 1)) {
+      const std::string v = devargs.substr(at + 12, devargs.find(',', at + 1) - at - 12);
+      char* end = nullptr;
+      const unsigned long n = std::strtoul(v.c_str(), &end, 0);
+      if (*end == '\0' && n >= cc.nodes)
+        return make_error(EINVAL, "cluster.devargs = '%s' (%s): pause_node=%s is not a node of the cluster (0..%u)",
+                          shortened(devargs).c_str(), cfg.origin("cluster.devargs").c_str(), v.c_str(), cc.nodes - 1);
+    }
+  bool rpc = false;
+  for (int s = 0; s < static_cast<int>(txn::Stage::kCount_); ++s) {
+    const txn::Primitive p = rc.options.stage(static_cast<txn::Stage>(s));
+    rpc |= p == txn::Primitive::kRpc || p == txn::Primitive::kHybrid;
+  }
+  if (!rpc || caps.max_msg_size == 0) return {};
+  // One item of the largest record with its metadata, as ItemBatch packs
+  // a request or a reply, and an 8-byte prefix: a datagram that cannot
+  // hold it fails every transaction that touches the record.
+  uint32_t largest = 0;
+  std::string table;
+  for (const txn::TableDef& t : tables)
+    if (t.record_bytes > largest) {
+      largest = t.record_bytes;
+      table = t.name;
+    }
+  const uint64_t need = uint64_t{rpc::kDatagramOverhead} + sizeof(txn::ItemReply) + 8 +
+                        txn::pad8(rc.protocol->meta_bytes + largest);
+  if (need > caps.max_msg_size)
+    return make_error(EINVAL,
+                      "an RPC message of %llu bytes (a %u-byte record of table %s, its %u bytes of metadata and "
+                      "headers) does not fit the device's %u-byte datagrams (cluster.devargs = '%s', %s): raise "
+                      "the MTU, shrink the records, or run no stage over RPC",
+                      static_cast<unsigned long long>(need), largest, table.c_str(), rc.protocol->meta_bytes,
+                      caps.max_msg_size, shortened(devargs).c_str(),
+                      cfg.origin("cluster.devargs").c_str());
+  return {};
 }
 
 }  // namespace rdtx::bench

@@ -13,6 +13,7 @@
 #include "base/result.hpp"
 #include "cluster/bootstrap.hpp"
 #include "config/config.hpp"
+#include "rdma/rdma.hpp"
 #include "run/runner.hpp"
 #include "txn/workload.hpp"
 
@@ -31,7 +32,8 @@ uint32_t nodes_on_host_of(const std::vector<cluster::NodeAddress>& hosts, uint32
 std::string shortened(const std::string& s, size_t keep = 64);
 
 // history.dir (if set) is created and written to now, so that a bad
-// directory fails before the run rather than after it. EINVAL naming the key.
+// directory fails before the run rather than after it. EINVAL naming the key;
+// EEXIST, naming them, if it holds history files (another run's).
 Result<void> check_history_dir(const config::Config& cfg);
 
 // EAL options: --file-prefix must be a plain name (no '/'). EINVAL.
@@ -62,5 +64,16 @@ struct Plan {
 // every value, so this fails only if a name the schema allowed has no
 // implementation.
 Result<Plan> plan_from(const config::Config& cfg);
+
+// What the run asks of the protocol and the device, checked before the EAL
+// starts and anything is loaded: the protocol's region (txn::region_bytes:
+// NAM-DB's namdb.oracle_node within the cluster, CALVIN's
+// calvin.max_accesses not below the workload's largest set), and an RPC
+// message (the device's max_msg_size) that carries an item of the largest
+// record when a stage runs over RPC; what the protocol reads or writes
+// outside memory (txn::preflight: CALVIN's calvin.inputs directory and
+// calvin.replay recordings, of node `self` or, -1, of every node). EINVAL
+// naming the keys.
+Result<void> check_plan(const config::Config& cfg, const Plan& plan, const rdma::DeviceCaps& caps, int self = -1);
 
 }  // namespace rdtx::bench

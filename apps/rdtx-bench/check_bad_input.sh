@@ -67,5 +67,22 @@ expect 1 20 "no operation completed" -- "$perf" -- --verb echo --device shm,ud_d
 expect 2 10 "--batch 2: --verb oracle" -- "$perf" -- --verb oracle --batch 2 --duration 0.05 --warmup 0
 expect 2 10 "--device" -- "$perf" -- --device shm,latency_ns=-5 --duration 0.05 --warmup 0
 
+# Item 7: errors found before the EAL starts and anything loads (exit 2).
+expect 2 10 "namdb.oracle_node = 5, but the cluster has 4 nodes" -- "$bench" -- "${quick[@]}" \
+  --config "$conf/ycsb/namdb-onesided.toml" --set cluster.nodes=4 --set namdb.oracle_node=5
+expect 2 10 "calvin.max_accesses = 8 is below the largest read/write set" -- "$bench" -- "${quick[@]}" \
+  --config "$conf/tpcc-no/calvin-onesided.toml" --set calvin.max_accesses=8
+expect 2 10 "does not fit the device's 64-byte datagrams" -- "$bench" -- "${quick[@]}" \
+  --config "$conf/ycsb/occ-rpc.toml" --set cluster.devargs=shm,mtu=64 --set ycsb.record_bytes=4096
+
+# Item 8: refusals that were missing or came late.
+expect 2 10 "'127.0.0.1:17301' is node 0's address too" -- "$bench" -- "${quick[@]}" --node 0 \
+  --set cluster.mode=process --set cluster.hosts=127.0.0.1:17301,127.0.0.1:17301
+expect 2 10 "key 'latency_ns' given twice" -- "$bench" -- "${quick[@]}" --set cluster.devargs=shm,latency_ns=5,latency_ns=9
+expect 2 10 "pause_node=5 is not a node of the cluster (0..1)" -- "$bench" -- "${quick[@]}" \
+  --set cluster.devargs=shm,pause_node=5,pause_at_ms=1,pause_ms=1
+mkdir "$tmp/hist" && touch "$tmp/hist/history-n0-w0.rdtxh"
+expect 2 10 "holds another run's history files (history-n0-w0.rdtxh)" -- "$bench" -- "${quick[@]}" --history "$tmp/hist"
+
 echo "$((count - failed)) of $count cases passed"
 [ "$failed" -eq 0 ]

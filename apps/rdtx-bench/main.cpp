@@ -349,7 +349,7 @@ unsigned affinity_cpus() {
 
 // Everything between EAL init and cleanup, so that every object is gone
 // before the EAL is.
-int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
+int run_bench(const Args& args, const config::Config& cfg, Plan& plan, const rdma::DeviceCaps& device) {
   std::ofstream json;
   // A run that ends without a report leaves no JSON file (not an empty one).
   struct RemoveUnlessWritten {
@@ -367,11 +367,7 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan) {
       return 1;
     }
   }
-  auto caps = probe_device(cfg);
-  if (!caps.ok()) {
-    std::fprintf(stderr, "rdtx-bench: %s\n", caps.error().message.c_str());
-    return 2;
-  }
+  const rdma::DeviceCaps* caps = &device;
   // Virtual time and the lcores the EAL was given.
   if (auto r = run::check_virtual_time(plan.run); !r.ok()) {
     std::fprintf(stderr, "rdtx-bench: %s\n", r.error().message.c_str());
@@ -514,6 +510,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "rdtx-bench: %s\n", r.error().message.c_str());
       return 2;
     }
+  // The device (its devargs) and what the run asks of it and of the
+  // protocol, before the EAL starts and anything is loaded.
+  auto caps = probe_device(*cfg);
+  if (!caps.ok()) {
+    std::fprintf(stderr, "rdtx-bench: %s\n", caps.error().message.c_str());
+    return 2;
+  }
+  if (auto r = check_plan(*cfg, *plan, *caps, args.node); !r.ok()) {
+    std::fprintf(stderr, "rdtx-bench: %s\n", r.error().message.c_str());
+    return 2;
+  }
   // idle = auto counts the other node processes on this host against the
   // CPUs this process may use (read before the EAL pins the main thread).
   plan->run.host_share.host_cpus = affinity_cpus();
@@ -527,7 +534,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   runtime::install_signal_handlers();
-  int rc = stdout_status(run_bench(args, *cfg, *plan));
+  int rc = stdout_status(run_bench(args, *cfg, *plan, *caps));
   env::eal_cleanup();
   return rc;
 }

@@ -314,6 +314,13 @@ class Calvin final : public Protocol {
   // replayed. Returns its count; *final when it is the member's last.
   bool next_batch(Coordinator& c, uint32_t* count, bool* final);
   uint64_t active_of(uint64_t writers, uint32_t home) const;
+  // Asked before anything is loaded (rdtx-bench): a bound below the
+  // workload's largest set is refused then, not after loading the tables.
+  if (s.max_accesses != 0 && s.max_accesses < q.max_declared)
+    return make_error(EINVAL,
+                      "calvin.max_accesses = %u is below the largest read/write set the workload declares (%u "
+                      "accesses): set it to %u or more, or 0 (the workload's largest)",
+                      s.max_accesses, q.max_declared, q.max_declared);
   uint32_t reporter_of(const TxnInput& in, const DeclaredSet& d) const;
   uint64_t mint_id(Coordinator& c, CoState& cs, const TxnInput& in, const DeclaredSet& d);
   void record_batch(CoState& cs, const std::byte* crs, uint32_t count, bool final);

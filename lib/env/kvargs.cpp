@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <set>
 
 namespace rdtx::env {
 
@@ -30,6 +31,7 @@ Result<KvArgs> parse_kvargs(std::string_view text, const std::vector<std::string
   std::string rest(text.substr(comma + 1));
   // rte_kvargs accepts keys without '=' as flags; we require key=value.
   size_t start = 0;
+  std::set<std::string> seen;
   while (start <= rest.size()) {
     size_t end = rest.find(',', start);
     std::string item = rest.substr(start, end == std::string::npos ? std::string::npos : end - start);
@@ -41,6 +43,10 @@ Result<KvArgs> parse_kvargs(std::string_view text, const std::vector<std::string
     if (!known)
       return make_error(EINVAL, "devargs '%s': unknown key '%s' for driver '%s' (valid keys: %s)",
                         std::string(text).c_str(), key.c_str(), out.name.c_str(), join(valid_keys).c_str());
+    // rte_kvargs keeps both values and the getters read one: which one the
+    // user meant is not ours to guess.
+    if (!seen.insert(key).second)
+      return make_error(EINVAL, "devargs '%s': key '%s' given twice", std::string(text).c_str(), key.c_str());
     if (end == std::string::npos) break;
     start = end + 1;
   }

@@ -26,7 +26,7 @@ struct KvArgs {
 };
 
 // Parses "name[,key=value]*". Any key not in `valid_keys` is an error that
-// names it and lists the valid keys.
+// names it and lists the valid keys; a key given twice is an error naming it.
 Result<KvArgs> parse_kvargs(std::string_view text, const std::vector<std::string>& valid_keys);
 
 }  // namespace rdtx::env

@@ -39,9 +39,9 @@ std::vector<AbortReasonName> abort_reason_names(const ProtocolDef& def) {
   return v;
 }
 
-Result<uint64_t> region_bytes(const ProtocolDef& def, const Options& o, const cluster::ClusterConfig& cc,
-                              const std::vector<TableDef>& tables, uint32_t max_declared) {
-  if (def.region_bytes == nullptr) return uint64_t{0};
+namespace {
+RegionQuery query_of(const ProtocolDef& def, const Options& o, const cluster::ClusterConfig& cc,
+                     const std::vector<TableDef>& tables, uint32_t max_declared) {
   RegionQuery q;
   q.nodes = cc.nodes;
   q.workers_per_node = cc.workers_per_node;
@@ -54,7 +54,22 @@ Result<uint64_t> region_bytes(const ProtocolDef& def, const Options& o, const cl
   q.tables = static_cast<uint32_t>(tables.size());
   q.max_declared = max_declared;
   q.options = &o;
-  return def.region_bytes(q);
+  return q;
+}
+}  // namespace
+
+Result<uint64_t> region_bytes(const ProtocolDef& def, const Options& o, const cluster::ClusterConfig& cc,
+                              const std::vector<TableDef>& tables, uint32_t max_declared) {
+  if (def.region_bytes == nullptr) return uint64_t{0};
+  return def.region_bytes(query_of(def, o, cc, tables, max_declared));
+}
+
+Result<void> preflight(const ProtocolDef& def, const Options& o, const cluster::ClusterConfig& cc,
+                       const std::vector<TableDef>& tables, uint32_t max_declared, int32_t self) {
+  if (def.preflight == nullptr) return {};
+  RegionQuery q = query_of(def, o, cc, tables, max_declared);
+  q.self = self;
+  return def.preflight(q);
 }
 
 history::CheckOptions check_options(Isolation i) {

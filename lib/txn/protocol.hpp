@@ -138,6 +138,7 @@ struct RegionQuery {
   uint32_t tables = 0;            // the workload's tables
   uint32_t max_declared = 0;      // the largest Workload::max_declared() of any type
   const Options* options = nullptr;
+  int32_t self = -1;              // preflight: this process's node (process mode), -1: every node
 };
 
 struct AbortReasonName {
@@ -242,6 +243,11 @@ struct ProtocolDef {
   // engine erases the row on its owner before the commit stage
   // (row_changes.cpp).
   bool versions_erases = false;
+  // Checks, before anything is loaded, what the run will read or write
+  // outside memory (files its keys name: CALVIN's calvin.inputs directory,
+  // its calvin.replay recordings), for the nodes of this process (q.self).
+  // Fails naming the key and the file (nullptr: nothing to check).
+  Result<void> (*preflight)(const RegionQuery& q) = nullptr;
 };
 
 // Whether the protocol runs at level `i` (its own, or a weaker one it offers).
@@ -263,6 +269,11 @@ inline TupleShape tuple_shape(const ProtocolDef& def) {
 // `max_declared`: the workload's largest declared set (txn::max_declared).
 Result<uint64_t> region_bytes(const ProtocolDef& def, const Options& o, const cluster::ClusterConfig& cc,
                               const std::vector<TableDef>& tables, uint32_t max_declared);
+
+// ProtocolDef::preflight asked with the run's figures (as region_bytes);
+// `self`: this process's node, -1 for every node (the embedded cluster).
+Result<void> preflight(const ProtocolDef& def, const Options& o, const cluster::ClusterConfig& cc,
+                       const std::vector<TableDef>& tables, uint32_t max_declared, int32_t self);
 
 // Engine reasons then the protocol's, indexed by AbortReason.
 std::vector<AbortReasonName> abort_reason_names(const ProtocolDef& def);

@@ -1,6 +1,7 @@
 // rdtx-bench: the checks that decide whether a run passed.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 
 #include "rdtx-bench/report.hpp"
@@ -420,6 +421,18 @@ TEST(HistoryDir, AnUnwritableDirectoryFailsBeforeTheRun) {
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().message.find("history.dir"), std::string::npos) << r.error().message;
   }
+  {
+    // Another run's history files: refused, naming them (rdtx-check would
+    // merge them with this run's); an empty directory is fine.
+    std::filesystem::create_directories(base + "/used");
+    Loaded l = load({"history.record=true", "history.dir=" + base + "/used"});
+    EXPECT_TRUE(check_history_dir(l.cfg).ok());
+    std::ofstream(base + "/used/history-n0-w0.rdtxh") << "x";
+    auto r = check_history_dir(l.cfg);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("holds another run's history files (history-n0-w0.rdtxh)"), std::string::npos)
+        << r.error().message;
+  }
   if (geteuid() != 0) {  // root writes anywhere
     std::filesystem::create_directories(base + "/ro");
     std::filesystem::permissions(base + "/ro", std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
@@ -603,3 +616,54 @@ TEST(Csv, AnOverlongFirstLineIsRefusedNotReadWhole) {
   std::remove(path);
 }
 
+// What a configuration asks of the protocol and the device is checked
+// before the EAL starts and the tables load (issue 46 items 7 and 8): each
+// refusal names the key.
+TEST(CheckPlan, ProtocolRegionDeviceAndPauseNodeAreCheckedBeforeTheRun) {
+  auto error_of = [](std::vector<std::string> sets) -> std::string {
+    Loaded l = load(sets);
+    auto r = check_plan(l.cfg, l.plan, l.caps);
+    return r.ok() ? std::string() : r.error().message;
+  };
+  EXPECT_EQ(error_of({}), "");
+  EXPECT_NE(error_of({"txn.protocol=namdb", "cluster.nodes=4", "namdb.oracle_node=5"})
+                .find("namdb.oracle_node = 5, but the cluster has 4 nodes"),
+            std::string::npos);
+  EXPECT_NE(error_of({"txn.protocol=calvin", "ycsb.ops_per_txn=8", "calvin.max_accesses=4"})
+                .find("calvin.max_accesses = 4 is below the largest read/write set the workload declares (8"),
+            std::string::npos)
+      << error_of({"txn.protocol=calvin", "ycsb.ops_per_txn=8", "calvin.max_accesses=4"});
+  EXPECT_EQ(error_of({"txn.protocol=calvin", "ycsb.ops_per_txn=8", "calvin.max_accesses=8"}), "");
+  const std::vector<std::string> rpc = {"txn.pipeline.fetch=rpc", "txn.pipeline.lock=rpc", "txn.pipeline.validate=rpc",
+                                        "txn.pipeline.commit=rpc"};
+  auto with = [&rpc](std::vector<std::string> more) {
+    more.insert(more.begin(), rpc.begin(), rpc.end());
+    return more;
+  };
+  const std::string big = error_of(with({"cluster.devargs=shm,mtu=64", "ycsb.record_bytes=4096"}));
+  EXPECT_NE(big.find("does not fit the device's 64-byte datagrams (cluster.devargs = 'shm,mtu=64'"),
+            std::string::npos)
+      << big;
+  EXPECT_EQ(error_of(with({"cluster.devargs=shm,mtu=4096", "ycsb.record_bytes=1024"})), "");
+  // One-sided stages send no records over RPC.
+  EXPECT_EQ(error_of({"cluster.devargs=shm,mtu=64", "ycsb.record_bytes=4096", "txn.pipeline.fetch=onesided",
+                      "txn.pipeline.lock=onesided", "txn.pipeline.validate=onesided",
+                      "txn.pipeline.commit=onesided"}),
+            "");
+  EXPECT_NE(error_of({"cluster.devargs=shm,pause_node=5,pause_at_ms=1,pause_ms=1"})
+                .find("pause_node=5 is not a node of the cluster (0..1)"),
+            std::string::npos)
+      << error_of({"cluster.devargs=shm,pause_node=5,pause_at_ms=1,pause_ms=1"});
+  EXPECT_EQ(error_of({"cluster.devargs=shm,pause_node=1,pause_at_ms=1,pause_ms=1"}), "");
+}
+
+// Two nodes at one address: refused at once, not after a 30 s wait for a
+// node that could never listen there.
+TEST(Hosts, ADuplicateAddressIsRefused) {
+  auto dup = parse_hosts("127.0.0.1:17301,127.0.0.1:17301");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.error().message.find("node 1: '127.0.0.1:17301' is node 0's address too"), std::string::npos)
+      << dup.error().message;
+  EXPECT_FALSE(parse_hosts("localhost:9000,a:1,127.0.0.1:9000").ok());
+  EXPECT_TRUE(parse_hosts("127.0.0.1:17301,127.0.0.1:17302,b:17301").ok());
+}

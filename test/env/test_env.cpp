@@ -136,6 +136,11 @@ TEST(KvArgs, ParsesAndValidates) {
   EXPECT_NE(bad.error().message.find("unknown key 'latncy_ns'"), std::string::npos) << bad.error().message;
   EXPECT_NE(bad.error().message.find("latency_ns, bw_gbps"), std::string::npos);
 
+  // A key given twice: which value is meant is not guessed (issue 46 item 8).
+  auto twice = parse_kvargs("shm,latency_ns=5,latency_ns=9", {"latency_ns"});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.error().message.find("key 'latency_ns' given twice"), std::string::npos) << twice.error().message;
+
   EXPECT_FALSE(parse_kvargs("shm,flag", {"flag"}).ok());
   EXPECT_FALSE(parse_kvargs(",a=1", {"a"}).ok());
   auto neg = parse_kvargs("shm,latency_ns=-1", {"latency_ns"});
