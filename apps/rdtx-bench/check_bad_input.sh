@@ -72,6 +72,10 @@ expect 2 10 "namdb.oracle_node = 5, but the cluster has 4 nodes" -- "$bench" -- 
   --config "$conf/ycsb/namdb-onesided.toml" --set cluster.nodes=4 --set namdb.oracle_node=5
 expect 2 10 "calvin.max_accesses = 8 is below the largest read/write set" -- "$bench" -- "${quick[@]}" \
   --config "$conf/tpcc-no/calvin-onesided.toml" --set calvin.max_accesses=8
+expect 2 10 "calvin.inputs = '/nonexistent-rdtx/in': no directory" -- "$bench" -- "${quick[@]}" \
+  --config "$conf/smallbank/calvin-onesided.toml" --set calvin.inputs=/nonexistent-rdtx/in
+expect 2 10 "calvin.replay: cannot open $tmp/none.n0w0c0" -- "$bench" -- "${quick[@]}" \
+  --config "$conf/smallbank/calvin-onesided.toml" --set calvin.replay="$tmp/none"
 expect 2 10 "does not fit the device's 64-byte datagrams" -- "$bench" -- "${quick[@]}" \
   --config "$conf/ycsb/occ-rpc.toml" --set cluster.devargs=shm,mtu=64 --set ycsb.record_bytes=4096
 
@@ -83,6 +87,18 @@ expect 2 10 "pause_node=5 is not a node of the cluster (0..1)" -- "$bench" -- "$
   --set cluster.devargs=shm,pause_node=5,pause_at_ms=1,pause_ms=1
 mkdir "$tmp/hist" && touch "$tmp/hist/history-n0-w0.rdtxh"
 expect 2 10 "holds another run's history files (history-n0-w0.rdtxh)" -- "$bench" -- "${quick[@]}" --history "$tmp/hist"
+
+# Items 2 and 3: a replay reads bounded regular files, and only the
+# recording of this configuration, undamaged.
+calvin=("$bench" -- "${quick[@]}" --config "$conf/smallbank/calvin-onesided.toml" --set smallbank.accounts_per_node=1000)
+for n in 0 1; do ln -s /dev/zero "$tmp/zero.n${n}w0c0"; done
+expect 2 10 "calvin.replay: $tmp/zero.n0w0c0 is not a regular file" -- "${calvin[@]}" --set calvin.replay="$tmp/zero"
+expect 0 30 "" -- "${calvin[@]}" --set calvin.inputs="$tmp/in"
+expect 0 30 "" -- "${calvin[@]}" --set calvin.replay="$tmp/in"
+expect 2 10 "calvin.replay: $tmp/in.n0w0c0 was recorded under another configuration" -- "${calvin[@]}" \
+  --set smallbank.accounts_per_node=2000 --set calvin.replay="$tmp/in"
+printf '\x5a' | dd of="$tmp/in.n1w0c0" bs=1 seek=40 conv=notrunc status=none
+expect 2 10 "calvin.replay: $tmp/in.n1w0c0 is damaged" -- "${calvin[@]}" --set calvin.replay="$tmp/in"
 
 echo "$((count - failed)) of $count cases passed"
 [ "$failed" -eq 0 ]

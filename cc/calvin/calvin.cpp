@@ -62,7 +62,11 @@
 // word and the bytes) matches: WRITEs land in no particular word order.
 #include "cc/calvin/calvin.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <bit>
 #include <cstdarg>
@@ -75,6 +79,7 @@
 #include "cc/calvin/lock_manager.hpp"
 #include "env/log.hpp"
 #include "env/tsc.hpp"
+#include "runtime/shutdown.hpp"
 #include "txn/engine.hpp"
 #include "txn/stages/copy_check.hpp"
 
@@ -185,14 +190,137 @@ Settings settings_of(const Options& o) {
 }
 
 // The recorded inputs of one coordinator (calvin.inputs / calvin.replay):
-// a magic word, then per epoch {count | final << 31 (8 bytes)} and count CRs.
-constexpr uint64_t kInputsMagic = 0x3174757069766c63ull;  // "clviput1"
+// a magic word, the recording's fingerprint (recording_fingerprint), then
+// per epoch {count | final << 31 (8 bytes)} and count CRs, then a checksum
+// (FNV-1a) of everything before it. A replay proves it replays the
+// recorded run: a damaged file or one recorded under another configuration
+// is refused before anything is loaded (preflight_of).
+constexpr uint64_t kInputsMagic = 0x3274757069766c63ull;  // "clviput2"
+constexpr size_t kInputsHeader = 16;                       // magic, fingerprint
 std::string inputs_file(const std::string& base, uint32_t node, uint32_t worker, uint32_t co) {
   return base + ".n" + std::to_string(node) + "w" + std::to_string(worker) + "c" + std::to_string(co);
 }
 
+uint64_t fnv1a(const std::byte* p, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<uint8_t>(p[i])) * 0x100000001b3ull;
+  return h;
+}
+
+// What the recorded inputs depend on: the workload and its keys, the
+// cluster's shape and coroutines (Options::input_fingerprint), the epoch
+// size and the CR's layout.
+uint64_t recording_fingerprint(const Options& o, uint32_t epoch_size) {
+  const uint64_t own[] = {o.input_fingerprint, epoch_size, sizeof(Cr)};
+  return fnv1a(reinterpret_cast<const std::byte*>(own), sizeof own);
+}
+
+// A recording of at most `record_epochs` epochs: its largest file.
+uint64_t max_inputs_bytes(uint64_t record_epochs, uint32_t epoch_size) {
+  return kInputsHeader + record_epochs * (8 + uint64_t{epoch_size} * sizeof(Cr)) + 8;
+}
+
+// Reads and proves one recording: a regular file (a device would never end
+// the read), at most `max_bytes` long (read in bounded steps, and stopped
+// by SIGINT/SIGTERM), its checksum and fingerprint right. Returns its bytes
+// without the checksum. Errors name the file and what was wrong.
+Result<std::vector<std::byte>> read_inputs(const std::string& path, uint64_t fingerprint, uint64_t max_bytes,
+                                           uint64_t record_epochs) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return make_error(ENOENT, "calvin.replay: cannot open %s: %s", path.c_str(), std::strerror(errno));
+  struct stat st;
+  if (::fstat(::fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    std::fclose(f);
+    return make_error(EINVAL, "calvin.replay: %s is not a regular file", path.c_str());
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > max_bytes) {
+    std::fclose(f);
+    return make_error(EFBIG,
+                      "calvin.replay: %s has %llu bytes, more than a recording of calvin.record_epochs = %llu epochs "
+                      "(%llu bytes): not a recording of this configuration, or raise calvin.record_epochs",
+                      path.c_str(), static_cast<unsigned long long>(size),
+                      static_cast<unsigned long long>(record_epochs), static_cast<unsigned long long>(max_bytes));
+  }
+  std::vector<std::byte> v(size);
+  size_t got = 0;
+  while (got < size) {
+    if (runtime::shutdown_requested()) {
+      std::fclose(f);
+      return make_error(ECANCELED, "calvin.replay: reading %s interrupted", path.c_str());
+    }
+    const size_t n = std::fread(v.data() + got, 1, std::min<size_t>(size - got, 1 << 20), f);
+    if (n == 0) break;
+    got += n;
+  }
+  std::fclose(f);
+  if (got != size) return make_error(EIO, "calvin.replay: cannot read %s", path.c_str());
+  uint64_t magic = 0, fp = 0, sum = 0;
+  if (size >= kInputsHeader + 8) {
+    std::memcpy(&magic, v.data(), 8);
+    std::memcpy(&fp, v.data() + 8, 8);
+    std::memcpy(&sum, v.data() + size - 8, 8);
+  }
+  if (magic != kInputsMagic)
+    return make_error(EINVAL, "calvin.replay: %s is not a CALVIN inputs file (of this version)", path.c_str());
+  if (sum != fnv1a(v.data(), size - 8))
+    return make_error(EINVAL, "calvin.replay: %s is damaged (its checksum does not match its contents)", path.c_str());
+  if (fp != fingerprint)
+    return make_error(EINVAL,
+                      "calvin.replay: %s was recorded under another configuration (the workload or its keys, "
+                      "cluster.nodes, cluster.workers_per_node, txn.coroutines or calvin.epoch_size differ): "
+                      "replay it with the recording's",
+                      path.c_str());
+  v.resize(size - 8);
+  return v;
+}
+
+// The nodes of this process: q.self, or every node.
+template <typename F>
+Result<void> for_each_file(const RegionQuery& q, const std::string& base, F&& f) {
+  for (uint32_t n = 0; n < q.nodes; ++n) {
+    if (q.self >= 0 && n != static_cast<uint32_t>(q.self)) continue;
+    for (uint32_t w = 0; w < q.workers_per_node; ++w)
+      for (uint32_t co = 0; co < q.coroutines; ++co) RDTX_TRY(f(inputs_file(base, n, w, co)));
+  }
+  return {};
+}
+
+// calvin.inputs: its directory exists and takes files; calvin.replay:
+// every recording of this process's coordinators is there, whole, and of
+// this configuration (read_inputs).
+Result<void> preflight_of(const RegionQuery& q) {
+  const Settings s = settings_of(*q.options);
+  if (!s.inputs.empty()) {
+    const size_t slash = s.inputs.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : s.inputs.substr(0, slash);
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return make_error(EINVAL, "calvin.inputs = '%s': no directory %s for its files", s.inputs.c_str(), dir.c_str());
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+      return make_error(EINVAL, "calvin.inputs = '%s': cannot create files in %s: %s", s.inputs.c_str(), dir.c_str(),
+                        std::strerror(errno));
+  }
+  if (!s.replay.empty()) {
+    const uint64_t fp = recording_fingerprint(*q.options, s.epoch_size);
+    const uint64_t max_bytes = max_inputs_bytes(s.record_epochs, s.epoch_size);
+    return for_each_file(q, s.replay, [&](const std::string& path) -> Result<void> {
+      auto v = read_inputs(path, fp, max_bytes, s.record_epochs);
+      if (!v.ok()) return v.error();
+      return {};
+    });
+  }
+  return {};
+}
+
 Result<uint64_t> region_bytes_of(const RegionQuery& q) {
   const Settings s = settings_of(*q.options);
+  // Asked before anything is loaded (rdtx-bench): a bound below the
+  // workload's largest set is refused then, not after loading the tables.
+  if (s.max_accesses != 0 && s.max_accesses < q.max_declared)
+    return make_error(EINVAL,
+                      "calvin.max_accesses = %u is below the largest read/write set the workload declares (%u "
+                      "accesses): set it to %u or more, or 0 (the workload's largest)",
+                      s.max_accesses, q.max_declared, q.max_declared);
   const uint32_t max_accesses = s.max_accesses != 0   ? s.max_accesses
                                 : q.max_declared != 0 ? q.max_declared
                                                       : kDefaultMaxAccesses;
@@ -278,7 +406,7 @@ struct CoState {
   std::vector<std::byte> recorded;
   bool record_full = false;
   std::vector<std::byte> replay;
-  size_t replay_at = 8;
+  size_t replay_at = kInputsHeader;
   // The epoch's sequencing (broadcast, waits for the batches): charged to
   // the first transaction of the epoch this member reports.
   stats::VerbCounts sequence_net;
@@ -314,13 +442,6 @@ class Calvin final : public Protocol {
   // replayed. Returns its count; *final when it is the member's last.
   bool next_batch(Coordinator& c, uint32_t* count, bool* final);
   uint64_t active_of(uint64_t writers, uint32_t home) const;
-  // Asked before anything is loaded (rdtx-bench): a bound below the
-  // workload's largest set is refused then, not after loading the tables.
-  if (s.max_accesses != 0 && s.max_accesses < q.max_declared)
-    return make_error(EINVAL,
-                      "calvin.max_accesses = %u is below the largest read/write set the workload declares (%u "
-                      "accesses): set it to %u or more, or 0 (the workload's largest)",
-                      s.max_accesses, q.max_declared, q.max_declared);
   uint32_t reporter_of(const TxnInput& in, const DeclaredSet& d) const;
   uint64_t mint_id(Coordinator& c, CoState& cs, const TxnInput& in, const DeclaredSet& d);
   void record_batch(CoState& cs, const std::byte* crs, uint32_t count, bool final);
@@ -474,9 +595,11 @@ Result<void> Calvin::init() {
       cs.forward_replies.resize(size_t{nodes_} * ((g_.slot_payload + forward_chunk_ - 1) / forward_chunk_));
     cs.gen_tsc.resize(s_.epoch_size);
     if (!s_.inputs.empty()) {
-      cs.recorded.reserve(8 + s_.record_epochs * (8 + s_.epoch_size * g_.cr_bytes));
-      cs.recorded.resize(8);
+      cs.recorded.reserve(max_inputs_bytes(s_.record_epochs, s_.epoch_size));
+      cs.recorded.resize(kInputsHeader);
+      const uint64_t fp = recording_fingerprint(o_, s_.epoch_size);
       std::memcpy(cs.recorded.data(), &kInputsMagic, 8);
+      std::memcpy(cs.recorded.data() + 8, &fp, 8);
     }
   }
   if (!s_.replay.empty())
@@ -1303,7 +1426,7 @@ uint64_t Calvin::mint_id(Coordinator& c, CoState& cs, const TxnInput& in, const 
 void Calvin::record_batch(CoState& cs, const std::byte* crs, uint32_t count, bool final) {
   if (s_.inputs.empty() || cs.record_full) return;
   const size_t bytes = 8 + count * g_.cr_bytes;
-  if (cs.recorded.size() + bytes > cs.recorded.capacity()) {
+  if (cs.recorded.size() + bytes + 8 > max_inputs_bytes(s_.record_epochs, s_.epoch_size)) {
     cs.record_full = true;
     return;
   }
@@ -1320,24 +1443,20 @@ void Calvin::write_recording(Coordinator& c) {
   if (cs.record_full)
     RDTX_LOG(calvin_log(), Warning, "%s: more than calvin.record_epochs = %llu epochs; the file holds the first ones",
              path.c_str(), static_cast<unsigned long long>(s_.record_epochs));
+  const uint64_t sum = fnv1a(cs.recorded.data(), cs.recorded.size());
   std::FILE* f = std::fopen(path.c_str(), "wb");
-  const bool ok = f != nullptr && std::fwrite(cs.recorded.data(), 1, cs.recorded.size(), f) == cs.recorded.size();
+  const bool ok = f != nullptr && std::fwrite(cs.recorded.data(), 1, cs.recorded.size(), f) == cs.recorded.size() &&
+                  std::fwrite(&sum, 1, 8, f) == 8;
   if (f != nullptr && std::fclose(f) != 0) fail(c, "calvin.inputs: cannot write %s", path.c_str());
   else if (!ok) fail(c, "calvin.inputs: cannot write %s", path.c_str());
 }
 
 Result<void> Calvin::load_replay(uint32_t co) {
   const std::string path = inputs_file(s_.replay, me_, e_.ctx().index, co);
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return make_error(ENOENT, "calvin.replay: cannot open %s", path.c_str());
-  std::vector<std::byte>& v = co_[co].replay;
-  std::byte buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) v.insert(v.end(), buf, buf + n);
-  std::fclose(f);
-  uint64_t magic = 0;
-  if (v.size() >= 8) std::memcpy(&magic, v.data(), 8);
-  if (magic != kInputsMagic) return make_error(EINVAL, "calvin.replay: %s is not a CALVIN inputs file", path.c_str());
+  auto v = read_inputs(path, recording_fingerprint(o_, s_.epoch_size),
+                       max_inputs_bytes(s_.record_epochs, s_.epoch_size), s_.record_epochs);
+  if (!v.ok()) return v.error();
+  co_[co].replay = std::move(*v);
   return {};
 }
 
@@ -1412,6 +1531,10 @@ const ProtocolDef kDef = {
     {},
     false,
     kSplitRefusal,
+    false,  // region_per_node
+    0,      // fetch_record_slots
+    false,  // versions_erases
+    preflight_of,
 };
 RDTX_REGISTER_PROTOCOL(kDef)
 
@@ -1446,6 +1569,10 @@ const ProtocolDef kEarlyReadsForTests = {
     {},
     false,
     kSplitRefusal,
+    false,  // region_per_node
+    0,      // fetch_record_slots
+    false,  // versions_erases
+    preflight_of,
 };
 RDTX_REGISTER_PROTOCOL(kEarlyReadsForTests)
 

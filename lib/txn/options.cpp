@@ -236,7 +236,24 @@ Options options_from(const config::Config& cfg) {
     }
   for (const auto& [path, value] : cfg.flat())
     if (own.find(path) != nullptr) o.protocol_settings.emplace_back(path, value);
+  o.input_fingerprint = input_fingerprint_of(cfg);
   return o;
+}
+
+uint64_t input_fingerprint_of(const config::Config& cfg) {
+  std::string workload;
+  for (const auto& [path, value] : cfg.flat())
+    if (path == "workload") workload = value.size() >= 2 ? value.substr(1, value.size() - 2) : value;
+  // FNV-1a over "key=value\n" of the keys the inputs depend on, in key order.
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& [path, value] : cfg.flat()) {
+    const bool wanted = path == "workload" || (!workload.empty() && path.rfind(workload + ".", 0) == 0) ||
+                        path == "cluster.nodes" || path == "cluster.workers_per_node" ||
+                        path == "cluster.memory_nodes" || path == "txn.coroutines";
+    if (!wanted) continue;
+    for (char ch : path + "=" + value + "\n") h = (h ^ static_cast<unsigned char>(ch)) * 0x100000001b3ull;
+  }
+  return h;
 }
 
 int64_t Options::setting_int(std::string_view path, int64_t def) const {

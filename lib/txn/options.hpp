@@ -79,6 +79,12 @@ struct Options {
   // configuration, as the tests do) takes the default the protocol gives.
   std::vector<std::pair<std::string, std::string>> protocol_settings;
 
+  // A hash of what a run's generated inputs depend on: `workload` and its
+  // keys, cluster.nodes, cluster.workers_per_node, cluster.memory_nodes and
+  // txn.coroutines. A recording of inputs (CALVIN's calvin.inputs) carries
+  // it, and is replayed only under the same (0: no configuration).
+  uint64_t input_fingerprint = 0;
+
   Primitive stage(Stage s) const { return pipeline[static_cast<int>(s)]; }
   // A protocol setting as an integer, or `def` if absent.
   int64_t setting_int(std::string_view path, int64_t def) const;
@@ -91,6 +97,8 @@ struct Options {
 void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& protocols);
 // Reads the options; the schema checks have already validated the pipeline.
 Options options_from(const config::Config& cfg);
+// Options::input_fingerprint of a configuration.
+uint64_t input_fingerprint_of(const config::Config& cfg);
 // Checks a pipeline against a protocol: each stage it lacks must be left at
 // its default, each stage it has must use a primitive it supports. The error
 // names the key, where it was set, and the allowed values.

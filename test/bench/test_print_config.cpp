@@ -52,6 +52,7 @@ TEST(PrintConfig, EveryPresetRoundTrips) {
     for (int s = 0; s < static_cast<int>(txn::Stage::kCount_); ++s)
       EXPECT_EQ(a.pipeline[s], b.pipeline[s]) << txn::to_string(static_cast<txn::Stage>(s));
     EXPECT_EQ(a.protocol_settings, b.protocol_settings);
+    EXPECT_EQ(a.input_fingerprint, b.input_fingerprint);
     EXPECT_EQ(back->to_config_file(schema), printed);
   }
 }

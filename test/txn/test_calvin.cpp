@@ -337,6 +337,12 @@ TEST(Calvin, ReplayOfRecordedInputsReachesTheSameState) {
   auto rep = run_calvin({{"calvin.replay", base}}, 99);  // another seed: the inputs come from the files
   ASSERT_TRUE(rep.ok()) << rep.error().message;
   EXPECT_EQ(rep->checksum, rec->checksum) << "the replay ended in another state";
+  // Recorded under another configuration: refused, not replayed into
+  // another run's tables (issue 46 item 3).
+  auto other = run_calvin({{"calvin.replay", base}, {"calvin.epoch_size", "5"}}, 7);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.error().message.find("was recorded under another configuration"), std::string::npos)
+      << other.error().message;
   // A changed input: the first DepositChecking (type 2) of node 0's
   // coordinator 0 becomes a Balance (read-only, same account), so the money
   // in the database differs by the deposit whatever runs after it. (Amounts
@@ -348,10 +354,12 @@ TEST(Calvin, ReplayOfRecordedInputsReachesTheSameState) {
   std::vector<std::byte> bytes(1 << 24);
   bytes.resize(std::fread(bytes.data(), 1, bytes.size(), in));
   std::fclose(in);
-  // Layout: magic, then per epoch {count word} + count x {ts, id, TxnInput}.
+  // Layout: magic, fingerprint, then per epoch {count word} + count x {ts,
+  // id, TxnInput}, then the checksum (FNV-1a of everything before it).
   constexpr size_t kCr = 16 + sizeof(TxnInput);
+  ASSERT_GE(bytes.size(), 24u);
   bool changed = false;
-  for (size_t at = 8; at + 8 <= bytes.size() && !changed;) {
+  for (size_t at = 16; at + 16 <= bytes.size() && !changed;) {
     uint64_t w;
     std::memcpy(&w, bytes.data() + at, 8);
     const uint64_t n = w & ((uint64_t{1} << 31) - 1);
@@ -367,10 +375,23 @@ TEST(Calvin, ReplayOfRecordedInputsReachesTheSameState) {
     at += 8 + n * kCr;
   }
   ASSERT_TRUE(changed) << "no deposit recorded in " << f;
-  std::FILE* out = std::fopen(f.c_str(), "wb");
-  ASSERT_NE(out, nullptr);
-  ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), out), bytes.size());
-  std::fclose(out);
+  auto write_file = [&f](const std::vector<std::byte>& b) {
+    std::FILE* out = std::fopen(f.c_str(), "wb");
+    ASSERT_NE(out, nullptr);
+    ASSERT_EQ(std::fwrite(b.data(), 1, b.size(), out), b.size());
+    std::fclose(out);
+  };
+  // Changed behind the checksum's back (a bit flip): refused, naming the file
+  // (issue 46 item 3).
+  write_file(bytes);
+  auto damaged = run_calvin({{"calvin.replay", base}}, 7);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.error().message.find(f + " is damaged"), std::string::npos) << damaged.error().message;
+  // With its checksum made right: it replays, to another state.
+  uint64_t sum = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i + 8 < bytes.size(); ++i) sum = (sum ^ static_cast<uint8_t>(bytes[i])) * 0x100000001b3ull;
+  std::memcpy(bytes.data() + bytes.size() - 8, &sum, 8);
+  write_file(bytes);
   auto changed_rep = run_calvin({{"calvin.replay", base}}, 7);
   ASSERT_TRUE(changed_rep.ok()) << changed_rep.error().message;
   EXPECT_NE(changed_rep->checksum, rec->checksum) << "a changed input replayed to the same state";
