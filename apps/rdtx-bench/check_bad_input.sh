@@ -100,5 +100,44 @@ expect 2 10 "calvin.replay: $tmp/in.n0w0c0 was recorded under another configurat
 printf '\x5a' | dd of="$tmp/in.n1w0c0" bs=1 seek=40 conv=notrunc status=none
 expect 2 10 "calvin.replay: $tmp/in.n1w0c0 is damaged" -- "${calvin[@]}" --set calvin.replay="$tmp/in"
 
+# Item 9: a run removes its EAL runtime directory (without --no-shconf it
+# holds the primary's config and memory maps too); --cleanup removes what
+# a run killed with SIGKILL left, and nothing of a live process.
+if [ "$(id -u)" -eq 0 ]; then rt=/var/run/dpdk; else rt=${XDG_RUNTIME_DIR:-/tmp}/dpdk; fi
+count=$((count + 1))
+"$bench" -l 0 --no-huge --no-pci -m 512 -- "${quick[@]}" >/dev/null 2>&1 &
+pid=$!
+wait $pid
+if [ -e "$rt/rdtx-$pid" ]; then
+  echo "FAILED  a run left its EAL runtime directory $rt/rdtx-$pid: $(ls "$rt/rdtx-$pid" | tr '\n' ' ')"
+  failed=$((failed + 1))
+else
+  echo "ok      a run removes its EAL runtime directory"
+fi
+count=$((count + 1))
+"$bench" -- -q --no-progress --duration 60 --warmup 0 >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+  ls /dev/shm/rdtx.rdtx-"$pid"-* >/dev/null 2>&1 && [ -d "$rt/rdtx-$pid" ] && break
+  sleep 0.1
+done
+kill -9 $pid
+wait $pid 2>/dev/null
+mkdir -p "$rt/rdtx-$$" && touch "$rt/rdtx-$$/config"  # a live process's: kept
+left=$(ls /dev/shm/rdtx.rdtx-"$pid"-* 2>/dev/null | wc -l)
+if [ "$left" -eq 0 ] || [ ! -d "$rt/rdtx-$pid" ]; then
+  echo "FAILED  the killed run left nothing to clean up (shm files: $left, $rt/rdtx-$pid)"
+  failed=$((failed + 1))
+elif ! out=$("$bench" --cleanup 2>&1) || [[ "$out" != *"removed $rt/rdtx-$pid"* ]]; then
+  echo "FAILED  rdtx-bench --cleanup: $out"
+  failed=$((failed + 1))
+elif ls /dev/shm/rdtx.rdtx-"$pid"-* >/dev/null 2>&1 || [ -e "$rt/rdtx-$pid" ] || [ ! -e "$rt/rdtx-$$/config" ]; then
+  echo "FAILED  rdtx-bench --cleanup left the killed run's files, or removed a live process's"
+  failed=$((failed + 1))
+else
+  echo "ok      rdtx-bench --cleanup removed a killed run's $left shm files and $rt/rdtx-$pid"
+fi
+rm -rf "${rt:?}/rdtx-$$"
+
 echo "$((count - failed)) of $count cases passed"
 [ "$failed" -eq 0 ]

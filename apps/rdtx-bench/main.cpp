@@ -82,6 +82,11 @@ Options:
                        one the tests run; then exit
   --list-workloads=stress
                        the same, only the workloads the stress suites run
+  --cleanup            remove what runs killed outright (kill -9) left on
+                       this host: the shm driver's /dev/shm files of nodes
+                       whose process is gone, and the EAL runtime
+                       directories (rdtx-<pid>) of processes that are gone;
+                       then exit. Live runs' files are never touched
   -h, --help           this text
 
 Without EAL options (no '--', or nothing before it) the EAL runs with
@@ -142,6 +147,7 @@ struct Args {
   bool list = false;
   bool list_workloads = false;
   bool list_stress_only = false;  // --list-workloads=stress
+  bool cleanup = false;           // --cleanup
   bool steady_state_required = true;  // --no-steady-state: reported, not failing
 };
 
@@ -154,7 +160,7 @@ bool wants_help(const std::vector<std::string>& app) {
 Args parse_args(std::vector<std::string> args) {
   Args a;
   enum { kConfig = 1, kSet, kDuration, kWarmup, kSeed, kJson, kCsv, kNoProgress, kHistory, kNode, kPrintConfig, kKeys, kList,
-         kListWorkloads, kNoSteadyState };
+         kListWorkloads, kNoSteadyState, kCleanup };
   static const option opts[] = {
       {"config", required_argument, nullptr, kConfig},
       {"set", required_argument, nullptr, kSet},
@@ -172,6 +178,7 @@ Args parse_args(std::vector<std::string> args) {
       {"keys", no_argument, nullptr, kKeys},
       {"list", no_argument, nullptr, kList},
       {"list-workloads", optional_argument, nullptr, kListWorkloads},
+      {"cleanup", no_argument, nullptr, kCleanup},
       {nullptr, 0, nullptr, 0},
   };
   std::vector<char*> argv;
@@ -235,6 +242,9 @@ Args parse_args(std::vector<std::string> args) {
         break;
       case kKeys:
         a.keys = true;
+        break;
+      case kCleanup:
+        a.cleanup = true;
         break;
       case kList:
         a.list = true;
@@ -478,6 +488,16 @@ int main(int argc, char** argv) {
   }
   if (args.list_workloads) {
     print_workloads_machine(args.list_stress_only);
+    return stdout_status(0);
+  }
+  if (args.cleanup) {
+    // What runs killed outright left: their nodes' /dev/shm files and their
+    // EAL runtime directories (only of processes that are gone).
+    rdma::shm::reclaim_dead_nodes();
+    const std::vector<std::string> dirs = env::remove_dead_runtime_dirs();
+    for (const std::string& d : dirs) std::printf("removed %s\n", d.c_str());
+    std::printf("rdtx-bench --cleanup: the shm files of dead nodes reclaimed, %zu EAL runtime director%s of dead "
+                "runs removed\n", dirs.size(), dirs.size() == 1 ? "y" : "ies");
     return stdout_status(0);
   }
   auto cfg = config::Config::load(schema, args.config_file, args.overrides);

@@ -8,9 +8,14 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <climits>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,13 +29,24 @@ namespace {
 std::atomic<bool> g_initialized{false};  // set once by eal_init
 char g_runtime_dir[4096];                 // the EAL's runtime directory, removed at exit
 
-// With --no-shconf nothing removes /var/run/dpdk/<prefix>/, which then
-// holds only this process's telemetry socket: remove both at exit (a
-// thousand runs would leave a thousand directories). rmdir leaves a
-// directory that still has other files (shared config of a primary).
+// Nothing in DPDK removes /var/run/dpdk/<prefix>/ at exit: it keeps this
+// process's telemetry socket and, without --no-shconf, the primary's shared
+// configuration and memory maps (config, fbarray_*, mp_socket*,
+// hugepage_info), which only this process, the primary, uses (rdtx starts
+// no secondaries). Remove those and the directory at exit: a thousand runs
+// would leave a thousand directories. rmdir leaves a directory that still
+// holds anything else.
+bool is_eal_runtime_file(const std::string& name) {
+  for (const char* prefix : {"fbarray_", "mp_socket", "dpdk_telemetry"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return name == "config" || name == "hugepage_info";
+}
+
 void remove_runtime_dir() {
   if (g_runtime_dir[0] == '\0') return;
-  (void)unlink((std::string(g_runtime_dir) + "/dpdk_telemetry.v2").c_str());
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(g_runtime_dir, ec))
+    if (is_eal_runtime_file(f.path().filename().string())) (void)unlink(f.path().c_str());
   (void)rmdir(g_runtime_dir);
 }
 
@@ -118,6 +134,34 @@ void eal_cleanup() {
 }
 
 bool eal_initialized() { return g_initialized.load(); }
+
+std::vector<std::string> remove_dead_runtime_dirs() {
+  // Where the EAL puts them (eal_get_baseline_runtime_dir): /var/run for
+  // root, else $XDG_RUNTIME_DIR or /tmp.
+  std::vector<std::string> bases = {"/var/run/dpdk", "/tmp/dpdk"};
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg != '\0')
+    bases.push_back(std::string(xdg) + "/dpdk");
+  std::vector<std::string> removed;
+  for (const std::string& base : bases) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(base, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("rdtx-", 0) != 0 || name.size() == 5 ||
+          name.find_first_not_of("0123456789", 5) != std::string::npos)
+        continue;
+      const long pid = std::strtol(name.c_str() + 5, nullptr, 10);
+      if (pid <= 0 || pid > INT32_MAX || kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+      struct stat st;
+      if (lstat(e.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) continue;
+      // Its files only (sockets, config, fbarrays): nothing below them.
+      std::error_code ec2;
+      for (const auto& f : std::filesystem::directory_iterator(e.path(), ec2))
+        if (!f.is_directory(ec2)) (void)unlink(f.path().c_str());
+      if (rmdir(e.path().c_str()) == 0) removed.push_back(e.path().string());
+    }
+  }
+  return removed;
+}
 
 unsigned lcore_id() {
   unsigned id = rte_lcore_id();

@@ -39,6 +39,14 @@ Result<void> eal_init(const CommandLine& cl);
 void eal_cleanup();
 bool eal_initialized();
 
+// The EAL runtime directories (under /var/run/dpdk, $XDG_RUNTIME_DIR/dpdk or
+// /tmp/dpdk) of rdtx processes that are gone: those named by the default
+// --file-prefix, rdtx-<pid>, whose process no longer exists (a run killed
+// outright leaves its directory). Removes each (its files, then itself) and
+// returns their paths. Another user's, a live process's and any other
+// prefix's directories are left alone.
+std::vector<std::string> remove_dead_runtime_dirs();
+
 unsigned lcore_id();        // calling thread's lcore, or kNoLcore
 unsigned main_lcore();
 unsigned lcore_count();     // enabled lcores, main included
