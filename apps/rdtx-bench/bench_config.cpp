@@ -137,13 +137,17 @@ void add_run_schema(config::Schema& s) {
              "virtual time: what a worker pass costs: measured = its CPU time (time off the CPU left out; at most "
              "run.virtual_max_pass_us); model = run.virtual_pass_ns + run.virtual_work_ns per completion or message "
              "+ run.virtual_resume_ns per coroutine resumed (deterministic for a seed)");
-  s.add_int("run.virtual_pass_ns", static_cast<int64_t>(model.pass_ns), 1, 1'000'000,
+  // Floors: a pass's virtual cost is at least run.virtual_pass_ns (model)
+  // or min(its CPU time, run.virtual_max_pass_us) (measured), while it takes
+  // 1-6 us of wall time here; at 1 ns a pass a 0.5 s run took hours. At the
+  // floors a virtual second costs about three wall minutes here.
+  s.add_int("run.virtual_pass_ns", static_cast<int64_t>(model.pass_ns), kMinVirtualPassNs, 1'000'000,
             "virtual_cost = model: ns every worker pass costs");
   s.add_int("run.virtual_work_ns", static_cast<int64_t>(model.work_ns), 0, 1'000'000,
             "virtual_cost = model: ns per unit of poller work (a completion, an RPC message)");
   s.add_int("run.virtual_resume_ns", static_cast<int64_t>(model.resume_ns), 0, 1'000'000,
             "virtual_cost = model: ns per coroutine resumed (a transaction step)");
-  s.add_float("run.virtual_max_pass_us", 200.0, 0.001, 1'000'000,
+  s.add_float("run.virtual_max_pass_us", 200.0, kMinVirtualMaxPassUs, 1'000'000,
               "virtual_cost = measured: the most one pass counts (a stall the preemption detection missed)");
   s.add_check([](const config::Config& c) -> std::string {
     if (c.get_bool("run.virtual_time")) {

@@ -46,6 +46,12 @@ Result<void> check_file_prefix(const std::vector<std::string>& eal);
 uint32_t memory_nodes_of(const config::Config& cfg);
 std::string check_roles(const config::Config& cfg);
 
+// Virtual time's floors (run.virtual_pass_ns, run.virtual_max_pass_us): a
+// pass's virtual cost at least this, so that a virtual second costs a
+// bounded number of wall seconds.
+inline constexpr int64_t kMinVirtualPassNs = 50;
+inline constexpr double kMinVirtualMaxPassUs = 1.0;
+
 // Every key rdtx-bench accepts, with the cross-key checks of each component.
 config::Schema make_schema();
 

@@ -100,6 +100,22 @@ expect 2 10 "calvin.replay: $tmp/in.n0w0c0 was recorded under another configurat
 printf '\x5a' | dd of="$tmp/in.n1w0c0" bs=1 seek=40 conv=notrunc status=none
 expect 2 10 "calvin.replay: $tmp/in.n1w0c0 is damaged" -- "${calvin[@]}" --set calvin.replay="$tmp/in"
 
+# Item 4: virtual time's floors, and a progress line per wall second
+# however slowly the virtual clock runs.
+vt=(--set run.virtual_time=true --set run.virtual_cost=model --set run.virtual_work_ns=0 --set run.virtual_resume_ns=0)
+expect 2 10 "run.virtual_pass_ns = 1 is out of range [50," -- "$bench" -- "${quick[@]}" "${vt[@]}" --set run.virtual_pass_ns=1
+expect 2 10 "run.virtual_max_pass_us = 0.001 is out of range" -- "$bench" -- "${quick[@]}" --set run.virtual_time=true \
+  --set run.virtual_max_pass_us=0.001
+count=$((count + 1))
+err=$(timeout -s KILL 30 "$bench" -- -q --no-steady-state --duration 0.01 --warmup 0 "${vt[@]}" \
+  --set run.virtual_pass_ns=50 --set run.progress_s=0.2 2>&1 >/dev/null)
+if [[ "$err" != *"[wall "*", virtual "*" committed/s"* ]]; then
+  echo "FAILED  virtual time: no progress line in wall time: $(tail -3 <<<"$err")"
+  failed=$((failed + 1))
+else
+  echo "ok      virtual time: $(grep -m1 '^\[wall' <<<"$err")"
+fi
+
 # Item 9: a run removes its EAL runtime directory (without --no-shconf it
 # holds the primary's config and memory maps too); --cleanup removes what
 # a run killed with SIGKILL left, and nothing of a live process.

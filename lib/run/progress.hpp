@@ -56,9 +56,11 @@ class Ticker {
 // workers run on lcores; ticked by the loop otherwise.
 class Progress {
  public:
-  // interval_s = 0: no line at all.
+  // interval_s = 0: no line at all. `wall_clock` (virtual time): a line
+  // every interval_s of wall time, not of the run's (virtual) time, which
+  // may pass far more slowly; it says both.
   Progress(double interval_s, const std::vector<std::unique_ptr<txn::WorkerEngine>>& engines, uint64_t t0,
-           uint64_t measure_at);
+           uint64_t measure_at, bool wall_clock = false);
 
   void tick();
   void start_thread();
@@ -69,6 +71,8 @@ class Progress {
 
   const std::vector<std::unique_ptr<txn::WorkerEngine>>& engines_;
   uint64_t t0_, measure_at_, interval_ = 0, next_ = 0, last_ = 0;
+  bool wall_clock_ = false;
+  uint64_t wall_t0_ = 0;  // hw_tsc() at construction (wall_clock_)
   uint64_t last_commits_ = 0, last_attempts_ = 0;
   std::optional<Ticker> ticker_;  // last: stopped before the rest goes
 };

@@ -332,7 +332,9 @@ Result<RunResult> run(const RunConfig& rc) {
   std::atomic<uint64_t> measured_until{end};
   for (auto& e : engines) {
     WorkerEngine* eng = e.get();
-    const uint64_t publish_every = env::ns_to_tsc(50'000'000);
+    // In virtual time every virtual millisecond: the progress line comes per
+    // wall second, in which a slow model may run a few virtual ms.
+    const uint64_t publish_every = env::ns_to_tsc(rc.virtual_time.on ? 1'000'000 : 50'000'000);
     eng->ctx().worker->add_poller([eng, measure_at, end, publish_every, &measured_until, next = uint64_t{0}]() mutable {
       const uint64_t now = env::tsc();
       const bool stopping = runtime::shutdown_requested();
@@ -355,7 +357,9 @@ Result<RunResult> run(const RunConfig& rc) {
   res.table_bytes = table_bytes;
   res.abort_reasons = txn::abort_reason_names(*rc.protocol);
   res.isolation = rc.options.isolation;
-  Progress progress(rc.progress_interval_s, engines, t0, measure_at);
+  // In virtual time a line every run.progress_s of wall time: the virtual
+  // clock may take minutes for one of its seconds.
+  Progress progress(rc.progress_interval_s, engines, t0, measure_at, rc.virtual_time.on);
   // Not in virtual time: the telemetry thread has no virtual clock to read
   // the run's time from.
   std::vector<env::TelemetryCommand> telemetry;

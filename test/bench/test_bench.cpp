@@ -360,14 +360,21 @@ TEST(VirtualTime, KeysAreCheckedAndCarried) {
             std::string::npos);
   EXPECT_NE(error_of({"run.virtual_work_ns=100"}).find("run.virtual_work_ns (--set) needs run.virtual_time = true"),
             std::string::npos);
-  EXPECT_EQ(error_of({"run.virtual_time=true", "run.virtual_cost=model", "run.virtual_pass_ns=10"}), "");
+  EXPECT_EQ(error_of({"run.virtual_time=true", "run.virtual_cost=model", "run.virtual_pass_ns=50"}), "");
+  // Below the floors a 0.5 s run took hours (issue 46 item 4).
+  EXPECT_NE(error_of({"run.virtual_time=true", "run.virtual_cost=model", "run.virtual_pass_ns=1"})
+                .find("run.virtual_pass_ns = 1 is out of range [50, "),
+            std::string::npos)
+      << error_of({"run.virtual_time=true", "run.virtual_cost=model", "run.virtual_pass_ns=1"});
+  EXPECT_NE(error_of({"run.virtual_time=true", "run.virtual_max_pass_us=0.001"}).find("run.virtual_max_pass_us"),
+            std::string::npos);
 
-  Loaded l = load({"run.virtual_time=true", "run.virtual_cost=model", "run.virtual_pass_ns=10",
+  Loaded l = load({"run.virtual_time=true", "run.virtual_cost=model", "run.virtual_pass_ns=60",
                    "run.virtual_work_ns=20", "run.virtual_resume_ns=30", "run.virtual_max_pass_us=5"});
   const run::RunConfig::VirtualTime& vt = l.plan.run.virtual_time;
   EXPECT_TRUE(vt.on);
   EXPECT_EQ(vt.cost, env::VirtualCost::kModel);
-  EXPECT_EQ(vt.model.pass_ns, 10u);
+  EXPECT_EQ(vt.model.pass_ns, 60u);
   EXPECT_EQ(vt.model.work_ns, 20u);
   EXPECT_EQ(vt.model.resume_ns, 30u);
   EXPECT_EQ(vt.max_pass_ns, 5'000u);
