@@ -48,6 +48,7 @@ const char* to_string(Status st) {
     case Status::kRemoteInvalidRequest: return "remote invalid request";
     case Status::kFlushed: return "flushed (QP in error state)";
     case Status::kGeneralError: return "general error";
+    case Status::kLocalQpOperationError: return "local QP operation error";
   }
   return "?";
 }

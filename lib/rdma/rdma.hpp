@@ -38,6 +38,11 @@ enum class Status : uint8_t {
   kRemoteInvalidRequest,  // e.g. misaligned atomic, unknown destination QP
   kFlushed,               // QP was in the error state
   kGeneralError,
+  // An internal consistency error of the local QP while processing a work
+  // request (IBV_WC_LOC_QP_OP_ERR). Soft-RoCE reports it where the verbs
+  // specification says local protection error (an lkey that does not cover
+  // the local buffer), so tests of a local key violation accept both.
+  kLocalQpOperationError,
 };
 const char* to_string(Status st);
 

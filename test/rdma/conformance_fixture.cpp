@@ -109,6 +109,25 @@ Status ConformanceTest::run(RcLink& link, WorkRequest wr) {
   return wc[0].status;
 }
 
+ConformanceTest::Outcome ConformanceTest::try_run(RcLink& link, WorkRequest wr) {
+  wr.flags |= kSignaled;
+  wr.next = nullptr;
+  WorkRequest* bad = nullptr;
+  Outcome out;
+  out.post_rc = link.qp->post_send(&wr, &bad);
+  if (out.post_rc != 0) {
+    EXPECT_EQ(bad, &wr) << "a refused request must be named in bad_wr";
+    EXPECT_TRUE(stays_empty(*link.cq)) << "a refused request must not complete";
+    return out;
+  }
+  auto wc = poll_for(*link.cq, 1);
+  EXPECT_EQ(wc.size(), 1u) << "no completion";
+  if (wc.size() != 1) return out;
+  EXPECT_EQ(wc[0].wr_id, wr.wr_id);
+  out.status = wc[0].status;
+  return out;
+}
+
 std::vector<uint8_t> ConformanceTest::remote_read(RcLink& link, uint64_t raddr, uint32_t rkey, uint32_t len) {
   constexpr size_t kScratch = kLocalBytes / 2;  // tests keep their own data below
   EXPECT_LE(len, kLocalBytes - kScratch);

@@ -21,6 +21,8 @@ inline Status to_status(ibv_wc_status st) {
       return Status::kRemoteAccessError;
     case IBV_WC_REM_INV_REQ_ERR:
       return Status::kRemoteInvalidRequest;
+    case IBV_WC_LOC_QP_OP_ERR:
+      return Status::kLocalQpOperationError;
     case IBV_WC_WR_FLUSH_ERR:
       return Status::kFlushed;
     default:
