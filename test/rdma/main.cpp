@@ -1,6 +1,8 @@
 // main() of the rdma test executables. Besides running the tests, the binary
 // is its own helper process:
 //   --rdtx-peer-agent <devargs> <fabric> <node>  node of a two-process topology
+//   --rdtx-peer-agent-server <port> <devargs>    the other host's side of the
+//                                                 verbs_remote topology
 //   --rdtx-abandon-node <devargs> <fabric> <node> opens a node and dies without
 //                                                 closing it (a crashed owner)
 #include <gtest/gtest.h>
@@ -29,7 +31,11 @@ int abandon_node_main(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], rdtx::rdma::test::kPeerAgentFlag) == 0)
     return rdtx::rdma::test::peer_agent_main(argc, argv);
+  if (argc > 1 && std::strcmp(argv[1], rdtx::rdma::test::kPeerAgentServerFlag) == 0)
+    return rdtx::rdma::test::peer_agent_server_main(argc, argv);
   if (argc > 1 && std::strcmp(argv[1], "--rdtx-abandon-node") == 0) return abandon_node_main(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  int rc = RUN_ALL_TESTS();
+  rdtx::rdma::test::stop_remote_peer_server();
+  return rc;
 }

@@ -1,9 +1,13 @@
 #include "topology.hpp"
 
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +32,56 @@ constexpr int kReplyTimeoutMs = 60'000;  // generous: sanitizer builds on a busy
 bool parse_region(const std::string& v, RemoteRegion* r) {
   return std::sscanf(v.c_str(), "%" SCNu64 ",%" SCNu32 ",%" SCNu64, &r->addr, &r->rkey, &r->length) == 3;
 }
+
+// A TCP connection to HOST:PORT, retried for up to `wait_s` seconds (the
+// server may still be starting on the other host).
+Result<int> connect_tcp(const std::string& peer, int wait_s) {
+  auto colon = peer.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == peer.size())
+    return make_error(EINVAL, "RDTX_CONFORMANCE_PEER '%s' is not HOST:PORT", peer.c_str());
+  const std::string host = peer.substr(0, colon), port = peer.substr(colon + 1);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
+    return make_error(EINVAL, "RDTX_CONFORMANCE_PEER '%s': %s", peer.c_str(), gai_strerror(rc));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+  int err = 0;
+  for (;;) {
+    for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+      int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        freeaddrinfo(res);
+        return fd;
+      }
+      err = errno;
+      close(fd);
+    }
+    if (std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  freeaddrinfo(res);
+  return make_error(err != 0 ? err : ECONNREFUSED, "cannot reach the agent server at %s: %s", peer.c_str(),
+                    strerror(err != 0 ? err : ECONNREFUSED));
+}
+
+bool write_all(int fd, const std::string& s) { return write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size()); }
+
+// One line (without its newline) read a byte at a time: what follows it on
+// the connection belongs to the agent.
+bool read_first_line(int fd, std::string* line) {
+  char c;
+  while (line->size() < 64) {
+    if (read(fd, &c, 1) != 1) return false;
+    if (c == '\n') return true;
+    line->push_back(c);
+  }
+  return false;
+}
 }  // namespace
 
 std::vector<TopologySpec> all_topologies() {
@@ -40,14 +94,19 @@ std::vector<TopologySpec> all_topologies() {
   std::string verbs = verbs_env != nullptr && *verbs_env != '\0' ? verbs_env : "verbs";
   // The shm_*order ones run the whole suite with the adversarial word orders
   // (doc/drivers.md): nothing the API promises may depend on ascending order.
-  return {
-      {"shm_inproc", "shm", false},
-      {"shm_process", "shm", true},
-      {"shm_random_order", "shm,read_order=random,write_order=random,seed=1", false},
-      {"shm_descending_order_process", "shm,read_order=descending,write_order=random", true},
-      {"verbs_inproc", verbs, false},
-      {"verbs_process", verbs, true},
+  // verbs_remote: node 1 on another host (its own kernel and device), listed
+  // only when RDTX_CONFORMANCE_PEER names the agent server there.
+  std::vector<TopologySpec> all = {
+      {"shm_inproc", "shm", false, ""},
+      {"shm_process", "shm", true, ""},
+      {"shm_random_order", "shm,read_order=random,write_order=random,seed=1", false, ""},
+      {"shm_descending_order_process", "shm,read_order=descending,write_order=random", true, ""},
+      {"verbs_inproc", verbs, false, ""},
+      {"verbs_process", verbs, true, ""},
   };
+  const char* peer = std::getenv("RDTX_CONFORMANCE_PEER");
+  if (peer != nullptr && *peer != '\0') all.push_back({"verbs_remote", verbs, true, peer});
+  return all;
 }
 
 Result<std::unique_ptr<Topology>> Topology::start(const TopologySpec& spec) {
@@ -83,6 +142,16 @@ Result<std::unique_ptr<Topology>> Topology::start(const TopologySpec& spec) {
 }
 
 Result<void> Topology::launch() {
+  if (!spec_.peer.empty()) {
+    auto fd = connect_tcp(spec_.peer, 30);
+    if (!fd.ok()) return fd.error();
+    cmd_fd_ = *fd;
+    resp_fd_ = fcntl(*fd, F_DUPFD_CLOEXEC, 0);
+    remote_ = true;
+    if (resp_fd_ < 0) return make_error(errno, "dup: %s", strerror(errno));
+    if (!write_all(cmd_fd_, "agent " + fabric_ + "\n")) return make_error(EPIPE, "the agent server at %s hung up", spec_.peer.c_str());
+    return {};
+  }
   int cmd[2], resp[2];
   if (pipe2(cmd, O_CLOEXEC) != 0) return make_error(errno, "pipe: %s", strerror(errno));
   if (pipe2(resp, O_CLOEXEC) != 0) {
@@ -122,6 +191,16 @@ Result<void> Topology::launch() {
 
 int Topology::stop() {
   // End of input tells the agent to finish; it closes its device on the way.
+  // A remote one then reports its exit status on the connection.
+  if (remote_ && cmd_fd_ >= 0) {
+    shutdown(cmd_fd_, SHUT_WR);
+    agent_status_ = 255;
+    for (auto line = read_line(); line.ok(); line = read_line())
+      if (line->rfind("exit ", 0) == 0) {
+        agent_status_ = std::atoi(line->c_str() + 5);
+        break;
+      }
+  }
   if (cmd_fd_ >= 0) close(cmd_fd_);
   cmd_fd_ = -1;
   if (agent_thread_.joinable()) agent_thread_.join();
@@ -230,6 +309,78 @@ int peer_agent_main(int argc, char** argv) {
   }
   AgentOptions opts{argv[2], argv[3], static_cast<uint32_t>(std::strtoul(argv[4], nullptr, 10))};
   return run_peer_agent(STDIN_FILENO, STDOUT_FILENO, opts);
+}
+
+int peer_agent_server_main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s %s <port> <devargs>\n", argv[0], kPeerAgentServerFlag);
+    return 2;
+  }
+  const int port = std::atoi(argv[2]);
+  int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  if (ls < 0 || port <= 0 || port > 65535 || bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      listen(ls, 16) != 0) {
+    std::fprintf(stderr, "agent server: cannot listen on port %s: %s\n", argv[2], strerror(errno));
+    return 1;
+  }
+  std::fprintf(stderr, "agent server: listening on port %d (devargs %s)\n", port, argv[3]);
+  int agents = 0, failed = 0;
+  auto reap = [&](int flags) {
+    int status = 0;
+    for (pid_t p; (p = waitpid(-1, &status, flags)) > 0;)
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+  };
+  for (;;) {
+    // Bounded: a test run that never says "quit" (killed) must not leave
+    // the server behind for ever.
+    pollfd p{ls, POLLIN, 0};
+    if (poll(&p, 1, 600'000) <= 0) {
+      std::fprintf(stderr, "agent server: no connection for 600 s, giving up\n");
+      return 1;
+    }
+    int fd = accept4(ls, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    std::string first;
+    if (!read_first_line(fd, &first) || (first.rfind("agent ", 0) != 0 && first != "quit")) {
+      close(fd);
+      continue;
+    }
+    if (first == "quit") {
+      close(fd);
+      close(ls);
+      reap(0);
+      std::fprintf(stderr, "agent server: %d agents, %d failed\n", agents, failed);
+      return failed == 0 ? 0 : 1;
+    }
+    ++agents;
+    pid_t child = fork();
+    if (child == 0) {
+      close(ls);
+      AgentOptions opts{argv[3], first.substr(6), 1};  // the fabric: shm's (a local try of this path)
+      int rc = run_peer_agent(fd, fd, opts);
+      write_all(fd, "exit " + std::to_string(rc) + "\n");
+      _exit(rc);
+    }
+    if (child < 0) ++failed;
+    close(fd);
+    reap(WNOHANG);
+  }
+}
+
+void stop_remote_peer_server() {
+  const char* peer = std::getenv("RDTX_CONFORMANCE_PEER");
+  if (peer == nullptr || *peer == '\0') return;
+  auto fd = connect_tcp(peer, 5);
+  if (!fd.ok()) return;
+  write_all(*fd, "quit\n");
+  close(*fd);
 }
 
 }  // namespace rdtx::rdma::test

@@ -1,6 +1,9 @@
 // Conformance topologies: node 0 is a device in the test process, node 1 is
 // a peer agent (peer_agent.hpp) reached over pipes, either in a thread of the
-// test process or in a child process. A topology that cannot run here (no
+// test process or in a child process, or over TCP on another host: with
+// RDTX_CONFORMANCE_PEER=HOST:PORT the verbs_remote topology asks an agent
+// server there (the test binary run with --rdtx-peer-agent-server PORT
+// DEVARGS) for a fresh agent process per test. A topology that cannot run here (no
 // device for its driver) fails to start with the reason, which the tests
 // report as a skip. Adding a driver's topology is one more TopologySpec;
 // the verbs ones take their devargs from RDTX_VERBS_DEVARGS (default
@@ -27,6 +30,7 @@ struct TopologySpec {
   std::string name;     // a GoogleTest parameter name: [A-Za-z0-9_]
   std::string devargs;  // for both nodes
   bool separate_process = false;
+  std::string peer;  // HOST:PORT of an agent server on another host; empty: this host
 };
 
 // gtest prints a parameter by its name.
@@ -87,6 +91,7 @@ class Topology {
   int resp_fd_ = -1;  // our end of the agent's output
   std::string pending_;
   pid_t child_ = -1;
+  bool remote_ = false;  // cmd_fd_/resp_fd_ are one TCP connection (dup'ed)
   std::thread agent_thread_;
   int agent_status_ = 0;  // set by the agent thread before it ends
 };
@@ -95,5 +100,15 @@ class Topology {
 // {prog, "--rdtx-peer-agent", devargs, fabric, node}. Returns an exit code.
 int peer_agent_main(int argc, char** argv);
 inline constexpr const char* kPeerAgentFlag = "--rdtx-peer-agent";
+
+// The other host's side of verbs_remote: argv is {prog,
+// "--rdtx-peer-agent-server", port, devargs}. Listens on the port (all
+// addresses); each connection's first line is "agent FABRIC" (then a child process
+// serves it as node 1 and, at the end of its input, writes "exit N") or
+// "quit" (then the server ends, returning 0 if every agent exited 0).
+int peer_agent_server_main(int argc, char** argv);
+inline constexpr const char* kPeerAgentServerFlag = "--rdtx-peer-agent-server";
+// Ends the server named by RDTX_CONFORMANCE_PEER (if set): "quit".
+void stop_remote_peer_server();
 
 }  // namespace rdtx::rdma::test
