@@ -197,6 +197,9 @@ Result<Cluster::RunStats> Cluster::run(uint64_t deadline_tsc, runtime::IdlePolic
     for (unsigned l : env::worker_lcores()) lcores.push_back(l);
   size_t nloops = std::min(lcores.size(), workers_.size());
   runtime::LoopOptions lo;
+  // The drain outlasts a stalled request: the driver fails it after
+  // stall_ns, and its coordinator then returns.
+  for (auto& w : workers_) lo.drain_ns = std::max<uint64_t>(lo.drain_ns, w->device->caps().stall_ns + 1'000'000'000);
   lo.idle = runtime::resolve_idle_policy(idle, static_cast<unsigned>(nloops),
                                          env::eal_initialized() ? env::lcore_cpu_count() : 1,
                                          share.other_processes * static_cast<unsigned>(nloops), share.host_cpus);

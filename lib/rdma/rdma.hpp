@@ -134,6 +134,11 @@ struct DeviceCaps {
   // reserve_memory() works: a region may cover memory committed after its
   // registration (shm: sparse files; verbs would need on-demand paging).
   bool lazy_memory = false;
+  // A posted request still without a completion after this long never
+  // gets one: the driver fails its QP (verbs: twice what the RC transport's
+  // retries take, at least 1 s). 0: the driver completes every request by
+  // itself (shm). Whoever waits for requests to drain waits longer.
+  uint64_t stall_ns = 0;
   // Latency model (shm only; 0 for real devices).
   uint64_t latency_ns = 0;
   double bw_gbps = 0;

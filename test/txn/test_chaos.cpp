@@ -122,3 +122,25 @@ TEST_P(ChaosTest, NothingLostUnderFaults) {
 
 INSTANTIATE_TEST_SUITE_P(Chaos, ChaosTest, testing::ValuesIn(combos()),
                          [](const testing::TestParamInfo<Combo>& i) { return chaos_name(i.param); });
+
+// A NIC that stalls (shm's rc_stall, as Soft-RoCE's lost retransmission):
+// an RC request is never executed nor completed, and its QP's later ones
+// wait behind it. The driver's watchdog fails the QP after stall_ms, so the
+// coordinators waiting on it see their requests fail and the run ends:
+// the stall is reported (network aborts, or commit errors when a commit's
+// WRITEs were the ones held), nothing keeps running after the drain. Without
+// the watchdog the coordinators of the stalled QP wait for ever and the
+// drain gives up on them (tasks left).
+TEST(ChaosStall, StalledQueuePairFailsItsRequestsInsteadOfHanging) {
+  Combo cb;
+  cb.workload = "smallbank";
+  cb.protocol = "occ";
+  cb.faults = "rc_stall=0.0005,stall_ms=50,seed=" + std::to_string(seed());
+  auto out = run_contended(cb, seed(), 0.4);
+  ASSERT_TRUE(out.ok()) << out.error().message << " (seed " << seed() << ")";
+  const run::RunResult& r = out->run;
+  SCOPED_TRACE("seed " + std::to_string(seed()) + ": " + summary(r));
+  EXPECT_EQ(r.tasks_left, 0u) << "coroutines were still running when the drain gave up";
+  EXPECT_GT(r.total.aborts[static_cast<int>(AbortReason::kNetwork)] + r.total.commit_errors, 0u) << "no stall was felt: the model injected none?";
+  EXPECT_GT(r.total.commits, 0u);
+}

@@ -177,7 +177,7 @@ Node::Node(MappedFile segment, MappedFile nic, const ShmConfig& cfg, uint32_t no
       token_(token),
       seed_(seed),
       timed_(latency_.enabled() || nic_model_.enabled() || (cfg.has_pause && cfg.pause_node == node_id) ||
-             cfg.ud_delay > 0),
+             cfg.ud_delay > 0 || cfg.rc_stall > 0),
       segment_(std::move(segment)),
       nic_file_(std::move(nic)),
       nic_(reinterpret_cast<NicShared*>(nic_file_.data())),  // nullptr without the model

@@ -87,7 +87,7 @@ Result<ShmConfig> ShmConfig::parse(std::string_view devargs) {
   auto kv = env::parse_kvargs(devargs, {"bw_gbps", "latency_ns", "mtu", "pause_at_ms", "pause_ms", "pause_node",
                                         "read_order", "seed", "ud_delay", "ud_delay_ns", "ud_drop", "ud_dup",
                                         "write_order", "nic", "nic_mops", "doorbell_ns", "link_gbps",
-                                        "atomic_mops"});
+                                        "atomic_mops", "rc_stall", "stall_ms"});
   if (!kv.ok()) return kv.error();
   if (kv->name != "shm") return make_error(EINVAL, "devargs '%.*s' are not for the shm driver", int(devargs.size()), devargs.data());
   ShmConfig cfg;
@@ -115,6 +115,12 @@ Result<ShmConfig> ShmConfig::parse(std::string_view devargs) {
     if (!p.ok()) return with_devargs(devargs, p.error());
     *out = *p;
   }
+  auto stall = kv->get_double("rc_stall", 0, 0, 1);
+  if (!stall.ok()) return with_devargs(devargs, stall.error());
+  cfg.rc_stall = *stall;
+  auto stall_ms = kv->get_u64("stall_ms", kDefaultStallMs, 1, kMaxStallMs);
+  if (!stall_ms.ok()) return with_devargs(devargs, stall_ms.error());
+  cfg.stall_ms = *stall_ms;
   auto delay_ns = kv->get_u64("ud_delay_ns", kDefaultUdDelayNs, 1, kMaxUdDelayNs);
   if (!delay_ns.ok()) return with_devargs(devargs, delay_ns.error());
   cfg.ud_delay_ns = *delay_ns;

@@ -2,7 +2,7 @@
 //   shm[,latency_ns=N][,bw_gbps=X][,mtu=B]
 //      [,read_order=ascending|descending|random][,write_order=ascending|random]
 //      [,ud_drop=P][,ud_dup=P][,ud_delay=P][,ud_delay_ns=N][,seed=S]
-//      [,pause_node=N,pause_at_ms=T,pause_ms=D]
+//      [,pause_node=N,pause_at_ms=T,pause_ms=D][,rc_stall=P][,stall_ms=N]
 //      [,nic=edr|fdr][,nic_mops=X][,doorbell_ns=N][,link_gbps=X][,atomic_mops=X]
 // The last three lines make the software NIC adversarial where a real one
 // may be (doc/drivers.md, "Adversarial modes"): word order inside a READ or
@@ -38,6 +38,16 @@ struct ShmConfig {
   uint64_t ud_delay_ns = kDefaultUdDelayNs;
   static constexpr uint64_t kDefaultUdDelayNs = 100'000;
 
+  // A stalling NIC (as Soft-RoCE's lost retransmission): each RC request
+  // is, with probability rc_stall, never executed nor completed, and its QP's
+  // later requests wait behind it; after stall_ms the driver's watchdog
+  // moves the QP to the error state (its requests complete kFlushed), as
+  // the verbs driver does (DeviceCaps::stall_ns).
+  double rc_stall = 0;
+  uint64_t stall_ms = kDefaultStallMs;
+  static constexpr uint64_t kDefaultStallMs = 100;
+  static constexpr uint64_t kMaxStallMs = 60'000;
+
   // Seed of every random choice above; drawn at open (and logged) if absent.
   uint64_t seed = 0;
   bool seed_given = false;
@@ -57,7 +67,7 @@ struct ShmConfig {
 
   bool random_order() const { return read_order == WordOrder::kRandom || write_order == WordOrder::kRandom; }
   bool ud_faults() const { return ud_drop > 0 || ud_dup > 0 || ud_delay > 0; }
-  bool needs_seed() const { return random_order() || ud_faults(); }
+  bool needs_seed() const { return random_order() || ud_faults() || rc_stall > 0; }
 
   // Errors name the devargs and the offending key or value.
   static Result<ShmConfig> parse(std::string_view devargs);
@@ -67,10 +77,12 @@ struct ShmConfig {
 inline constexpr const char* kShmDevargsHelp =
     "shm[,latency_ns=N][,bw_gbps=X][,mtu=B][,read_order=ascending|descending|random][,write_order=ascending|random]"
     "[,ud_drop=P][,ud_dup=P][,ud_delay=P][,ud_delay_ns=N][,seed=S][,pause_node=N,pause_at_ms=T,pause_ms=D]"
+    "[,rc_stall=P][,stall_ms=N]"
     "[,nic=edr|fdr][,nic_mops=X][,doorbell_ns=N][,link_gbps=X][,atomic_mops=X]: "
     "software RNIC over shared memory; one-way latency in ns (default 0), per-QP bandwidth in Gbit/s (default 0 = "
     "infinite), UD message size limit in bytes (default 4096); adversarial modes: word order of READ/WRITE "
-    "payloads, datagram loss/duplication/delay probabilities, seed, and a node that stops for a while "
+    "payloads, datagram loss/duplication/delay probabilities, seed, a node that stops for a while, and RC "
+    "requests that stall their QP with probability P until a watchdog fails it after N ms (default 100) "
     "; an RNIC model shared by a node's QPs: message rate (M/s), doorbell cost per post_send, link bandwidth per "
     "node and direction, atomics (M/s), from a named calibration and/or explicit keys (doc/drivers.md)";
 

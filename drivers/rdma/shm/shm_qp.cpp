@@ -66,6 +66,10 @@ ShmQp::ShmQp(std::shared_ptr<Node> node, uint32_t pd, const QpInit& init, uint32
     timed_ring_ = std::make_unique<Timed[]>(timed_mask_ + 1);
     inline_ = std::make_unique<uint8_t[]>((timed_mask_ + 1) * max_inline_);
   }
+  if (init.type == QpType::kRc && node_->config().rc_stall > 0) {
+    stall_threshold_ = Rng::threshold(node_->config().rc_stall);
+    stall_ticks_ = env::ns_to_tsc(node_->config().stall_ms * 1'000'000);
+  }
   if (faults_) {
     const ShmConfig& cfg = node_->config();
     drop_threshold_ = Rng::threshold(cfg.ud_drop);
@@ -405,6 +409,13 @@ int ShmQp::post_timed(WorkRequest* list, WorkRequest** bad) {
       t.effect_tsc = arrival;
       t.visible_tsc = arrival + latency_.one_way();
     }
+    // rc_stall: lost inside the NIC, never to take effect; the QP's later
+    // requests wait behind it (progress() runs them in order) until the
+    // watchdog fails the QP.
+    if (stall_threshold_ != 0 && rng_.chance(stall_threshold_)) {
+      t.effect_tsc = UINT64_MAX;
+      t.arrival_tsc = post_tsc;
+    }
   }
   return 0;
 }
@@ -415,6 +426,17 @@ void ShmQp::progress(uint64_t now) {
   if (held_head_ != held_tail_) release_held(now);
   while (timed_exec_ != timed_tail_) {
     Timed& t = timed_ring_[timed_exec_ & timed_mask_];
+    if (t.effect_tsc == UINT64_MAX && now - t.arrival_tsc >= stall_ticks_) [[unlikely]] {
+      // The watchdog (as the verbs driver's): the QP goes to the error
+      // state, and everything it holds completes (kFlushed from here on).
+      RDTX_LOG(shm_log(), Warning,
+               "qp %u: %llu requests outstanding with no completion for %llu ms (rc_stall): moved to the error state",
+               qpn_, static_cast<unsigned long long>(timed_tail_ - timed_exec_),
+               static_cast<unsigned long long>(node_->config().stall_ms));
+      state_ = State::kError;
+      flush_timed();
+      return;
+    }
     if (t.effect_tsc > now) break;
     t.status = state_ == State::kReady ? execute(t.wr, t.arrival_tsc) : Status::kFlushed;
     if (t.status != Status::kSuccess) state_ = State::kError;

@@ -163,6 +163,9 @@ class ShmQp final : public QueuePair {
   uint64_t dup_threshold_ = 0;
   uint64_t delay_threshold_ = 0;
   uint64_t delay_ticks_ = 0;
+  // rc_stall: the draw's threshold, and the watchdog's bound in ticks.
+  uint64_t stall_threshold_ = 0;
+  uint64_t stall_ticks_ = 0;
   std::unique_ptr<Held[]> held_;
   std::unique_ptr<uint8_t[]> held_payload_;
   uint64_t held_head_ = 0;

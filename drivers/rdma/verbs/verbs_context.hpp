@@ -11,6 +11,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -39,6 +40,13 @@ class Context {
   ibv_context* ctx() const { return ctx_; }
   ibv_pd* pd() const { return pd_; }
   const VerbsConfig& config() const { return cfg_; }
+  // How long a signaled RC request may wait for a completion before the
+  // QP is taken as stalled: twice what the transport's retries take
+  // (4.096 us x 2^timeout per try, retry_cnt + 1 tries), at least 1 s.
+  uint64_t stall_ns() const {
+    const uint64_t tries = uint64_t{cfg_.retry_cnt} + 1;
+    return std::max<uint64_t>(1'000'000'000ull, 2 * tries * (uint64_t{4096} << cfg_.timeout));
+  }
   const std::string& name() const { return name_; }
   const ibv_device_attr& attr() const { return attr_; }
   uint8_t port() const { return static_cast<uint8_t>(cfg_.port); }

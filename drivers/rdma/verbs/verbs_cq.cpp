@@ -1,6 +1,7 @@
 #include "verbs_cq.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 
@@ -27,7 +28,16 @@ CqCore::~CqCore() {
     RDTX_LOG(verbs_log(), Error, "%s: ibv_destroy_cq failed: %s", ctx_->name().c_str(), std::strerror(rc));
 }
 
-int CqCore::poll(Completion* out, int max) {
+void CqCore::watch() {
+  polls_ = 0;
+  const uint64_t now = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+  const uint64_t bound = ctx_->stall_ns();
+  for (auto& [qpn, qp] : qps_) qp->check_stall(now, bound);
+}
+
+int CqCore::drain(Completion* out, int max) {
   int n = 0;
   while (n < max) {
     ibv_wc wc[kPollBurst];

@@ -38,7 +38,12 @@ class CqCore {
   CqCore(const CqCore&) = delete;
   CqCore& operator=(const CqCore&) = delete;
 
-  int poll(Completion* out, int max);
+  // Every kWatchPolls calls also runs the stall watchdog over the QPs.
+  int poll(Completion* out, int max) {
+    if (++polls_ >= kWatchPolls) [[unlikely]]
+      watch();
+    return drain(out, max);
+  }
 
   // Reserves room for `entries` more completions, or says why not.
   Result<void> reserve(uint32_t entries);
@@ -51,9 +56,13 @@ class CqCore {
   const Context* context() const { return ctx_.get(); }
 
  private:
+  static constexpr uint32_t kWatchPolls = 4096;
   VerbsQp* find(uint32_t qpn);
+  int drain(Completion* out, int max);
+  void watch();
 
   ibv_cq* cq_;
+  uint32_t polls_ = 0;
   uint32_t last_qpn_ = UINT32_MAX;  // one-entry cache: completions come in runs per QP
   VerbsQp* last_qp_ = nullptr;
   std::vector<std::pair<uint32_t, VerbsQp*>> qps_;  // sorted by QP number

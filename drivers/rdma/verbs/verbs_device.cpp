@@ -52,6 +52,7 @@ Result<std::unique_ptr<Device>> VerbsDevice::open(const VerbsConfig& cfg, uint32
   caps.max_mr_size = c.attr().max_mr_size;
   // Regions over reserved memory are registered with on-demand paging.
   caps.lazy_memory = c.odp();
+  caps.stall_ns = c.stall_ns();
   return std::unique_ptr<Device>(std::make_unique<VerbsDevice>(std::move(*ctx), std::move(caps), fabric));
 }
 

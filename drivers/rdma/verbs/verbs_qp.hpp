@@ -13,6 +13,14 @@
 // caller that posts only unsignaled requests and keeps polling never stalls.
 // Errors and flushes are always reported, signaled or not.
 //
+// Stalls: an RC request completes or fails within what the transport's
+// retries take (timeout and retry_cnt); a device that lets a signaled
+// request wait twice that, at least 1 s (DeviceCaps::stall_ns), with no
+// completion on its QP has stalled (Soft-RoCE of Debian 12's kernel loses a
+// retransmitted request now and then and never completes it). The CQ's
+// watchdog then moves the QP to the error state: its requests are flushed,
+// their owners see the failure and nothing waits for ever.
+//
 // UD receives: a message lands after the 40-byte GRH verbs puts first, so
 // each receive is posted as [GRH scratch][caller's buffer][overflow sink]:
 // the caller's buffer gets the payload at offset 0, and a message longer
@@ -66,6 +74,12 @@ class VerbsQp final : public QueuePair {
   int complete(const ibv_wc& wc, Completion* out) {
     return (wc.wr_id & kRecvTag) != 0 ? complete_recv(wc, out) : complete_send(wc, out);
   }
+
+  // The stall watchdog (CqCore::poll calls it now and then): true if a
+  // signaled request of this RC QP has waited `bound_ns` with no completion
+  // of the QP at all; then the QP has been moved to the error state, so the
+  // provider flushes its requests and their owners see kFlushed.
+  bool check_stall(uint64_t now_ns, uint64_t bound_ns);
 
  private:
   struct SendSlot {
@@ -144,6 +158,9 @@ class VerbsQp final : public QueuePair {
   uint64_t send_mask_ = 0;
   uint64_t recv_mask_ = 0;
   uint32_t unsignaled_run_ = 0;  // unsignaled requests since the last signaled one
+  uint64_t signaled_end_ = 0;    // 1 + the sequence number of the last signaled request
+  uint64_t watch_retired_ = 0;   // the watchdog's last view of retired_
+  uint64_t watch_since_ns_ = 0;  // since then no completion (while waiting)
   const uint32_t signal_period_;
   const uint32_t max_send_wr_;
   const uint32_t max_recv_wr_;
