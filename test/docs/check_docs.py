@@ -18,9 +18,15 @@ Checks, against the tree and the built apps:
            exists (build/ paths in the build directory); every relative link
            names a file of the tree and, with #anchor, a heading of it.
   layout   doc/architecture.md's component table lists directories that exist
-           and names every directory under lib/, drivers/rdma/, cc/ and
-           workloads/; the README's Layout block names every cc/ and
+           and names every directory under lib/, drivers/rdma/, apps/, cc/
+           and workloads/; the README's Layout block names every cc/ and
            workloads/ directory.
+  tests    `meson test` is given -C BUILD and names tests and suites that
+           exist; scripts/test.sh names suites that exist; a --gtest_filter
+           given to a test binary matches at least one of its tests.
+  errors   a range or list of allowed values quoted in an error message
+           ("txn.coroutines = 0 is out of range [1, 64]") is --keys'.
+  --help   the apps' own examples get the flag and EAL checks.
   commands every ```sh block of the docs runs as written, from a directory
            that looks like the repository root (its entries linked, build/
            the build directory), with the apps' bare names on the PATH and
@@ -31,8 +37,11 @@ Checks, against the tree and the built apps:
            command (tag it sh to run it, text if it is not one).
 
 Usage: check_docs.py [--source DIR] [--build DIR] [--no-run] [--only FILE...]
+                     [--block-timeout S] [-v]
 Exit status: 0 all checks passed, 1 some failed (each printed as
-FILE:LINE: message), 2 bad usage.
+FILE:LINE: message), 2 bad usage or an app not built.
+Meson: test 'docs' (suite fast) is --no-run; 'doc-commands' (suite docs)
+runs the blocks too (test/docs/meson.build).
 """
 
 import argparse
@@ -93,8 +102,10 @@ class Doc:
         self.blocks = []
         self.prose = []  # (line number, text) outside fenced blocks
         self.headings = []
+        self.dangling = []  # lines of skip markers not followed by a block
         in_block = None
         skip = None
+        skip_line = 0
         for i, line in enumerate(self.text_lines, 1):
             m = FENCE_RE.match(line)
             if in_block is None:
@@ -105,8 +116,10 @@ class Doc:
                 s = SKIP_RE.match(line)
                 if s:
                     skip = s.group("why") if s.group("why") is not None else ""
+                    skip_line = i
                     continue
-                if line.strip():
+                if line.strip() and skip is not None:
+                    self.dangling.append(skip_line)
                     skip = None
                 self.prose.append((i, line))
                 h = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
@@ -761,8 +774,11 @@ def run_blocks(root, build, docs, tools, timeout, fail, verbose):
 
 
 def lint_blocks(docs, fail):
-    """An untagged block that starts with a command is ambiguous: tag it."""
+    """An untagged block that starts with a command is ambiguous: tag it. A
+    skip marker must come right before its block (blank lines allowed)."""
     for d in docs:
+        for n in d.dangling:
+            fail.add(f"{d.rel}:{n}", "doc-test: skip marker not followed by a code block (it skips nothing)")
         for b in d.blocks:
             if b.tag:
                 continue
