@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything that must pass before an issue is resolved, beyond CI (.ci/run):
-# the release build's fast, conformance, matrix, stress (0.3 s a combination,
-# random seed) and chaos suites; the sanitizer build (ASan+UBSan) over the fast,
+# the release build's fast, conformance, matrix, docs (every command of the
+# docs run as written), stress (0.3 s a combination, random seed) and chaos
+# suites; the sanitizer build (ASan+UBSan) over the fast,
 # conformance suites; and, if the team's field test is present, every preset
 # at its own and RCC's settings on two lcores plus the three-process cluster.
 # Takes about an hour on two cores. Stops at the first step that fails.
@@ -14,10 +15,11 @@ field=1
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "release build: fast, conformance, matrix, stress, chaos"
+step "release build: fast, conformance, matrix, docs, stress, chaos"
 ./scripts/build.sh build
 ./scripts/test.sh build fast conformance
 ./scripts/test.sh build matrix
+./scripts/test.sh build docs
 ./scripts/test.sh build stress
 ./scripts/test.sh build chaos
 

@@ -122,7 +122,7 @@ Examples:
   rdtx-bench -l 0 --no-huge --no-pci -- --config conf/smallbank/occ-onesided.toml --duration 3
   rdtx-bench -- --config conf/smallbank/nowait-rpc.toml --set cluster.devargs=shm,latency_ns=2000
   rdtx-bench -- --config conf/emulations/smallbank/fasst.toml --set txn.coroutines=16 --json fasst.json
-  rdtx-bench -l 0 -- --config conf/smallbank/occ-onesided.toml --set run.virtual_time=true \
+  rdtx-bench -l 0 --no-huge --no-pci -- --config conf/smallbank/occ-onesided.toml --set run.virtual_time=true \
       --set cluster.nodes=8 --set cluster.workers_per_node=10 --set cluster.devargs=shm,nic=edr,latency_ns=1000
                        (8 nodes x 10 workers in virtual time on one core)
   rdtx-bench -- --config conf/tpcc/occ-onesided.toml --set cluster.nodes=4 --set cluster.memory_nodes=2

@@ -76,7 +76,7 @@ Examples:
   rdtx-perf -l 0 --no-huge --no-pci -- --verb read --size 64 --batch 32 --outstanding 4
   rdtx-perf -- --verb echo --batch 1,8,32 --outstanding 8
   rdtx-perf -- --device shm,latency_ns=2000 --verb read --duration 2
-  rdtx-perf -l 0-1 -- --device shm,nic=edr,nic_mops=4 --verb read --workers 1,2,4,8 --batch 8 --outstanding 8
+  rdtx-perf -l 0-1 --no-huge --no-pci -- --device shm,nic=edr,nic_mops=4 --verb read --workers 1,2,4,8 --batch 8 --outstanding 8
 )";
 
 [[noreturn]] void usage_error(const std::string& msg) {

@@ -1200,9 +1200,9 @@ ProtocolDef make_def(const char* name, const char* summary, bool broken,
   d.fetch_record_slots = 1;
   d.versions_erases = true;  // an erase is a version with the deleted bit; the mover removes the row E later
   // The default (vector) oracle and the compressed one in the generated
-  // suites. (Until 2026-11-28 the list named only "compressed", which
-  // left the default out of every generated suite: a variant list replaces
-  // the plain name, and "" stands for the defaults.)
+  // suites. A variant list replaces the plain name, so the defaults must be
+  // listed too: "" stands for them (a list of "compressed" alone would leave
+  // the default oracle out of every generated suite).
   d.variants = {{"", {}}, {"compressed", {{"namdb.oracle", "compressed"}}}};
   return d;
 }

@@ -1,5 +1,7 @@
 // Fixed-size object pools (DPDK rte_mempool) with per-lcore caches. Needs
-// rte_eal_init. Used for buffers handed between lcores.
+// rte_eal_init. For buffers handed between lcores; nothing in rdtx creates
+// one (the engine's buffers come from the drivers' alloc_memory()), only
+// test/env does.
 // Thread-safety: get/put from any lcore thread.
 #pragma once
 
