@@ -589,7 +589,10 @@ def check_test_commands(build, docs, fail):
                 else:
                     cur.append(w)
             for cmd in cmds:
+                env = {}
                 while cmd and re.match(r"^[A-Z_]+=", cmd[0]):  # VAR=value before the command
+                    k, v = cmd[0].split("=", 1)
+                    env[k] = v
                     cmd = cmd[1:]
                 if cmd[:1] == ["nice"]:
                     cmd = cmd[3:] if cmd[1:2] == ["-n"] else cmd[1:]
@@ -604,7 +607,7 @@ def check_test_commands(build, docs, fail):
                 elif cmd and cmd[0].startswith("build/test/"):
                     for w in cmd[1:]:
                         if w.startswith("--gtest_filter="):
-                            check_gtest_filter(build, d.rel, n, cmd[0], w.split("=", 1)[1], fail)
+                            check_gtest_filter(build, d.rel, n, cmd[0], w.split("=", 1)[1], fail, env)
 
 
 def check_meson_test(rel, n, args, known, fail):
@@ -627,12 +630,13 @@ def check_meson_test(rel, n, args, known, fail):
         i += 1
 
 
-def check_gtest_filter(build, rel, n, prog, pattern, fail):
+def check_gtest_filter(build, rel, n, prog, pattern, fail, env=None):
     exe = os.path.join(build, prog[len("build/"):])
     if not os.access(exe, os.X_OK):
         return  # the path check reports it
+    # The command's own variables (RDTX_CONFORMANCE_PEER adds the verbs_remote tests).
     p = subprocess.run([exe, "--gtest_list_tests", "--gtest_filter=" + pattern], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, timeout=60)
+                       stderr=subprocess.STDOUT, text=True, timeout=60, env={**os.environ, **(env or {})})
     if not any(l.startswith("  ") for l in p.stdout.splitlines()):
         fail.add(f"{rel}:{n}", f"{prog} --gtest_filter={pattern} matches no test")
 
