@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "env/eal.hpp"
+#include "env/log.hpp"
 #include "env/tsc.hpp"
 #include "runtime/shutdown.hpp"
 
@@ -182,6 +183,28 @@ std::vector<rdma::Device*> Cluster::contexts(uint32_t n) const {
   for (const auto& w : workers_)
     if (w->node == n) out.push_back(w->device);
   return out;
+}
+
+namespace {
+const env::LogType& cluster_log() {
+  static const env::LogType type("rdtx.cluster");
+  return type;
+}
+}  // namespace
+
+Result<void> WorkerContext::reconnect(uint32_t n, uint32_t user) {
+  const uint32_t i = qp_index(n, user);
+  if (device->caps().one_ended_reconnect) return qps[i]->connect(peer_qps[i]);
+  if (!failed_logged) {
+    failed_logged = true;
+    RDTX_LOG(cluster_log(), Warning,
+             "worker %u of node %u: its RC QP to node %u failed; on %s a link is restored only by resetting both "
+             "ends, which rdtx does not do yet: the QP stays failed for the rest of the run (its requests fail and "
+             "are reported)",
+             index, node, n, device->caps().name.c_str());
+  }
+  return make_error(EOPNOTSUPP, "RC QP of worker %u of node %u to node %u failed and cannot be reconnected from one end",
+                    index, node, n);
 }
 
 int Cluster::poll_all() {

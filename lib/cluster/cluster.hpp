@@ -105,16 +105,18 @@ struct WorkerContext {
   uint64_t rpc_timeout_ns = 0;  // how long a call may take before it fails
   std::unique_ptr<rdma::DeviceMemory> scratch;
   rdma::MemoryRegion scratch_mr;
+  bool failed_logged = false;  // reconnect() refused once already
 
   // The RC QP to node n that `user` (a coordinator's index) posts on: one
   // user always gets the same QP, so its requests to a node stay in order.
   uint32_t qp_index(uint32_t n, uint32_t user) const { return n * qps_per_node + user % qps_per_node; }
   rdma::QueuePair* qp_to(uint32_t n, uint32_t user = 0) const { return qps[qp_index(n, user)].get(); }
-  // Brings that QP back from the error state (a failed verb).
-  Result<void> reconnect(uint32_t n, uint32_t user = 0) {
-    uint32_t i = qp_index(n, user);
-    return qps[i]->connect(peer_qps[i]);
-  }
+  // Brings that QP back from the error state (a failed verb), where the
+  // device can do so from one end (DeviceCaps::one_ended_reconnect). Else
+  // the QP stays failed for the rest of the run (its requests fail, the run
+  // reports them) and the first refusal is logged: restoring it needs the
+  // peer's QP reset too, which the cluster does not do yet.
+  Result<void> reconnect(uint32_t n, uint32_t user = 0);
 };
 
 // Every node's blob, indexed by node id (Bootstrap::all_gather).

@@ -139,6 +139,11 @@ struct DeviceCaps {
   // retries take, at least 1 s). 0: the driver completes every request by
   // itself (shm). Whoever waits for requests to drain waits longer.
   uint64_t stall_ns = 0;
+  // connect() again after an error restores an RC link from this end alone
+  // (shm: a QP keeps no transport state). false (verbs): the peer's QP keeps
+  // its own (the expected PSN), so requests after a one-ended reconnect
+  // would be taken as duplicates there; both ends must reset together.
+  bool one_ended_reconnect = false;
   // Latency model (shm only; 0 for real devices).
   uint64_t latency_ns = 0;
   double bw_gbps = 0;

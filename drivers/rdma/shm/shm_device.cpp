@@ -41,6 +41,7 @@ Result<std::unique_ptr<Device>> ShmDevice::open(const ShmConfig& cfg, uint32_t n
   caps.max_mr_size = kMaxMrSize;
   caps.lazy_memory = true;
   caps.latency_ns = cfg.latency_ns;
+  caps.one_ended_reconnect = true;
   caps.stall_ns = cfg.rc_stall > 0 ? cfg.stall_ms * 1'000'000 : 0;
   caps.bw_gbps = cfg.bw_gbps;
   caps.nic_model = (*node)->nic_model().enabled();
