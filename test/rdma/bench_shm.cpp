@@ -85,7 +85,7 @@ void BM_Read64Batch32_inproc(benchmark::State& state) {
 BENCHMARK(BM_Read64Batch32_inproc);
 
 void BM_Read64Batch32_process(benchmark::State& state) {
-  auto topo = Topology::start({"shm_process", "shm", true});
+  auto topo = Topology::start({"shm_process", "shm", true, ""});
   if (!topo.ok()) return state.SkipWithError(topo.error().message.c_str());
   Device& dev = (*topo)->local();
   auto mem = dev.alloc_memory(1 << 16).value();
