@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/shutdown.hpp"
 #include "store/loader.hpp"
 
 namespace rdtx::workloads {
@@ -369,6 +370,9 @@ Result<void> Tpcc::load(store::Store& s, uint32_t partition) const {
   std::vector<uint32_t> customer_order(size_t{wpn} * kDistricts * C);
   for (uint32_t wi = 0; wi < wpn; ++wi)
     for (uint32_t d = 1; d <= kDistricts; ++d) {
+      // A few ms a district: a signal stops the load between them.
+      if (runtime::shutdown_requested())
+        return make_error(ECANCELED, "tpcc: loading stopped by %s", runtime::shutdown_cause());
       const size_t dist = size_t{wi} * kDistricts + (d - 1);
       struct Named {
         uint32_t name;
