@@ -185,7 +185,8 @@ cluster::ClusterConfig sized_cluster(const RunConfig& rc);
 // (nodes x qps_per_node) may have max_outstanding requests in flight.
 uint64_t worker_cq_depth(const cluster::ClusterConfig& cc);
 
-// The recorded histories of a run merged into one, for the checker.
-Result<history::History> merged_history(const RunResult& r);
+// The recorded histories of a run merged into one, for the checker;
+// ECANCELED when `stop` asked to give up (Recorder::append_to).
+Result<history::History> merged_history(const RunResult& r, const history::StopFn& stop = {});
 
 }  // namespace rdtx::run
