@@ -163,6 +163,12 @@ struct RunResult {
   }
 };
 
+// Signals (runtime::shutdown_requested()): one while the cluster is built
+// and loaded fails the run with ECANCELED, "stopped by SIGTERM during
+// loading"; one during the run ends it (the result says how long it
+// measured), and the checks after it give up once the stop's grace is over
+// (runtime::stop_grace_over(); the workload's check then fails with
+// ECANCELED: not checked).
 Result<RunResult> run(const RunConfig& rc);
 
 // Node roles (rc.cluster.memory_nodes): EINVAL, naming the keys, for a
