@@ -117,6 +117,12 @@ carried out (a report that could not be written to standard output, e.g. a
 full disk, included), 2 bad command line or configuration (or one that does
 not fit).
 
+SIGINT or SIGTERM ends rdtx-bench within about a second: while loading, with
+"stopped by SIGTERM during loading" (exit 1); while running, with the report
+of the part that ran, marked interrupted; the checks after a run (the
+invariants, a history) may go on for 0.3 s after the signal, then one still
+going reads NOT CHECKED (exit 1). A second signal exits at once (128+signal).
+
 Examples:
   rdtx-bench -- --config conf/default.toml
   rdtx-bench -l 0 --no-huge --no-pci -- --config conf/smallbank/occ-onesided.toml --duration 3

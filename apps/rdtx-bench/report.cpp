@@ -16,6 +16,7 @@
 #include "env/tsc.hpp"
 #include "history/reader.hpp"
 #include "rdtx-bench/bench_config.hpp"
+#include "runtime/shutdown.hpp"
 #include "txn/types.hpp"
 #include "version.h"
 
@@ -146,6 +147,22 @@ bool Report::passed() const {
 
 HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r, cluster::Bootstrap* boot) {
   HistoryResult h;
+  const std::string& dir = cfg.get_string("history.dir");
+  // Writing and checking a long run's history take seconds: a signal ends
+  // them once its grace is over, and the report says what was not done.
+  const history::StopFn stop = runtime::stop_grace_over;
+  auto not_written = [&] {
+    h.stopped = true;
+    h.error = std::string("stopped by ") + runtime::shutdown_cause() + " while writing the files: " + dir +
+              " holds only some of them";
+    return h;
+  };
+  auto not_checked = [&] {
+    h.stopped = true;
+    h.error = std::string("stopped by ") + runtime::shutdown_cause();
+    if (!h.dir.empty()) h.error += " (the files in " + h.dir + " are whole: rdtx-check " + h.dir + " checks them)";
+    return h;
+  };
   h.recorded = !r.histories.empty();
   if (!h.recorded) return h;
   for (const history::Recorder& rec : r.histories) {
@@ -154,7 +171,6 @@ HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r,
     h.dropped += rec.dropped_txns();
     h.truncated |= rec.truncated();
   }
-  const std::string& dir = cfg.get_string("history.dir");
   if (!dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
@@ -163,7 +179,8 @@ HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r,
       return h;
     }
     for (const history::Recorder& rec : r.histories) {
-      auto w = rec.write_file(dir + "/" + history::Recorder::file_name(rec.options().node, rec.options().worker));
+      auto w = rec.write_file(dir + "/" + history::Recorder::file_name(rec.options().node, rec.options().worker), stop);
+      if (!w.ok() && w.error().code == ECANCELED) return not_written();
       if (!w.ok()) {
         h.error = w.error().message;
         return h;
@@ -180,7 +197,14 @@ HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r,
     if (boot->self() != 0 || !cfg.get_bool("history.check")) return h;
   }
   if (!cfg.get_bool("history.check")) return h;
-  Result<history::History> merged = boot == nullptr ? run::merged_history(r) : history::load_history({dir});
+  // A long run's check takes seconds after the run: with the progress line
+  // on, a line says what is going on.
+  if (cfg.get_float("run.progress_s") > 0)
+    std::fprintf(stderr, "rdtx-bench: checking the history: %s attempts, %s accesses\n", grouped(h.txns).c_str(),
+                 grouped(h.accesses).c_str());
+  Result<history::History> merged =
+      boot == nullptr ? run::merged_history(r, stop) : history::load_history({dir}, 0, stop);
+  if (!merged.ok() && merged.error().code == ECANCELED) return not_checked();
   if (merged.ok() && boot != nullptr) {
     if (auto complete = merged->check_complete(); !complete.ok()) merged = complete.error();
   }
@@ -188,7 +212,10 @@ HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r,
     h.error = merged.error().message;
     return h;
   }
-  auto rep = history::check(*merged, txn::check_options(r.isolation));
+  history::CheckOptions co = txn::check_options(r.isolation);
+  co.stop = stop;
+  auto rep = history::check(*merged, co);
+  if (!rep.ok() && rep.error().code == ECANCELED) return not_checked();
   if (!rep.ok()) {
     h.error = rep.error().message;
     return h;
@@ -202,8 +229,11 @@ HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r,
 std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const HistoryResult* history,
                               double warmup_s) {
   std::vector<Check> c;
-  c.push_back({"invariants", "invariants", 0, r.invariants.ok(),
-               r.invariants.ok() ? r.invariants_note : r.invariants.error().message});
+  if (!r.invariants.ok() && r.invariants.error().code == ECANCELED)
+    c.push_back({"invariants", "invariants", 0, false, std::string("stopped by ") + runtime::shutdown_cause(), true});
+  else
+    c.push_back({"invariants", "invariants", 0, r.invariants.ok(),
+                 r.invariants.ok() ? r.invariants_note : r.invariants.error().message});
   c.push_back({"locks_left", "locks left", r.locks_left, r.locks_left == 0, ""});
   // A drain that gave up (a stalled peer, messages lost for longer than it
   // waits) leaves coroutines running, and usually locks held.
@@ -291,7 +321,7 @@ std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const H
   if (history && history->recorded && (history->checked || !history->error.empty())) {
     const bool ok = history->error.empty() && history->report.certified;
     c.push_back({"history", "history", history->report.anomalies(), ok,
-                 history->error.empty() ? history->report.verdict() : history->error});
+                 history->error.empty() ? history->report.verdict() : history->error, history->stopped});
   }
   return c;
 }
@@ -478,17 +508,27 @@ void print_report(std::FILE* out, const Report& rep) {
   }
   std::fprintf(out, "checks\n");
   for (const Check& c : rep.checks) {
+    const char* verdict = c.not_checked ? "NOT CHECKED" : c.ok ? "OK" : "FAILED";
     if (std::string(c.key) == "invariants" || std::string(c.key) == "history" || std::string(c.key) == "replicas")
-      std::fprintf(out, "  %-20s %s%s%s\n", c.label, c.ok ? "OK" : "FAILED", c.message.empty() ? "" : ": ",
-                   c.message.c_str());
+      std::fprintf(out, "  %-20s %s%s%s\n", c.label, verdict, c.message.empty() ? "" : ": ", c.message.c_str());
     else
-      std::fprintf(out, "  %-20s %14s  %s%s%s\n", c.label, grouped(c.value).c_str(), c.ok ? "OK" : "FAILED",
+      std::fprintf(out, "  %-20s %14s  %s%s%s\n", c.label, grouped(c.value).c_str(), verdict,
                    c.message.empty() ? "" : ": ", c.message.c_str());
   }
-  std::string failed;
-  for (const Check& c : rep.checks)
-    if (!c.ok) failed += (failed.empty() ? "" : ", ") + std::string(c.label);
-  std::fprintf(out, "result: %s%s\n", failed.empty() ? "PASS" : "FAILED: ", failed.c_str());
+  // A check a signal cut short proves nothing, but did not fail either.
+  std::string failed, unchecked;
+  for (const Check& c : rep.checks) {
+    if (c.ok) continue;
+    std::string& list = c.not_checked ? unchecked : failed;
+    list += (list.empty() ? "" : ", ") + std::string(c.label);
+  }
+  if (!failed.empty())
+    std::fprintf(out, "result: FAILED: %s%s%s\n", failed.c_str(),
+                 unchecked.empty() ? "" : "; not checked: ", unchecked.c_str());
+  else if (!unchecked.empty())
+    std::fprintf(out, "result: NOT CHECKED: %s\n", unchecked.c_str());
+  else
+    std::fprintf(out, "result: PASS\n");
 }
 
 std::string report_json(const Report& rep) {
@@ -568,6 +608,7 @@ std::string report_json(const Report& rep) {
   toml::table checks{{"passed", rep.passed()}};
   for (const Check& c : rep.checks) {
     toml::table entry{{"ok", c.ok}};
+    if (c.not_checked) entry.insert("not_checked", true);
     if (std::string(c.key) == "invariants" || std::string(c.key) == "history" || std::string(c.key) == "replicas")
       entry.insert("message", c.message);
     else

@@ -24,6 +24,9 @@ struct Check {
   uint64_t value = 0;  // what was counted (0 for the invariant check)
   bool ok = true;
   std::string message;  // why it failed (invariants), else ""
+  // Not done to the end: SIGINT or SIGTERM came and its grace ran out
+  // (runtime::stop_grace_over()). Not ok either: nothing was proven.
+  bool not_checked = false;
 };
 
 // The recorded history of a run (history.record): where it was written and
@@ -34,6 +37,7 @@ struct HistoryResult {
   bool truncated = false;
   std::string dir;    // where the files were written ("" = not written)
   std::string error;  // writing or loading failed
+  bool stopped = false;  // a stop request ended the writing or the check (error says which)
   bool checked = false;
   history::CheckReport report;
   std::string text;  // format_report(): the findings, for a person
@@ -41,7 +45,10 @@ struct HistoryResult {
 
 // Writes the files (history.dir) and checks the history (history.check).
 // Multi-process (`boot`): every node writes its files to history.dir, then
-// node 0 loads all of them and checks.
+// node 0 loads all of them and checks. Writing, merging and checking give
+// up once a stop request's grace is over (SIGINT, SIGTERM:
+// runtime::stop_grace_over()): `stopped`, and `error` says what was not
+// done.
 HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r, cluster::Bootstrap* boot = nullptr);
 
 // Everything the report says about one run.

@@ -1351,11 +1351,14 @@ bool Calvin::next_batch(Coordinator& c, uint32_t* count, bool* final) {
   const Workload& wl = e_.workload();
   if (!cs.replay.empty()) {
     // Replay: the recorded batch as it was (timestamps and ids included),
-    // whether or not the worker is stopping, so that every member runs the
-    // same epochs; past the recording, an empty final batch.
+    // whether or not the worker is stopping (its run.duration_s is not the
+    // recording's), so that every member runs the same epochs; past the
+    // recording, or once SIGINT or SIGTERM asked the process to stop, an
+    // empty final batch (a replay is as interruptible as a run: the members
+    // end with the epochs they have, as when generated inputs stop).
     *count = 0;
     *final = true;
-    if (cs.replay_at + 8 <= cs.replay.size()) {
+    if (cs.replay_at + 8 <= cs.replay.size() && !runtime::shutdown_requested()) {
       uint64_t w;
       std::memcpy(&w, cs.replay.data() + cs.replay_at, 8);
       const uint64_t n = w & kCountMask;

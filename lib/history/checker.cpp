@@ -128,11 +128,21 @@ struct Part {
   std::array<size_t, kRing> ring_pos{};
 };
 
+template <typename F>
+void for_pieces(F&& f) {
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, kPieces, 1),
+                    [&](const tbb::blocked_range<size_t>& r) {
+                      for (size_t i = r.begin(); i < r.end(); ++i) f(i);
+                    },
+                    tbb::simple_partitioner());
+}
+
 class Checker {
  public:
   Checker(const History& h, const CheckOptions& o) : h_(h), o_(o), d_(h, index_) {}
 
-  CheckReport run();
+  // ECANCELED once o_.stop asked to give up.
+  Result<CheckReport> run();
 
  private:
   void scan_txns(size_t piece, Part& p);
@@ -167,6 +177,22 @@ class Checker {
     return c;
   }
   void unknown_version(Part& p, uint32_t actor, const AccessRecord& a, Version v, bool read);
+  // Whether o_.stop asked to give up; once it did, always (the pieces of a
+  // parallel phase ask it concurrently).
+  bool stopping() {
+    if (stopped_.load(std::memory_order_relaxed)) return true;
+    if (!o_.stop || !o_.stop()) return false;
+    stopped_.store(true, std::memory_order_relaxed);
+    return true;
+  }
+  // A top-level parallel phase: its pieces are skipped once stopping()
+  // (run() then returns before anything reads their results).
+  template <typename F>
+  void phase(F&& f) {
+    for_pieces([&](size_t i) {
+      if (!stopping()) f(i);
+    });
+  }
 
   // Counts an anomaly the level forbids, and keeps its finding (built only
   // then) while fewer than max_findings of its kind are kept.
@@ -215,17 +241,9 @@ class Checker {
   bool si_timestamps_ = false;
   bool order_by_commit_ts_ = false;
   const std::vector<Part>* events_by_range_ = nullptr;
+  std::atomic<bool> stopped_{false};
   Describer d_;
 };
-
-template <typename F>
-void for_pieces(F&& f) {
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, kPieces, 1),
-                    [&](const tbb::blocked_range<size_t>& r) {
-                      for (size_t i = r.begin(); i < r.end(); ++i) f(i);
-                    },
-                    tbb::simple_partitioner());
-}
 
 // v = n copies of x, in transparent huge pages where the kernel allows:
 // these arrays are read at random. Filled in pieces on the arena's threads
@@ -239,7 +257,7 @@ void huge_assign(LoadVector<T>& v, size_t n, T x) {
   for_pieces([&](size_t piece) { std::fill(v.data() + n * piece / kPieces, v.data() + n * (piece + 1) / kPieces, x); });
 }
 
-CheckReport Checker::run() {
+Result<CheckReport> Checker::run() {
   const auto t0 = std::chrono::steady_clock::now();
   r_.isolation = o_.isolation;
   r_.truncated = h_.truncated();
@@ -254,12 +272,15 @@ CheckReport Checker::run() {
     std::fprintf(stderr, "  %-12s %.3f s\n", what, std::chrono::duration<double>(now - tp).count());
     tp = now;
   };
+  // Each phase reads what the ones before it built: once stopping(), none
+  // runs (a phase whose pieces were skipped is never read).
   tbb::task_arena arena(o_.threads == 0 ? tbb::task_arena::automatic : static_cast<int>(o_.threads));
   arena.execute([&] {
     std::vector<Part> ranges(kPieces), shards(kPieces);
     const size_t n = h_.size();
     huge_assign(ord_, n, uint64_t{0});
-    for_pieces([&](size_t i) { scan_txns(i, ranges[i]); });
+    phase([&](size_t i) { scan_txns(i, ranges[i]); });
+    if (stopping()) return;
     bool all = true;
     for (const Part& p : ranges) {
       all = all && p.all_timestamps;
@@ -272,7 +293,7 @@ CheckReport Checker::run() {
     order_by_commit_ts_ = all;
     order_txns();
     huge_assign(meta_, n, Meta{});
-    for_pieces([&](size_t piece) {
+    phase([&](size_t piece) {
       const auto [lo, hi] = range_of(n, piece);
       for (size_t i = lo; i < hi; ++i) {
         const TxnRecord& t = txn(static_cast<uint32_t>(i));
@@ -280,26 +301,33 @@ CheckReport Checker::run() {
                         t.access_count | (t.committed() ? Meta::kCommittedBit : 0)};
       }
     });
+    if (stopping()) return;
     lap("scan");
     index_.build(h_);
     lap("index");
+    if (stopping()) return;
     index_big_txns(ranges);
     huge_assign(read_of_, h_.access_count(), kNone);
     huge_assign(rep_of_, h_.access_count(), kNone);
     huge_assign(replacers_, h_.access_count(), ~uint64_t{0});
     lap("alloc");
-    for_pieces([&](size_t i) { resolve_txns(i, ranges[i]); });
+    if (stopping()) return;
+    phase([&](size_t i) { resolve_txns(i, ranges[i]); });
+    if (stopping()) return;
     LoadVector<Meta>().swap(meta_);
     lap("resolve");
-    for_pieces([&](size_t i) { find_forks(i, ranges[i]); });
+    phase([&](size_t i) { find_forks(i, ranges[i]); });
+    if (stopping()) return;
     fix_forks(ranges);
     lap("forks");
-    for_pieces([&](size_t i) { anti_dependencies(i, ranges[i]); });
+    phase([&](size_t i) { anti_dependencies(i, ranges[i]); });
+    if (stopping()) return;
     lap("rw");
     describe_forks(ranges);
     events_by_range_ = &ranges;
     for (Part& p : shards) p.keep_edges = true;  // few: the initial versions' anti-dependencies
-    for_pieces([&](size_t i) { process_shard(i, shards[i]); });
+    phase([&](size_t i) { process_shard(i, shards[i]); });
+    if (stopping()) return;
     lap("shards");
     for (Part& p : ranges) std::vector<Event>().swap(p.events);
     ranges.insert(ranges.end(), std::make_move_iterator(shards.begin()), std::make_move_iterator(shards.end()));
@@ -314,8 +342,9 @@ CheckReport Checker::run() {
     lap("merge");
     if (trace) std::fprintf(stderr, "  %zu edges kept\n", edges_.size());
   });
-  find_cycles();
+  if (!stopping()) find_cycles();
   lap("cycles");
+  if (stopping()) return make_error(ECANCELED, "history check stopped");
 
   // Every piece kept its own first findings of each kind; keep the first
   // max_findings of each, in piece order.
@@ -1099,7 +1128,7 @@ void Checker::find_cycles() {
     e.dst = static_cast<uint32_t>(std::lower_bound(node_of_.begin(), node_of_.end(), e.dst) - node_of_.begin());
   }
   const DependencyGraph g(static_cast<uint32_t>(node_of_.size()), std::move(edges_));
-  CycleSearch search(g);
+  CycleSearch search(g, [this] { return stopping(); });
   if (forbidden(o_.isolation, Anomaly::kG2Item)) {  // serializable, repeatable read
     // Coarse to fine: most histories are acyclic and stop after one pass.
     const Components full = g.components(kAllKinds, nullptr);
@@ -1126,7 +1155,7 @@ void Checker::report_cycles(Anomaly a, const DependencyGraph& g, const Component
                             CycleSearch& search) {
   const size_t k = static_cast<size_t>(a);
   uint64_t budget = o_.search_budget;
-  for (size_t i = 0; i < c.cyclic.size(); ++i) {
+  for (size_t i = 0; i < c.cyclic.size() && !search.stopped(); ++i) {
     const std::span<const uint32_t> members = c.members_of(i);
     if (r_.counts[k] >= o_.max_findings) {
       // Only counted: an edge of the seed kind inside the component lies on
@@ -1154,7 +1183,7 @@ void Checker::search_gsib(const DependencyGraph& g, CycleSearch& search) {
   const Components full = g.components(kAllKinds, nullptr);
   note_components(full);
   uint64_t budget = o_.search_budget;
-  for (size_t i = 0; i < full.cyclic.size(); ++i) {
+  for (size_t i = 0; i < full.cyclic.size() && !search.stopped(); ++i) {
     bool exhausted = false;
     const std::optional<Cycle> cyc = search.shortest(full, i, kind_bit(EdgeKind::kRW), kDepKinds, budget, &exhausted);
     const size_t size = full.members_of(i).size();

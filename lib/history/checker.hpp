@@ -114,6 +114,10 @@ struct CheckOptions {
   // versions they name, anti-dependencies, edges in segments); 0: every core. The report does not depend on
   // it.
   unsigned threads = 0;
+  // Polled between phases, by every piece of a parallel phase (a 64th of
+  // it) and every million edges a cycle search visits: once it returns
+  // true, check() gives up with ECANCELED (rdtx-bench's SIGINT/SIGTERM).
+  StopFn stop;
 };
 
 struct CheckStats {
@@ -145,7 +149,7 @@ struct CheckReport {
 };
 
 // Checks `h` at options.isolation. Fails (EFBIG) only when the history is
-// past History's limits.
+// past History's limits, or (ECANCELED) when options.stop asked to give up.
 Result<CheckReport> check(const History& h, const CheckOptions& options = {});
 
 // The report as text: a summary, then the kept findings (at most

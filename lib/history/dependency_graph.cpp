@@ -1,6 +1,7 @@
 #include "history/dependency_graph.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace rdtx::history {
 
@@ -111,8 +112,13 @@ Components DependencyGraph::components(uint8_t kinds, const Components* within) 
   return c;
 }
 
-CycleSearch::CycleSearch(const DependencyGraph& g)
-    : g_(g), stamp_(g.nodes(), 0), target_stamp_(g.nodes(), 0), dist_(g.nodes(), 0), parent_(g.nodes()) {}
+CycleSearch::CycleSearch(const DependencyGraph& g, std::function<bool()> stop)
+    : g_(g),
+      stamp_(g.nodes(), 0),
+      target_stamp_(g.nodes(), 0),
+      dist_(g.nodes(), 0),
+      parent_(g.nodes()),
+      stop_(std::move(stop)) {}
 
 Edge CycleSearch::weakest_edge(uint32_t from, uint32_t to, uint8_t kinds) const {
   Edge best{};
@@ -166,6 +172,11 @@ std::optional<Cycle> CycleSearch::shortest(const Components& comps, size_t cycli
       const uint32_t x = queue[head];
       if (dist_[x] + 2 >= best_len) break;  // cannot beat the best cycle
       for (const Edge& e : g_.out(x)) {
+        if ((++visits_ & 0xfffff) == 0 && stop_ && stop_()) stopped_ = true;
+        if (stopped_) {
+          out_of_budget = true;
+          break;
+        }
         if (!first) {
           if (budget == 0) {
             out_of_budget = true;

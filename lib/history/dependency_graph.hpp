@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -86,7 +87,9 @@ class DependencyGraph {
 
 class CycleSearch {
  public:
-  explicit CycleSearch(const DependencyGraph& g);
+  // `stop` (may be empty) is polled every 2^20 edge visits: once true, the
+  // search ends as if out of budget, and stopped() says so.
+  explicit CycleSearch(const DependencyGraph& g, std::function<bool()> stop = {});
 
   // A shortest cycle, inside cyclic component `cyclic_i` of `comps`, that
   // contains an edge of `seed_kinds` and otherwise follows edges of
@@ -98,6 +101,7 @@ class CycleSearch {
   // Among parallel edges the weakest kind is shown (ww, then wr, then rw).
   std::optional<Cycle> shortest(const Components& comps, size_t cyclic_i, uint8_t seed_kinds, uint8_t path_kinds,
                                 uint64_t& budget, bool* exhausted);
+  bool stopped() const { return stopped_; }
 
  private:
   Edge weakest_edge(uint32_t from, uint32_t to, uint8_t kinds) const;
@@ -108,6 +112,9 @@ class CycleSearch {
   std::vector<uint32_t> stamp_, target_stamp_, dist_;
   std::vector<Edge> parent_;
   uint32_t epoch_ = 0;
+  std::function<bool()> stop_;
+  uint64_t visits_ = 0;
+  bool stopped_ = false;
 };
 
 }  // namespace rdtx::history

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -51,6 +52,13 @@ struct DefaultInitAllocator : std::allocator<T> {
 };
 template <typename T>
 using LoadVector = std::vector<T, DefaultInitAllocator<T>>;
+
+// Long operations on a history (writing and reading its files, merging,
+// checking) poll this between pieces of work, milliseconds apart, and give
+// up with ECANCELED once it returns true: rdtx-bench passes
+// runtime::stop_grace_over, so that SIGINT or SIGTERM ends a check within
+// a second. Empty: never. Called from several threads at once.
+using StopFn = std::function<bool()>;
 
 // One worker's part of the history (one file).
 struct Source {

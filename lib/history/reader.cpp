@@ -185,7 +185,7 @@ Result<void> check_access(const OpenFile& of, uint64_t i, const TxnRecord& t, ui
 // Reads the log of `of` into the History's arrays from attempt `txn_base`
 // and access `acc_base` (its range, made room for by the caller): files are
 // read in parallel, each into its own range.
-Result<void> read_log(const OpenFile& of, History& h, uint64_t txn_base, uint64_t acc_base) {
+Result<void> read_log(const OpenFile& of, History& h, uint64_t txn_base, uint64_t acc_base, const StopFn& stop) {
   File f(std::fopen(of.path.c_str(), "rb"));
   if (!f) return make_error(errno, "%s: %s", of.path.c_str(), std::strerror(errno));
   if (std::fseek(f.get(), static_cast<long>(sizeof(FileHeader) + of.h.names_bytes), SEEK_SET) != 0)
@@ -203,6 +203,7 @@ Result<void> read_log(const OpenFile& of, History& h, uint64_t txn_base, uint64_
   size_t carried = 0;
   Result<void> invalid;
   while (left > 0) {
+    if (stop && stop()) return make_error(ECANCELED, "%s: reading stopped", of.path.c_str());
     if (carried == piece.size()) piece.resize(piece.size() * 2);  // one record larger than a piece
     const size_t k = static_cast<size_t>(std::min<uint64_t>(left, piece.size() - carried));
     if (!read_exact(f.get(), piece.data() + carried, k))
@@ -285,7 +286,7 @@ Result<std::vector<std::string>> expand_history_paths(const std::vector<std::str
   return out;
 }
 
-Result<History> load_history(const std::vector<std::string>& paths, unsigned threads) {
+Result<History> load_history(const std::vector<std::string>& paths, unsigned threads, const StopFn& stop) {
   auto files = expand_history_paths(paths);
   if (!files.ok()) return files.error();
   History h;
@@ -326,7 +327,7 @@ Result<History> load_history(const std::vector<std::string>& paths, unsigned thr
   std::vector<Result<void>> results(open.size());
   auto read_all = [&] {
     tbb::parallel_for(tbb::blocked_range<size_t>(0, open.size(), 1), [&](const tbb::blocked_range<size_t>& r) {
-      for (size_t k = r.begin(); k < r.end(); ++k) results[k] = read_log(open[k], h, txn_base[k], acc_base[k]);
+      for (size_t k = r.begin(); k < r.end(); ++k) results[k] = read_log(open[k], h, txn_base[k], acc_base[k], stop);
     });
   };
   if (threads == 0) {

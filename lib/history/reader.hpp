@@ -23,8 +23,8 @@ namespace rdtx::history {
 // History::check_complete() so a caller may report it its own way. The files
 // are read and validated in parallel, each on its own thread, on `threads`
 // threads (0: every core); the result and the error reported do not depend
-// on it.
-Result<History> load_history(const std::vector<std::string>& paths, unsigned threads = 0);
+// on it. ECANCELED when `stop` asked to give up (polled per piece read).
+Result<History> load_history(const std::vector<std::string>& paths, unsigned threads = 0, const StopFn& stop = {});
 
 // The file paths load_history would read for `paths`, in that order.
 Result<std::vector<std::string>> expand_history_paths(const std::vector<std::string>& paths);

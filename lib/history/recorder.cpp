@@ -62,11 +62,20 @@ bool pread_all(int fd, void* p, size_t n, uint64_t off) {
 }
 
 // Copies n bytes of `in` from `in_off` to the end of `out` (at out_off): in
-// the kernel where it can (copy_file_range), else through a buffer.
-bool copy_range(int in, uint64_t in_off, int out, uint64_t out_off, uint64_t n) {
+// the kernel where it can (copy_file_range), else through a buffer; in
+// steps of at most 64 MiB, before each of which `stop` may end it (false,
+// errno ECANCELED). False with errno set on failure.
+bool copy_range(int in, uint64_t in_off, int out, uint64_t out_off, uint64_t n, const StopFn& stop) {
+  constexpr uint64_t kStep = 64 * kMiB;
+  auto stopped = [&] {
+    if (!stop || !stop()) return false;
+    errno = ECANCELED;
+    return true;
+  };
   while (n > 0) {
+    if (stopped()) return false;
     auto io = static_cast<loff_t>(in_off), oo = static_cast<loff_t>(out_off);
-    const ssize_t c = ::copy_file_range(in, &io, out, &oo, n, 0);
+    const ssize_t c = ::copy_file_range(in, &io, out, &oo, std::min(n, kStep), 0);
     if (c < 0 && errno == EINTR) continue;
     if (c <= 0) break;  // not supported here (EXDEV, ENOSYS, ...): copy by hand
     in_off += static_cast<uint64_t>(c);
@@ -74,9 +83,14 @@ bool copy_range(int in, uint64_t in_off, int out, uint64_t out_off, uint64_t n) 
     n -= static_cast<uint64_t>(c);
   }
   std::vector<std::byte> buf(n == 0 ? 0 : std::min<uint64_t>(n, 4 * kMiB));
-  while (n > 0) {
+  for (uint64_t since_poll = 0; n > 0;) {
+    if (since_poll >= kStep) {
+      if (stopped()) return false;
+      since_poll = 0;
+    }
     const size_t k = static_cast<size_t>(std::min<uint64_t>(n, buf.size()));
     if (!pread_all(in, buf.data(), k, in_off) || !pwrite_all(out, buf.data(), k, out_off)) return false;
+    since_poll += k;
     in_off += k;
     out_off += k;
     n -= k;
@@ -349,7 +363,7 @@ FileHeader Recorder::header() const {
   return h;
 }
 
-Result<void> Recorder::write_file(const std::string& path) const {
+Result<void> Recorder::write_file(const std::string& path, const StopFn& stop) const {
   if (writer_) return make_error(EBUSY, "%s: the history is still streaming (end_streaming() first)", path.c_str());
   if (!stream_error_.empty()) return make_error(EIO, "%s: %s", path.c_str(), stream_error_.c_str());
   const FileHeader h = header();
@@ -357,7 +371,8 @@ Result<void> Recorder::write_file(const std::string& path) const {
   const int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out < 0) return make_error(errno, "cannot create %s: %s", tmp.c_str(), std::strerror(errno));
   const uint64_t streamed_end = sizeof h + names_bytes_ + streamed_;
-  bool ok = pwrite_all(out, &h, sizeof h, 0) && copy_range(fd_.get(), sizeof h, out, sizeof h, names_bytes_ + streamed_) &&
+  bool ok = pwrite_all(out, &h, sizeof h, 0) &&
+            copy_range(fd_.get(), sizeof h, out, sizeof h, names_bytes_ + streamed_, stop) &&
             pwrite_all(out, half(active_ ^ 1), pending_, streamed_end) &&
             pwrite_all(out, half(active_), used_, streamed_end + pending_);
   int err = errno;
@@ -367,6 +382,7 @@ Result<void> Recorder::write_file(const std::string& path) const {
   }
   if (!ok) {
     ::unlink(tmp.c_str());
+    if (err == ECANCELED) return make_error(ECANCELED, "writing %s: stopped", path.c_str());
     return make_error(err, "cannot write %s: %s", tmp.c_str(), std::strerror(err));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -377,7 +393,7 @@ Result<void> Recorder::write_file(const std::string& path) const {
   return {};
 }
 
-Result<void> Recorder::append_to(History& h) const {
+Result<void> Recorder::append_to(History& h, const StopFn& stop) const {
   if (writer_) return make_error(EBUSY, "history: still streaming (end_streaming() first)");
   if (!stream_error_.empty()) return make_error(EIO, "%s", stream_error_.c_str());
   Source src;
@@ -395,6 +411,8 @@ Result<void> Recorder::append_to(History& h) const {
   uint64_t off = sizeof(FileHeader) + names_bytes_, left = streamed_;
   size_t carried = 0;
   while (left > 0) {
+    if (stop && stop())
+      return make_error(ECANCELED, "reading the history stream file %s back: stopped", spill_path_.c_str());
     if (carried == piece.size()) piece.resize(piece.size() * 2);  // one record larger than a piece
     const size_t k = static_cast<size_t>(std::min<uint64_t>(left, piece.size() - carried));
     if (!pread_all(fd_.get(), piece.data() + carried, k, off))

@@ -133,13 +133,15 @@ class Recorder {
   // `path`.tmp and a rename so that a reader never sees half a file: the
   // stream file is copied (copy_file_range) and what is still in memory
   // appended. Fails, naming the stream file, if streaming failed. Errors
-  // name the path.
-  Result<void> write_file(const std::string& path) const;
+  // name the path; ECANCELED when `stop` asked to give up (polled every 64
+  // MiB copied), leaving no file.
+  Result<void> write_file(const std::string& path, const StopFn& stop = {}) const;
   // Appends the recorded attempts and this worker's Source to `h`, as the
   // reader would load them from the file (for in-process checks and tests),
   // reading the stream file back. Fails like the reader if h's name tables
-  // or run differ.
-  Result<void> append_to(History& h) const;
+  // or run differ; ECANCELED when `stop` asked to give up (polled every 8
+  // MiB read).
+  Result<void> append_to(History& h, const StopFn& stop = {}) const;
   // "history-n<node>-w<worker>.rdtxh"
   static std::string file_name(uint16_t node, uint16_t worker);
 

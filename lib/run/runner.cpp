@@ -31,9 +31,17 @@ using txn::Txn;
 using txn::WorkerEngine;
 using txn::WorkerStats;
 
-Result<history::History> merged_history(const RunResult& r) {
+Result<history::History> merged_history(const RunResult& r, const history::StopFn& stop) {
   history::History h;
-  for (const history::Recorder& rec : r.histories) RDTX_TRY(rec.append_to(h));
+  // Sized once: regrowing copies hundreds of MB per doubling, seconds in
+  // all, and a copy cannot be stopped.
+  size_t txns = 0, accesses = 0;
+  for (const history::Recorder& rec : r.histories) {
+    txns += rec.txn_count();
+    accesses += rec.access_count();
+  }
+  h.reserve(txns, accesses);
+  for (const history::Recorder& rec : r.histories) RDTX_TRY(rec.append_to(h, stop));
   RDTX_TRY(h.check_complete());
   return h;
 }
@@ -58,6 +66,16 @@ class PeerWatch {
  private:
   std::optional<Ticker> ticker_;
 };
+
+// A stop request (SIGINT, SIGTERM) while the cluster is built and loaded
+// ends the run there, whichever step saw it (Table::create, store::load, a
+// workload's own loops, CALVIN reading its recordings). In process mode a
+// collective entered after a signal fails on every node, naming this one:
+// the others learn of it when they reach it (at the end of their loading).
+Error stopped_loading(cluster::Bootstrap* boot) {
+  if (boot != nullptr) (void)boot->barrier("loaded");
+  return make_error(ECANCELED, "stopped by %s during loading", runtime::shutdown_cause());
+}
 
 // Runs `op` (a bootstrap collective) on a thread of its own while this
 // thread keeps polling the cluster's workers, so that peers still finishing
@@ -261,7 +279,13 @@ Result<RunResult> run(const RunConfig& rc) {
     cc.fabric = fabric;
     cl = cluster::Cluster::create_node(cc, boot->self(), all_gather);
   }
-  if (!cl.ok()) return cl.error();
+  // Loading, from here until the run starts: a step that fails, or that a
+  // stop request cut short, ends the run.
+  auto loading = [boot](Result<void> r) -> Result<void> {
+    if (runtime::shutdown_requested()) return stopped_loading(boot);
+    return r;
+  };
+  if (!cl.ok()) return loading(cl.error()).error();
   cluster::Cluster& c = **cl;
   const uint32_t local = c.first_local_node();
 
@@ -285,17 +309,17 @@ Result<RunResult> run(const RunConfig& rc) {
     return make_error(region.error().code, "protocol %s: %s", rc.protocol->name, region.error().message.c_str());
   auto db = Database::create(c, tables, txn::tuple_shape(*rc.protocol), rc.options.record_history, *region,
                              rc.protocol->region_per_node);
-  if (!db.ok()) return db.error();
+  if (!db.ok()) return loading(db.error()).error();
   if (boot != nullptr) RDTX_TRY((*db)->exchange_descriptors(all_gather));
   const uint64_t load_t0 = env::hw_tsc();  // real time, in virtual time too
   for (uint32_t n = 0; n < c.nodes(); ++n) {
     if (!c.is_local(n)) continue;
     if (cc.holds_data(n))
-      RDTX_TRY(rc.workload->load((*db)->store(n), n));
+      RDTX_TRY(loading(rc.workload->load((*db)->store(n), n)));
     else if (has_replicated)  // a compute node: the replicated tables alone
-      RDTX_TRY(rc.workload->load_replicated((*db)->store(n)));
+      RDTX_TRY(loading(rc.workload->load_replicated((*db)->store(n))));
   }
-  for (const Database::BackupCopy& b : (*db)->backups()) RDTX_TRY(rc.workload->load(*b.store, b.partition));
+  for (const Database::BackupCopy& b : (*db)->backups()) RDTX_TRY(loading(rc.workload->load(*b.store, b.partition)));
   const double load_seconds = static_cast<double>(env::hw_tsc() - load_t0) / static_cast<double>(env::hw_tsc_hz());
   uint64_t table_bytes = 0;
   for (uint32_t n = 0; n < c.nodes(); ++n)
@@ -312,8 +336,10 @@ Result<RunResult> run(const RunConfig& rc) {
   ho.run_id = run_id != 0 ? run_id : (epoch | 1);
   ho.cluster_nodes = static_cast<uint16_t>(cc.nodes);
   ho.node_workers = static_cast<uint16_t>(cc.workers_per_node);
-  for (uint32_t id = 0; id < c.workers(); ++id) RDTX_TRY(engines[id]->start(rc.seed * 7919 + c.worker(id).id, ho));
+  for (uint32_t id = 0; id < c.workers(); ++id)
+    RDTX_TRY(loading(engines[id]->start(rc.seed * 7919 + c.worker(id).id, ho)));
   if (cc.replicas > 1) RDTX_TRY(exchange_log_regions(c, engines, boot));
+  RDTX_TRY(loading({}));
   // Multi-process: every node loaded and listening before anyone sends;
   // from then on a node that stops answering ends the run everywhere.
   if (boot != nullptr) {

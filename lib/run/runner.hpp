@@ -163,6 +163,12 @@ struct RunResult {
   }
 };
 
+// Signals (runtime::shutdown_requested()): one while the cluster is built
+// and loaded fails the run with ECANCELED, "stopped by SIGTERM during
+// loading"; one during the run ends it (the result says how long it
+// measured), and the checks after it give up once the stop's grace is over
+// (runtime::stop_grace_over(); the workload's check then fails with
+// ECANCELED: not checked).
 Result<RunResult> run(const RunConfig& rc);
 
 // Node roles (rc.cluster.memory_nodes): EINVAL, naming the keys, for a
@@ -185,7 +191,8 @@ cluster::ClusterConfig sized_cluster(const RunConfig& rc);
 // (nodes x qps_per_node) may have max_outstanding requests in flight.
 uint64_t worker_cq_depth(const cluster::ClusterConfig& cc);
 
-// The recorded histories of a run merged into one, for the checker.
-Result<history::History> merged_history(const RunResult& r);
+// The recorded histories of a run merged into one, for the checker;
+// ECANCELED when `stop` asked to give up (Recorder::append_to).
+Result<history::History> merged_history(const RunResult& r, const history::StopFn& stop = {});
 
 }  // namespace rdtx::run

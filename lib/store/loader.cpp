@@ -9,6 +9,8 @@
 #include <mutex>
 #include <vector>
 
+#include "runtime/shutdown.hpp"
+
 namespace rdtx::store {
 
 Result<void> load(Table& table, uint64_t rows, const RowBuilder& build) {
@@ -25,6 +27,15 @@ Result<void> load(Table& table, uint64_t rows, const RowBuilder& build) {
     for (uint64_t row = range.begin(); row != range.end(); ++row) {
       // relaxed: only a hint to stop early; the error itself is under error_mu.
       if (failed.load(std::memory_order_relaxed)) return;
+      // A signal stops the load within a thousand rows (the partitioner
+      // may hand a thread far more than kGrain at once).
+      if (row % 1024 == 0 && runtime::shutdown_requested()) {
+        std::lock_guard lock(error_mu);
+        if (!failed.exchange(true, std::memory_order_relaxed))
+          error = make_error(ECANCELED, "loading table '%s' (id %u): stopped by %s", table.name().c_str(), table.id(),
+                             runtime::shutdown_cause());
+        return;
+      }
       std::memset(record.data(), 0, record.size());
       uint64_t key = build(row, record);
       int rc = table.insert(key, record);

@@ -25,7 +25,8 @@ using RowBuilder = std::function<uint64_t(uint64_t row, std::span<std::byte> rec
 // Inserts rows [0, rows) of `table`. Stops at the first failure and returns
 // it, naming the table, the row and its key (EEXIST for a key built twice,
 // ENOSPC when the table or its overflow area is full, ...); rows inserted
-// before it stay.
+// before it stay. A stop request (runtime::shutdown_requested(), SIGINT or
+// SIGTERM) stops it too, within a chunk of rows: ECANCELED.
 Result<void> load(Table& table, uint64_t rows, const RowBuilder& build);
 
 }  // namespace rdtx::store

@@ -130,7 +130,8 @@ class Table {
   // them). Empty: `dev` alone. The devices must outlive the table. Errors
   // name the table: EINVAL for a bad spec (meta_bytes not a multiple of 8,
   // capacity out of range, tuple larger than kMaxTupleBytes, region larger
-  // than the device allows), or the device's error.
+  // than the device allows), or the device's error; ECANCELED when a stop
+  // request (SIGINT, SIGTERM) came while the region was being zeroed.
   static Result<std::unique_ptr<Table>> create(rdma::Device& dev, uint32_t node_id, const TableSpec& spec,
                                                std::span<rdma::Device* const> contexts = {});
   Table(Key, uint32_t node_id, const TableSpec& spec, const IndexGeometry& g, uint64_t overflow_committed,

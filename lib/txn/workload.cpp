@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/shutdown.hpp"
+
 namespace rdtx::txn {
 
 namespace {
@@ -36,6 +38,9 @@ const WorkloadDef* find_workload(std::string_view name) {
 Result<void> Workload::check(Database& db, int64_t committed_delta) const {
   int64_t sum = 0;
   for (uint32_t n = 0; n < db.data_nodes(); ++n) {
+    // After a stop request the check may take its grace, not longer.
+    if (runtime::stop_grace_over())
+      return make_error(ECANCELED, "%s: check stopped by %s", name(), runtime::shutdown_cause());
     auto part = check_node(db, n);
     if (!part.ok()) return part.error();
     sum = add_shares(sum, *part);

@@ -163,6 +163,9 @@ class Workload {
   virtual Result<int64_t> check_node(Database& db, uint32_t node) const = 0;
   virtual Result<void> check_total(int64_t sum, uint32_t nodes, int64_t committed_delta) const = 0;
   // Both, over every node of `db` that holds data (all in this process).
+  // ECANCELED when a stop request's grace ran out before the check ended
+  // (runtime::stop_grace_over(), polled between nodes, and by a check_node()
+  // that takes long, TPC-C's): the run was not checked.
   Result<void> check(Database& db, int64_t committed_delta) const;
   // The isolation level the run asks of its protocol (txn.isolation), which
   // the runner sets before the run in every process; serializable until

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cerrno>
 #include <set>
 #include <utility>
 #include <vector>
@@ -181,6 +183,40 @@ TEST(BrokenHistory, FullOfAnomaliesIsCheckedInBoundedMemory) {
     }
     const std::string text = format_report(*r, n);
     EXPECT_NE(text.find("more version fork not shown"), std::string::npos);
+  }
+}
+
+// A stop request (rdtx-bench's SIGINT or SIGTERM, issue 46) ends a check
+// wherever it comes: every poll of CheckOptions::stop that says stop makes
+// check() fail with ECANCELED, and the poll comes from every piece of every
+// phase; a stop that never comes changes nothing.
+TEST(Stop, ACheckGivesUpAtAnyOfItsPolls) {
+  RandomHistoryOptions ro;
+  ro.txns = 20'000;
+  for (const History& h : {random_serial_history(ro), broken_lock_history(4'000, 200)}) {
+    std::atomic<uint64_t> polls{0};
+    CheckOptions o;
+    o.stop = [&] {
+      polls.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    };
+    auto whole = check(h, o);
+    ASSERT_TRUE(whole.ok()) << whole.error().message;
+    CheckOptions plain;
+    auto unpolled = check(h, plain);
+    ASSERT_TRUE(unpolled.ok());
+    EXPECT_EQ(whole->certified, unpolled->certified);
+    EXPECT_EQ(whole->anomalies(), unpolled->anomalies());
+    const uint64_t total = polls.load();
+    EXPECT_GE(total, 6u * 64) << "every piece of the parallel phases polls";
+    for (uint64_t at : {uint64_t{0}, total / 3, total / 2, total - 1}) {
+      SCOPED_TRACE(at);
+      std::atomic<uint64_t> n{0};
+      o.stop = [&] { return n.fetch_add(1, std::memory_order_relaxed) >= at; };
+      auto r = check(h, o);
+      ASSERT_FALSE(r.ok()) << "the check went on after the stop request";
+      EXPECT_EQ(r.error().code, ECANCELED) << r.error().message;
+    }
   }
 }
 

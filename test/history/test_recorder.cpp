@@ -202,6 +202,39 @@ TEST(Recorder, StreamsAHistoryLargerThanItsBuffer) {
   }
 }
 
+// A stop request (rdtx-bench's SIGINT or SIGTERM, issue 46) ends writing
+// the file (none is left, not even the .tmp), reading the stream back and
+// loading files, with ECANCELED; without one all three work.
+TEST(Recorder, AStopRequestEndsWritingAndReading) {
+  Recorder rec = make(options(0, 0, 4096));
+  record_some(rec, 5'000);  // streamed, a half buffer at a time
+  ASSERT_GT(rec.bytes_streamed(), 0u);
+  const StopFn stop = [] { return true; };
+  TempDir dir;
+  const std::string path = dir.path() + "/" + Recorder::file_name(0, 0);
+  auto w = rec.write_file(path, stop);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().code, ECANCELED) << w.error().message;
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  History mem;
+  auto a = rec.append_to(mem, stop);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.error().code, ECANCELED) << a.error().message;
+
+  ASSERT_TRUE(rec.write_file(path).ok());
+  auto stopped = load_history({path}, 0, stop);
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.error().code, ECANCELED) << stopped.error().message;
+  const StopFn never = [] { return false; };
+  auto loaded = load_history({path}, 0, never);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  EXPECT_EQ(loaded->size(), 5'000u);
+  History again;
+  ASSERT_TRUE(rec.append_to(again, never).ok());
+  EXPECT_EQ(again.size(), 5'000u);
+}
+
 TEST(Recorder, AnAttemptLargerThanHalfTheBufferTruncates) {
   // Halves of three 2-access attempts and a bit: a 20-access attempt does
   // not fit in one, and neither is a small one after it recorded.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <random>
 
+#include "runtime/shutdown.hpp"
 #include "store/loader.hpp"
 #include "store_fixture.hpp"
 
@@ -127,4 +128,36 @@ TEST(Load, DuplicateKeysAndFullTablesAreErrorsNamingTableRowAndKey) {
   EXPECT_EQ(over.error().code, ENOSPC);
   EXPECT_NE(over.error().message.find("district"), std::string::npos) << over.error().message;
   EXPECT_EQ(full->size(), 100u);
+}
+
+// SIGINT/SIGTERM while loading (issue 46): the load and the creation of a
+// table end at the stop request, with ECANCELED naming the table, instead
+// of loading on for seconds.
+TEST(Load, AStopRequestEndsLoadingAndTableCreation) {
+  OneNode n;
+  TableSpec s;
+  s.id = 1;
+  s.name = "savings";
+  s.record_bytes = 8;
+  s.capacity = 200'000;
+  Table* t = must(n.store.create_table(s));
+  runtime::reset_shutdown();
+  runtime::request_shutdown();
+  auto r = load(*t, 200'000, rows_with_keys(8));
+  TableSpec s2 = s;
+  s2.id = 2;
+  s2.name = "checking";
+  auto created = n.store.create_table(s2);
+  runtime::reset_shutdown();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ECANCELED);
+  EXPECT_NE(r.error().message.find("savings"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("stopped by a stop request"), std::string::npos) << r.error().message;
+  EXPECT_LT(t->size(), 200'000u) << "the load went on after the stop request";
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.error().code, ECANCELED);
+  EXPECT_NE(created.error().message.find("checking"), std::string::npos) << created.error().message;
+  // Without a request both work.
+  EXPECT_TRUE(load(*t, 0, rows_with_keys(8)).ok());
+  EXPECT_TRUE(n.store.create_table(s2).ok());
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/shutdown.hpp"
 #include "store/loader.hpp"
 
 namespace rdtx::workloads {
@@ -369,6 +370,9 @@ Result<void> Tpcc::load(store::Store& s, uint32_t partition) const {
   std::vector<uint32_t> customer_order(size_t{wpn} * kDistricts * C);
   for (uint32_t wi = 0; wi < wpn; ++wi)
     for (uint32_t d = 1; d <= kDistricts; ++d) {
+      // A few ms a district: a signal stops the load between them.
+      if (runtime::shutdown_requested())
+        return make_error(ECANCELED, "tpcc: loading stopped by %s", runtime::shutdown_cause());
       const size_t dist = size_t{wi} * kDistricts + (d - 1);
       struct Named {
         uint32_t name;
@@ -831,14 +835,23 @@ struct DistrictScan {
   int64_t history_sum = 0;
 };
 
+// Calls fn(key, tuple) for every live tuple of `tab`. False if the check
+// must give up first: a stop request's grace ran out (polled every 64 Ki
+// tuples; a check of many warehouses takes seconds).
 template <typename Fn>
-void for_each_live(store::Table& tab, Fn&& fn) {
+bool for_each_live(store::Table& tab, Fn&& fn) {
   const store::TupleLayout& l = tab.layout();
   for (uint32_t i = 0; i < tab.high_water(); ++i) {
+    if ((i & 0xffff) == 0 && runtime::stop_grace_over()) return false;
     const std::byte* tp = tab.tuple(i);
     const store::TupleHeader h = store::read_header(tp, l);
     if (store::is_live(h.state)) fn(h.key, tp);
   }
+  return true;
+}
+
+Error check_stopped() {
+  return make_error(ECANCELED, "tpcc: consistency check stopped by %s", runtime::shutdown_cause());
 }
 
 uint64_t customer_fingerprint(uint64_t c_key) { return txn::mix64(c_key ^ 0xcc10) | 1; }
@@ -861,17 +874,18 @@ Result<int64_t> Tpcc::check_node(txn::Database& db, uint32_t node) const {
   uint64_t fingerprint = 0;  // CC10 across nodes: sum of fp(customer) x (balance - delivered + history)
 
   store::Table& no_t = *s.table(kNewOrderT);
-  for_each_live(no_t, [&](uint64_t key, const std::byte* tp) {
+  const bool no_scanned = for_each_live(no_t, [&](uint64_t key, const std::byte* tp) {
     const NewOrder r = record_of<NewOrder>(tp, no_t.layout());
     DistrictScan& x = dist_of(key >> 40, key >> 32 & 0xff);
     ++x.no_count;
     x.no_min = std::min(x.no_min, r.o_id);
     x.no_max = std::max(x.no_max, r.o_id);
   });
+  if (!no_scanned) return check_stopped();
   store::Table& o_t = *s.table(kOrder);
   store::Table& ol_t = *s.table(kOrderLine);
   std::string bad;
-  for_each_live(o_t, [&](uint64_t key, const std::byte* tp) {
+  const bool o_scanned = for_each_live(o_t, [&](uint64_t key, const std::byte* tp) {
     if (!bad.empty()) return;
     const Order r = record_of<Order>(tp, o_t.layout());
     const uint64_t w = key >> 40, d = key >> 32 & 0xff, o = key & 0xffffffff;
@@ -910,13 +924,16 @@ Result<int64_t> Tpcc::check_node(txn::Database& db, uint32_t node) const {
     nw = std::max<uint32_t>(nw, static_cast<uint32_t>(o));
   });
   if (!bad.empty()) return err(bad.substr(0, bad.find(':')).c_str(), bad.substr(bad.find(':') + 2));
-  for_each_live(ol_t, [&](uint64_t key, const std::byte*) { ++dist_of(key >> 40, key >> 32 & 0xff).lines; });
+  if (!o_scanned) return check_stopped();
+  if (!for_each_live(ol_t, [&](uint64_t key, const std::byte*) { ++dist_of(key >> 40, key >> 32 & 0xff).lines; }))
+    return check_stopped();
   store::Table& h_t = *s.table(kHistory);
-  for_each_live(h_t, [&](uint64_t, const std::byte* tp) {
+  const bool h_scanned = for_each_live(h_t, [&](uint64_t, const std::byte* tp) {
     const History h = record_of<History>(tp, h_t.layout());
     if (local_w(h.w_id) && h.d_id >= 1 && h.d_id <= kDistricts) dist_of(h.w_id, h.d_id).history_sum += h.amount;
     fingerprint += customer_fingerprint(ckey(h.c_w_id, h.c_d_id, h.c_id)) * static_cast<uint64_t>(h.amount);
   });
+  if (!h_scanned) return check_stopped();
 
   for (uint32_t w = first_w; w < first_w + wpn; ++w) {
     const std::string wd = "warehouse " + std::to_string(w);
@@ -968,7 +985,8 @@ Result<int64_t> Tpcc::check_node(txn::Database& db, uint32_t node) const {
   store::Table& c_t = *s.table(kCustomer);
   store::Table& lo_t = *s.table(kLastOrder);
   for (uint32_t w = first_w; w < first_w + wpn; ++w)
-    for (uint32_t d = 1; d <= kDistricts; ++d)
+    for (uint32_t d = 1; d <= kDistricts; ++d) {
+      if (runtime::stop_grace_over()) return check_stopped();
       for (uint32_t c = 1; c <= C; ++c) {
         store::TupleRef ref;
         if (c_t.lookup(ckey(w, d, c), &ref) != 0) return err("10", "customer " + std::to_string(c) + " is missing");
@@ -985,6 +1003,7 @@ Result<int64_t> Tpcc::check_node(txn::Database& db, uint32_t node) const {
           return make_error(EIO, "tpcc: customer %u of warehouse %u district %u: LAST_ORDER is not its newest order %u",
                             c, w, d, newest[cust(w, d, c)]);
       }
+    }
   return static_cast<int64_t>(fingerprint);
 }
 
