@@ -39,12 +39,16 @@ std::vector<TopologySpec> all_topologies() {
   const char* verbs_env = std::getenv("RDTX_VERBS_DEVARGS");
   std::string verbs = verbs_env != nullptr && *verbs_env != '\0' ? verbs_env : "verbs";
   // The shm_*order ones run the whole suite with the adversarial word orders
-  // (doc/drivers.md): nothing the API promises may depend on ascending order.
+  // (doc/drivers.md): nothing the API promises may depend on ascending order;
+  // shm_hca_process with atomics=hca.
   return {
       {"shm_inproc", "shm", false},
       {"shm_process", "shm", true},
       {"shm_random_order", "shm,read_order=random,write_order=random,seed=1", false},
       {"shm_descending_order_process", "shm,read_order=descending,write_order=random", true},
+      // Remote atomics atomic only among themselves (IBV_ATOMIC_HCA), the
+      // node's atomic unit shared across processes.
+      {"shm_hca_process", "shm,atomics=hca", true},
       {"verbs_inproc", verbs, false},
       {"verbs_process", verbs, true},
   };
