@@ -162,6 +162,9 @@ Task<bool> release(TwoPl& p, Coordinator& c, Txn& t, uint32_t) {
 
 Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, Policy policy, bool broken_readers = false) {
   auto p = std::make_unique<TwoPl>(e, policy, broken_readers);
+  // One-sided, the fetch CASes lock words (and, with shared read locks, its
+  // release FAAs them) that the RPC handlers CAS too: owner_atomics.hpp.
+  e.set_nic_atomic_stages(stage_bit(Stage::kFetch));
   if (policy == Policy::kWaitDie) {
     e.toolkit().set_conflict_rule(ConflictRule::kWaitDie);
     RDTX_TRY(e.toolkit().enable_waiting(kWaitListCapacity));
