@@ -772,7 +772,7 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool validating) {
   auto p = std::make_unique<Farm>(e, validating);
   // No NIC atomic: only the primaries' CPUs lock (message logs), so their
   // CPU atomics meet no NIC atomic on any device.
-  e.set_nic_atomic_stages(0);
+  e.set_atomic_stages(0);
   Database& db = e.db();
   uint32_t max_record = 0;
   for (TableId t = 0; t < db.tables(); ++t)

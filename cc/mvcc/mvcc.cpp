@@ -658,9 +658,10 @@ void serve_read(Mvcc& p, const ItemHeader& h, int rc, store::Table* tab, const s
 
 Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool correct) {
   auto p = std::make_unique<Mvcc>(e, correct);
-  // The one-sided (or hybrid) fetch CASes rts and the lock word, which
-  // mvcc.read and the lock handler CAS too (owner_atomics.hpp).
-  e.set_nic_atomic_stages(stage_bit(Stage::kFetch));
+  // The fetch CASes rts and lock words: with NIC atomics one-sided, on
+  // the owner's CPU over RPC (mvcc.read, the lock handler), both when
+  // hybrid (owner_atomics.hpp).
+  e.set_atomic_stages(stage_bit(Stage::kFetch));
   p->owner_copy.resize(e.db().max_tuple_bytes() / 8 + 1);
   e.toolkit().set_lock_check(lock_check);
   Mvcc* self = p.get();

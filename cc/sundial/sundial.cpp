@@ -477,10 +477,10 @@ void serve_renew(WorkerEngine& e, rpc::Request& r) {
 
 Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool renewing) {
   auto p = std::make_unique<Sundial>(e, renewing);
-  // The fetch's write locks (one-sided or hybrid) and the one-sided lease
-  // renewal CAS lock words that the RPC lock and renewal handlers CAS too
-  // (owner_atomics.hpp); commit WRITEs.
-  e.set_nic_atomic_stages(stage_bit(Stage::kFetch) | stage_bit(Stage::kValidate));
+  // The fetch's write locks and the validate stage's lease renewals take
+  // lock words (NIC CAS one-sided, and for a hybrid fetch's writes; the
+  // owner's CAS over RPC: owner_atomics.hpp); commit stores.
+  e.set_atomic_stages(stage_bit(Stage::kFetch) | stage_bit(Stage::kValidate));
   e.toolkit().set_conflict_rule(ConflictRule::kWaitDie);
   RDTX_TRY(e.toolkit().enable_waiting(kWaitListCapacity));
   auto id = e.register_handler("sundial.renew", [&e](rpc::Request& r) { serve_renew(e, r); });

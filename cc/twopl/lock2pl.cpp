@@ -587,7 +587,7 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode, boo
                                        LockMode scan_mode = LockMode::kS) {
   // Locks live in the shards' tables, not in tuples; the 2PC votes' FAAs
   // land on words the coordinator only loads (vote()).
-  e.set_nic_atomic_stages(0);
+  e.set_atomic_stages(0);
   // A grant carries its row: every table's tuple must fit one RPC reply.
   const Database& db = e.db();
   bool partitions = false;  // a table has a partition level

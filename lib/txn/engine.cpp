@@ -140,7 +140,7 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
     protocol_ = std::move(*p);
     // The owner atomics, before any handler runs: the protocol has said
     // which of its stages post NIC atomics that its owner side meets.
-    atomics_mode_ = txn::owner_atomics_mode(w_.device->caps(), nic_atomic_stages_, opts_);
+    atomics_mode_ = txn::owner_atomics_mode(w_.device->caps(), atomic_stages_, opts_);
     if (atomics_mode_ == OwnerAtomicsMode::kLoopback) {
       // This node's tables as this worker's context reaches them.
       std::vector<uint32_t> rkeys(db_.tables(), 0);

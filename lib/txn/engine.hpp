@@ -105,11 +105,12 @@ class WorkerEngine {
   OwnerAtomics& owner_atomics() { return atomics_; }
   OwnerAtomicsMode owner_atomics_mode() const { return atomics_mode_; }
   // Called by the protocol when it is created (ProtocolDef::create): the
-  // stages (stage_bit) whose forms other than rpc post NIC atomics (CAS,
-  // FAA) on tuple words its owner-side code read-modify-writes through
-  // owner_atomics(). Not called: every stage (safe). start() picks the
-  // owner atomics' mode from it (owner_atomics_mode()).
-  void set_nic_atomic_stages(uint32_t stages) { nic_atomic_stages_ = stages; }
+  // stages (stage_bit) that read-modify-write the words its owner side
+  // shares with NICs (lock words, MVCC's rts): with NIC atomics (CAS, FAA)
+  // in their one-sided form, on the owner's CPU through owner_atomics() in
+  // their RPC form, both when hybrid. Not called: every stage (safe).
+  // start() picks the owner atomics' mode from it (owner_atomics_mode()).
+  void set_atomic_stages(uint32_t stages) { atomic_stages_ = stages; }
   // An RPC handler on the worker's endpoint, its id allocated here (every
   // worker registers the same handlers in the same order, so ids agree
   // across nodes and processes).
@@ -188,7 +189,7 @@ class WorkerEngine {
   store::LocationCache cache_;
   OwnerAtomics atomics_;
   OwnerAtomicsMode atomics_mode_ = OwnerAtomicsMode::kCpu;
-  uint32_t nic_atomic_stages_ = ~0u;
+  uint32_t atomic_stages_ = ~0u;
   std::unique_ptr<Toolkit> toolkit_;
   std::unique_ptr<Protocol> protocol_;
   std::vector<std::unique_ptr<Coordinator>> coordinators_;

@@ -165,9 +165,8 @@ struct ProtocolDef {
   // The protocol's own abort reasons, numbered from kFirstProtocol.
   std::vector<AbortReasonName> abort_reasons;
   // The stage that acquires the locks the commit stage releases.
-  // (Which stages post NIC atomics that owner-side code meets, on a device
-  // whose atomics are not coherent with the CPU's, the protocol tells its
-  // engine: WorkerEngine::set_nic_atomic_stages.)
+  // (Which stages read-modify-write words that NICs and the owner's CPU
+  // share, the protocol tells its engine: WorkerEngine::set_atomic_stages.)
   Stage acquires;
   // True if a tuple's metadata shows a lock held ("locks left" after a run).
   bool (*lock_held)(const std::byte* meta);

@@ -170,23 +170,32 @@ TEST(OwnerAtomics, AnUnknownTableIsAFailureNotACrash) {
   EXPECT_EQ(*p.word(), 8u);
 }
 
-// The mode a run picks: loopback only where a stage posts NIC atomics that
-// owner-side code meets, on a device that is not coherent.
+// The mode a run picks: loopback only on a device that is not coherent, and
+// only where the stages that touch the shared words do so both ways (NIC
+// atomics one-sided, the owner's CPU over RPC, both hybrid).
 TEST(OwnerAtomics, ModeFollowsTheDeviceAndThePipeline) {
   rdma::DeviceCaps coherent, hca;
   coherent.atomics_coherent_with_cpu = true;
+  auto at = [](Options& o, Stage s, Primitive p) { o.pipeline[static_cast<int>(s)] = p; };
+  const uint32_t fetch = stage_bit(Stage::kFetch), validate = stage_bit(Stage::kValidate);
   Options o;
-  const uint32_t fetch = stage_bit(Stage::kFetch);
-  o.pipeline[static_cast<int>(Stage::kFetch)] = Primitive::kRpc;
-  o.pipeline[static_cast<int>(Stage::kCommit)] = Primitive::kOneSided;
-  EXPECT_EQ(owner_atomics_mode(coherent, fetch, o), OwnerAtomicsMode::kCpu);
-  EXPECT_EQ(owner_atomics_mode(hca, fetch, o), OwnerAtomicsMode::kCpuNoNicAtomic);
-  EXPECT_EQ(owner_atomics_mode(hca, 0, o), OwnerAtomicsMode::kCpuNoNicAtomic);
-  o.pipeline[static_cast<int>(Stage::kFetch)] = Primitive::kHybrid;
-  EXPECT_EQ(owner_atomics_mode(hca, fetch, o), OwnerAtomicsMode::kLoopback);
-  EXPECT_EQ(owner_atomics_mode(coherent, fetch, o), OwnerAtomicsMode::kCpu);
+  at(o, Stage::kFetch, Primitive::kRpc);
+  at(o, Stage::kValidate, Primitive::kOneSided);
+  at(o, Stage::kCommit, Primitive::kOneSided);
+  EXPECT_EQ(owner_atomics_mode(coherent, fetch | validate, o), OwnerAtomicsMode::kCpu);
+  EXPECT_EQ(owner_atomics_mode(hca, fetch | validate, o), OwnerAtomicsMode::kLoopback) << "SUNDIAL's mix";
+  EXPECT_EQ(owner_atomics_mode(hca, fetch, o), OwnerAtomicsMode::kCpuNoMix) << "the commit's WRITE is no RMW";
+  EXPECT_EQ(owner_atomics_mode(hca, 0, o), OwnerAtomicsMode::kCpuNoMix);
+  at(o, Stage::kValidate, Primitive::kRpc);
+  EXPECT_EQ(owner_atomics_mode(hca, fetch | validate, o), OwnerAtomicsMode::kCpuNoMix) << "all on the CPU";
+  at(o, Stage::kFetch, Primitive::kHybrid);
+  EXPECT_EQ(owner_atomics_mode(hca, fetch, o), OwnerAtomicsMode::kLoopback) << "a hybrid stage is both";
+  at(o, Stage::kFetch, Primitive::kOneSided);
+  EXPECT_EQ(owner_atomics_mode(hca, fetch, o), OwnerAtomicsMode::kCpuNoMix) << "all on the NIC";
+  at(o, Stage::kFetch, Primitive::kHybrid);
   o.owner_atomics_cpu = true;
   EXPECT_EQ(owner_atomics_mode(hca, fetch, o), OwnerAtomicsMode::kCpuForced);
+  EXPECT_EQ(owner_atomics_mode(coherent, fetch, o), OwnerAtomicsMode::kCpu);
 }
 
 // A mixed pipeline on shm atomics=hca, both nodes' workers in parallel, and
@@ -214,15 +223,16 @@ Combo hca_combo(const char* protocol, Primitive fetch, Primitive lock, Primitive
 std::vector<HcaCase> hca_cases() {
   using P = Primitive;
   const P O = P::kOneSided, R = P::kRpc, H = P::kHybrid;
-  const auto L = OwnerAtomicsMode::kLoopback, C = OwnerAtomicsMode::kCpuNoNicAtomic;
+  const auto L = OwnerAtomicsMode::kLoopback, C = OwnerAtomicsMode::kCpuNoMix;
   return {
-      {hca_combo("nowait", R, O, O, O), C, "refused"},
-      {hca_combo("waitdie", O, O, O, R), L, "refused"},
+      {hca_combo("nowait", R, O, O, O), C, "refused (the fetch's CASes all on the owners' CPUs)"},
+      {hca_combo("waitdie", O, O, O, R), C, "refused (the fetch's CASes all on the NICs)"},
       {hca_combo("occ", H, R, O, O), C, "refused (occ-hybrid with lock rpc)"},
-      {hca_combo("occ", H, O, O, R), L, "refused"},
+      {hca_combo("occ", H, O, O, R), C, "refused"},
       {hca_combo("occ", H, R, O, R), C, "ran (DrTM+H's drtm-h-rpc-lock)"},
-      {hca_combo("sundial", R, O, O, R), L, "refused (validate one-sided, fetch rpc)"},
-      {hca_combo("sundial", H, O, R, O), L, "refused (fetch hybrid, commit and validate apart)"},
+      {hca_combo("sundial", R, O, O, R), L, "refused (locks on the CPUs, renewals on the NICs)"},
+      {hca_combo("sundial", O, O, R, O), L, "refused (locks on the NICs, renewals on the CPUs)"},
+      {hca_combo("sundial", H, O, R, O), L, "refused"},
       {hca_combo("mvcc", H, O, O, O), L, "ran unsafely (NIC and CPU CAS of rts and locks)"},
       {hca_combo("mvcc", R, O, O, O), C, "refused"},
       {hca_combo("2pl/waitdie", R, O, R, O), C, "refused (2pl-rpc)"},

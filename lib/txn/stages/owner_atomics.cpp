@@ -20,9 +20,9 @@ const char* describe(OwnerAtomicsMode m) {
   switch (m) {
     case OwnerAtomicsMode::kCpu:
       return "CPU atomics (device atomics coherent with CPU)";
-    case OwnerAtomicsMode::kCpuNoNicAtomic:
-      return "CPU atomics (device atomics not coherent with CPU, but no NIC atomic of this pipeline hits a word "
-             "owner-side code read-modify-writes)";
+    case OwnerAtomicsMode::kCpuNoMix:
+      return "CPU atomics (device atomics not coherent with CPU, but this pipeline never puts NIC atomics and "
+             "owner-side read-modify-writes on the same words)";
     case OwnerAtomicsMode::kLoopback:
       return "loopback RDMA (device atomics not coherent with CPU)";
     case OwnerAtomicsMode::kCpuForced:
@@ -32,15 +32,16 @@ const char* describe(OwnerAtomicsMode m) {
   return "?";
 }
 
-OwnerAtomicsMode owner_atomics_mode(const rdma::DeviceCaps& caps, uint32_t nic_atomic_stages, const Options& o) {
+OwnerAtomicsMode owner_atomics_mode(const rdma::DeviceCaps& caps, uint32_t atomic_stages, const Options& o) {
   if (caps.atomics_coherent_with_cpu) return OwnerAtomicsMode::kCpu;
-  bool nic_atomics = false;
+  bool nic = false, cpu = false;  // some stage touches the words with NIC atomics, some on the owner's CPU
   for (int s = 0; s < kStages; ++s) {
     const Primitive p = o.stage(static_cast<Stage>(s));
-    if ((nic_atomic_stages & stage_bit(static_cast<Stage>(s))) != 0 && p != Primitive::kRpc && p != Primitive::kOff)
-      nic_atomics = true;
+    if ((atomic_stages & stage_bit(static_cast<Stage>(s))) == 0 || p == Primitive::kOff) continue;
+    nic |= p != Primitive::kRpc;
+    cpu |= p == Primitive::kRpc || p == Primitive::kHybrid;
   }
-  if (!nic_atomics) return OwnerAtomicsMode::kCpuNoNicAtomic;
+  if (!(nic && cpu)) return OwnerAtomicsMode::kCpuNoMix;
   return o.owner_atomics_cpu ? OwnerAtomicsMode::kCpuForced : OwnerAtomicsMode::kLoopback;
 }
 

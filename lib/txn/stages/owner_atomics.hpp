@@ -8,9 +8,11 @@
 // as fast as before. On most RNICs (IBV_ATOMIC_HCA) a remote CAS or FAA is
 // a read and a write inside the NIC, atomic only with respect to that NIC's
 // other atomics: a CPU atomic on the same word can land between them and be
-// lost. There, when the run's pipeline has a stage that posts NIC atomics
-// on those words (the protocol names such stages when it is created:
-// WorkerEngine::set_nic_atomic_stages), cas() and faa() go
+// lost. There, when the run's pipeline puts NIC atomics and owner-side
+// read-modify-writes on the same words (the protocol names the stages that
+// touch them when it is created: WorkerEngine::set_atomic_stages; a stage
+// does so with NIC atomics one-sided, on the owner's CPU over RPC, both
+// hybrid), cas() and faa() go
 // through the NIC too, as DrTM and DrTM+H lock local records: the RDMA
 // atomic is posted on a loopback RC QP of the worker's device context (a
 // QP connected to itself) at the word's address in the node's registered
@@ -39,7 +41,7 @@ struct Options;
 // How a run's owner-side read-modify-writes are done.
 enum class OwnerAtomicsMode : uint8_t {
   kCpu,             // CPU atomics: the device's atomics are coherent with them
-  kCpuNoNicAtomic,  // CPU atomics: not coherent, but no NIC atomic of the pipeline hits an owner-side RMW's word
+  kCpuNoMix,        // CPU atomics: not coherent, but the pipeline never puts NIC and CPU RMWs on one word
   kLoopback,        // NIC atomics through a loopback QP
   kCpuForced,       // CPU atomics where loopback is needed (tests only: Options::owner_atomics_cpu)
 };
@@ -47,11 +49,13 @@ enum class OwnerAtomicsMode : uint8_t {
 const char* describe(OwnerAtomicsMode m);
 
 // The mode for a run with options `o` on a device with `caps`, of a
-// protocol whose stages `nic_atomic_stages` (stage_bit) post, in any form
-// but rpc, NIC atomics on words its owner-side code read-modify-writes:
-// loopback iff the device is not coherent and one of those stages runs in
-// a form other than rpc (or off).
-OwnerAtomicsMode owner_atomics_mode(const rdma::DeviceCaps& caps, uint32_t nic_atomic_stages, const Options& o);
+// protocol whose stages `atomic_stages` (stage_bit) read-modify-write the
+// words it shares with NICs (WorkerEngine::set_atomic_stages): loopback iff
+// the device is not coherent and, among those stages, one runs in a form
+// that posts NIC atomics (any but rpc and off) and one in a form whose
+// owner side does them on the CPU (rpc, hybrid). Otherwise only one side
+// ever touches the words and CPU atomics are safe.
+OwnerAtomicsMode owner_atomics_mode(const rdma::DeviceCaps& caps, uint32_t atomic_stages, const Options& o);
 // The run's start-up line, "owner atomics: loopback RDMA (device atomics not
 // coherent with CPU)": notice on a device that is not coherent, info
 // otherwise (component rdtx.txn.atomics).
