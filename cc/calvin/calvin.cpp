@@ -1465,6 +1465,7 @@ Result<void> Calvin::load_replay(uint32_t co) {
 
 Result<std::unique_ptr<Protocol>> create_with(WorkerEngine& e, bool broken) {
   auto p = std::make_unique<Calvin>(e, broken);
+  e.set_atomic_stages(0);  // no NIC atomic: the lock manager's CPU alone locks
   RDTX_TRY(p->init());
   return std::unique_ptr<Protocol>(std::move(p));
 }

@@ -770,6 +770,9 @@ Task<bool> release(Farm& p, Coordinator& c, Txn& t, uint32_t) {
 
 Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool validating) {
   auto p = std::make_unique<Farm>(e, validating);
+  // No NIC atomic: only the primaries' CPUs lock (message logs), so their
+  // CPU atomics meet no NIC atomic on any device.
+  e.set_atomic_stages(0);
   Database& db = e.db();
   uint32_t max_record = 0;
   for (TableId t = 0; t < db.tables(); ++t)

@@ -631,8 +631,9 @@ void serve_read(Mvcc& p, const ItemHeader& h, int rc, store::Table* tab, const s
       return;
     }
     if (p.correct) {
+      // Through the owner atomics: a one-sided reader's NIC CASes rts too.
       uint64_t rts = at(kRtsOff).load(std::memory_order_seq_cst);
-      while (rts < tts && !at(kRtsOff).compare_exchange_weak(rts, tts, std::memory_order_seq_cst)) {
+      while (rts < tts && !p.e.owner_atomics().cas(h.table, ref.tuple + kRtsOff, rts, tts, std::memory_order_seq_cst)) {
       }
       const uint64_t lock = at(kLockOff).load(std::memory_order_seq_cst);
       uint64_t now[kVersions];
@@ -657,6 +658,10 @@ void serve_read(Mvcc& p, const ItemHeader& h, int rc, store::Table* tab, const s
 
 Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool correct) {
   auto p = std::make_unique<Mvcc>(e, correct);
+  // The fetch CASes rts and lock words: with NIC atomics one-sided, on
+  // the owner's CPU over RPC (mvcc.read, the lock handler), both when
+  // hybrid (owner_atomics.hpp).
+  e.set_atomic_stages(stage_bit(Stage::kFetch));
   p->owner_copy.resize(e.db().max_tuple_bytes() / 8 + 1);
   e.toolkit().set_lock_check(lock_check);
   Mvcc* self = p.get();

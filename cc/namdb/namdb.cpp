@@ -1130,6 +1130,10 @@ Task<bool> release(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
 Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool correct) {
   const Settings s = settings_of(e.options());
   Database& db = e.db();
+  // One-sided only: its NIC atomics (header CAS, vector FAA) meet no CPU
+  // read-modify-write (the version mover's fetch_or is on buffer entries,
+  // which only WRITEs reach).
+  e.set_atomic_stages(0);
   if (db.replicas() > 1)
     return make_error(EINVAL, "namdb: cluster.replicas > 1 is not supported (NAM-DB keeps one copy)");
   // Every node's tables have the same capacities: the dirty bytes of

@@ -182,6 +182,10 @@ Task<bool> release(Occ& p, Coordinator& c, Txn& t, uint32_t) {
 
 Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool validating) {
   auto p = std::make_unique<Occ>(e, validating);
+  // The lock stage takes lock words (NIC CAS one-sided, the owner's CAS
+  // over RPC: owner_atomics.hpp); fetch and validate read, commit and
+  // release store (the holder's WRITE or store: no RMW).
+  e.set_atomic_stages(stage_bit(Stage::kLock));
   p->set_stage(Stage::kFetch, *p, fetch);
   p->set_stage(Stage::kLock, *p, lock);
   p->set_stage(Stage::kValidate, *p, validate);

@@ -420,15 +420,16 @@ std::atomic_ref<uint64_t> word_at(std::byte* tuple, uint32_t off) {
 
 // The owner side of read a4: per item (arg0 = tts, arg1 = the wts read; data
 // = the requester's lock value, the incarnation read), take the lock word
-// for the extension (CAS: atomic with a writer's lock, RPC or one-sided on a
-// coherent device), check the version, extend rts, write the checksum,
-// unlock. Never waits: a tuple locked by another transaction fails the
-// renewal, as in Sundial.
+// for the extension (CAS through the owner atomics: atomic with a writer's
+// lock, RPC or one-sided, on any device), check the version, extend rts,
+// write the checksum, unlock. Never waits: a tuple locked by another
+// transaction fails the renewal, as in Sundial.
 void serve_renew(WorkerEngine& e, rpc::Request& r) {
   const Database& db = e.db();
+  OwnerAtomics& atomics = e.owner_atomics();
   serve_items(r, db.store(e.node()),
-              [&db](const ItemHeader& h, std::span<const std::byte> data, int rc, store::Table*,
-                    const store::TupleRef& ref, ItemWriter& out) {
+              [&db, &atomics](const ItemHeader& h, std::span<const std::byte> data, int rc, store::Table*,
+                              const store::TupleRef& ref, ItemWriter& out) {
                 if (rc == 0 && data.size() != 16) rc = -EINVAL;
                 if (rc != 0) {
                   out.add({rc, 0, 0, 0, 0});
@@ -443,7 +444,7 @@ void serve_renew(WorkerEngine& e, rpc::Request& r) {
                 }
                 const auto& l = db.layout(h.table);
                 uint64_t holder = 0;
-                if (!word_at(ref.tuple, kLockOff).compare_exchange_strong(holder, value, std::memory_order_acquire)) {
+                if (!atomics.cas(h.table, ref.tuple + kLockOff, holder, value, std::memory_order_acquire)) {
                   // Its holder may be writing it back (one-sided, from
                   // another thread): words loaded one by one, checked by
                   // the checksum.
@@ -475,18 +476,11 @@ void serve_renew(WorkerEngine& e, rpc::Request& r) {
 }
 
 Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool renewing) {
-  // The validate stage takes lock words too (the renewal's CAS): on a device
-  // whose atomics are not coherent with the CPU's, it must be on the side of
-  // the fetch (which the runner already ties to the commit's).
-  if (!e.ctx().device->caps().atomics_coherent_with_cpu) {
-    auto side = [](Primitive p) { return p == Primitive::kRpc; };
-    if (side(e.options().stage(Stage::kValidate)) != side(e.options().stage(Stage::kFetch)))
-      return make_error(EINVAL,
-                        "sundial: remote atomics are not coherent with CPU atomics on this device, so "
-                        "txn.pipeline.validate (%s) and txn.pipeline.fetch (%s) must both be rpc or both one-sided",
-                        to_string(e.options().stage(Stage::kValidate)), to_string(e.options().stage(Stage::kFetch)));
-  }
   auto p = std::make_unique<Sundial>(e, renewing);
+  // The fetch's write locks and the validate stage's lease renewals take
+  // lock words (NIC CAS one-sided, and for a hybrid fetch's writes; the
+  // owner's CAS over RPC: owner_atomics.hpp); commit stores.
+  e.set_atomic_stages(stage_bit(Stage::kFetch) | stage_bit(Stage::kValidate));
   e.toolkit().set_conflict_rule(ConflictRule::kWaitDie);
   RDTX_TRY(e.toolkit().enable_waiting(kWaitListCapacity));
   auto id = e.register_handler("sundial.renew", [&e](rpc::Request& r) { serve_renew(e, r); });

@@ -13,9 +13,9 @@
 //            waits, up to 2pl.wait_ms (Bounded Wait; the paper's 100 ms).
 //            A denial aborts the attempt.
 //   validate the 2PC vote (the paper's 3.1), for a transaction that wrote at
-//            more than one shard: the coordinator zeroes its vote words,
-//            sends each of those shards a vote request (a oneway message)
-//            and waits until every one has voted with a remote
+//            more than one shard: the coordinator reads its vote words (the
+//            baseline), sends each of those shards a vote request (a oneway
+//            message) and waits until every one has voted with a remote
 //            fetch-and-add (+1 low: yes; +1 high: abort; VoteLayout in
 //            shard_service.hpp); an abort vote, or no full count within
 //            the RPC timeout, aborts the attempt. Before the commit stage:
@@ -519,18 +519,24 @@ Task<bool> vote(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) {
   if (n <= 1) co_return true;
   if (e.measuring()) ++e.stats().votes;
   // This coordinator's word in each participant worker's region of this
-  // node (the region its FAA reaches): zeroed before any request goes.
+  // node (the region its FAA reaches): its value before any request goes
+  // is the baseline the votes add to. Never reset: a store could be lost to
+  // a late vote's FAA in flight on a NIC whose atomics are not atomic with
+  // respect to the CPU (IBV_ATOMIC_HCA: the FAA reads, the store lands,
+  // the FAA writes), and the baseline needs none. FAAs add modulo 2^64, so
+  // the difference is exactly the votes since (yes + no << 32).
   const uint32_t me = e.node(), coroutines = e.options().coroutines;
   const uint64_t slot = VoteLayout::offset(e.ctx().index, c.index(), coroutines, t.id());
   uint64_t* words[kMaxWorkersPerNode];
-  bool zeroed[kMaxWorkersPerNode] = {};
+  uint64_t base[kMaxWorkersPerNode];
+  bool seen[kMaxWorkersPerNode] = {};
   uint32_t nwords = 0;
   for (uint32_t k = 0; k < n; ++k) {
     const uint32_t j = static_cast<uint32_t>(part[k] % workers);
-    if (zeroed[j]) continue;
-    zeroed[j] = true;
+    if (seen[j]) continue;
+    seen[j] = true;
     words[nwords] = reinterpret_cast<uint64_t*>(e.db().local_region(me, j) + slot);
-    std::atomic_ref<uint64_t>(*words[nwords]).store(0, std::memory_order_release);
+    base[nwords] = std::atomic_ref<uint64_t>(*words[nwords]).load(std::memory_order_acquire);
     ++nwords;
   }
   const uint64_t id = t.id();
@@ -558,7 +564,7 @@ Task<bool> vote(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) {
   co_await runtime::poll_until([&] {
     yes = no = 0;
     for (uint32_t w = 0; w < nwords; ++w) {
-      const uint64_t v = std::atomic_ref<uint64_t>(*words[w]).load(std::memory_order_acquire);
+      const uint64_t v = std::atomic_ref<uint64_t>(*words[w]).load(std::memory_order_acquire) - base[w];
       yes += v & 0xffffffffu;
       no += v >> 32;
     }
@@ -579,6 +585,9 @@ DeadlockPolicy policy_of(const std::string& s) {
 
 Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode, bool to,
                                        LockMode scan_mode = LockMode::kS) {
+  // Locks live in the shards' tables, not in tuples; the 2PC votes' FAAs
+  // land on words the coordinator only loads (vote()).
+  e.set_atomic_stages(0);
   // A grant carries its row: every table's tuple must fit one RPC reply.
   const Database& db = e.db();
   bool partitions = false;  // a table has a partition level

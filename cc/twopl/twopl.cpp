@@ -162,6 +162,10 @@ Task<bool> release(TwoPl& p, Coordinator& c, Txn& t, uint32_t) {
 
 Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, Policy policy, bool broken_readers = false) {
   auto p = std::make_unique<TwoPl>(e, policy, broken_readers);
+  // The fetch takes lock words (NIC CAS one-sided, the owner's CAS over
+  // RPC: owner_atomics.hpp); the commit and release give shared read locks
+  // back with FAA -1 (exclusive ones with a WRITE or a store: no RMW).
+  e.set_atomic_stages(p->shared ? stage_bit(Stage::kFetch) | stage_bit(Stage::kCommit) : stage_bit(Stage::kFetch));
   if (policy == Policy::kWaitDie) {
     e.toolkit().set_conflict_rule(ConflictRule::kWaitDie);
     RDTX_TRY(e.toolkit().enable_waiting(kWaitListCapacity));

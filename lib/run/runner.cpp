@@ -289,21 +289,6 @@ Result<RunResult> run(const RunConfig& rc) {
   cluster::Cluster& c = **cl;
   const uint32_t local = c.first_local_node();
 
-  // Lock words are CASed by the fetch/lock stage and released by the commit
-  // stage. A NIC whose atomics are not atomic with respect to CPU atomics
-  // (verbs: IBV_ATOMIC_HCA) must not see both touch one word: then both
-  // stages must use the same side.
-  if (!c.node(local).device->caps().atomics_coherent_with_cpu) {
-    const Stage acquire = rc.protocol->acquires;
-    auto side = [](Primitive p) { return p == Primitive::kRpc ? 1 : 0; };
-    if (side(rc.options.stage(acquire)) != side(rc.options.stage(Stage::kCommit)))
-      return make_error(EINVAL,
-                        "device %s: remote atomics are not coherent with CPU atomics, so txn.pipeline.%s (%s) and "
-                        "txn.pipeline.commit (%s) must both be rpc or both one-sided",
-                        c.node(local).device->caps().name.c_str(), txn::to_string(acquire),
-                        txn::to_string(rc.options.stage(acquire)), txn::to_string(rc.options.stage(Stage::kCommit)));
-  }
-
   auto region = txn::region_bytes(*rc.protocol, rc.options, rc.cluster, tables, txn::max_declared(*rc.workload));
   if (!region.ok())
     return make_error(region.error().code, "protocol %s: %s", rc.protocol->name, region.error().message.c_str());
@@ -338,6 +323,9 @@ Result<RunResult> run(const RunConfig& rc) {
   ho.node_workers = static_cast<uint16_t>(cc.workers_per_node);
   for (uint32_t id = 0; id < c.workers(); ++id)
     RDTX_TRY(loading(engines[id]->start(rc.seed * 7919 + c.worker(id).id, ho)));
+  // How owner-side code read-modify-writes the words NICs CAS and FAA
+  // (the same on every worker: one device kind, one pipeline).
+  if (!engines.empty()) txn::log_owner_atomics(engines[0]->owner_atomics_mode(), c.worker(0).device->caps());
   if (cc.replicas > 1) RDTX_TRY(exchange_log_regions(c, engines, boot));
   RDTX_TRY(loading({}));
   // Multi-process: every node loaded and listening before anyone sends;
@@ -383,6 +371,7 @@ Result<RunResult> run(const RunConfig& rc) {
   res.table_bytes = table_bytes;
   res.abort_reasons = txn::abort_reason_names(*rc.protocol);
   res.isolation = rc.options.isolation;
+  if (!engines.empty()) res.owner_atomics = engines[0]->owner_atomics_mode();
   // In virtual time a line every run.progress_s of wall time: the virtual
   // clock may take minutes for one of its seconds.
   Progress progress(rc.progress_interval_s, engines, t0, measure_at, rc.virtual_time.on);

@@ -139,6 +139,9 @@ struct RunResult {
   // the largest one a worker settled on for a peer, the largest after
   // doublings for calls that timed out, and the longest reply, in ns.
   uint64_t rpc_timeout_settled_ns = 0, rpc_timeout_max_ns = 0, rpc_longest_reply_ns = 0;
+  // How owner-side code read-modify-wrote the words NICs CAS and FAA
+  // (txn/stages/owner_atomics.hpp), on this process's workers.
+  txn::OwnerAtomicsMode owner_atomics = txn::OwnerAtomicsMode::kCpu;
   // The isolation level the protocol guarantees: what its history is checked at.
   txn::Isolation isolation = txn::Isolation::kSerializable;
   // Names of the abort reasons, indexed as WorkerStats::aborts.

@@ -138,6 +138,16 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
     auto p = def_.create(*this);
     if (!p.ok()) return make_error(p.error().code, "protocol %s: %s", def_.name, p.error().message.c_str());
     protocol_ = std::move(*p);
+    // The owner atomics, before any handler runs: the protocol has said
+    // which of its stages post NIC atomics that its owner side meets.
+    atomics_mode_ = txn::owner_atomics_mode(w_.device->caps(), atomic_stages_, opts_);
+    if (atomics_mode_ == OwnerAtomicsMode::kLoopback) {
+      // This node's tables as this worker's context reaches them.
+      std::vector<uint32_t> rkeys(db_.tables(), 0);
+      for (TableId t = 0; t < db_.tables(); ++t)
+        if (db_.has_table(t)) rkeys[t] = db_.descriptor(w_.node, t, w_.index).rkey;
+      RDTX_TRY(atomics_.init_loopback(*w_.device, std::move(rkeys), &stats_.commit_errors));
+    }
     // Replication: the engine's log stage and the backups' applier
     // (replication.hpp), for every protocol that can take it.
     if (db_.replicas() > 1) {

@@ -36,6 +36,7 @@
 #include "txn/protocol.hpp"
 #include "txn/replication.hpp"
 #include "txn/service.hpp"
+#include "txn/stages/owner_atomics.hpp"
 #include "txn/stages/toolkit.hpp"
 #include "txn/txn.hpp"
 #include "txn/worker_stats.hpp"
@@ -98,6 +99,18 @@ class WorkerEngine {
   Protocol& protocol() { return *protocol_; }
   const ProtocolDef& protocol_def() const { return def_; }
   Toolkit& toolkit() { return *toolkit_; }
+  // How owner-side code read-modify-writes tuple words that NICs may also
+  // CAS or FAA (set up by start(): CPU atomics, or loopback NIC atomics on a
+  // device whose atomics are not coherent with the CPU's).
+  OwnerAtomics& owner_atomics() { return atomics_; }
+  OwnerAtomicsMode owner_atomics_mode() const { return atomics_mode_; }
+  // Called by the protocol when it is created (ProtocolDef::create): the
+  // stages (stage_bit) that read-modify-write the words its owner side
+  // shares with NICs (lock words, MVCC's rts): with NIC atomics (CAS, FAA)
+  // in their one-sided form, on the owner's CPU through owner_atomics() in
+  // their RPC form, both when hybrid. Not called: every stage (safe).
+  // start() picks the owner atomics' mode from it (owner_atomics_mode()).
+  void set_atomic_stages(uint32_t stages) { atomic_stages_ = stages; }
   // An RPC handler on the worker's endpoint, its id allocated here (every
   // worker registers the same handlers in the same order, so ids agree
   // across nodes and processes).
@@ -174,6 +187,9 @@ class WorkerEngine {
   const ProtocolDef& def_;
   Workload& workload_;
   store::LocationCache cache_;
+  OwnerAtomics atomics_;
+  OwnerAtomicsMode atomics_mode_ = OwnerAtomicsMode::kCpu;
+  uint32_t atomic_stages_ = ~0u;
   std::unique_ptr<Toolkit> toolkit_;
   std::unique_ptr<Protocol> protocol_;
   std::vector<std::unique_ptr<Coordinator>> coordinators_;

@@ -71,6 +71,11 @@ struct Options {
   // to the first backup of every n-th logged transaction: a broken variant
   // the replica comparison after the run must catch. 0: never.
   uint32_t log_skip_every = 0;
+  // Tests only (no configuration key): owner-side read-modify-writes use
+  // CPU atomics even where the device's atomics are not coherent with them
+  // and NIC atomics hit the same words (stages/owner_atomics.hpp): a broken
+  // variant the checks must catch on shm's atomics=hca.
+  bool owner_atomics_cpu = false;
   // Replication: bytes of each log ring (one per sender on every worker).
   uint64_t log_ring_bytes = uint64_t{256} << 10;
 

@@ -164,8 +164,9 @@ struct ProtocolDef {
   std::vector<Primitive> allowed[kStages];
   // The protocol's own abort reasons, numbered from kFirstProtocol.
   std::vector<AbortReasonName> abort_reasons;
-  // The stage that acquires the locks the commit stage releases (a device
-  // whose atomics are not coherent with the CPU's needs both on one side).
+  // The stage that acquires the locks the commit stage releases.
+  // (Which stages read-modify-write words that NICs and the owner's CPU
+  // share, the protocol tells its engine: WorkerEngine::set_atomic_stages.)
   Stage acquires;
   // True if a tuple's metadata shows a lock held ("locks left" after a run).
   bool (*lock_held)(const std::byte* meta);

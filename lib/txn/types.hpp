@@ -82,6 +82,8 @@ const char* to_string(Isolation i);
 // existing protocols (fetch .. commit, in order) valid.
 enum class Stage : uint8_t { kFetch, kLock, kValidate, kLog, kCommit, kSequence, kCount_ };
 const char* to_string(Stage s);
+// A stage's bit in a set of stages (WorkerEngine::set_atomic_stages).
+constexpr uint32_t stage_bit(Stage s) { return 1u << static_cast<unsigned>(s); }
 
 // Where an attempt spends its time (the per-stage breakdown): the stages,
 // CALVIN's schedule (its wait for the node's lock manager to take the

@@ -51,6 +51,7 @@ TEST(DeviceOpen, BadAdversarialValuesAreNamed) {
   EXPECT_THAT(open_error("shm,pause_node=1,pause_ms=0"), HasSubstr("pause_ms=0 is out of range"));
   EXPECT_THAT(open_error("shm,pause_node=4096,pause_ms=10"), HasSubstr("pause_node=4096 is out of range"));
   EXPECT_THAT(open_error("shm,pause_node=1,pause_ms=10,pause_at_ms=soon"), HasSubstr("pause_at_ms=soon"));
+  EXPECT_THAT(open_error("shm,atomics=glob"), HasSubstr("atomics=glob is not one of cpu|hca"));
 }
 
 TEST(DeviceOpen, AdversarialDevargsOpen) {
@@ -85,11 +86,25 @@ TEST(DeviceOpen, CapsReflectDevargs) {
   EXPECT_EQ(c.latency_ns, 1500u);
   EXPECT_EQ(c.bw_gbps, 25.0);
   EXPECT_EQ(c.max_msg_size, 8192u);
-  EXPECT_TRUE(c.atomics_coherent_with_cpu);
+  EXPECT_TRUE(c.atomics_coherent_with_cpu) << "atomics=cpu is the default";
   EXPECT_GT(c.max_inline, 0u);
   EXPECT_GT(c.max_send_wr, 0u);
   EXPECT_GT(c.max_recv_wr, 0u);
   EXPECT_GT(c.max_cqe, 0u);
+}
+
+// atomics=hca: remote atomics not coherent with CPU atomics, as the caps say
+// (doc/drivers.md); atomics=cpu says what the default is.
+TEST(DeviceOpen, AtomicsDevargSetsTheCoherenceCap) {
+  OpenOptions oo;
+  oo.fabric = "atomics" + std::to_string(getpid());
+  auto hca = open_device("shm,atomics=hca", oo);
+  ASSERT_TRUE(hca.ok()) << hca.error().message;
+  EXPECT_FALSE((*hca)->caps().atomics_coherent_with_cpu);
+  oo.node_id = 1;
+  auto cpu = open_device("shm,atomics=cpu", oo);
+  ASSERT_TRUE(cpu.ok()) << cpu.error().message;
+  EXPECT_TRUE((*cpu)->caps().atomics_coherent_with_cpu);
 }
 
 TEST(DeviceOpen, ANodeCanBeOpenOnlyOnce) {

@@ -264,6 +264,40 @@ TEST_P(OneSided, RemoteAtomicsAreAtomicWithCpuAtomicsWhenCapsSaySo) {
   EXPECT_EQ(std::atomic_ref<uint64_t>(*word).load(), uint64_t{2 * kOps});
 }
 
+// A QP connected to itself runs atomics on its own context's memory: how the
+// engine's owner atomics reach a local word through the NIC on a device
+// whose atomics are not coherent with the CPU's (txn/stages/owner_atomics.hpp),
+// the same API on every driver (verbs: INIT->RTR->RTS to its own QPN and GID).
+TEST_P(OneSided, AQpConnectedToItselfRunsAtomicsOnItsOwnMemory) {
+  auto cq = dev().create_cq(4);
+  ASSERT_TRUE(cq.ok()) << cq.error().message;
+  QpInit init;
+  init.type = QpType::kRc;
+  init.send_cq = cq->get();
+  init.max_send_wr = 1;
+  init.max_inline = 0;
+  auto qp = dev().create_qp(init);
+  ASSERT_TRUE(qp.ok()) << qp.error().message;
+  ASSERT_TRUE((*qp)->connect((*qp)->address()).ok());
+  auto* word = reinterpret_cast<uint64_t*>(local_buf(8192));
+  std::atomic_ref<uint64_t>(*word).store(41);
+  auto one = [&](WorkRequest wr) {
+    wr.flags = kSignaled;
+    WorkRequest* bad = nullptr;
+    auto wc = (*qp)->post_send(&wr, &bad) == 0 ? poll_for(**cq, 1) : std::vector<Completion>{};
+    uint64_t old = UINT64_MAX;
+    if (wc.size() == 1 && wc[0].status == Status::kSuccess) std::memcpy(&old, local_buf(64), 8);
+    return old;
+  };
+  const uint64_t addr = reinterpret_cast<uint64_t>(word);
+  EXPECT_EQ(one(cas_wr(64, addr, lmr().rkey, 40, 7)), 41u) << "a CAS that does not match";
+  EXPECT_EQ(std::atomic_ref<uint64_t>(*word).load(), 41u);
+  EXPECT_EQ(one(cas_wr(64, addr, lmr().rkey, 41, 42)), 41u);
+  EXPECT_EQ(std::atomic_ref<uint64_t>(*word).load(), 42u);
+  EXPECT_EQ(one(faa_wr(64, addr, lmr().rkey, ~uint64_t{0})), 42u) << "FAA of -1";
+  EXPECT_EQ(std::atomic_ref<uint64_t>(*word).load(), 41u);
+}
+
 TEST_P(OneSided, WrongRkeyFailsAndTouchesNothing) {
   RcLink link = connect_rc();
   std::vector<uint8_t> before(64);

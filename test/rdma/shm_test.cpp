@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "drivers/rdma/shm/recv_queue.hpp"
@@ -371,6 +372,151 @@ TEST(ShmDriver, AScribbledReceiveQueueNeverCrashesASender) {
   ASSERT_EQ(wc.size(), 1u);
   EXPECT_EQ(wc[0].status, Status::kGeneralError);
   munmap(map, st.st_size);
+}
+
+// atomics=hca (hca_atomics.hpp): a node's memory with a word, and RC QPs of
+// any node connected to a QP of node 0, one per thread that posts atomics.
+struct HcaNode {
+  std::string fabric = new_fabric("hca");
+  std::unique_ptr<Device> dev = open_node(fabric, 0, "shm,atomics=hca");
+  std::unique_ptr<DeviceMemory> mem;
+  MemoryRegion mr{};
+  uint64_t* word() const { return static_cast<uint64_t*>(mem->data()); }
+
+  // A poster: its own QP (on `on`) connected to a fresh QP of node 0, a CQ
+  // and an 8-byte result buffer. A QP belongs to one thread.
+  struct Poster {
+    std::unique_ptr<DeviceMemory> mem;
+    MemoryRegion mr{};
+    std::unique_ptr<CompletionQueue> cq, peer_cq;
+    std::unique_ptr<QueuePair> qp, peer;
+    // One atomic, awaited: the old value, or UINT64_MAX on a failure.
+    uint64_t atomic(Opcode op, uint64_t* target, uint32_t rkey, uint64_t compare_add, uint64_t swap = 0) {
+      WorkRequest wr;
+      wr.opcode = op;
+      wr.flags = kSignaled;
+      wr.local = mem->data();
+      wr.length = 8;
+      wr.lkey = mr.lkey;
+      wr.remote_addr = reinterpret_cast<uint64_t>(target);
+      wr.rkey = rkey;
+      wr.compare_add = compare_add;
+      wr.swap = swap;
+      WorkRequest* bad = nullptr;
+      if (qp->post_send(&wr, &bad) != 0) return UINT64_MAX;
+      auto wc = poll_for(*cq, 1);
+      if (wc.size() != 1 || wc[0].status != Status::kSuccess) return UINT64_MAX;
+      uint64_t old;
+      std::memcpy(&old, mem->data(), 8);
+      return old;
+    }
+  };
+  Poster poster(Device& on) {
+    Poster p;
+    p.mem = on.alloc_memory(4096).value();
+    p.mr = *on.reg_mr(p.mem->data(), 4096, kAccessAll);
+    p.cq = on.create_cq(8).value();
+    p.peer_cq = dev->create_cq(8).value();
+    QpInit init;
+    init.max_send_wr = 4;
+    init.send_cq = p.cq.get();
+    p.qp = on.create_qp(init).value();
+    init.send_cq = p.peer_cq.get();
+    p.peer = dev->create_qp(init).value();
+    EXPECT_TRUE(p.qp->connect(p.peer->address()).ok());
+    EXPECT_TRUE(p.peer->connect(p.qp->address()).ok());
+    return p;
+  }
+  HcaNode() {
+    mem = dev->alloc_memory(4096).value();
+    mr = *dev->reg_mr(mem->data(), 4096, kAccessAll);
+  }
+};
+
+// What atomics=hca models, and why the engine needs owner atomics on such a
+// device: a CPU CAS that lands inside a remote FAA's read-modify-write is
+// lost (the FAA writes back what it read, plus one). The two threads must
+// overlap for it to show: up to 50 rounds.
+TEST(ShmDriver, HcaRemoteAtomicsLoseCpuCasesThatLandInside) {
+  HcaNode n;
+  ASSERT_FALSE(n.dev->caps().atomics_coherent_with_cpu);
+  auto nic = n.poster(*n.dev);  // loopback: node 0 onto its own memory
+  uint64_t lost = 0;
+  int round = 0;
+  for (; round < 50 && lost == 0; ++round) {
+    *n.word() = 0;
+    std::atomic<bool> stop{false};
+    uint64_t cpu_ops = 0;
+    std::thread cpu([&] {
+      std::atomic_ref<uint64_t> w(*n.word());
+      while (!stop.load(std::memory_order_relaxed)) {
+        uint64_t v = w.load(std::memory_order_relaxed);
+        while (!w.compare_exchange_weak(v, v + 1)) {
+        }
+        ++cpu_ops;
+      }
+    });
+    int failed = 0;
+    for (int i = 0; i < 2000; ++i) failed += nic.atomic(Opcode::kFetchAdd, n.word(), n.mr.rkey, 1) == UINT64_MAX;
+    stop.store(true);
+    cpu.join();
+    ASSERT_EQ(failed, 0);
+    lost = cpu_ops + 2000 - *n.word();
+  }
+  EXPECT_GT(lost, 0u) << "no CPU CAS lost in " << round << " rounds: the model would model nothing";
+}
+
+// ... while remote atomics stay atomic with respect to each other, from any
+// node (here node 1's QP and node 0's own, in two threads).
+TEST(ShmDriver, HcaRemoteAtomicsAreAtomicAmongThemselves) {
+  HcaNode n;
+  OpenOptions oo;
+  oo.fabric = n.fabric;
+  oo.node_id = 1;
+  auto other = open_device("shm,atomics=hca", oo);
+  ASSERT_TRUE(other.ok()) << other.error().message;
+  auto far = n.poster(**other), near = n.poster(*n.dev);
+  *n.word() = 0;
+  constexpr int kOps = 3000;
+  std::atomic<int> failed{0};
+  std::thread t([&] {
+    for (int i = 0; i < kOps; ++i) failed += far.atomic(Opcode::kFetchAdd, n.word(), n.mr.rkey, 1) == UINT64_MAX;
+  });
+  // CAS increments: each retried until it matches.
+  for (int i = 0; i < kOps;) {
+    const uint64_t v = std::atomic_ref<uint64_t>(*n.word()).load();
+    const uint64_t old = near.atomic(Opcode::kCompareSwap, n.word(), n.mr.rkey, v, v + 1);
+    if (old == UINT64_MAX) {
+      ++failed;
+      break;
+    }
+    i += old == v;
+  }
+  t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(*n.word(), uint64_t{2 * kOps});
+}
+
+// Every node of a fabric runs the same atomics: a node with atomics=hca
+// refuses to reach one without an atomic unit, naming the devarg.
+TEST(ShmDriver, HcaNeedsEveryNodeInTheSameMode) {
+  HcaNode n;
+  OpenOptions oo;
+  oo.fabric = n.fabric;
+  oo.node_id = 1;
+  auto plain = open_device("shm", oo);
+  ASSERT_TRUE(plain.ok());
+  auto cq = (*plain)->create_cq(8).value();
+  auto mine = n.dev->create_cq(8).value();
+  QpInit init;
+  init.max_send_wr = 4;
+  init.send_cq = cq.get();
+  auto theirs = (*plain)->create_qp(init).value();
+  init.send_cq = mine.get();
+  auto qp = n.dev->create_qp(init).value();
+  auto r = qp->connect(theirs->address());
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, ::testing::HasSubstr("runs with atomics=cpu"));
 }
 
 }  // namespace

@@ -94,6 +94,8 @@ std::vector<TopologySpec> all_topologies() {
   std::string verbs = verbs_env != nullptr && *verbs_env != '\0' ? verbs_env : "verbs";
   // The shm_*order ones run the whole suite with the adversarial word orders
   // (doc/drivers.md): nothing the API promises may depend on ascending order.
+  // shm_hca_process with atomics=hca (remote atomics atomic only among
+  // themselves, IBV_ATOMIC_HCA; the node's atomic unit shared across processes).
   // verbs_remote: node 1 on another host (its own kernel and device), listed
   // only when RDTX_CONFORMANCE_PEER names the agent server there.
   std::vector<TopologySpec> all = {
@@ -101,6 +103,7 @@ std::vector<TopologySpec> all_topologies() {
       {"shm_process", "shm", true, ""},
       {"shm_random_order", "shm,read_order=random,write_order=random,seed=1", false, ""},
       {"shm_descending_order_process", "shm,read_order=descending,write_order=random", true, ""},
+      {"shm_hca_process", "shm,atomics=hca", true, ""},
       {"verbs_inproc", verbs, false, ""},
       {"verbs_process", verbs, true, ""},
   };

@@ -74,6 +74,11 @@ struct Combo {
   uint32_t memory_nodes = 0;
   // Called with the database after the run (run::RunConfig::inspect_database).
   std::function<void(txn::Database&)> inspect = nullptr;
+  // The workers on the EAL's lcores (one loop each, true parallelism: the
+  // caller's main initialised the EAL with several) instead of one thread.
+  bool parallel = false;
+  // The broken owner atomics (txn::Options::owner_atomics_cpu: tests only).
+  bool owner_atomics_cpu = false;
 };
 
 inline const txn::ProtocolDef* protocol_of(const std::string& name);
@@ -100,6 +105,8 @@ inline std::string name_of(const Combo& c) {
   if (c.workers_per_node != 1) n += "_w" + std::to_string(c.workers_per_node);
   if (c.replicas != 1) n += "_r" + std::to_string(c.replicas) + "_log_" + txn::to_string(c.log);
   if (c.memory_nodes != 0) n += "_mem" + std::to_string(c.memory_nodes) + "of" + std::to_string(c.nodes);
+  if (c.parallel) n += "_parallel";
+  if (c.owner_atomics_cpu) n += "_cpu_owner_atomics";
   for (char& ch : n)
     if (ch == '-' || ch == '/') ch = '_';
   return n;
@@ -425,8 +432,9 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   rc.warmup_s = c.warmup_s;
   rc.duration_s = seconds;
   rc.seed = seed;
-  rc.single_thread = true;
+  rc.single_thread = !c.parallel;
   rc.single_thread_pass_ns = c.pass_ns;
+  rc.options.owner_atomics_cpu = c.owner_atomics_cpu;
   auto r = run::run(rc);
   if (!r.ok()) return r.error();
   Outcome out;

@@ -135,6 +135,15 @@ Result<std::shared_ptr<Node>> Node::open(const ShmConfig& cfg, uint32_t node_id,
       nic = std::move(*f);
       store_word(reinterpret_cast<NicShared*>(nic.data())->magic, NicShared::kMagic, std::memory_order_release);
     }
+    // The atomic unit, with atomics=hca only (zero: every stripe free).
+    MappedFile atomics;
+    if (cfg.atomics == AtomicsMode::kHca) {
+      auto f = MappedFile::create(atomics_path(fabric, node_id), round_up(sizeof(HcaAtomicUnit), kPageSize));
+      if (!f.ok()) return f.error();
+      atomics = std::move(*f);
+      store_word(reinterpret_cast<HcaAtomicUnit*>(atomics.data())->magic, HcaAtomicUnit::kMagic,
+                 std::memory_order_release);
+    }
     uint64_t token = random_u64();
     auto* h = reinterpret_cast<SegmentHeader*>(seg->data());
     h->version = kLayoutVersion;
@@ -160,14 +169,20 @@ Result<std::shared_ptr<Node>> Node::open(const ShmConfig& cfg, uint32_t node_id,
       RDTX_LOG(shm_log(), Notice, "node %u of fabric %s will stop from %llu ms to %llu ms after now", node_id,
                fabric.c_str(), static_cast<unsigned long long>(cfg.pause_at_ms),
                static_cast<unsigned long long>(cfg.pause_at_ms + cfg.pause_ms));
-    return std::make_shared<Node>(std::move(*seg), std::move(nic), cfg, node_id, fabric, token, seed);
+    if (cfg.atomics == AtomicsMode::kHca)
+      RDTX_LOG(shm_log(), Notice,
+               "node %u of fabric %s: atomics=hca: remote CAS/FAA on its memory are atomic with respect to each "
+               "other only, not to CPU atomics (as IBV_ATOMIC_HCA)",
+               node_id, fabric.c_str());
+    return std::make_shared<Node>(std::move(*seg), std::move(nic), std::move(atomics), cfg, node_id, fabric, token,
+                                  seed);
   }
   return make_error(EAGAIN, "could not claim node %u of fabric %s: %s keeps changing", node_id, fabric.c_str(),
                     path.c_str());
 }
 
-Node::Node(MappedFile segment, MappedFile nic, const ShmConfig& cfg, uint32_t node_id, const std::string& fabric,
-           uint64_t token, uint64_t seed)
+Node::Node(MappedFile segment, MappedFile nic, MappedFile atomics, const ShmConfig& cfg, uint32_t node_id,
+           const std::string& fabric, uint64_t token, uint64_t seed)
     : cfg_(cfg),
       latency_(cfg.latency_ns, cfg.bw_gbps),
       nic_model_(cfg.nic, env::tsc_hz()),
@@ -181,6 +196,8 @@ Node::Node(MappedFile segment, MappedFile nic, const ShmConfig& cfg, uint32_t no
       segment_(std::move(segment)),
       nic_file_(std::move(nic)),
       nic_(reinterpret_cast<NicShared*>(nic_file_.data())),  // nullptr without the model
+      atomics_file_(std::move(atomics)),
+      atomic_unit_(reinterpret_cast<HcaAtomicUnit*>(atomics_file_.data())),  // nullptr with atomics=cpu
       regions_(reinterpret_cast<RegionEntry*>(segment_.data() + kRegionsOffset)),
       mems_(reinterpret_cast<MemEntry*>(segment_.data() + kMemsOffset)),
       region_gen_(kMaxRegions, 0) {
@@ -301,7 +318,7 @@ Result<std::shared_ptr<PeerNode>> Node::peer(uint32_t node_id, uint64_t token) {
   std::lock_guard lock(mu_);
   auto it = peers_.find(node_id);
   if (it == peers_.end() || it->second->token() != token) {
-    auto p = PeerNode::open(fabric_, node_id, token, nic_model_.enabled());
+    auto p = PeerNode::open(fabric_, node_id, token, nic_model_.enabled(), cfg_.atomics == AtomicsMode::kHca);
     if (!p.ok()) return p.error();
     it = peers_.insert_or_assign(node_id, std::move(*p)).first;
   }

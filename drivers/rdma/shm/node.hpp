@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/result.hpp"
+#include "hca_atomics.hpp"
 #include "latency_model.hpp"
 #include "nic_model.hpp"
 #include "mapped_file.hpp"
@@ -45,6 +46,8 @@ class Node {
   // The RNIC model (devargs nic=...) and this node's shared NIC state.
   const NicModel& nic_model() const { return nic_model_; }
   NicShared* nic() const { return nic_; }
+  // With atomics=hca, this node's atomic unit (hca_atomics.hpp); else nullptr.
+  HcaAtomicUnit* atomic_unit() const { return atomic_unit_; }
   // Whether QPs and CQs of this node run requests through the timed ring
   // (shm_qp.hpp): with a latency model, when this node pauses, or when
   // datagrams may be delayed (a held-back datagram needs the sender's
@@ -91,8 +94,8 @@ class Node {
 
   Result<uint32_t> next_qpn();
 
-  Node(MappedFile segment, MappedFile nic, const ShmConfig& cfg, uint32_t node_id, const std::string& fabric,
-       uint64_t token, uint64_t seed);
+  Node(MappedFile segment, MappedFile nic, MappedFile atomics, const ShmConfig& cfg, uint32_t node_id,
+       const std::string& fabric, uint64_t token, uint64_t seed);
 
  private:
   struct LiveMemory {
@@ -121,6 +124,8 @@ class Node {
   MappedFile segment_;  // unlinked, then its flock released, when the Node goes
   MappedFile nic_file_;
   NicShared* nic_;
+  MappedFile atomics_file_;
+  HcaAtomicUnit* atomic_unit_;
   RegionTable regions_;
   MemEntry* mems_;
 

@@ -22,8 +22,8 @@ bool owner_gone(const std::string& path) {
 }
 }  // namespace
 
-Result<std::shared_ptr<PeerNode>> PeerNode::open(const std::string& fabric, uint32_t node_id,
-                                                 uint64_t expected_token, bool map_nic) {
+Result<std::shared_ptr<PeerNode>> PeerNode::open(const std::string& fabric, uint32_t node_id, uint64_t expected_token,
+                                                 bool map_nic, bool map_atomics) {
   std::string path = node_path(fabric, node_id);
   auto seg = MappedFile::open(path, false, kSegmentSize);
   if (!seg.ok()) {
@@ -57,14 +57,34 @@ Result<std::shared_ptr<PeerNode>> PeerNode::open(const std::string& fabric, uint
       return make_error(EPROTO, "%s is not the NIC state of node %u", nic_path(fabric, node_id).c_str(), node_id);
     nic = std::move(*f);
   }
-  return std::make_shared<PeerNode>(std::move(*seg), std::move(nic), fabric, node_id, expected_token, same);
+  MappedFile atomics;
+  if (map_atomics) {
+    const std::string path = atomics_path(fabric, node_id);
+    auto f = MappedFile::open(path, true, sizeof(HcaAtomicUnit));
+    if (!f.ok()) {
+      if (f.error().code == ENOENT)
+        return make_error(EINVAL,
+                          "node %u of fabric %s runs with atomics=cpu (no %s): open every node with the same "
+                          "atomics devargs",
+                          node_id, fabric.c_str(), path.c_str());
+      return f.error();
+    }
+    if (load_word(reinterpret_cast<const HcaAtomicUnit*>(f->data())->magic, std::memory_order_acquire) !=
+        HcaAtomicUnit::kMagic)
+      return make_error(EPROTO, "%s is not the atomic unit of node %u", path.c_str(), node_id);
+    atomics = std::move(*f);
+  }
+  return std::make_shared<PeerNode>(std::move(*seg), std::move(nic), std::move(atomics), fabric, node_id,
+                                    expected_token, same);
 }
 
-PeerNode::PeerNode(MappedFile segment, MappedFile nic, std::string fabric, uint32_t node_id, uint64_t token,
-                   bool same_process)
+PeerNode::PeerNode(MappedFile segment, MappedFile nic, MappedFile atomics, std::string fabric, uint32_t node_id,
+                   uint64_t token, bool same_process)
     : segment_(std::move(segment)),
       nic_file_(std::move(nic)),
       nic_(nic_file_.data() != nullptr ? reinterpret_cast<NicShared*>(nic_file_.data()) : nullptr),
+      atomics_file_(std::move(atomics)),
+      atomic_unit_(reinterpret_cast<HcaAtomicUnit*>(atomics_file_.data())),
       // The mapping is read-only and RegionTable only reads through lookup().
       regions_(reinterpret_cast<RegionEntry*>(segment_.data() + kRegionsOffset)),
       mems_(reinterpret_cast<const MemEntry*>(segment_.data() + kMemsOffset)),

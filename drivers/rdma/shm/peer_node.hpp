@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/result.hpp"
+#include "hca_atomics.hpp"
 #include "mapped_file.hpp"
 #include "region_table.hpp"
 #include "nic_model.hpp"
@@ -35,15 +36,20 @@ class PeerNode {
   // Maps the control segment of `node_id`. Fails if the node is not open, is
   // stale (its owner died), is another incarnation than `expected_token`, or
   // its segment does not validate.
-  // `map_nic`: also map its NIC state read-write (the RNIC model is on).
+  // `map_nic`: also map its NIC state read-write (the RNIC model is on);
+  // `map_atomics`: its atomic unit (atomics=hca).
   static Result<std::shared_ptr<PeerNode>> open(const std::string& fabric, uint32_t node_id,
-                                                uint64_t expected_token, bool map_nic = false);
+                                                uint64_t expected_token, bool map_nic = false,
+                                                bool map_atomics = false);
 
   uint32_t node_id() const { return node_id_; }
   uint64_t token() const { return token_; }
   bool same_process() const { return same_process_; }
   // The node's NIC state (nic_model.hpp), if opened with map_nic; else nullptr.
   NicShared* nic() const { return nic_; }
+  // The node's atomic unit (hca_atomics.hpp), if opened with map_atomics;
+  // else nullptr.
+  HcaAtomicUnit* atomic_unit() const { return atomic_unit_; }
 
   // Pointer to [addr, addr + len) of this node if `key` names a live region
   // of protection domain `pd` (the target QP's) granting every bit of
@@ -64,8 +70,8 @@ class PeerNode {
     MappedFile file;
   };
 
-  PeerNode(MappedFile segment, MappedFile nic, std::string fabric, uint32_t node_id, uint64_t token,
-           bool same_process);
+  PeerNode(MappedFile segment, MappedFile nic, MappedFile atomics, std::string fabric, uint32_t node_id,
+           uint64_t token, bool same_process);
 
  private:
   uint8_t* in_mapping(const Region& r, uint64_t offset, uint64_t len) const {
@@ -85,6 +91,8 @@ class PeerNode {
   MappedFile segment_;
   MappedFile nic_file_;
   NicShared* nic_ = nullptr;
+  MappedFile atomics_file_;
+  HcaAtomicUnit* atomic_unit_ = nullptr;
   RegionTable regions_;
   const MemEntry* mems_;
   std::string fabric_;

@@ -26,6 +26,10 @@ std::string nic_path(const std::string& fabric, uint32_t node_id) {
   return std::string(kShmDir) + "/" + node_file_prefix(fabric, node_id) + "nic";
 }
 
+std::string atomics_path(const std::string& fabric, uint32_t node_id) {
+  return std::string(kShmDir) + "/" + node_file_prefix(fabric, node_id) + "atomics";
+}
+
 std::string qp_path(const std::string& fabric, uint32_t node_id, uint32_t qpn) {
   return std::string(kShmDir) + "/" + node_file_prefix(fabric, node_id) + "q" + std::to_string(qpn);
 }

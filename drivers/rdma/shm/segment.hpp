@@ -8,7 +8,8 @@
 //
 // Every other file of the node shares the prefix "rdtx.<fabric>.n<node>.":
 // memory files "<prefix>m<id>-<gen>", UD receive queues "<prefix>q<qpn>" and
-// the NIC model's shared state "<prefix>nic" (nic_model.hpp).
+// the NIC model's shared state "<prefix>nic" (nic_model.hpp) and, with
+// atomics=hca, the node's atomic unit "<prefix>atomics" (hca_atomics.hpp).
 // The owner holds an exclusive flock() on the control segment for as long as
 // it lives, so a segment nobody holds is stale (its owner died) and may be
 // reclaimed.
@@ -93,6 +94,9 @@ std::string qp_path(const std::string& fabric, uint32_t node_id, uint32_t qpn);
 // The node's NIC state (nic_model.hpp NicShared): mapped read-write by the
 // owner and by peers, when the RNIC model is on.
 std::string nic_path(const std::string& fabric, uint32_t node_id);
+// The node's atomic unit (hca_atomics.hpp HcaAtomicUnit): mapped read-write
+// by the owner and by peers, with atomics=hca.
+std::string atomics_path(const std::string& fabric, uint32_t node_id);
 
 bool valid_fabric_name(const std::string& fabric);
 uint64_t fabric_hash(const std::string& fabric);

@@ -74,6 +74,8 @@ Result<void> parse_nic(const env::KvArgs& kv, ShmConfig& cfg) {
 }
 }  // namespace
 
+const char* to_string(AtomicsMode m) { return m == AtomicsMode::kHca ? "hca" : "cpu"; }
+
 const char* to_string(WordOrder o) {
   switch (o) {
     case WordOrder::kAscending: return "ascending";
@@ -87,7 +89,7 @@ Result<ShmConfig> ShmConfig::parse(std::string_view devargs) {
   auto kv = env::parse_kvargs(devargs, {"bw_gbps", "latency_ns", "mtu", "pause_at_ms", "pause_ms", "pause_node",
                                         "read_order", "seed", "ud_delay", "ud_delay_ns", "ud_drop", "ud_dup",
                                         "write_order", "nic", "nic_mops", "doorbell_ns", "link_gbps",
-                                        "atomic_mops", "rc_stall", "stall_ms"});
+                                        "atomic_mops", "rc_stall", "stall_ms", "atomics"});
   if (!kv.ok()) return kv.error();
   if (kv->name != "shm") return make_error(EINVAL, "devargs '%.*s' are not for the shm driver", int(devargs.size()), devargs.data());
   ShmConfig cfg;
@@ -109,6 +111,12 @@ Result<ShmConfig> ShmConfig::parse(std::string_view devargs) {
   cfg.write_order = *write_order;
 
   if (auto nic = parse_nic(*kv, cfg); !nic.ok()) return with_devargs(devargs, nic.error());
+
+  if (std::string a = kv->get_string("atomics", "cpu"); a == "hca")
+    cfg.atomics = AtomicsMode::kHca;
+  else if (a != "cpu")
+    return make_error(EINVAL, "shm devargs '%.*s': atomics=%s is not one of cpu|hca", int(devargs.size()),
+                      devargs.data(), a.c_str());
 
   for (auto [key, out] : {std::pair{"ud_drop", &cfg.ud_drop}, {"ud_dup", &cfg.ud_dup}, {"ud_delay", &cfg.ud_delay}}) {
     auto p = kv->get_double(key, 0, 0, 1);

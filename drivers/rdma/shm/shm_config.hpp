@@ -4,9 +4,12 @@
 //      [,ud_drop=P][,ud_dup=P][,ud_delay=P][,ud_delay_ns=N][,seed=S]
 //      [,pause_node=N,pause_at_ms=T,pause_ms=D][,rc_stall=P][,stall_ms=N]
 //      [,nic=edr|fdr][,nic_mops=X][,doorbell_ns=N][,link_gbps=X][,atomic_mops=X]
-// The last three lines make the software NIC adversarial where a real one
-// may be (doc/drivers.md, "Adversarial modes"): word order inside a READ or
-// WRITE, loss, duplication and reordering of datagrams, a stopped node.
+//      [,atomics=cpu|hca]
+// The read_order ... pause lines make the software NIC adversarial where a
+// real one may be (doc/drivers.md, "Adversarial modes"): word order inside a
+// READ or WRITE, loss, duplication and reordering of datagrams, a stopped
+// node; so does atomics=hca: remote atomics that are not atomic with respect
+// to CPU atomics (hca_atomics.hpp).
 // Thread-safety: a plain value type.
 #pragma once
 
@@ -22,6 +25,14 @@ namespace rdtx::rdma::shm {
 // The order in which a READ or WRITE moves the payload's aligned 8-byte words.
 enum class WordOrder : uint8_t { kAscending, kDescending, kRandom };
 const char* to_string(WordOrder o);
+
+// What remote CAS and FAA are atomic with respect to. kCpu: CPU atomics on
+// the same word too (both are CPU atomics; IBV_ATOMIC_GLOB). kHca: only the
+// other remote atomics on that node (IBV_ATOMIC_HCA, most RNICs): a read,
+// then a write, serialised against other NIC atomics alone
+// (hca_atomics.hpp).
+enum class AtomicsMode : uint8_t { kCpu, kHca };
+const char* to_string(AtomicsMode m);
 
 struct ShmConfig {
   uint64_t latency_ns = 0;  // one-way delay
@@ -65,6 +76,8 @@ struct ShmConfig {
   std::string nic_name;
   NicParams nic;
 
+  AtomicsMode atomics = AtomicsMode::kCpu;
+
   bool random_order() const { return read_order == WordOrder::kRandom || write_order == WordOrder::kRandom; }
   bool ud_faults() const { return ud_drop > 0 || ud_dup > 0 || ud_delay > 0; }
   bool needs_seed() const { return random_order() || ud_faults() || rc_stall > 0; }
@@ -78,12 +91,14 @@ inline constexpr const char* kShmDevargsHelp =
     "shm[,latency_ns=N][,bw_gbps=X][,mtu=B][,read_order=ascending|descending|random][,write_order=ascending|random]"
     "[,ud_drop=P][,ud_dup=P][,ud_delay=P][,ud_delay_ns=N][,seed=S][,pause_node=N,pause_at_ms=T,pause_ms=D]"
     "[,rc_stall=P][,stall_ms=N]"
-    "[,nic=edr|fdr][,nic_mops=X][,doorbell_ns=N][,link_gbps=X][,atomic_mops=X]: "
+    "[,nic=edr|fdr][,nic_mops=X][,doorbell_ns=N][,link_gbps=X][,atomic_mops=X][,atomics=cpu|hca]: "
     "software RNIC over shared memory; one-way latency in ns (default 0), per-QP bandwidth in Gbit/s (default 0 = "
     "infinite), UD message size limit in bytes (default 4096); adversarial modes: word order of READ/WRITE "
     "payloads, datagram loss/duplication/delay probabilities, seed, a node that stops for a while, and RC "
     "requests that stall their QP with probability P until a watchdog fails it after N ms (default 100) "
     "; an RNIC model shared by a node's QPs: message rate (M/s), doorbell cost per post_send, link bandwidth per "
-    "node and direction, atomics (M/s), from a named calibration and/or explicit keys (doc/drivers.md)";
+    "node and direction, atomics (M/s), from a named calibration and/or explicit keys; remote CAS/FAA atomic with "
+    "respect to CPU atomics (cpu, default) or only to other remote atomics, as IBV_ATOMIC_HCA NICs (hca) "
+    "(doc/drivers.md)";
 
 }  // namespace rdtx::rdma::shm

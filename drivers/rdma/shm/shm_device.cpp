@@ -32,7 +32,8 @@ Result<std::unique_ptr<Device>> ShmDevice::open(const ShmConfig& cfg, uint32_t n
   DeviceCaps caps;
   caps.driver = "shm";
   caps.name = "shm:node" + std::to_string(node_id);
-  caps.atomics_coherent_with_cpu = true;  // both are CPU atomics on the same word
+  // atomics=cpu: both are CPU atomics on the same word; hca: not (hca_atomics.hpp).
+  caps.atomics_coherent_with_cpu = cfg.atomics == AtomicsMode::kCpu;
   caps.max_inline = kMaxInline;
   caps.max_send_wr = kMaxSendWr;
   caps.max_recv_wr = kMaxRecvWr;

@@ -55,12 +55,16 @@ ShmQp::ShmQp(std::shared_ptr<Node> node, uint32_t pd, const QpInit& init, uint32
       faults_(init.type == QpType::kUd && node->config().ud_faults()),
       read_order_(node->config().read_order),
       write_order_(node->config().write_order),
+      hca_(node->config().atomics == AtomicsMode::kHca),
       rng_(node->seed(), qpn),
       node_(std::move(node)),
       rq_(std::move(rq)),
       latency_(node_->latency()),
       nic_(node_->nic_model()),
       local_nic_(node_->nic()) {
+  if (hca_)
+    hca_window_ticks_ = static_cast<uint64_t>(static_cast<double>(HcaAtomicUnit::kWindowNs) *
+                                              static_cast<double>(env::hw_tsc_hz()) / 1e9);
   if (timed_) {
     timed_mask_ = std::bit_ceil(max_send_wr_) - 1;
     timed_ring_ = std::make_unique<Timed[]>(timed_mask_ + 1);
@@ -185,10 +189,19 @@ Status ShmQp::atomic(const WorkRequest& wr) {
   // The peer's mapping offset comes from shared memory: check it kept the
   // alignment rather than trust it.
   if ((reinterpret_cast<uintptr_t>(target) & 7) != 0) return Status::kRemoteInvalidRequest;
+  uint64_t old;
+  if (hca_) [[unlikely]] {
+    // Atomic among the node's remote atomics only. The peer maps its unit
+    // when this node runs atomics=hca (Node::peer), and connect() found the
+    // peer with one (PeerNode::open refuses a node without).
+    old = peer_->atomic_unit()->execute(wr.remote_addr, reinterpret_cast<uint64_t*>(target),
+                                        wr.opcode == Opcode::kCompareSwap, wr.compare_add, wr.swap, hca_window_ticks_);
+    std::memcpy(result, &old, sizeof old);
+    return Status::kSuccess;
+  }
   // acq_rel: an atomic that takes a lock word acquires what the previous
   // holder released, and vice versa, for CPU and remote atomics alike.
   std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(target));
-  uint64_t old;
   if (wr.opcode == Opcode::kCompareSwap) {
     old = wr.compare_add;
     word.compare_exchange_strong(old, wr.swap, std::memory_order_acq_rel, std::memory_order_acquire);

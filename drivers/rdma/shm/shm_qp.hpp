@@ -28,7 +28,10 @@
 // with a pause window runs timed: what it posts while paused takes effect
 // as if posted when the window ends, its receive buffers posted while
 // paused are published then, and its CQs report nothing during the window
-// (shm_cq.hpp). With every mode off, each costs one predictable branch.
+// (shm_cq.hpp). With atomics=hca a CAS or FAA goes through the target
+// node's atomic unit (hca_atomics.hpp): atomic with respect to other remote
+// atomics, not to CPU atomics. With every mode off, each costs one
+// predictable branch.
 //
 // Send-queue slots follow verbs: a request holds its slot until a completion
 // of it or of a later request of the same QP has been polled. After an error
@@ -135,6 +138,8 @@ class ShmQp final : public QueuePair {
   const bool faults_;    // UD with ud_drop, ud_dup or ud_delay
   const WordOrder read_order_;
   const WordOrder write_order_;
+  const bool hca_;  // atomics=hca
+  uint64_t hca_window_ticks_ = 0;
   Rng rng_;
 
   std::shared_ptr<Node> node_;

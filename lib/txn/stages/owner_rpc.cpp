@@ -36,7 +36,7 @@ bool span_ok(uint32_t off, uint32_t len, uint32_t tuple_bytes) {
 
 }  // namespace
 
-Toolkit::Toolkit(WorkerEngine& e) : e_(e) {}
+Toolkit::Toolkit(WorkerEngine& e) : e_(e), atomics_(e.owner_atomics()) {}
 Toolkit::~Toolkit() = default;
 
 Result<std::unique_ptr<Toolkit>> Toolkit::create(WorkerEngine& e) {
@@ -167,16 +167,18 @@ int Toolkit::serve_lock_read(std::span<const std::byte> payload, uint32_t first,
       const bool queued = wait_ && wait_->older_waiter(ref.tuple, prio);
       std::atomic_ref<uint64_t> word = word_at(ref.tuple, 0);
       bool granted = false;
+      // Read-modify-writes through the owner atomics (a NIC may CAS or FAA
+      // the word too); the writer's give-back is the holder's store.
       if (!queued && reader) {
         holder = word.load(std::memory_order_relaxed);
         while (!(holder & kExclusiveBit) && !granted)
-          granted = word.compare_exchange_weak(holder, holder + 1, std::memory_order_seq_cst);
+          granted = atomics_.cas(h.table, ref.tuple, holder, holder + 1, std::memory_order_seq_cst);
       } else if (!queued) {
-        granted = word.compare_exchange_strong(holder, h.arg0, std::memory_order_seq_cst);
+        granted = atomics_.cas(h.table, ref.tuple, holder, h.arg0, std::memory_order_seq_cst);
       }
       auto give_back = [&] {
         if (reader)
-          word.fetch_sub(1, std::memory_order_release);
+          atomics_.faa(h.table, ref.tuple, ~uint64_t{0}, std::memory_order_release);
         else
           word.store(0, std::memory_order_release);
       };
@@ -228,7 +230,7 @@ int Toolkit::serve_lock_read(std::span<const std::byte> payload, uint32_t first,
     const bool queued = wait_ && wait_->older_waiter(ref.tuple, h.arg0);
     // seq_cst: with a check, the CAS must be ordered before the check's
     // loads (a reader's rts update and this lock cannot both go unseen).
-    if (!queued && word_at(ref.tuple, 0).compare_exchange_strong(holder, h.arg0, std::memory_order_seq_cst)) {
+    if (!queued && atomics_.cas(h.table, ref.tuple, holder, h.arg0, std::memory_order_seq_cst)) {
       // Another thread of this node may have erased or moved the key, and
       // the tuple taken another key, between the lookup and the CAS.
       if (word_at(ref.tuple, tab->layout().state_offset()).load(std::memory_order_acquire) != ref.state) {
@@ -363,7 +365,7 @@ Result<void> Toolkit::register_handlers() {
           out.add({data.empty() ? owner::kNotHeld : -EINVAL, 0, 0, 0, 0});
           return;
         }
-        word_at(ref.tuple, 0).fetch_sub(1, std::memory_order_release);
+        atomics_.faa(h.table, ref.tuple, ~uint64_t{0}, std::memory_order_release);
         out.add({owner::kOk, 0, 0, 0, 0});
         return;
       }
@@ -392,10 +394,10 @@ Result<void> Toolkit::register_handlers() {
       // awaited) is found by (attempt, tuple); anything else is freed if
       // the word holds the attempt's exclusive value.
       if (rc == 0 && shared_ && holds_.erase(h.arg1, ref.tuple)) {
-        word_at(ref.tuple, 0).fetch_sub(1, std::memory_order_release);
+        atomics_.faa(h.table, ref.tuple, ~uint64_t{0}, std::memory_order_release);
       } else if (rc == 0) {
         uint64_t held = h.arg0;
-        word_at(ref.tuple, 0).compare_exchange_strong(held, 0, std::memory_order_release);
+        atomics_.cas(h.table, ref.tuple, held, 0, std::memory_order_release);
       }
       out.add({owner::kOk, 0, 0, 0, 0});
     });

@@ -44,6 +44,7 @@ class Txn;
 struct Access;
 class WorkerEngine;
 class LockWaitList;
+class OwnerAtomics;
 
 // The bytes [offset, offset + length) of a tuple (length 0: to the end of
 // each access's tuple), copied to the access's copy (into_copy) or to its
@@ -153,6 +154,9 @@ class Toolkit {
   }
   Result<void> register_handlers();
   WorkerEngine& e_;
+  // Every read-modify-write of a lock word goes through here: a NIC may
+  // CAS or FAA the same word (owner_atomics.hpp).
+  OwnerAtomics& atomics_;
   Handlers h_;
   ConflictRule rule_ = ConflictRule::kAbort;
   LockCheck check_ = nullptr;
