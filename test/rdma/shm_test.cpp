@@ -206,11 +206,26 @@ void abandon_node(std::string fabric, std::string node) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+// Abandons node `node` of a new fabric named after `tag` and returns the
+// fabric once its files are seen in /dev/shm. Any process that opens a node
+// reclaims dead owners' nodes, and the suite's other test processes open
+// nodes all the time: one may reclaim ours before we look, so try again (a
+// handful of times; it is rare).
+std::string abandoned_fabric(const char* tag, const char* node) {
+  std::string fabric;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    fabric = new_fabric(tag);
+    abandon_node(fabric, node);
+    if (::testing::Test::HasFatalFailure() || files_of(fabric).size() == 2) break;
+  }
+  return fabric;
+}
+
 TEST(ShmDriver, AStaleNodeOfACrashedProcessIsReclaimed) {
-  std::string fabric = new_fabric("stale");
-  ASSERT_NO_FATAL_FAILURE(abandon_node(fabric, "4"));
+  std::string fabric = abandoned_fabric("stale", "4");
+  ASSERT_FALSE(HasFatalFailure());
   auto left = files_of(fabric);
-  EXPECT_EQ(left.size(), 2u) << "the crashed owner left its control segment and memory file";
+  ASSERT_EQ(left.size(), 2u) << "the crashed owner left its control segment and memory file";
   // A peer is told the node is gone.
   auto peer = open_node(fabric, 0);
   {
@@ -227,8 +242,8 @@ TEST(ShmDriver, AStaleNodeOfACrashedProcessIsReclaimed) {
 // /dev/shm, and later runs meet in fabrics of their own: opening any node
 // reclaims them, or they would fill /dev/shm run after run.
 TEST(ShmDriver, NodesOfADeadProcessInAnyFabricAreReclaimed) {
-  std::string fabric = new_fabric("dead");
-  ASSERT_NO_FATAL_FAILURE(abandon_node(fabric, "2"));
+  std::string fabric = abandoned_fabric("dead", "2");
+  ASSERT_FALSE(HasFatalFailure());
   ASSERT_EQ(files_of(fabric).size(), 2u) << "the dead owner left its control segment and memory file";
   // A live node of a third fabric is left alone.
   std::string live = new_fabric("live");
