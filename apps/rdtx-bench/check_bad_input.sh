@@ -37,6 +37,24 @@ expect 2 10 "--csv /dev/full: not a regular file" -- "$bench" -- "${quick[@]}" -
 expect 2 10 "--csv /dev/zero: not a regular file" -- "$bench" -- "${quick[@]}" --csv /dev/zero
 expect 2 10 "not a regular file" -- "$bench" -- "${quick[@]}" --csv "$tmp/fifo.csv"
 expect 2 10 "--csv /nonexistent-rdtx/x.csv: no directory" -- "$bench" -- "${quick[@]}" --csv /nonexistent-rdtx/x.csv
+# --json the same way before the run (exit 2), except that a pipe or a
+# FIFO a reader holds open takes the report; a FIFO nobody reads is refused
+# rather than waited on.
+mkfifo "$tmp/fifo.json"
+expect 2 10 "--json $tmp/fifo.json: a FIFO that no process reads" -- "$bench" -- "${quick[@]}" --json "$tmp/fifo.json"
+expect 2 10 "--json /nonexistent-rdtx/x.json: no directory" -- "$bench" -- "${quick[@]}" --json /nonexistent-rdtx/x.json
+expect 2 10 "--json $tmp: is a directory" -- "$bench" -- "${quick[@]}" --json "$tmp"
+expect 1 20 "cannot write /dev/full" -- "$bench" -- "${quick[@]}" --json /dev/full
+count=$((count + 1))
+(timeout 20 cat "$tmp/fifo.json" >"$tmp/from-fifo.json" &)
+sleep 0.2
+if timeout -s KILL 20 "$bench" -- "${quick[@]}" --json "$tmp/fifo.json" >/dev/null 2>&1 && sleep 0.5 &&
+   python3 -m json.tool "$tmp/from-fifo.json" >/dev/null 2>&1; then
+  echo "ok      --json to a FIFO with a reader: the reader got the JSON report"
+else
+  echo "FAILED  --json to a FIFO with a reader: no JSON report read from it"
+  failed=$((failed + 1))
+fi
 head -c 1000000 /dev/zero | tr '\0' x >"$tmp/long.csv"
 expect 1 20 "first line is longer than 64 KiB" -- "$bench" -- "${quick[@]}" --csv "$tmp/long.csv"
 

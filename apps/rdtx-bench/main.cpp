@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -53,7 +52,11 @@ Options:
   --duration S         same as --set run.duration_s=S
   --warmup S           same as --set run.warmup_s=S
   --seed N             same as --set run.seed=N
-  --json FILE          also write the report as one JSON object
+  --json FILE          also write the report as one JSON object to FILE: a
+                       regular file (left only if the run reports), or a
+                       pipe, FIFO or device that takes it now (a FIFO that
+                       no process reads is refused; checked before the run,
+                       exit 2)
   --csv FILE           also append the run as one CSV row to FILE (a header
                        first if the file is new or empty; for sweeps). FILE
                        must be a regular file or a new one in an existing
@@ -365,24 +368,13 @@ unsigned affinity_cpus() {
 
 // Everything between EAL init and cleanup, so that every object is gone
 // before the EAL is.
-int run_bench(const Args& args, const config::Config& cfg, Plan& plan, const rdma::DeviceCaps& device) {
-  std::ofstream json;
+int run_bench(const Args& args, const config::Config& cfg, Plan& plan, const rdma::DeviceCaps& device,
+              JsonOutput& json) {
   // A run that ends without a report leaves no JSON file (not an empty one).
-  struct RemoveUnlessWritten {
-    const std::string& path;
-    bool written = false;
-    ~RemoveUnlessWritten() {
-      if (!written && !path.empty()) std::remove(path.c_str());
-    }
-  } json_file{args.json_path};
-  if (!args.json_path.empty()) {
-    // Opened before the run so that a bad path fails now, not after it.
-    json.open(args.json_path);
-    if (!json) {
-      std::fprintf(stderr, "rdtx-bench: cannot write %s\n", args.json_path.c_str());
-      return 1;
-    }
-  }
+  struct DiscardUnlessWritten {
+    JsonOutput& out;
+    ~DiscardUnlessWritten() { out.discard(); }
+  } json_file{json};
   const rdma::DeviceCaps* caps = &device;
   // Virtual time and the lcores the EAL was given.
   if (auto r = run::check_virtual_time(plan.run); !r.ok()) {
@@ -463,11 +455,8 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan, const rdm
     }
   }
   if (json.is_open()) {
-    json_file.written = true;
-    json << report_json(rep);
-    json.close();
-    if (!json) {
-      std::fprintf(stderr, "rdtx-bench: cannot write %s\n", args.json_path.c_str());
+    if (auto w = json.write_and_close(report_json(rep)); !w.ok()) {
+      std::fprintf(stderr, "rdtx-bench: %s\n", w.error().message.c_str());
       rc = 1;
     }
   }
@@ -555,12 +544,21 @@ int main(int argc, char** argv) {
     if (hosts.ok())
       plan->run.host_share.other_processes = nodes_on_host_of(*hosts, static_cast<uint32_t>(args.node)) - 1;
   }
+  // The --json file, last of the checks before the EAL: opening creates or
+  // truncates it.
+  JsonOutput json;
+  if (!args.json_path.empty())
+    if (auto r = JsonOutput::open(args.json_path, json); !r.ok()) {
+      std::fprintf(stderr, "rdtx-bench: %s\n", r.error().message.c_str());
+      return 2;
+    }
   if (auto r = env::eal_init(cl); !r.ok()) {
+    json.discard();
     std::fprintf(stderr, "rdtx-bench: %s\n", r.error().message.c_str());
     return 1;
   }
   runtime::install_signal_handlers();
-  int rc = stdout_status(run_bench(args, *cfg, *plan, *caps));
+  int rc = stdout_status(run_bench(args, *cfg, *plan, *caps, json));
   env::eal_cleanup();
   return rc;
 }

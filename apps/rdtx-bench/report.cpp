@@ -859,4 +859,67 @@ Result<void> check_csv_path(const std::string& path) {
   return {};
 }
 
+
+JsonOutput::~JsonOutput() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<void> JsonOutput::open(const std::string& path, JsonOutput& out) {
+  struct stat st;
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (!exists && errno != ENOENT) return make_error(EINVAL, "--json %s: %s", path.c_str(), std::strerror(errno));
+  if (exists && S_ISDIR(st.st_mode)) return make_error(EINVAL, "--json %s: is a directory", path.c_str());
+  const bool regular = !exists || S_ISREG(st.st_mode);
+  if (!regular && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
+    return make_error(EINVAL, "--json %s: not a regular file, a pipe or a character device", path.c_str());
+  // O_NONBLOCK: opening a FIFO for writing would otherwise wait for a
+  // reader; without one it fails with ENXIO, and that is the error.
+  const int flags = regular ? O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC : O_WRONLY | O_NONBLOCK | O_CLOEXEC;
+  const int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENXIO) return make_error(EINVAL, "--json %s: a FIFO that no process reads", path.c_str());
+    if (!exists && err == ENOENT) {
+      const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+      return make_error(EINVAL, "--json %s: no directory %s", path.c_str(),
+                        parent.empty() ? "." : parent.string().c_str());
+    }
+    return make_error(EINVAL, "--json %s: cannot write: %s", path.c_str(), std::strerror(err));
+  }
+  if (!regular) {
+    const int fl = ::fcntl(fd, F_GETFL);
+    if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);  // the report may fill the pipe: wait then
+  }
+  if (out.fd_ >= 0) ::close(out.fd_);
+  out.fd_ = fd;
+  out.regular_ = regular;
+  out.path_ = path;
+  return {};
+}
+
+Result<void> JsonOutput::write_and_close(const std::string& text) {
+  size_t done = 0;
+  int err = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd_) != 0 && err == 0 && errno != EINTR) err = errno;
+  fd_ = -1;
+  if (err != 0) return make_error(err, "cannot write %s: %s", path_.c_str(), std::strerror(err));
+  return {};
+}
+
+void JsonOutput::discard() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  fd_ = -1;
+  if (regular_) std::remove(path_.c_str());
+}
+
 }  // namespace rdtx::bench

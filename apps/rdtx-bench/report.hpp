@@ -97,5 +97,31 @@ inline constexpr size_t kCsvHeaderMax = 64 << 10;
 // in a directory this process may write to. EINVAL naming the file.
 Result<void> check_csv_path(const std::string& path);
 
+// The --json file, opened before the EAL starts so that a bad path is
+// refused (exit 2) before anything heavy: a regular file (created or
+// truncated, and removed again by discard() if the run ends without a
+// report), or a pipe, FIFO or character device that can take the report
+// now (process substitution, a FIFO a reader holds open, /dev/stdout). A
+// FIFO no process reads is refused instead of blocking until one does.
+class JsonOutput {
+ public:
+  JsonOutput() = default;
+  JsonOutput(const JsonOutput&) = delete;
+  JsonOutput& operator=(const JsonOutput&) = delete;
+  ~JsonOutput();
+  // EINVAL or the errno naming the file.
+  static Result<void> open(const std::string& path, JsonOutput& out);
+  bool is_open() const { return fd_ >= 0; }
+  // Writes all of `text` and closes; an error names the file.
+  Result<void> write_and_close(const std::string& text);
+  // No report: a regular file this run truncated is removed.
+  void discard();
+
+ private:
+  int fd_ = -1;
+  bool regular_ = false;
+  std::string path_;
+};
+
 
 }  // namespace rdtx::bench
