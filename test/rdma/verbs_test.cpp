@@ -15,6 +15,7 @@
 
 #include "drivers/rdma/verbs/address_wire.hpp"
 #include "drivers/rdma/verbs/gid.hpp"
+#include "drivers/rdma/verbs/stall_watch.hpp"
 #include "drivers/rdma/verbs/verbs_config.hpp"
 #include "drivers/rdma/verbs/verbs_status.hpp"
 #include "rdma/driver.hpp"
@@ -218,6 +219,34 @@ TEST(VerbsStatus, CompletionStatusesMapToTheApi) {
   EXPECT_EQ(to_status(IBV_WC_REM_INV_REQ_ERR), Status::kRemoteInvalidRequest);
   EXPECT_EQ(to_status(IBV_WC_WR_FLUSH_ERR), Status::kFlushed);
   EXPECT_EQ(to_status(IBV_WC_RETRY_EXC_ERR), Status::kGeneralError);
+}
+
+// The stall watchdog's clock: a QP waits from its first look, not from the
+// clock's epoch (steady_clock counts from the host's boot). Before the fix a
+// QP first looked at with a request outstanding was failed at once on any
+// host up longer than the bound: every healthy QP whose round trip spanned a
+// watchdog pass (two Soft-RoCE guests: dozens of false stalls a run).
+TEST(VerbsStallWatch, AWaitStartsAtTheFirstLookNotAtTheClocksEpoch) {
+  constexpr uint64_t kBound = 17'000'000'000;         // 17 s
+  constexpr uint64_t kUptime = 3'600'000'000'000;     // an hour after boot
+  StallWatch w;
+  EXPECT_EQ(w.look(kUptime, kBound, /*waiting=*/true, /*retired=*/0), 0u) << "a first look is no stall";
+  EXPECT_EQ(w.look(kUptime + kBound - 1, kBound, true, 0), 0u);
+  EXPECT_EQ(w.look(kUptime + kBound, kBound, true, 0), kBound) << "a bound with no completion is a stall";
+  EXPECT_EQ(w.look(kUptime + kBound + 1, kBound, true, 0), 0u) << "once per stall";
+  EXPECT_EQ(w.look(kUptime + 2 * kBound, kBound, true, 0), kBound) << "and again after another bound";
+}
+
+TEST(VerbsStallWatch, ACompletionOrNothingOutstandingStartsTheWaitAgain) {
+  constexpr uint64_t kBound = 1'000;
+  StallWatch w;
+  EXPECT_EQ(w.look(100, kBound, true, 0), 0u);
+  EXPECT_EQ(w.look(100 + kBound - 1, kBound, true, 5), 0u) << "requests retired: progress";
+  EXPECT_EQ(w.look(100 + 2 * kBound - 2, kBound, true, 5), 0u) << "waiting since the completion";
+  EXPECT_EQ(w.look(100 + 2 * kBound - 1, kBound, true, 5), kBound);
+  EXPECT_EQ(w.look(200 + 4 * kBound, kBound, false, 5), 0u) << "nothing outstanding";
+  EXPECT_EQ(w.look(200 + 5 * kBound - 1, kBound, true, 5), 0u) << "waiting since the idle look";
+  EXPECT_EQ(w.look(200 + 5 * kBound, kBound, true, 5), kBound);
 }
 
 }  // namespace

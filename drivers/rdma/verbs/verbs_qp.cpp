@@ -285,25 +285,20 @@ bool VerbsQp::check_stall(uint64_t now_ns, uint64_t bound_ns) {
   // Waiting: a signaled request is posted and not yet retired (a request
   // the provider refused at post is not posted).
   const bool waiting = ready_ && type_ == QpType::kRc && std::min(signaled_end_, posted_) > retired_;
-  if (!waiting || retired_ != watch_retired_) {
-    watch_retired_ = retired_;
-    watch_since_ns_ = now_ns;
-    return false;
-  }
-  if (now_ns - watch_since_ns_ < bound_ns) return false;
+  const uint64_t waited = watch_.look(now_ns, bound_ns, waiting, retired_);
+  if (waited == 0) return false;
   RDTX_LOG(verbs_log(), Warning,
            "RC QP 0x%x on %s: %llu requests outstanding with no completion for %.1f s, longer than the RC transport "
            "takes to complete or fail one (timeout=%u, retry_cnt=%u): the device stalled; the QP is moved to the "
            "error state so that its requests fail (flushed) instead of waiting for ever",
            qpn_, ctx_->name().c_str(), static_cast<unsigned long long>(posted_ - retired_),
-           static_cast<double>(now_ns - watch_since_ns_) / 1e9, ctx_->config().timeout, ctx_->config().retry_cnt);
+           static_cast<double>(waited) / 1e9, ctx_->config().timeout, ctx_->config().retry_cnt);
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_ERR;
   if (int rc = ibv_modify_qp(qp_, &a, IBV_QP_STATE); rc != 0)
     RDTX_LOG(verbs_log(), Error, "RC QP 0x%x on %s: cannot move it to the error state: %s", qpn_,
              ctx_->name().c_str(), std::strerror(rc));
   left_reset_ = true;
-  watch_since_ns_ = now_ns;  // once per stall
   return true;
 }
 

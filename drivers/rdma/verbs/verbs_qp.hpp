@@ -41,6 +41,7 @@
 #include "address_wire.hpp"
 #include "base/result.hpp"
 #include "rdma/rdma.hpp"
+#include "stall_watch.hpp"
 #include "verbs_context.hpp"
 #include "verbs_cq.hpp"
 #include "verbs_status.hpp"
@@ -159,8 +160,7 @@ class VerbsQp final : public QueuePair {
   uint64_t recv_mask_ = 0;
   uint32_t unsignaled_run_ = 0;  // unsignaled requests since the last signaled one
   uint64_t signaled_end_ = 0;    // 1 + the sequence number of the last signaled request
-  uint64_t watch_retired_ = 0;   // the watchdog's last view of retired_
-  uint64_t watch_since_ns_ = 0;  // since then no completion (while waiting)
+  StallWatch watch_;
   const uint32_t signal_period_;
   const uint32_t max_send_wr_;
   const uint32_t max_recv_wr_;
