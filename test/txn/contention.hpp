@@ -377,6 +377,16 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   // latency one thread serialises them so tightly that even OCC without
   // validation keeps the invariant.)
   rc.cluster.devargs = "shm,latency_ns=1000" + (c.faults.empty() ? "" : "," + c.faults);
+  // RDTX_TEST_DEVARGS: the same runs on another device (scripts/rdma-field-test
+  // runs the protocol suite's combinations over verbs on Soft-RoCE with it).
+  // shm's faults and latency model do not exist there: a case that asks for
+  // faults is refused, naming why.
+  if (const char* d = std::getenv("RDTX_TEST_DEVARGS"); d != nullptr && *d != '\0') {
+    if (!c.faults.empty())
+      return make_error(ENOTSUP, "faults '%s' are shm's; RDTX_TEST_DEVARGS = '%s' names another device",
+                        c.faults.c_str(), d);
+    rc.cluster.devargs = d;
+  }
   if (c.rpc_timeout_ns != 0) rc.cluster.rpc.timeout_ns = c.rpc_timeout_ns;
   rc.cluster.rpc.recv_buffers = 256;
   rc.cluster.rpc.send_buffers = 256;
