@@ -109,8 +109,8 @@ uint32_t reporter_in(uint64_t active, uint32_t home) {
   return (active >> home & 1) != 0 ? home : static_cast<uint32_t>(std::countr_zero(active));
 }
 
-// The node an id names (lib/txn/types.hpp's make_txn_id).
-uint32_t txn_node_of(uint64_t id) { return static_cast<uint32_t>(id >> 48); }
+// The node an id names.
+uint32_t txn_node_of(uint64_t id) { return txn::txn_node(id); }
 
 constexpr uint64_t kFinal = uint64_t{1} << 31;
 constexpr uint64_t kCountMask = kFinal - 1;
@@ -1506,78 +1506,51 @@ constexpr const char* kSplitRefusal =
     "its coordinators also execute every sequenced transaction on the records of their own node (each node's "
     "lock manager grants them in the epoch order), so they must run where the data is; set cluster.memory_nodes = 0";
 
-const ProtocolDef kDef = {
-    "calvin",
-    "deterministic: epochs of sequenced batches, locks granted in timestamp order, values forwarded (RCC 4.6)",
-    8,  // word 0: the lock (the holder's txn id), set only by the node's lock manager
-    8,  // per access: its index in the declared set
-    Isolation::kSerializable,
-    {{Primitive::kOneSided, Primitive::kRpc}, {}, {}, {}, {Primitive::kOneSided},
-     {Primitive::kOneSided, Primitive::kRpc}},
-    {},
-    Stage::kFetch,
-    lock_word0_held,
-    create,
-    false,
-    0,
-    nullptr,
-    region_bytes_of,
-    add_calvin_schema,
+// RCC's rule in the generated suites too (calvin/writers).
+constexpr ProtocolSetting kWriters[] = {{"calvin.active", "writers"}};
+constexpr ProtocolVariant kVariants[] = {{"", {}}, {"writers", kWriters}};
+
+constexpr ProtocolDef kDef = {
+    .name = "calvin",
+    .summary = "deterministic: epochs of sequenced batches, locks granted in timestamp order, values forwarded "
+               "(RCC 4.6)",
+    .meta_bytes = 8,          // word 0: the lock (the holder's txn id), set only by the node's lock manager
+    .access_state_bytes = 8,  // per access: its index in the declared set
+    .isolation = Isolation::kSerializable,
+    .allowed = {.fetch = {Primitive::kOneSided, Primitive::kRpc},
+                .commit = {Primitive::kOneSided},
+                .sequence = {Primitive::kOneSided, Primitive::kRpc}},
+    .lock_held = lock_word0_held,
+    .create = create,
+    .region_bytes = region_bytes_of,
+    .add_schema = add_calvin_schema,
     // Not through the engine's log stage: a CALVIN transaction's writes are
     // installed by every member, with no commit stage between validate and
     // commit to log from; replicating CALVIN means replicating its input
     // batches (RCC omits it), not done yet.
-    false,
-    true,   // needs_declared_sets
-    false,  // relocates_rows: its members install writes themselves, not through the engine's commit pipeline
-    // RCC's rule in the generated suites too (calvin/writers).
-    {{"", {}}, {"writers", {{"calvin.active", "writers"}}}},
-    {},
-    false,
-    kSplitRefusal,
-    false,  // region_per_node
-    0,      // fetch_record_slots
-    false,  // versions_erases
-    preflight_of,
+    .replicable = false,
+    .needs_declared_sets = true,
+    // Its members install writes themselves, not through the engine's
+    // commit pipeline.
+    .relocates_rows = false,
+    .variants = kVariants,
+    .split_refusal = kSplitRefusal,
+    .preflight = preflight_of,
 };
 RDTX_REGISTER_PROTOCOL(kDef)
 
 // BROKEN, tests only: a member reads (and forwards) its records before the
 // lock manager grants them, so a transaction reads ahead of an earlier
 // writer still holding the record, out of the global order: its write then
-// overwrites that writer's (a lost update), or its reads straddle it.
-const ProtocolDef kEarlyReadsForTests = {
-    "calvin-broken-early-reads",
-    "BROKEN, tests only: CALVIN that reads its records before their locks are granted",
-    kDef.meta_bytes,
-    kDef.access_state_bytes,
-    kDef.isolation,
-    {kDef.allowed[0], kDef.allowed[1], kDef.allowed[2], kDef.allowed[3], kDef.allowed[4], kDef.allowed[5]},
-    kDef.abort_reasons,
-    kDef.acquires,
-    kDef.lock_held,
-    create_early_reads,
-    true,
-    0,
-    nullptr,
-    region_bytes_of,
-    add_calvin_schema,
-    // Not through the engine's log stage: a CALVIN transaction's writes are
-    // installed by every member, with no commit stage between validate and
-    // commit to log from; replicating CALVIN means replicating its input
-    // batches (RCC omits it), not done yet.
-    false,
-    true,   // needs_declared_sets
-    false,  // relocates_rows: its members install writes themselves, not through the engine's commit pipeline
-    {},
-    {},
-    false,
-    kSplitRefusal,
-    false,  // region_per_node
-    0,      // fetch_record_slots
-    false,  // versions_erases
-    preflight_of,
-};
+// overwrites that writer's (a lost update), or its reads straddle it. The
+// generated suites run it with the defaults only.
+constexpr ProtocolDef kEarlyReadsForTests = [] {
+  ProtocolDef d = broken_variant(kDef, "calvin-broken-early-reads",
+                                 "BROKEN, tests only: CALVIN that reads its records before their locks are granted",
+                                 create_early_reads);
+  d.variants = {};
+  return d;
+}();
 RDTX_REGISTER_PROTOCOL(kEarlyReadsForTests)
 
 }  // namespace rdtx::cc::calvin

@@ -825,49 +825,35 @@ Result<uint64_t> region_bytes(const RegionQuery& q) {
 
 }  // namespace
 
-const ProtocolDef kDef = {
-    "farm",
-    "FaRM's commit: read without locks; LOCK records to the primaries' message logs, VALIDATE by READ, "
-    "COMMIT-BACKUP (log stage), COMMIT-PRIMARY records (SOSP'15)",
-    kMetaBytes,
-    sizeof(AccessState),
-    Isolation::kSerializable,
-    {
-        {Primitive::kOneSided},  // fetch (execute)
-        {Primitive::kMailbox},   // lock
-        {Primitive::kOneSided},  // validate
-        {},                      // log: the engine's (COMMIT-BACKUP)
-        {Primitive::kMailbox},   // commit (COMMIT-PRIMARY; ABORT)
-    },
-    {{"lock_conflict", "lock conflict"},
-     {"validation", "validation failed"},
-     {"locked_at_read", "locked at read"},
-     {"unsettled_read", "copy torn or moved on every read"}},
-    Stage::kLock,
-    lock_word0_held,
-    create,
-    false,
-    0,
-    nullptr,
-    region_bytes,
+// OCC's reasons first, in its order (kLockConflict and kValidation are
+// OCC's numbers), and the same texts.
+constexpr AbortReasonName kReasons[] = {{"lock_conflict", "lock conflict"},
+                                        {"validation", "validation failed"},
+                                        {"locked_at_read", "locked at read"},
+                                        {"unsettled_read", "copy torn or moved on every read"}};
+
+constexpr ProtocolDef kDef = {
+    .name = "farm",
+    .summary = "FaRM's commit: read without locks; LOCK records to the primaries' message logs, VALIDATE by READ, "
+               "COMMIT-BACKUP (log stage), COMMIT-PRIMARY records (SOSP'15)",
+    .meta_bytes = kMetaBytes,
+    .access_state_bytes = sizeof(AccessState),
+    .isolation = Isolation::kSerializable,
+    .allowed = {.fetch = {Primitive::kOneSided},    // execute
+                .lock = {Primitive::kMailbox},      // LOCK
+                .validate = {Primitive::kOneSided},  // VALIDATE
+                // log: the engine's (COMMIT-BACKUP)
+                .commit = {Primitive::kMailbox}},  // COMMIT-PRIMARY; ABORT
+    .abort_reasons = kReasons,
+    .lock_held = lock_word0_held,
+    .create = create,
+    .region_bytes = region_bytes,
 };
 
-const ProtocolDef kNoValidateForTests = {
-    "farm-broken-novalidate",
-    "BROKEN, tests only: FaRM without validation (no VALIDATE; LOCK ignores the versions read)",
-    kDef.meta_bytes,
-    kDef.access_state_bytes,
-    kDef.isolation,
-    {kDef.allowed[0], kDef.allowed[1], kDef.allowed[2], kDef.allowed[3], kDef.allowed[4]},
-    kDef.abort_reasons,
-    kDef.acquires,
-    kDef.lock_held,
-    create_novalidate,
-    true,
-    0,
-    nullptr,
-    region_bytes,
-};
+constexpr ProtocolDef kNoValidateForTests =
+    broken_variant(kDef, "farm-broken-novalidate",
+                   "BROKEN, tests only: FaRM without validation (no VALIDATE; LOCK ignores the versions read)",
+                   create_novalidate);
 
 RDTX_REGISTER_PROTOCOL(kDef)
 RDTX_REGISTER_PROTOCOL(kNoValidateForTests)

@@ -683,58 +683,34 @@ Result<std::unique_ptr<Protocol>> create_broken(WorkerEngine& e) { return make(e
 
 }  // namespace
 
-const ProtocolDef kDef = {
-    "mvcc",
-    "multi-version timestamp ordering, 4 version slots per tuple, a fresh timestamp per attempt (RCC 4.4)",
-    kMetaBytes,
-    sizeof(AccessState),
-    Isolation::kSerializable,
-    {
-        {Primitive::kOneSided, Primitive::kRpc, Primitive::kHybrid},  // fetch: reads and write locks
-        {},
-        {},
-        {},
-        {Primitive::kOneSided, Primitive::kRpc},  // commit
-    },
-    {{"lock_conflict", "lock conflict"},
-     {"write_too_late", "write too late (tts not above rts or a wts)"},
-     {"read_locked", "read met an older writer's lock"},
-     {"version_overflow", "no version old enough in the slots"},
-     {"read_changed", "read re-check failed (version replaced or a newer one below tts)"},
-     {"unsettled_read", "copy torn or rts contended on every round"}},
-    Stage::kFetch,
-    lock_word0_held,
-    create,
-    false,
-    kVersions,
-    init_tuple,
-    nullptr,
-    nullptr,
-    true,
-    false,
-    false,  // relocates_rows: a moved row would lose its older versions
+constexpr AbortReasonName kReasons[] = {
+    {"lock_conflict", "lock conflict"},
+    {"write_too_late", "write too late (tts not above rts or a wts)"},
+    {"read_locked", "read met an older writer's lock"},
+    {"version_overflow", "no version old enough in the slots"},
+    {"read_changed", "read re-check failed (version replaced or a newer one below tts)"},
+    {"unsettled_read", "copy torn or rts contended on every round"}};
+
+constexpr ProtocolDef kDef = {
+    .name = "mvcc",
+    .summary = "multi-version timestamp ordering, 4 version slots per tuple, a fresh timestamp per attempt (RCC 4.4)",
+    .meta_bytes = kMetaBytes,
+    .access_state_bytes = sizeof(AccessState),
+    .isolation = Isolation::kSerializable,
+    .allowed = {.fetch = {Primitive::kOneSided, Primitive::kRpc, Primitive::kHybrid},  // reads and write locks
+                .commit = {Primitive::kOneSided, Primitive::kRpc}},
+    .abort_reasons = kReasons,
+    .lock_held = lock_word0_held,
+    .create = create,
+    .extra_record_slots = kVersions,
+    .init_tuple = init_tuple,
+    .relocates_rows = false,  // a moved row would lose its older versions
 };
 
-const ProtocolDef kNoReadTimestampForTests = {
-    "mvcc-broken-norts",
-    "BROKEN, tests only: MVCC whose reads ignore locks, do not raise rts and do not re-check",
-    kDef.meta_bytes,
-    kDef.access_state_bytes,
-    kDef.isolation,
-    {kDef.allowed[0], kDef.allowed[1], kDef.allowed[2], kDef.allowed[3], kDef.allowed[4]},
-    kDef.abort_reasons,
-    kDef.acquires,
-    kDef.lock_held,
-    create_broken,
-    true,
-    kDef.extra_record_slots,
-    kDef.init_tuple,
-    nullptr,
-    nullptr,
-    true,
-    false,
-    false,
-};
+constexpr ProtocolDef kNoReadTimestampForTests =
+    broken_variant(kDef, "mvcc-broken-norts",
+                   "BROKEN, tests only: MVCC whose reads ignore locks, do not raise rts and do not re-check",
+                   create_broken);
 
 RDTX_REGISTER_PROTOCOL(kDef)
 RDTX_REGISTER_PROTOCOL(kNoReadTimestampForTests)

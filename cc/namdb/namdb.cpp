@@ -1174,57 +1174,50 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool correct) {
 Result<std::unique_ptr<Protocol>> create(WorkerEngine& e) { return make(e, true); }
 Result<std::unique_ptr<Protocol>> create_broken(WorkerEngine& e) { return make(e, false); }
 
-ProtocolDef make_def(const char* name, const char* summary, bool broken,
-                     Result<std::unique_ptr<Protocol>> (*fn)(WorkerEngine&)) {
-  ProtocolDef d{};
-  d.name = name;
-  d.summary = summary;
-  d.meta_bytes = kMetaBytes;
-  d.access_state_bytes = sizeof(AccessState);
-  d.isolation = Isolation::kSnapshot;
-  d.allowed[static_cast<int>(Stage::kFetch)] = {Primitive::kOneSided};
-  d.allowed[static_cast<int>(Stage::kLock)] = {Primitive::kOneSided};
-  d.allowed[static_cast<int>(Stage::kCommit)] = {Primitive::kOneSided};
-  d.abort_reasons = {{"write_conflict", "write conflict: the version read is no longer current (first committer wins)"},
-                     {"locked", "record locked by a committing writer"},
-                     {"buffer_full", "old-version buffer slot not moved to the overflow region yet"},
-                     {"version_gone", "the snapshot's version was collected or overwritten"},
-                     {"unsettled_read", "copy torn by an install on every round"}};
-  d.acquires = Stage::kLock;
-  d.lock_held = lock_held;
-  d.create = fn;
-  d.broken = broken;
-  d.extra_record_slots = kBufferSlots;
-  d.init_tuple = init_tuple;
-  d.region_bytes = region_bytes_of;
-  d.add_schema = add_schema;
-  d.replicable = false;
-  d.relocates_rows = false;  // a moved row would lose its old versions
-  d.region_per_node = true;
-  d.fetch_record_slots = 1;
-  d.versions_erases = true;  // an erase is a version with the deleted bit; the mover removes the row E later
-  // The default (vector) oracle and the compressed one in the generated
-  // suites. A variant list replaces the plain name, so the defaults must be
-  // listed too: "" stands for them (a list of "compressed" alone would leave
-  // the default oracle out of every generated suite).
-  d.variants = {{"", {}}, {"compressed", {{"namdb.oracle", "compressed"}}}};
-  return d;
-}
+constexpr AbortReasonName kReasons[] = {
+    {"write_conflict", "write conflict: the version read is no longer current (first committer wins)"},
+    {"locked", "record locked by a committing writer"},
+    {"buffer_full", "old-version buffer slot not moved to the overflow region yet"},
+    {"version_gone", "the snapshot's version was collected or overwritten"},
+    {"unsettled_read", "copy torn by an install on every round"}};
+
+// The default (vector) oracle and the compressed one in the generated
+// suites. A variant list replaces the plain name, so the defaults must be
+// listed too: "" stands for them (a list of "compressed" alone would leave
+// the default oracle out of every generated suite).
+constexpr ProtocolSetting kCompressed[] = {{"namdb.oracle", "compressed"}};
+constexpr ProtocolVariant kVariants[] = {{"", {}}, {"compressed", kCompressed}};
 
 }  // namespace
 
-const ProtocolDef kDef =
-    make_def("namdb",
-             "NAM-DB: snapshot isolation, one-sided only; timestamp vector oracle, current version in place, old "
-             "versions in a per-record buffer and a per-node overflow region (VLDB 2017)",
-             false, create);
-const ProtocolDef kNoFirstCommitterWinsForTests =
-    make_def("namdb-broken-nofcw", "BROKEN, tests only: NAM-DB whose commit locks whatever version is current", true,
-             create_broken);
+constexpr ProtocolDef kDef = {
+    .name = "namdb",
+    .summary = "NAM-DB: snapshot isolation, one-sided only; timestamp vector oracle, current version in place, old "
+               "versions in a per-record buffer and a per-node overflow region (VLDB 2017)",
+    .meta_bytes = kMetaBytes,
+    .access_state_bytes = sizeof(AccessState),
+    .isolation = Isolation::kSnapshot,
+    .allowed = {.fetch = {Primitive::kOneSided}, .lock = {Primitive::kOneSided}, .commit = {Primitive::kOneSided}},
+    .abort_reasons = kReasons,
+    .lock_held = lock_held,
+    .create = create,
+    .extra_record_slots = kBufferSlots,
+    .init_tuple = init_tuple,
+    .region_bytes = region_bytes_of,
+    .add_schema = add_schema,
+    .replicable = false,
+    .relocates_rows = false,  // a moved row would lose its old versions
+    .variants = kVariants,
+    .region_per_node = true,
+    .fetch_record_slots = 1,
+    .versions_erases = true,  // an erase is a version with the deleted bit; the mover removes the row E later
+};
 
-// Registered by namespace-scope initializers after the definitions (which
-// are built at dynamic initialisation): in order within this unit.
-[[maybe_unused]] const bool registered =
-    (register_protocol(&kDef), register_protocol(&kNoFirstCommitterWinsForTests), true);
+constexpr ProtocolDef kNoFirstCommitterWinsForTests = broken_variant(
+    kDef, "namdb-broken-nofcw", "BROKEN, tests only: NAM-DB whose commit locks whatever version is current",
+    create_broken);
+
+RDTX_REGISTER_PROTOCOL(kDef)
+RDTX_REGISTER_PROTOCOL(kNoFirstCommitterWinsForTests)
 
 }  // namespace rdtx::cc::namdb

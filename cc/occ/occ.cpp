@@ -198,41 +198,30 @@ Result<std::unique_ptr<Protocol>> create_unvalidated(WorkerEngine& e) { return m
 
 }  // namespace
 
-const ProtocolDef kDef = {
-    "occ",
-    "optimistic: read without locks; at commit lock writes, validate reads, write back (RTX / DrTM+H)",
-    kMetaBytes,
-    sizeof(AccessState),
-    Isolation::kSerializable,
-    {
-        {Primitive::kOneSided, Primitive::kRpc, Primitive::kHybrid},  // fetch
-        {Primitive::kOneSided, Primitive::kRpc},                      // lock
-        {Primitive::kOneSided, Primitive::kRpc},                      // validate
-        {},                                                           // log
-        {Primitive::kOneSided, Primitive::kRpc},                      // commit
-    },
-    {{"lock_conflict", "lock conflict"},
-     {"validation", "validation failed"},
-     {"locked_at_read", "locked at read"},
-     {"unsettled_read", "copy torn or moved on every read"}},
-    Stage::kLock,
-    lock_word0_held,
-    create,
+constexpr AbortReasonName kReasons[] = {{"lock_conflict", "lock conflict"},
+                                        {"validation", "validation failed"},
+                                        {"locked_at_read", "locked at read"},
+                                        {"unsettled_read", "copy torn or moved on every read"}};
+
+constexpr ProtocolDef kDef = {
+    .name = "occ",
+    .summary = "optimistic: read without locks; at commit lock writes, validate reads, write back (RTX / DrTM+H)",
+    .meta_bytes = kMetaBytes,
+    .access_state_bytes = sizeof(AccessState),
+    .isolation = Isolation::kSerializable,
+    .allowed = {.fetch = {Primitive::kOneSided, Primitive::kRpc, Primitive::kHybrid},
+                .lock = {Primitive::kOneSided, Primitive::kRpc},
+                .validate = {Primitive::kOneSided, Primitive::kRpc},
+                .commit = {Primitive::kOneSided, Primitive::kRpc}},
+    .abort_reasons = kReasons,
+    .lock_held = lock_word0_held,
+    .create = create,
 };
 
-const ProtocolDef kUnvalidatedForTests = {
-    "occ-unvalidated",
-    "BROKEN, tests only: OCC that validates neither its reads nor its read-write records",
-    kDef.meta_bytes,
-    kDef.access_state_bytes,
-    kDef.isolation,
-    {kDef.allowed[0], kDef.allowed[1], kDef.allowed[2], kDef.allowed[3], kDef.allowed[4]},
-    kDef.abort_reasons,
-    kDef.acquires,
-    kDef.lock_held,
-    create_unvalidated,
-    true,
-};
+constexpr ProtocolDef kUnvalidatedForTests =
+    broken_variant(kDef, "occ-unvalidated",
+                   "BROKEN, tests only: OCC that validates neither its reads nor its read-write records",
+                   create_unvalidated);
 
 RDTX_REGISTER_PROTOCOL(kDef)
 RDTX_REGISTER_PROTOCOL(kUnvalidatedForTests)

@@ -497,56 +497,30 @@ Result<std::unique_ptr<Protocol>> create_unrenewed(WorkerEngine& e) { return mak
 
 }  // namespace
 
-const ProtocolDef kDef = {
-    "sundial",
-    "leases: writes locked at fetch (WAITDIE), reads lock-free with [wts, rts] leases renewed at validation "
-    "(RCC 4.5)",
-    kMetaBytes,
-    sizeof(AccessState),
-    Isolation::kSerializable,
-    {
-        {Primitive::kOneSided, Primitive::kRpc, Primitive::kHybrid},  // fetch
-        {},                                                           // lock: writes lock at fetch
-        {Primitive::kOneSided, Primitive::kRpc},                      // validate: lease renewal
-        {},                                                           // log
-        {Primitive::kOneSided, Primitive::kRpc},                      // commit
-    },
-    {{"wait_die", "wait-die (younger dies)"},
-     {"lease_renewal", "lease renewal failed"},
-     {"unsettled_read", "copy torn or moved on every read"}},
-    Stage::kFetch,
-    lock_word0_held,
-    create,
-    false,
-    0,
-    nullptr,
-    nullptr,
-    nullptr,
-    true,
-    false,
-    false,  // relocates_rows: a moved row would start with an empty lease [0, 0]
+constexpr AbortReasonName kReasons[] = {{"wait_die", "wait-die (younger dies)"},
+                                        {"lease_renewal", "lease renewal failed"},
+                                        {"unsettled_read", "copy torn or moved on every read"}};
+
+constexpr ProtocolDef kDef = {
+    .name = "sundial",
+    .summary = "leases: writes locked at fetch (WAITDIE), reads lock-free with [wts, rts] leases renewed at "
+               "validation (RCC 4.5)",
+    .meta_bytes = kMetaBytes,
+    .access_state_bytes = sizeof(AccessState),
+    .isolation = Isolation::kSerializable,
+    .allowed = {.fetch = {Primitive::kOneSided, Primitive::kRpc, Primitive::kHybrid},
+                // lock: writes lock at fetch
+                .validate = {Primitive::kOneSided, Primitive::kRpc},  // lease renewal
+                .commit = {Primitive::kOneSided, Primitive::kRpc}},
+    .abort_reasons = kReasons,
+    .lock_held = lock_word0_held,
+    .create = create,
+    .relocates_rows = false,  // a moved row would start with an empty lease [0, 0]
 };
 
-const ProtocolDef kUnrenewedForTests = {
-    "sundial-unrenewed",
-    "BROKEN, tests only: SUNDIAL that accepts expired leases (never renews a read)",
-    kDef.meta_bytes,
-    kDef.access_state_bytes,
-    kDef.isolation,
-    {kDef.allowed[0], kDef.allowed[1], kDef.allowed[2], kDef.allowed[3], kDef.allowed[4]},
-    kDef.abort_reasons,
-    kDef.acquires,
-    kDef.lock_held,
-    create_unrenewed,
-    true,
-    0,
-    nullptr,
-    nullptr,
-    nullptr,
-    true,
-    false,
-    false,
-};
+constexpr ProtocolDef kUnrenewedForTests =
+    broken_variant(kDef, "sundial-unrenewed",
+                   "BROKEN, tests only: SUNDIAL that accepts expired leases (never renews a read)", create_unrenewed);
 
 RDTX_REGISTER_PROTOCOL(kDef)
 RDTX_REGISTER_PROTOCOL(kUnrenewedForTests)

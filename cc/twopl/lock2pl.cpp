@@ -669,160 +669,89 @@ Result<uint64_t> region_bytes(const RegionQuery& q) {
 
 // The deadlock policies at each isolation level, as the generated suites run
 // them (2pl/<policy>[_rc|_rr]).
-std::vector<ProtocolVariant> policy_variants() {
-  return {{"nowait", {{"2pl.policy", "nowait"}}},
-          {"waitdie", {{"2pl.policy", "waitdie"}}},
-          {"bounded_wait", {{"2pl.policy", "bounded_wait"}}},
-          {"nowait_rc", {{"2pl.policy", "nowait"}, {"txn.isolation", "read_committed"}}},
-          {"waitdie_rc", {{"2pl.policy", "waitdie"}, {"txn.isolation", "read_committed"}}},
-          {"bounded_wait_rc", {{"2pl.policy", "bounded_wait"}, {"txn.isolation", "read_committed"}}},
-          {"nowait_rr", {{"2pl.policy", "nowait"}, {"txn.isolation", "repeatable_read"}}},
-          {"waitdie_rr", {{"2pl.policy", "waitdie"}, {"txn.isolation", "repeatable_read"}}},
-          {"bounded_wait_rr", {{"2pl.policy", "bounded_wait"}, {"txn.isolation", "repeatable_read"}}}};
-}
+constexpr ProtocolSetting kNoWait[] = {{"2pl.policy", "nowait"}};
+constexpr ProtocolSetting kWaitDie[] = {{"2pl.policy", "waitdie"}};
+constexpr ProtocolSetting kBounded[] = {{"2pl.policy", "bounded_wait"}};
+constexpr ProtocolSetting kNoWaitRc[] = {{"2pl.policy", "nowait"}, {"txn.isolation", "read_committed"}};
+constexpr ProtocolSetting kWaitDieRc[] = {{"2pl.policy", "waitdie"}, {"txn.isolation", "read_committed"}};
+constexpr ProtocolSetting kBoundedRc[] = {{"2pl.policy", "bounded_wait"}, {"txn.isolation", "read_committed"}};
+constexpr ProtocolSetting kNoWaitRr[] = {{"2pl.policy", "nowait"}, {"txn.isolation", "repeatable_read"}};
+constexpr ProtocolSetting kWaitDieRr[] = {{"2pl.policy", "waitdie"}, {"txn.isolation", "repeatable_read"}};
+constexpr ProtocolSetting kBoundedRr[] = {{"2pl.policy", "bounded_wait"}, {"txn.isolation", "repeatable_read"}};
+constexpr ProtocolVariant kPolicyVariants[] = {
+    {"nowait", kNoWait},       {"waitdie", kWaitDie},       {"bounded_wait", kBounded},
+    {"nowait_rc", kNoWaitRc},  {"waitdie_rc", kWaitDieRc},  {"bounded_wait_rc", kBoundedRc},
+    {"nowait_rr", kNoWaitRr},  {"waitdie_rr", kWaitDieRr},  {"bounded_wait_rr", kBoundedRr}};
+constexpr Isolation kWeakerLevels[] = {Isolation::kRepeatableRead, Isolation::kReadCommitted};
+
+constexpr AbortReasonName k2plReasons[] = {{"lock_denied", "lock denied"},
+                                           {"lock_wait_timeout", "lock wait timed out"},
+                                           {"lock_table_full", "lock table full"},
+                                           {"vote_abort", "2PC: a participant voted abort"},
+                                           {"vote_timeout", "2PC: the votes did not all come"}};
+constexpr AbortReasonName kToReasons[] = {{"too_late", "timestamp order (too late)"},
+                                          {"wait_timeout", "wait for a pending write timed out"},
+                                          {"table_full", "shard table full"}};
 
 }  // namespace
 
-const ProtocolDef kLock2pl = {
-    "2pl",
-    "strict 2PL over a lock table sharded over every worker: S/X record locks, NoWait, WaitDie or Bounded Wait "
-    "(Barthels et al., VLDB 2019)",
-    0,
-    sizeof(AccessState),
-    Isolation::kSerializable,
-    {{Primitive::kRpc, Primitive::kMailbox}, {}, {Primitive::kRpc}, {}, {Primitive::kOneSided}},
-    {{"lock_denied", "lock denied"},
-     {"lock_wait_timeout", "lock wait timed out"},
-     {"lock_table_full", "lock table full"},
-     {"vote_abort", "2PC: a participant voted abort"},
-     {"vote_timeout", "2PC: the votes did not all come"}},
-    Stage::kFetch,
-    no_lock_in_tuples,
-    create,
-    false,
-    0,
-    nullptr,
-    region_bytes,
-    add_schema,
-    true,
-    false,
-    true,
-    policy_variants(),
-    {Isolation::kRepeatableRead, Isolation::kReadCommitted},
+constexpr ProtocolDef kLock2pl = {
+    .name = "2pl",
+    .summary = "strict 2PL over a lock table sharded over every worker: S/X record locks, NoWait, WaitDie or "
+               "Bounded Wait (Barthels et al., VLDB 2019)",
+    .meta_bytes = 0,
+    .access_state_bytes = sizeof(AccessState),
+    .isolation = Isolation::kSerializable,
+    .allowed = {.fetch = {Primitive::kRpc, Primitive::kMailbox},
+                .validate = {Primitive::kRpc},
+                .commit = {Primitive::kOneSided}},
+    .abort_reasons = k2plReasons,
+    .lock_held = no_lock_in_tuples,
+    .create = create,
+    .region_bytes = region_bytes,
+    .add_schema = add_schema,
+    .variants = kPolicyVariants,
+    .weaker_levels = kWeakerLevels,
 };
 
 // Broken on purpose (tests only): writes take S locks, so two writers of a
 // row both hold it and one's update is lost. The history check catches it
-// (BrokenProtocol.SharedWriteLocksAreCaught). Spelled out rather than
-// copied from kLock2pl: RDTX_REGISTER_PROTOCOL runs as a gnu::constructor,
-// before a copy made at dynamic initialization would exist.
-const ProtocolDef kLock2plSharedWrites = {
-    "2pl-broken-sharedwrites",
-    "2pl with S locks for writes (broken on purpose: tests only)",
-    0,
-    sizeof(AccessState),
-    Isolation::kSerializable,
-    {{Primitive::kRpc, Primitive::kMailbox}, {}, {Primitive::kRpc}, {}, {Primitive::kOneSided}},
-    {{"lock_denied", "lock denied"},
-     {"lock_wait_timeout", "lock wait timed out"},
-     {"lock_table_full", "lock table full"},
-     {"vote_abort", "2PC: a participant voted abort"},
-     {"vote_timeout", "2PC: the votes did not all come"}},
-    Stage::kFetch,
-    no_lock_in_tuples,
-    create_shared_writes,
-    true,
-    0,
-    nullptr,
-    region_bytes,
-    add_schema,
-    true,
-    false,
-    true,
-    policy_variants(),
-    {Isolation::kRepeatableRead, Isolation::kReadCommitted},
-};
+// (BrokenProtocol.SharedWriteLocksAreCaught).
+constexpr ProtocolDef kLock2plSharedWrites = broken_variant(
+    kLock2pl, "2pl-broken-sharedwrites", "2pl with S locks for writes (broken on purpose: tests only)",
+    create_shared_writes);
 
 // Broken on purpose (tests only): a scan takes IS on its partition instead
 // of S, so a writer's IX gets past it and the scan reads some rows before
 // the writer's commit and others after (BrokenProtocol.ScanIntentionLocksAreCaught).
-const ProtocolDef kLock2plScanIs = {
-    "2pl-broken-scanis",
-    "2pl whose scans take IS on their partition (broken on purpose: tests only)",
-    0,
-    sizeof(AccessState),
-    Isolation::kSerializable,
-    {{Primitive::kRpc, Primitive::kMailbox}, {}, {Primitive::kRpc}, {}, {Primitive::kOneSided}},
-    {{"lock_denied", "lock denied"},
-     {"lock_wait_timeout", "lock wait timed out"},
-     {"lock_table_full", "lock table full"},
-     {"vote_abort", "2PC: a participant voted abort"},
-     {"vote_timeout", "2PC: the votes did not all come"}},
-    Stage::kFetch,
-    no_lock_in_tuples,
-    create_scan_is,
-    true,
-    0,
-    nullptr,
-    region_bytes,
-    add_schema,
-    true,
-    false,
-    true,
-    policy_variants(),
-    {Isolation::kRepeatableRead, Isolation::kReadCommitted},
-};
+constexpr ProtocolDef kLock2plScanIs =
+    broken_variant(kLock2pl, "2pl-broken-scanis",
+                   "2pl whose scans take IS on their partition (broken on purpose: tests only)", create_scan_is);
 
 // Timestamp ordering: the item's rts and wts are the tuple's two protocol
 // words (zero in a new tuple: a row no one can have read before its
 // inserter's guard, txn.hpp). A row that moves would lose them: refused.
-const ProtocolDef kTo = {
-    "to",
-    "timestamp ordering at the lock-table shards: timestamped reads and writes, late ones abort, younger ones "
-    "wait for a pending write (Barthels et al., VLDB 2019, 3.2.2)",
-    16,
-    sizeof(AccessState),
-    Isolation::kSerializable,
-    {{Primitive::kRpc}, {}, {}, {}, {Primitive::kOneSided}},
-    {{"too_late", "timestamp order (too late)"}, {"wait_timeout", "wait for a pending write timed out"},
-     {"table_full", "shard table full"}},
-    Stage::kFetch,
-    no_lock_in_tuples,
-    create_to,
-    false,
-    0,
-    nullptr,
-    nullptr,
-    add_schema_to,
-    true,
-    false,
-    false,
+constexpr ProtocolDef kTo = {
+    .name = "to",
+    .summary = "timestamp ordering at the lock-table shards: timestamped reads and writes, late ones abort, "
+               "younger ones wait for a pending write (Barthels et al., VLDB 2019, 3.2.2)",
+    .meta_bytes = 16,
+    .access_state_bytes = sizeof(AccessState),
+    .isolation = Isolation::kSerializable,
+    .allowed = {.fetch = {Primitive::kRpc}, .commit = {Primitive::kOneSided}},
+    .abort_reasons = kToReasons,
+    .lock_held = no_lock_in_tuples,
+    .create = create_to,
+    .add_schema = add_schema_to,
+    .relocates_rows = false,
 };
 
 // Broken on purpose (tests only): writes are asked for as reads, so no
 // write is ever pending and two writers of a row overwrite each other
 // (BrokenProtocol.UnorderedWritesAreCaught).
-const ProtocolDef kToWritesAsReads = {
-    "to-broken-writesasreads",
-    "to with writes asked for as reads (broken on purpose: tests only)",
-    16,
-    sizeof(AccessState),
-    Isolation::kSerializable,
-    {{Primitive::kRpc}, {}, {}, {}, {Primitive::kOneSided}},
-    {{"too_late", "timestamp order (too late)"}, {"wait_timeout", "wait for a pending write timed out"},
-     {"table_full", "shard table full"}},
-    Stage::kFetch,
-    no_lock_in_tuples,
-    create_to_writes_as_reads,
-    true,
-    0,
-    nullptr,
-    nullptr,
-    add_schema_to,
-    true,
-    false,
-    false,
-};
+constexpr ProtocolDef kToWritesAsReads =
+    broken_variant(kTo, "to-broken-writesasreads", "to with writes asked for as reads (broken on purpose: tests only)",
+                   create_to_writes_as_reads);
 
 RDTX_REGISTER_PROTOCOL(kLock2pl)
 RDTX_REGISTER_PROTOCOL(kLock2plSharedWrites)

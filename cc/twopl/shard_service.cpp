@@ -110,7 +110,7 @@ Result<std::unique_ptr<ShardService<Table>>> ShardService<Table>::create(txn::Wo
 // run (a malformed request) is refused like a fenced one.
 template <class Table>
 bool ShardService<Table>::fenced(uint64_t id) const {
-  const uint32_t node = static_cast<uint32_t>(id >> 48), worker = (id >> 38) & 0x3ff, co = (id >> 32) & 0x3f;
+  const uint32_t node = txn::txn_node(id), worker = txn::txn_worker(id), co = txn::txn_coroutine(id);
   if (node >= e_.db().nodes() || worker >= workers_per_node_ || co >= e_.options().coroutines) return true;
   return e_.toolkit().fenced(id);
 }
@@ -371,7 +371,7 @@ void ShardService<Table>::serve_vote(rpc::Request& r) {
     uint64_t txn = 0;
     if (in.size() != 8) return;  // malformed: no vote (the coordinator's wait ends it)
     std::memcpy(&txn, in.data(), 8);
-    const uint32_t node = static_cast<uint32_t>(txn >> 48), worker = (txn >> 38) & 0x3ff, co = (txn >> 32) & 0x3f;
+    const uint32_t node = txn::txn_node(txn), worker = txn::txn_worker(txn), co = txn::txn_coroutine(txn);
     if (node >= e_.db().nodes() || worker >= workers_per_node_ || co >= e_.options().coroutines) return;
     uint32_t& last = voted_[(size_t{node} * workers_per_node_ + worker) * txn::kMaxCoroutines + co];
     const uint32_t seq = static_cast<uint32_t>(txn);
@@ -404,7 +404,7 @@ int ShardService<Table>::post_votes() {
     const Vote v = vote_queue_[vq_head_];
     vq_head_ = (vq_head_ + 1) % static_cast<uint32_t>(vote_queue_.size());
     --vq_count_;
-    const uint32_t node = static_cast<uint32_t>(v.txn >> 48), worker = (v.txn >> 38) & 0x3ff, co = (v.txn >> 32) & 0x3f;
+    const uint32_t node = txn::txn_node(v.txn), worker = txn::txn_worker(v.txn), co = txn::txn_coroutine(v.txn);
     // The coordinator's word in this worker's counterpart region on its
     // node: the one region this worker's QP to that node reaches.
     const txn::RegionDescriptor& rd = e_.db().region(node, j);

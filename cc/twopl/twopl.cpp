@@ -197,79 +197,56 @@ Result<std::unique_ptr<Protocol>> create_nowait_broken_readers(WorkerEngine& e) 
 
 // The generated suites run each policy with its default (exclusive) read
 // locks under its own name, and with shared ones ("<name>/shared").
-std::vector<ProtocolVariant> read_lock_variants() {
-  return {{"", {}}, {"shared", {{"txn.options.read_locks", "shared"}}}};
-}
+constexpr ProtocolSetting kSharedReads[] = {{"txn.options.read_locks", "shared"}};
+constexpr ProtocolVariant kReadLockVariants[] = {{"", {}}, {"shared", kSharedReads}};
+
+constexpr AbortReasonName kNoWaitReasons[] = {{"lock_conflict", "lock conflict"}};
+constexpr AbortReasonName kWaitDieReasons[] = {{"wait_die", "wait-die (younger dies)"}};
 
 }  // namespace
 
-const ProtocolDef kNoWait = {
-    "nowait",
-    "2PL, locks at fetch (reads exclusive, or shared: txn.options.read_locks), abort on any conflict (RCC 4.2)",
-    8,
-    0,
-    Isolation::kSerializable,
-    {{Primitive::kOneSided, Primitive::kRpc}, {}, {}, {}, {Primitive::kOneSided, Primitive::kRpc}},
-    {{"lock_conflict", "lock conflict"}},
-    Stage::kFetch,
-    lock_word0_held,
-    create_nowait,
-    false,
-    0,
-    nullptr,
-    nullptr,
-    nullptr,
-    true,
-    false,
-    true,
-    read_lock_variants(),
-    {},
-    true,
+constexpr ProtocolDef kNoWait = {
+    .name = "nowait",
+    .summary = "2PL, locks at fetch (reads exclusive, or shared: txn.options.read_locks), abort on any conflict "
+               "(RCC 4.2)",
+    .meta_bytes = 8,
+    .access_state_bytes = 0,
+    .isolation = Isolation::kSerializable,
+    .allowed = {.fetch = {Primitive::kOneSided, Primitive::kRpc}, .commit = {Primitive::kOneSided, Primitive::kRpc}},
+    .abort_reasons = kNoWaitReasons,
+    .lock_held = lock_word0_held,
+    .create = create_nowait,
+    .variants = kReadLockVariants,
+    .shared_read_locks = true,
 };
 
-const ProtocolDef kWaitDie = {
-    "waitdie",
-    "2PL, locks at fetch (reads exclusive, or shared: txn.options.read_locks), older waits for younger, "
-    "younger dies (RCC 4.3)",
-    8,
-    0,
-    Isolation::kSerializable,
-    {{Primitive::kOneSided, Primitive::kRpc}, {}, {}, {}, {Primitive::kOneSided, Primitive::kRpc}},
-    {{"wait_die", "wait-die (younger dies)"}},
-    Stage::kFetch,
-    lock_word0_held,
-    create_waitdie,
-    false,
-    0,
-    nullptr,
-    nullptr,
-    nullptr,
-    true,
-    false,
-    true,
-    read_lock_variants(),
-    {},
-    true,
-};
+constexpr ProtocolDef kWaitDie = [] {
+  ProtocolDef d = kNoWait;
+  d.name = "waitdie";
+  d.summary =
+      "2PL, locks at fetch (reads exclusive, or shared: txn.options.read_locks), older waits for younger, "
+      "younger dies (RCC 4.3)";
+  d.abort_reasons = kWaitDieReasons;
+  d.create = create_waitdie;
+  return d;
+}();
 
 // Broken on purpose (tests only): NOWAIT with shared read locks whose
 // readers ignore a writer holding the record (taking the copy read beside
 // the refused CAS): they read what is being written, which the history
 // check catches (BrokenProtocol.ReadersIgnoringAWriterAreCaught). One-sided
-// only: over RPC a refused request carries no copy.
-const ProtocolDef kNoWaitBrokenReaders = {
-    "nowait-broken-readers",
-    "NOWAIT with shared read locks that readers take past a writer (broken on purpose: tests only)",
-    8,
-    0,
-    Isolation::kSerializable,
-    {{Primitive::kOneSided}, {}, {}, {}, {Primitive::kOneSided}},
-    {{"lock_conflict", "lock conflict"}},
-    Stage::kFetch,
-    lock_word0_held,
-    create_nowait_broken_readers,
-    true,
-};
+// only: over RPC a refused request carries no copy; the suites run it with
+// its defaults only.
+constexpr ProtocolDef kNoWaitBrokenReaders = [] {
+  ProtocolDef d = broken_variant(
+      kNoWait, "nowait-broken-readers",
+      "NOWAIT with shared read locks that readers take past a writer (broken on purpose: tests only)",
+      create_nowait_broken_readers);
+  d.allowed = {.fetch = {Primitive::kOneSided}, .commit = {Primitive::kOneSided}};
+  d.variants = {};
+  d.shared_read_locks = false;
+  return d;
+}();
 
 RDTX_REGISTER_PROTOCOL(kNoWait)
 RDTX_REGISTER_PROTOCOL(kNoWaitBrokenReaders)

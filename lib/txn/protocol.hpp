@@ -15,7 +15,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -149,29 +151,83 @@ struct AbortReasonName {
 // The default "is this tuple locked" test: metadata word 0 is not 0.
 bool lock_word0_held(const std::byte* meta);
 
-struct ProtocolVariant {
-  const char* name;
-  std::vector<std::pair<const char*, const char*>> settings;  // key, value (as a configuration writes it)
+// A set of primitives: the ones a stage accepts, in the order declared
+// (the first is the default when the configuration names another that the
+// stage does not accept).
+class Primitives {
+ public:
+  constexpr Primitives() = default;
+  constexpr Primitives(std::initializer_list<Primitive> ps) {
+    for (Primitive p : ps) list_[size_++] = p;
+  }
+  constexpr bool empty() const { return size_ == 0; }
+  constexpr size_t size() const { return size_; }
+  constexpr Primitive operator[](size_t i) const { return list_[i]; }
+  constexpr const Primitive* begin() const { return list_; }
+  constexpr const Primitive* end() const { return list_ + size_; }
+  constexpr bool contains(Primitive p) const {
+    for (Primitive q : *this)
+      if (q == p) return true;
+    return false;
+  }
+
+ private:
+  Primitive list_[5] = {};  // every Primitive at most once
+  uint8_t size_ = 0;
 };
 
-struct ProtocolDef {
+// The primitives each stage accepts, by name; an empty set: the protocol
+// has no such stage.
+struct StagePrimitives {
+  Primitives fetch = {}, lock = {}, validate = {}, log = {}, commit = {}, sequence = {};
+  constexpr const Primitives& operator[](Stage s) const {
+    switch (s) {
+      case Stage::kFetch: return fetch;
+      case Stage::kLock: return lock;
+      case Stage::kValidate: return validate;
+      case Stage::kLog: return log;
+      case Stage::kCommit: return commit;
+      case Stage::kSequence: return sequence;
+      case Stage::kCount_: break;
+    }
+    return none_;
+  }
+  constexpr const Primitives& operator[](int s) const { return (*this)[static_cast<Stage>(s)]; }
+
+ private:
+  static constexpr Primitives none_{};
+};
+
+struct ProtocolSetting {
+  const char* key;
+  const char* value;  // as a configuration writes it
+};
+
+struct ProtocolVariant {
   const char* name;
-  const char* summary;
-  uint32_t meta_bytes;          // tuple metadata (a multiple of 8)
-  uint32_t access_state_bytes;  // per-access protocol state (Txn::state<T>)
-  Isolation isolation;          // what the history check certifies
+  std::span<const ProtocolSetting> settings;
+};
+
+// A protocol's definition, written with designated initializers and
+// constant-initialized (constinit): every field has a name, only what
+// differs from the defaults is written, and a broken variant is the
+// protocol's definition with a few fields changed (broken_variant()).
+struct ProtocolDef {
+  const char* name = nullptr;
+  const char* summary = nullptr;
+  uint32_t meta_bytes = 0;          // tuple metadata (a multiple of 8)
+  uint32_t access_state_bytes = 0;  // per-access protocol state (Txn::state<T>)
+  Isolation isolation = Isolation::kSerializable;  // what the history check certifies
   // Primitives each stage accepts; empty: the protocol has no such stage.
-  std::vector<Primitive> allowed[kStages];
+  StagePrimitives allowed = {};
   // The protocol's own abort reasons, numbered from kFirstProtocol.
-  std::vector<AbortReasonName> abort_reasons;
-  // The stage that acquires the locks the commit stage releases.
+  std::span<const AbortReasonName> abort_reasons = {};
   // (Which stages read-modify-write words that NICs and the owner's CPU
   // share, the protocol tells its engine: WorkerEngine::set_atomic_stages.)
-  Stage acquires;
   // True if a tuple's metadata shows a lock held ("locks left" after a run).
-  bool (*lock_held)(const std::byte* meta);
+  bool (*lock_held)(const std::byte* meta) = nullptr;
   // Fails with a message naming what was wrong (e.g. a resource).
-  Result<std::unique_ptr<Protocol>> (*create)(WorkerEngine& e);
+  Result<std::unique_ptr<Protocol>> (*create)(WorkerEngine& e) = nullptr;
   // A deliberately broken variant: registered for the tests that prove
   // the checks catch it, never listed for users.
   bool broken = false;
@@ -213,11 +269,11 @@ struct ProtocolDef {
   // generated test suites run it with, each as "<protocol>/<variant>" (2PL's
   // deadlock policies at each level); none: the defaults only. Users select
   // them with the keys themselves.
-  std::vector<ProtocolVariant> variants = {};
+  std::span<const ProtocolVariant> variants = {};
   // Weaker levels the protocol also runs at when txn.isolation asks (2pl:
   // repeatable read, read committed); `isolation` is its default and
   // strongest.
-  std::vector<Isolation> weaker_levels = {};
+  std::span<const Isolation> weaker_levels = {};
   // The protocol takes shared read locks when txn.options.read_locks asks
   // (nowait, waitdie); others refuse the setting.
   bool shared_read_locks = false;
@@ -250,6 +306,18 @@ struct ProtocolDef {
   // Fails naming the key and the file (nullptr: nothing to check).
   Result<void> (*preflight)(const RegionQuery& q) = nullptr;
 };
+
+// `def` as a deliberately broken variant (tests only): its name, summary
+// and create function replaced, marked broken; everything else is the
+// protocol's.
+constexpr ProtocolDef broken_variant(ProtocolDef def, const char* name, const char* summary,
+                                     Result<std::unique_ptr<Protocol>> (*create)(WorkerEngine& e)) {
+  def.name = name;
+  def.summary = summary;
+  def.create = create;
+  def.broken = true;
+  return def;
+}
 
 // Whether the protocol runs at level `i` (its own, or a weaker one it offers).
 inline bool offers(const ProtocolDef& def, Isolation i) {

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "history/format.hpp"
+
 namespace rdtx::txn {
 
 using TableId = uint32_t;
@@ -14,10 +16,14 @@ using Key = uint64_t;
 //   bits 63..48 node, 47..38 worker (of the node), 37..32 coroutine,
 //   31..0 per-coordinator sequence (wraps; ids of one coordinator are then
 //   reused only after 2^32 attempts, far beyond any run's lock lifetime).
-// Also the value a 2PL lock word holds while the attempt owns it.
-inline constexpr uint64_t make_txn_id(uint32_t node, uint32_t worker, uint32_t coroutine, uint32_t seq) {
-  return (uint64_t{node} << 48) | (uint64_t{worker & 0x3ff} << 38) | (uint64_t{coroutine & 0x3f} << 32) | seq;
-}
+// Also the value a 2PL lock word holds while the attempt owns it. The
+// layout is the history's (history/format.hpp), made and decoded there
+// only.
+using history::make_txn_id;
+using history::txn_coroutine;
+using history::txn_node;
+using history::txn_seq;
+using history::txn_worker;
 inline constexpr uint32_t kMaxWorkersPerNode = 256;
 
 // A lock word with shared read locks (txn.options.read_locks = shared,
@@ -75,11 +81,10 @@ inline constexpr AbortReason protocol_reason(int k) {
 enum class Isolation : uint8_t { kSerializable, kSnapshot, kReadCommitted, kRepeatableRead };
 const char* to_string(Isolation i);
 
-// The stages a protocol is assembled from (DESIGN.md), in pipeline order.
-// kSequence comes last although it runs first: it is CALVIN's (the epoch
-// batches broadcast to the counterparts, RCC 4.6), every other protocol
-// lacks it, and appending it keeps ProtocolDef::allowed initialisers of the
-// existing protocols (fetch .. commit, in order) valid.
+// The stages a protocol is assembled from (DESIGN.md). kSequence is
+// CALVIN's (the epoch batches broadcast to the counterparts, RCC 4.6) and
+// runs first; its place in the enum means nothing (ProtocolDef names its
+// stages: StagePrimitives).
 enum class Stage : uint8_t { kFetch, kLock, kValidate, kLog, kCommit, kSequence, kCount_ };
 const char* to_string(Stage s);
 // A stage's bit in a set of stages (WorkerEngine::set_atomic_stages).

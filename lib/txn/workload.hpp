@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <span>
 #include <vector>
 
 #include "base/result.hpp"
@@ -200,30 +201,32 @@ uint32_t max_declared(const Workload& w);
 // WorkloadDef::contended.
 struct WorkloadVariant {
   const char* name;
-  std::vector<const char*> overrides;
+  std::span<const char* const> overrides;
 };
 
 // A workload the `workload` key can name. Its keys live in a section of its
 // own name ([smallbank], [ycsb]).
+// Written with designated initializers and constant-initialized, as
+// ProtocolDef: the lists are constexpr arrays beside the definition.
 struct WorkloadDef {
-  const char* name;
-  const char* summary;
+  const char* name = nullptr;
+  const char* summary = nullptr;
   // Adds the workload's keys (and their cross-key checks) to `s`.
-  void (*add_schema)(config::Schema& s);
+  void (*add_schema)(config::Schema& s) = nullptr;
   // The workload for a cluster of `nodes` nodes, from a Config loaded with
   // a schema that holds its keys. Fails with a message naming the key.
-  Result<std::unique_ptr<Workload>> (*create)(const config::Config& cfg, uint32_t nodes);
+  Result<std::unique_ptr<Workload>> (*create)(const config::Config& cfg, uint32_t nodes) = nullptr;
   // "key=value" overrides of the workload's own keys that make a small,
   // heavily contended instance: what the protocol, stress and chaos tests
   // run (a tiny hot set, so that coroutines conflict all the time).
-  std::vector<const char*> contended;
+  std::span<const char* const> contended = {};
   // More contended settings the tests run too (one per flavour, say).
-  std::vector<WorkloadVariant> variants = {};
+  std::span<const WorkloadVariant> variants = {};
   // Overrides applied after `contended` (or a variant's) for runs of at
   // most kShortRunSeconds, the generated test suites' runs: room for what a
   // short run inserts and no more, so that its tables load and map quickly
   // (TPC-C: orders a district). Empty if the contended setting is small.
-  std::vector<const char*> short_run = {};
+  std::span<const char* const> short_run = {};
   static constexpr double kShortRunSeconds = 0.5;
   // False: the stress suites leave the workload out (test_stress,
   // test_chaos, and the multi-process stress, which reads `rdtx-bench
@@ -242,10 +245,9 @@ const WorkloadDef* find_workload(std::string_view name);
 
 }  // namespace rdtx::txn
 
-// Registers `var` (a WorkloadDef defined above it in the same .cpp) before
-// main(). A namespace-scope initializer, not a [[gnu::constructor]] as for
-// protocols: `contended` is a vector, initialised dynamically, and
-// initialisation runs in order within a translation unit, so the
-// definition is complete when it is registered.
-#define RDTX_REGISTER_WORKLOAD(var) \
-  [[maybe_unused]] static const bool rdtx_workload_registered_##var = (::rdtx::txn::register_workload(&(var)), true);
+// Registers `var` (a constant-initialized WorkloadDef of the same .cpp)
+// before main(), as RDTX_REGISTER_PROTOCOL does.
+#define RDTX_REGISTER_WORKLOAD(var)                               \
+  [[gnu::constructor]] static void rdtx_register_workload_##var() { \
+    ::rdtx::txn::register_workload(&(var));                       \
+  }

@@ -67,18 +67,18 @@ Result<std::unique_ptr<Protocol>> create_probed(WorkerEngine& e) {
   return p;
 }
 
-const ProtocolDef kProbed = {
-    "nowait-probed",
-    "tests only: NOWAIT with a probe service",
-    8,
-    0,
-    Isolation::kSerializable,
-    {{Primitive::kOneSided, Primitive::kRpc}, {}, {}, {}, {Primitive::kOneSided, Primitive::kRpc}},
-    {{"lock_conflict", "lock conflict"}},
-    Stage::kFetch,
-    lock_word0_held,
-    create_probed,
-    true,  // not a protocol of its own: kept out of the generated test lists
+constexpr AbortReasonName kReasons[] = {{"lock_conflict", "lock conflict"}};
+
+constexpr ProtocolDef kProbed = {
+    .name = "nowait-probed",
+    .summary = "tests only: NOWAIT with a probe service",
+    .meta_bytes = 8,
+    .isolation = Isolation::kSerializable,
+    .allowed = {.fetch = {Primitive::kOneSided, Primitive::kRpc}, .commit = {Primitive::kOneSided, Primitive::kRpc}},
+    .abort_reasons = kReasons,
+    .lock_held = lock_word0_held,
+    .create = create_probed,
+    .broken = true,  // not a protocol of its own: kept out of the generated test lists
 };
 RDTX_REGISTER_PROTOCOL(kProbed)
 

@@ -111,12 +111,14 @@ Result<std::unique_ptr<Workload>> create_counters(const config::Config& cfg, uin
       std::make_unique<Counters>(static_cast<uint64_t>(rows), static_cast<uint64_t>(hot), nodes));
 }
 
-const WorkloadDef kCounters = {
-    "counters",
-    "TEST ONLY: two increments per transaction",
-    add_counters_schema,
-    create_counters,
-    {"counters.rows_per_node=64", "counters.hot_rows=4"},
+constexpr const char* kCountersContended[] = {"counters.rows_per_node=64", "counters.hot_rows=4"};
+
+constexpr WorkloadDef kCounters = {
+    .name = "counters",
+    .summary = "TEST ONLY: two increments per transaction",
+    .add_schema = add_counters_schema,
+    .create = create_counters,
+    .contended = kCountersContended,
 };
 RDTX_REGISTER_WORKLOAD(kCounters)
 

@@ -290,17 +290,21 @@ Result<std::unique_ptr<txn::Workload>> create_smallbank(const config::Config& cf
   return std::unique_ptr<txn::Workload>(std::make_unique<SmallBank>(SmallBank::params_from(cfg, nodes)));
 }
 
-const txn::WorkloadDef kSmallBank = {
-    "smallbank",
-    "SmallBank: six banking transactions on savings and checking accounts",
-    SmallBank::add_schema,
-    create_smallbank,
-    // 4 of 200 customers per node get 90% of the transactions.
-    {"smallbank.flavor=hstore", "smallbank.accounts_per_node=200", "smallbank.hot_accounts_per_node=4",
-     "smallbank.hot_percent=90"},
-    // The drtmh flavour too (RCC's meaning: tx_hot = 10 keeps 90% hot).
-    {{"drtmh", {"smallbank.flavor=drtmh", "smallbank.accounts_per_node=200", "smallbank.hot_accounts_per_node=4",
-                "smallbank.tx_hot=10"}}},
+// 4 of 200 customers per node get 90% of the transactions.
+constexpr const char* kContended[] = {"smallbank.flavor=hstore", "smallbank.accounts_per_node=200",
+                                      "smallbank.hot_accounts_per_node=4", "smallbank.hot_percent=90"};
+// The drtmh flavour too (RCC's meaning: tx_hot = 10 keeps 90% hot).
+constexpr const char* kDrtmh[] = {"smallbank.flavor=drtmh", "smallbank.accounts_per_node=200",
+                                  "smallbank.hot_accounts_per_node=4", "smallbank.tx_hot=10"};
+constexpr txn::WorkloadVariant kVariants[] = {{"drtmh", kDrtmh}};
+
+constexpr txn::WorkloadDef kSmallBank = {
+    .name = "smallbank",
+    .summary = "SmallBank: six banking transactions on savings and checking accounts",
+    .add_schema = SmallBank::add_schema,
+    .create = create_smallbank,
+    .contended = kContended,
+    .variants = kVariants,
 };
 RDTX_REGISTER_WORKLOAD(kSmallBank)
 

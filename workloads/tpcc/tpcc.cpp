@@ -1031,29 +1031,36 @@ Result<std::unique_ptr<txn::Workload>> create_tpcc(const config::Config& cfg, ui
   return std::unique_ptr<txn::Workload>(std::make_unique<Tpcc>(Tpcc::params_from(cfg, nodes)));
 }
 
-const txn::WorkloadDef kTpcc = {
-    "tpcc",
-    "TPC-C: New-Order, Payment, Order-Status, Delivery, Stock-Level on the nine tables, consistency checked",
-    Tpcc::add_schema,
-    create_tpcc,
-    // Four warehouses per node, 30 customers and 1,000 items: coroutines
-    // meet on warehouse, district and stock rows. (With one warehouse per
-    // node, one-sided WAITDIE makes almost no progress with 16 coordinators
-    // a node: doc/txn.md "WAITDIE".)
-    // 1,000 orders a district at first (the tables grow past it).
-    {"tpcc.warehouses_per_node=4", "tpcc.customers_per_district=30", "tpcc.items=1000", "tpcc.order_capacity=1000"},
-    // TPC-C/no: New-Order only, every line remote (as DrTM+H and RCC run
-    // it); 5,000 items, as with 1,000 every order's ten remote stock rows
-    // meet on a few hot items of the other nodes.
-    {{"neworder", {"tpcc.mode=neworder", "tpcc.remote_item_percent=100", "tpcc.warehouses_per_node=4",
-                   "tpcc.customers_per_district=30", "tpcc.items=5000", "tpcc.order_capacity=600"}}},
-    // Runs of at most 0.5 s (the generated suites'): room for 10 orders a
-    // district past the 30 loaded, so that ORDER, NEW-ORDER, ORDER-LINE and
-    // HISTORY grow during every generated run, under every protocol and
-    // primitive (a run makes 50-250 New-Orders a district: the store
-    // commits their memory as they come); small tables also load and map
-    // quickly.
-    {"tpcc.order_capacity=40"},
+// Four warehouses per node, 30 customers and 1,000 items: coroutines meet on
+// warehouse, district and stock rows. (With one warehouse per node,
+// one-sided WAITDIE makes almost no progress with 16 coordinators a node:
+// doc/txn.md "WAITDIE".) 1,000 orders a district at first (the tables grow
+// past it).
+constexpr const char* kContended[] = {"tpcc.warehouses_per_node=4", "tpcc.customers_per_district=30",
+                                      "tpcc.items=1000", "tpcc.order_capacity=1000"};
+// TPC-C/no: New-Order only, every line remote (as DrTM+H and RCC run it);
+// 5,000 items, as with 1,000 every order's ten remote stock rows meet on a
+// few hot items of the other nodes.
+constexpr const char* kNewOrder[] = {"tpcc.mode=neworder",         "tpcc.remote_item_percent=100",
+                                     "tpcc.warehouses_per_node=4", "tpcc.customers_per_district=30",
+                                     "tpcc.items=5000",            "tpcc.order_capacity=600"};
+constexpr txn::WorkloadVariant kVariants[] = {{"neworder", kNewOrder}};
+// Runs of at most 0.5 s (the generated suites'): room for 10 orders a
+// district past the 30 loaded, so that ORDER, NEW-ORDER, ORDER-LINE and
+// HISTORY grow during every generated run, under every protocol and
+// primitive (a run makes 50-250 New-Orders a district: the store commits
+// their memory as they come); small tables also load and map quickly.
+constexpr const char* kShortRun[] = {"tpcc.order_capacity=40"};
+
+constexpr txn::WorkloadDef kTpcc = {
+    .name = "tpcc",
+    .summary = "TPC-C: New-Order, Payment, Order-Status, Delivery, Stock-Level on the nine tables, consistency "
+               "checked",
+    .add_schema = Tpcc::add_schema,
+    .create = create_tpcc,
+    .contended = kContended,
+    .variants = kVariants,
+    .short_run = kShortRun,
 };
 RDTX_REGISTER_WORKLOAD(kTpcc)
 

@@ -204,20 +204,22 @@ Result<std::unique_ptr<txn::Workload>> create_writeskew(const config::Config& cf
   return std::unique_ptr<txn::Workload>(std::make_unique<WriteSkew>(p));
 }
 
-const txn::WorkloadDef kWriteSkew = {
-    "writeskew",
-    "Write skew: Withdraws that read a pair of rows and write one (snapshot isolation lets a pair go below 0)",
-    WriteSkew::add_schema,
-    create_writeskew,
-    // 4 pairs per node holding little, and more Withdraws than Deposits:
-    // pairs stay near 0, so two Withdraws of one pair that together take
-    // too much meet all the time.
-    {"writeskew.pairs=4", "writeskew.initial=10", "writeskew.max_amount=10", "writeskew.mix=75,25"},
-    {},
-    {},
+// 4 pairs per node holding little, and more Withdraws than Deposits: pairs
+// stay near 0, so two Withdraws of one pair that together take too much
+// meet all the time.
+constexpr const char* kContended[] = {"writeskew.pairs=4", "writeskew.initial=10", "writeskew.max_amount=10",
+                                      "writeskew.mix=75,25"};
+
+constexpr txn::WorkloadDef kWriteSkew = {
+    .name = "writeskew",
+    .summary = "Write skew: Withdraws that read a pair of rows and write one (snapshot isolation lets a pair go "
+               "below 0)",
+    .add_schema = WriteSkew::add_schema,
+    .create = create_writeskew,
+    .contended = kContended,
     // Out of the stress suites (CI time): test_protocols runs it with every
     // protocol x primitive, test_writeskew at 2 nodes x 2 workers.
-    /*stress_suites=*/false,
+    .stress_suites = false,
 };
 RDTX_REGISTER_WORKLOAD(kWriteSkew)
 

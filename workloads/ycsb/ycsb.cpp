@@ -438,27 +438,36 @@ Result<std::unique_ptr<txn::Workload>> create_ycsb(const config::Config& cfg, ui
   return std::unique_ptr<txn::Workload>(std::make_unique<Ycsb>(Ycsb::params_from(cfg, nodes)));
 }
 
-const txn::WorkloadDef kYcsb = {
-    "ycsb",
-    "YCSB: transactions of N reads or read-modify-writes on one table of fixed-size records",
-    Ycsb::add_schema,
-    create_ycsb,
-    // 16 of 500 records per node get 80% of the accesses; 4 operations per
-    // transaction, half of them read-modify-writes.
-    {"ycsb.records_per_node=500", "ycsb.distribution=hotspot", "ycsb.hot_records_per_node=16", "ycsb.hot_percent=80",
-     "ycsb.ops_per_txn=4", "ycsb.read_percent=50"},
-    // Rows moving between tuples under every primitive's locations (the
-    // location cache, index walks, RPC lookups): half of the own-node
-    // writes relocate.
-    {{"relocate", {"ycsb.records_per_node=500", "ycsb.distribution=hotspot", "ycsb.hot_records_per_node=16",
-                   "ycsb.hot_percent=80", "ycsb.ops_per_txn=4", "ycsb.read_percent=50", "ycsb.relocate_percent=50"}},
-     // Scans of up to 12 records (CALVIN's calvin.max_accesses is 16) in
-     // partitions of 32, 30% of the transactions, beside the hot writers:
-     // 2PL at serializable locks their partitions (S, SIX with the write)
-     // against the writers' intention locks.
-     {"scan", {"ycsb.records_per_node=500", "ycsb.distribution=hotspot", "ycsb.hot_records_per_node=16",
-               "ycsb.hot_percent=80", "ycsb.ops_per_txn=4", "ycsb.read_percent=50", "ycsb.scan_percent=30",
-               "ycsb.scan_length=12", "ycsb.partition_records=32"}}},
+// 16 of 500 records per node get 80% of the accesses; 4 operations per
+// transaction, half of them read-modify-writes.
+constexpr const char* kContended[] = {"ycsb.records_per_node=500", "ycsb.distribution=hotspot",
+                                      "ycsb.hot_records_per_node=16", "ycsb.hot_percent=80",
+                                      "ycsb.ops_per_txn=4",        "ycsb.read_percent=50"};
+// Rows moving between tuples under every primitive's locations (the
+// location cache, index walks, RPC lookups): half of the own-node writes
+// relocate.
+constexpr const char* kRelocate[] = {"ycsb.records_per_node=500",    "ycsb.distribution=hotspot",
+                                     "ycsb.hot_records_per_node=16", "ycsb.hot_percent=80",
+                                     "ycsb.ops_per_txn=4",           "ycsb.read_percent=50",
+                                     "ycsb.relocate_percent=50"};
+// Scans of up to 12 records (CALVIN's calvin.max_accesses is 16) in
+// partitions of 32, 30% of the transactions, beside the hot writers: 2PL at
+// serializable locks their partitions (S, SIX with the write) against the
+// writers' intention locks.
+constexpr const char* kScan[] = {"ycsb.records_per_node=500", "ycsb.distribution=hotspot",
+                                 "ycsb.hot_records_per_node=16", "ycsb.hot_percent=80",
+                                 "ycsb.ops_per_txn=4",        "ycsb.read_percent=50",
+                                 "ycsb.scan_percent=30",      "ycsb.scan_length=12",
+                                 "ycsb.partition_records=32"};
+constexpr txn::WorkloadVariant kVariants[] = {{"relocate", kRelocate}, {"scan", kScan}};
+
+constexpr txn::WorkloadDef kYcsb = {
+    .name = "ycsb",
+    .summary = "YCSB: transactions of N reads or read-modify-writes on one table of fixed-size records",
+    .add_schema = Ycsb::add_schema,
+    .create = create_ycsb,
+    .contended = kContended,
+    .variants = kVariants,
 };
 RDTX_REGISTER_WORKLOAD(kYcsb)
 

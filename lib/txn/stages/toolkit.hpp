@@ -149,7 +149,7 @@ class Toolkit {
   // The coordinator an attempt id belongs to (types.hpp's id layout), as
   // an index into fence_ and asked_.
   uint32_t coordinator_of(uint64_t id) const {
-    const uint32_t node = static_cast<uint32_t>(id >> 48), worker = (id >> 38) & 0x3ff, co = (id >> 32) & 0x3f;
+    const uint32_t node = txn::txn_node(id), worker = txn::txn_worker(id), co = txn::txn_coroutine(id);
     return (node * workers_per_node_ + worker) * kMaxCoroutines + co;
   }
   Result<void> register_handlers();
