@@ -35,8 +35,8 @@ void add_cluster_schema(config::Schema& s) {
   s.add_string("cluster.hosts", "",
                "process mode: the nodes' bootstrap addresses, host:port for node 0, 1, ... separated by commas");
   s.add_string("cluster.coordinator", "",
-               "process mode: the ZooKeeper that holds the configuration, zk://host:port[,host:port]/path "
-               "(doc/membership.md; checked, but runs do not use it yet: issue 47)");
+               "process mode: keep the cluster's configuration and members in ZooKeeper at "
+               "zk://host:port[,host:port]/path (doc/membership.md); empty: none");
   s.add_check([](const config::Config& c) -> std::string { return check_coordinator(c); });
   s.add_float("cluster.connect_timeout_s", 30.0, 0.1, 3'600,
               "process mode: how long to wait for every node to join (and for each exchange: a third of it)");
@@ -198,10 +198,7 @@ std::string check_coordinator(const config::Config& c) {
   if (c.get_string("cluster.mode") != "process") return named + " needs cluster.mode = \"process\"";
   auto parsed = membership::parse_coordinator(url);
   if (!parsed.ok()) return named + ": " + parsed.error().message;
-  // lib/membership's store exists (doc/membership.md), but the run does not
-  // take its membership from it yet: refused rather than silently ignored.
-  return named + ": not implemented yet: process-mode runs still find their peers through the TCP bootstrap "
-                 "(cluster.hosts); ZooKeeper membership, leases and reconfiguration are issue 47 (doc/membership.md)";
+  return "";
 }
 
 uint32_t memory_nodes_of(const config::Config& c) {

@@ -28,15 +28,24 @@ std::string env_or(const char* name, const char* fallback) {
 std::string java() { return env_or("RDTX_ZK_JAVA", "/usr/bin/java"); }
 std::string classpath() { return env_or("RDTX_ZK_CLASSPATH", "/usr/share/java/zookeeper.jar"); }
 
-bool accepts(uint16_t port) {
+// Whether the server answers ZooKeeper's "srvr" four-letter command as a
+// serving server: it listens a moment before it serves, and a client that
+// connects in between is dropped and backs off for seconds.
+bool serving(uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  std::string reply;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::write(fd, "srvr", 4) == 4) {
+    char buf[512];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) reply.append(buf, static_cast<size_t>(n));
+  }
   ::close(fd);
-  return ok;
+  return reply.find("Zookeeper version") != std::string::npos;
 }
 
 }  // namespace
@@ -80,6 +89,7 @@ std::unique_ptr<ZkTestServer> ZkTestServer::start(std::string* why) {
           << "clientPort=" << s->port_ << "\n"
           << "clientPortAddress=127.0.0.1\n"
           << "admin.enableServer=false\n"
+          << "4lw.commands.whitelist=srvr\n"
           << "maxClientCnxns=0\n";
     }
     const std::string log = s->dir_ + "/server.log";
@@ -109,7 +119,7 @@ std::unique_ptr<ZkTestServer> ZkTestServer::start(std::string* why) {
         s->pid_ = -1;
         break;
       }
-      if (accepts(s->port_)) return s;
+      if (serving(s->port_)) return s;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     s->stop();

@@ -23,7 +23,7 @@ class ZkTestServer {
   // or "" if it can be started. Tests GTEST_SKIP with this text.
   static std::string missing();
 
-  // Starts a server and waits (up to 30 s) until it accepts connections.
+  // Starts a server and waits (up to 30 s) until it serves (answers "srvr").
   // Returns nullptr and sets `*why` (with the server's output) on failure.
   static std::unique_ptr<ZkTestServer> start(std::string* why);
 
