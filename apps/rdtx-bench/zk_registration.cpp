@@ -67,7 +67,7 @@ struct ZkRegistration::State {
 ZkRegistration::ZkRegistration(std::unique_ptr<State> s) : state_(std::move(s)) {}
 
 ZkRegistration::~ZkRegistration() {
-  if (state_->self != 0 || !state_->store) return;
+  if (!state_ || state_->self != 0 || !state_->store) return;
   if (auto r = state_->store->remove_all(); !r.ok())
     std::fprintf(stderr, "rdtx-bench: warning: the run's znodes stay behind: %s\n", r.error().message.c_str());
 }
@@ -94,29 +94,30 @@ Result<std::unique_ptr<ZkRegistration>> ZkRegistration::start(const config::Conf
   auto store = membership::ConfigStore::open(*state->zk, addr->root, run_id);
   if (!store.ok()) return store.error();
   state->store = std::make_unique<membership::ConfigStore>(std::move(*store));
+  // From here on, an error return destroys `reg`: node 0 removes what it
+  // wrote (never another run's: open() refused that path above).
+  std::unique_ptr<ZkRegistration> reg(new ZkRegistration(std::move(state)));
+  State& st = *reg->state_;
   const membership::Configuration first = initial_configuration(cfg, run, run_id);
-  if (state->self == 0)
-    if (auto r = state->store->create_initial(first); !r.ok()) return r.error();
+  if (st.self == 0)
+    if (auto r = st.store->create_initial(first); !r.ok()) return r.error();
   RDTX_TRY(boot.barrier("zk configuration"));
-  RDTX_TRY(state->store->register_member(first, state->self));
+  RDTX_TRY(st.store->register_member(first, st.self));
   RDTX_TRY(boot.barrier("zk members"));
-  std::string summary;
-  if (state->self == 0) {
-    auto regs = state->store->registered();
+  if (st.self == 0) {
+    auto regs = st.store->registered();
     if (!regs.ok()) return regs.error();
     for (const auto& [id, endpoint] : first.members)
       if (!regs->contains(id))
         return make_error(EPROTO, "zookeeper %s: zk path %s/members: node %u did not register", o.servers.c_str(),
                           addr->root.c_str(), id);
-    summary = "configuration 1 of run " + run_id + " in zookeeper " + o.servers + " at " + addr->root + ": CM node 0, " +
-              std::to_string(regs->size()) + " members registered, " + std::to_string(first.partitions.size()) +
-              " partitions";
+    reg->summary_ = "configuration 1 of run " + run_id + " in zookeeper " + o.servers + " at " + addr->root +
+                    ": CM node 0, " + std::to_string(regs->size()) + " members registered, " +
+                    std::to_string(first.partitions.size()) + " partitions";
   } else {
-    summary = "node " + std::to_string(state->self) + " registered in zookeeper " + o.servers + " at " + addr->root +
-              "/members/" + std::to_string(state->self);
+    reg->summary_ = "node " + std::to_string(st.self) + " registered in zookeeper " + o.servers + " at " +
+                    addr->root + "/members/" + std::to_string(st.self);
   }
-  std::unique_ptr<ZkRegistration> reg(new ZkRegistration(std::move(state)));
-  reg->summary_ = std::move(summary);
   return reg;
 }
 

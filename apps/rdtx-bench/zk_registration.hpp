@@ -37,8 +37,9 @@ class ZkRegistration {
   // reachable, the path of another run, a member refused).
   static Result<std::unique_ptr<ZkRegistration>> start(const config::Config& cfg, const run::RunConfig& run,
                                                        cluster::Bootstrap& boot);
-  // Node 0 removes the run's znodes (a failure is printed, not fatal); every
-  // node's session closes, which removes its registration.
+  // Node 0 removes the run's znodes (a failure is printed, not fatal), also
+  // when start() fails after node 0 wrote; every node's session closes,
+  // which removes its registration.
   ~ZkRegistration();
   ZkRegistration(const ZkRegistration&) = delete;
   ZkRegistration& operator=(const ZkRegistration&) = delete;
