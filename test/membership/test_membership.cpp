@@ -452,5 +452,35 @@ TEST_F(ZkTest, LostConnectionIsAClearErrorNotAHang) {
   EXPECT_LT(seconds_since(t1), 4.0);
 }
 
+// A server that is back within op_timeout_ms: the call waits for the
+// reconnection instead of failing, and the session (with its ephemeral
+// registration) survives.
+TEST_F(ZkTest, CallWaitsForAConnectionThatComesBackInTime) {
+  std::string why;
+  auto own = ZkTestServer::start(&why);
+  ASSERT_NE(own, nullptr) << why;
+  ZkOptions o;
+  o.servers = own->servers();
+  o.session_timeout_ms = 2000;  // the server's maximum with tickTime 100
+  o.op_timeout_ms = 15000;
+  auto zk = ZkClient::connect(o);
+  ASSERT_TRUE(zk.ok()) << zk.error().message;
+  ASSERT_TRUE((*zk)->create("/eph", "x", NodeKind::kEphemeral).ok());
+  own->stop();
+  // Until the C client notices the loss, it still counts as connected.
+  const auto lost = Clock::now();
+  while ((*zk)->connected() && seconds_since(lost) < 5.0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_FALSE((*zk)->connected()) << "the client did not notice the server's death within 5 s";
+  // The call waits on another thread while this one restarts the server
+  // (the server dies with the thread that started it: zk_server.hpp).
+  Result<ZkNode> r = Error{};
+  std::thread call([&] { r = (*zk)->get("/eph"); });
+  const bool restarted = own->restart(&why);
+  call.join();
+  ASSERT_TRUE(restarted) << why;
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->data, "x");
+}
+
 }  // namespace
 }  // namespace rdtx::membership

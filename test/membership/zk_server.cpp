@@ -92,40 +92,53 @@ std::unique_ptr<ZkTestServer> ZkTestServer::start(std::string* why) {
           << "4lw.commands.whitelist=srvr\n"
           << "maxClientCnxns=0\n";
     }
-    const std::string log = s->dir_ + "/server.log";
-    const std::vector<std::string> argv_s = {java(), "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                                             "-cp", classpath(), "org.apache.zookeeper.server.ZooKeeperServerMain",
-                                             s->dir_ + "/zoo.cfg"};
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      // The server dies with the test process, even when a test crashes.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      std::FILE* out = std::fopen(log.c_str(), "a");
-      if (out != nullptr) {
-        ::dup2(fileno(out), 1);
-        ::dup2(fileno(out), 2);
-      }
-      std::vector<char*> argv;
-      for (const std::string& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    s->pid_ = pid;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (::waitpid(pid, &status, WNOHANG) == pid) {
-        s->pid_ = -1;
-        break;
-      }
-      if (serving(s->port_)) return s;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    if (s->launch()) return s;
     s->stop();
   }
   *why = "ZooKeeper did not start (" + java() + " -cp " + classpath() + "); its output:\n" + s->log();
   return nullptr;
+}
+
+bool ZkTestServer::launch() {
+  const std::string log = dir_ + "/server.log";
+  const std::vector<std::string> argv_s = {java(), "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                                           "-cp", classpath(), "org.apache.zookeeper.server.ZooKeeperServerMain",
+                                           dir_ + "/zoo.cfg"};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // The server dies with the test process, even when a test crashes.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    std::FILE* out = std::fopen(log.c_str(), "a");
+    if (out != nullptr) {
+      ::dup2(fileno(out), 1);
+      ::dup2(fileno(out), 2);
+    }
+    std::vector<char*> argv;
+    for (const std::string& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  pid_ = pid;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      pid_ = -1;
+      return false;
+    }
+    if (serving(port_)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  stop();
+  return false;
+}
+
+bool ZkTestServer::restart(std::string* why) {
+  stop();
+  if (launch()) return true;
+  *why = "ZooKeeper did not start again on port " + std::to_string(port_) + "; its output:\n" + log();
+  return false;
 }
 
 void ZkTestServer::stop() {

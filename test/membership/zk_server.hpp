@@ -8,7 +8,10 @@
 // (ZooKeeper clamps a session's timeout to [2, 20] ticks): a killed
 // client's session expires quickly.
 // RDTX_ZK_JAVA and RDTX_ZK_CLASSPATH override java and the classpath.
-// Thread-safety: one test thread.
+// Thread-safety: one test thread, which must outlive the server: the server
+// gets SIGKILL when the thread that started it ends (PR_SET_PDEATHSIG, so
+// that no server outlives a crashed test), so start() and restart() belong
+// on the test's main thread.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +38,11 @@ class ZkTestServer {
   // clients) and waits for it. Idempotent.
   void stop();
 
+  // Starts the server again on the same port and data directory (its
+  // sessions survive if their clients come back within their timeout).
+  // false and `*why` if it does not serve within 30 s.
+  bool restart(std::string* why);
+
   uint16_t port() const { return port_; }
   std::string servers() const { return "127.0.0.1:" + std::to_string(port_); }
   // The server's own output so far (for failure messages).
@@ -42,6 +50,7 @@ class ZkTestServer {
 
  private:
   ZkTestServer() = default;
+  bool launch();  // starts java with dir_/zoo.cfg, waits until it serves
   int pid_ = -1;
   uint16_t port_ = 0;
   std::string dir_;
