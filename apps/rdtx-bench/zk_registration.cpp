@@ -30,9 +30,9 @@ std::string new_run_id() {
   ::gethostname(host, sizeof host - 1);
   for (char* c = host; *c != '\0'; ++c)
     if (*c <= ' ' || *c > '~') *c = '_';
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   char buf[160];
   std::snprintf(buf, sizeof buf, "%s-%d-%llx", host, static_cast<int>(::getpid()), static_cast<unsigned long long>(us));
   return buf;
@@ -73,7 +73,7 @@ ZkRegistration::~ZkRegistration() {
 }
 
 Result<std::unique_ptr<ZkRegistration>> ZkRegistration::start(const config::Config& cfg, const run::RunConfig& run,
-                                                               cluster::Bootstrap& boot) {
+                                                              cluster::Bootstrap& boot) {
   auto addr = membership::parse_coordinator(cfg.get_string("cluster.coordinator"));  // checked with the configuration
   if (!addr.ok()) return addr.error();
   auto state = std::make_unique<State>();
@@ -115,8 +115,8 @@ Result<std::unique_ptr<ZkRegistration>> ZkRegistration::start(const config::Conf
                     ": CM node 0, " + std::to_string(regs->size()) + " members registered, " +
                     std::to_string(first.partitions.size()) + " partitions";
   } else {
-    reg->summary_ = "node " + std::to_string(st.self) + " registered in zookeeper " + o.servers + " at " +
-                    addr->root + "/members/" + std::to_string(st.self);
+    reg->summary_ = "node " + std::to_string(st.self) + " registered in zookeeper " + o.servers + " at " + addr->root +
+                    "/members/" + std::to_string(st.self);
   }
   return reg;
 }

@@ -18,8 +18,8 @@ std::string run_of_claim(const std::string& data) {
 }
 
 std::string member_text(const std::string& run_id, uint32_t node, const std::string& endpoint, uint64_t config) {
-  return std::string(kMemberMagic) + " 1\nrun " + run_id + "\nnode " + std::to_string(node) + "\nendpoint " +
-         endpoint + "\nconfig " + std::to_string(config) + "\n";
+  return std::string(kMemberMagic) + " 1\nrun " + run_id + "\nnode " + std::to_string(node) + "\nendpoint " + endpoint +
+         "\nconfig " + std::to_string(config) + "\n";
 }
 
 bool parse_member(const std::string& text, const std::string& run_id, MemberRecord& out) {
@@ -45,8 +45,8 @@ Error ConfigStore::error(int code, const std::string& path, const std::string& w
 Result<ConfigStore> ConfigStore::open(ZkClient& zk, const std::string& root, const std::string& run_id) {
   ConfigStore store(zk, root, run_id);
   if (run_id.empty() || run_id.find_first_of(" \n\t") != std::string::npos)
-    return store.error(EINVAL, root, "cannot be claimed with run id '" + run_id +
-                                         "': a run id is non-empty and has no space");
+    return store.error(EINVAL, root,
+                       "cannot be claimed with run id '" + run_id + "': a run id is non-empty and has no space");
   if (root.size() < 2 || root.front() != '/' || root.back() == '/')
     return store.error(EINVAL, root, "is not an absolute znode path below '/'");
   const size_t last = root.rfind('/');
@@ -73,8 +73,9 @@ Result<ConfigStore> ConfigStore::open(ZkClient& zk, const std::string& root, con
       if (owner.empty())
         return store.error(EINVAL, root, "holds data that is no rdtx run's claim: pick a path of its own for this run");
       if (owner != run_id)
-        return store.error(EEXIST, root, "belongs to another run (run id " + owner + ", ours " + run_id +
-                                             "): pick another path, or remove the old run's with zkCli.sh deleteall");
+        return store.error(EEXIST, root,
+                           "belongs to another run (run id " + owner + ", ours " + run_id +
+                               "): pick another path, or remove the old run's with zkCli.sh deleteall");
     }
   }
   auto members = zk.create(store.members_path(), "");
@@ -96,15 +97,16 @@ Result<VersionedConfiguration> ConfigStore::read() {
 
 Result<VersionedConfiguration> ConfigStore::create_initial(const Configuration& first) {
   if (first.run_id != run_id_)
-    return error(EINVAL, config_path(), "not written: the configuration is run " + first.run_id + "'s, ours is " + run_id_);
+    return error(EINVAL, config_path(),
+                 "not written: the configuration is run " + first.run_id + "'s, ours is " + run_id_);
   if (auto v = validate(first); !v.ok()) return error(EINVAL, config_path(), "not written: " + v.error().message);
   auto r = zk_->create(config_path(), encode(first));
   if (!r.ok() && r.error().code == EEXIST) {
     auto stored = read();
     if (!stored.ok()) return stored.error();
-    return error(EEXIST, config_path(), "holds configuration " + std::to_string(stored->config.number) +
-                                            " already (CM node " + std::to_string(stored->config.cm) +
-                                            "): a run writes its first configuration once");
+    return error(EEXIST, config_path(),
+                 "holds configuration " + std::to_string(stored->config.number) + " already (CM node " +
+                     std::to_string(stored->config.cm) + "): a run writes its first configuration once");
   }
   if (!r.ok()) return r.error();
   return VersionedConfiguration{first, 0};
@@ -113,12 +115,12 @@ Result<VersionedConfiguration> ConfigStore::create_initial(const Configuration& 
 Result<VersionedConfiguration> ConfigStore::propose(const VersionedConfiguration& current, const Configuration& next) {
   const std::string n = std::to_string(next.number);
   if (next.run_id != run_id_)
-    return error(EINVAL, config_path(), "configuration " + n + " not written: it is run " + next.run_id +
-                                            "'s, ours is " + run_id_);
+    return error(EINVAL, config_path(),
+                 "configuration " + n + " not written: it is run " + next.run_id + "'s, ours is " + run_id_);
   if (next.number != current.config.number + 1)
-    return error(EINVAL, config_path(), "configuration " + n + " not written: it must follow configuration " +
-                                            std::to_string(current.config.number) + " as number " +
-                                            std::to_string(current.config.number + 1));
+    return error(EINVAL, config_path(),
+                 "configuration " + n + " not written: it must follow configuration " +
+                     std::to_string(current.config.number) + " as number " + std::to_string(current.config.number + 1));
   if (auto v = validate(next); !v.ok()) return error(EINVAL, config_path(), "not written: " + v.error().message);
   auto r = zk_->set(config_path(), encode(next), current.version);
   if (r.ok()) return VersionedConfiguration{next, *r};
@@ -126,11 +128,12 @@ Result<VersionedConfiguration> ConfigStore::propose(const VersionedConfiguration
   // Somebody else changed it since `current` was read: say what it holds now.
   std::string now = "another configuration";
   if (auto stored = read(); stored.ok())
-    now = "configuration " + std::to_string(stored->config.number) + " (CM node " +
-          std::to_string(stored->config.cm) + ", version " + std::to_string(stored->version) + ")";
-  return error(ESTALE, config_path(), "lost the race for configuration " + n + ": it holds " + now +
-                                          ", written since configuration " + std::to_string(current.config.number) +
-                                          " (version " + std::to_string(current.version) + ") was read");
+    now = "configuration " + std::to_string(stored->config.number) + " (CM node " + std::to_string(stored->config.cm) +
+          ", version " + std::to_string(stored->version) + ")";
+  return error(ESTALE, config_path(),
+               "lost the race for configuration " + n + ": it holds " + now + ", written since configuration " +
+                   std::to_string(current.config.number) + " (version " + std::to_string(current.version) +
+                   ") was read");
 }
 
 Result<void> ConfigStore::register_member(const Configuration& expected, uint32_t self) {
@@ -142,8 +145,8 @@ Result<void> ConfigStore::register_member(const Configuration& expected, uint32_
     return error(EINVAL, config_path(), "refuses " + who + ": its configuration differs from the stored one: " + diff);
   auto it = stored->config.members.find(self);
   if (it == stored->config.members.end())
-    return error(EINVAL, config_path(), "refuses " + who + ": not a member of configuration " +
-                                            std::to_string(stored->config.number));
+    return error(EINVAL, config_path(),
+                 "refuses " + who + ": not a member of configuration " + std::to_string(stored->config.number));
   const std::string path = members_path() + "/" + std::to_string(self);
   auto r = zk_->create(path, member_text(run_id_, self, it->second, stored->config.number), NodeKind::kEphemeral);
   if (!r.ok() && r.error().code == EEXIST)

@@ -49,8 +49,10 @@ Result<void> validate(const Configuration& c) {
   if (c.members.empty()) return make_error(EINVAL, "configuration %llu: no member", (unsigned long long)c.number);
   for (const auto& [id, endpoint] : c.members)
     if (!is_token(endpoint))
-      return make_error(EINVAL, "configuration %llu: member %u's endpoint '%s' must be non-empty printable ASCII "
-                        "without spaces", (unsigned long long)c.number, id, endpoint.c_str());
+      return make_error(EINVAL,
+                        "configuration %llu: member %u's endpoint '%s' must be non-empty printable ASCII "
+                        "without spaces",
+                        (unsigned long long)c.number, id, endpoint.c_str());
   if (!c.members.contains(c.cm))
     return make_error(EINVAL, "configuration %llu: the CM, node %u, is not a member", (unsigned long long)c.number,
                       c.cm);
@@ -96,7 +98,8 @@ Result<Configuration> decode(const std::string& text) {
   };
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
-    if (end == std::string::npos) return make_error(EINVAL, "configuration line %zu: no line end (truncated?)", line_no + 1);
+    if (end == std::string::npos)
+      return make_error(EINVAL, "configuration line %zu: no line end (truncated?)", line_no + 1);
     const std::string line = text.substr(pos, end - pos);
     pos = end + 1;
     ++line_no;
@@ -156,7 +159,8 @@ std::string first_difference(const Configuration& a, const Configuration& b, con
     return what + " is " + va + " in " + a_name + ", " + vb + " in " + b_name;
   };
   if (a.run_id != b.run_id) return differ("the run id", "'" + a.run_id + "'", "'" + b.run_id + "'");
-  if (a.number != b.number) return differ("the configuration number", std::to_string(a.number), std::to_string(b.number));
+  if (a.number != b.number)
+    return differ("the configuration number", std::to_string(a.number), std::to_string(b.number));
   if (a.cm != b.cm) return differ("the CM", "node " + std::to_string(a.cm), "node " + std::to_string(b.cm));
   for (const auto& [id, ep] : a.members) {
     auto it = b.members.find(id);

@@ -34,11 +34,11 @@ struct Placement {
 };
 
 struct Configuration {
-  std::string run_id;                         // the run this configuration belongs to
-  uint64_t number = 0;                        // 1 for the first; each change adds one
-  uint32_t cm = 0;                            // the configuration manager's node id
-  std::map<uint32_t, std::string> members;    // node id -> endpoint (host:port)
-  std::vector<Placement> partitions;          // partition p's primary and backups
+  std::string run_id;                       // the run this configuration belongs to
+  uint64_t number = 0;                      // 1 for the first; each change adds one
+  uint32_t cm = 0;                          // the configuration manager's node id
+  std::map<uint32_t, std::string> members;  // node id -> endpoint (host:port)
+  std::vector<Placement> partitions;        // partition p's primary and backups
   bool operator==(const Configuration&) const = default;
 };
 

@@ -74,8 +74,7 @@ Result<CoordinatorAddress> parse_coordinator(const std::string& url) {
   if (url.size() > kMaxUrl) return make_error(EINVAL, "longer than %zu characters", kMaxUrl);
   const std::string scheme = kScheme;
   if (url.compare(0, scheme.size(), scheme) != 0)
-    return make_error(EINVAL, "must start with '%s' (ZooKeeper is the only coordinator): zk://host:port/path",
-                      kScheme);
+    return make_error(EINVAL, "must start with '%s' (ZooKeeper is the only coordinator): zk://host:port/path", kScheme);
   const std::string rest = url.substr(scheme.size());
   const size_t slash = rest.find('/');
   const std::string servers = rest.substr(0, slash);

@@ -23,16 +23,24 @@ void log_from_client(const char* message) { RDTX_LOG(kLog, Debug, "%s", message)
 
 int errno_of(int rc) {
   switch (rc) {
-    case ZNONODE: return ENOENT;
-    case ZNODEEXISTS: return EEXIST;
-    case ZBADVERSION: return ESTALE;
-    case ZNOTEMPTY: return ENOTEMPTY;
-    case ZBADARGUMENTS: return EINVAL;
+    case ZNONODE:
+      return ENOENT;
+    case ZNODEEXISTS:
+      return EEXIST;
+    case ZBADVERSION:
+      return ESTALE;
+    case ZNOTEMPTY:
+      return ENOTEMPTY;
+    case ZBADARGUMENTS:
+      return EINVAL;
     case ZCONNECTIONLOSS:
-    case ZOPERATIONTIMEOUT: return ENOTCONN;
+    case ZOPERATIONTIMEOUT:
+      return ENOTCONN;
     case ZSESSIONEXPIRED:
-    case ZINVALIDSTATE: return ECONNRESET;
-    default: return EIO;
+    case ZINVALIDSTATE:
+      return ECONNRESET;
+    default:
+      return EIO;
   }
 }
 
@@ -81,15 +89,31 @@ struct ZkClient::Impl {
   Error zk_error(int rc, const std::string& op, const std::string& path) const {
     std::string what = op + " " + path + ": ";
     switch (rc) {
-      case ZCONNECTIONLOSS: what += "connection lost while waiting for the answer"; break;
-      case ZOPERATIONTIMEOUT: what += "no answer in time"; break;
+      case ZCONNECTIONLOSS:
+        what += "connection lost while waiting for the answer";
+        break;
+      case ZOPERATIONTIMEOUT:
+        what += "no answer in time";
+        break;
       case ZSESSIONEXPIRED:
-      case ZINVALIDSTATE: what += "the session expired (its ephemeral nodes are gone)"; break;
-      case ZNONODE: what += op == "create" ? "the parent does not exist" : "no such node"; break;
-      case ZNODEEXISTS: what += "exists already"; break;
-      case ZBADVERSION: what += "the node's version changed (another write came first)"; break;
-      case ZNOTEMPTY: what += "has children"; break;
-      default: what += "failed"; break;
+      case ZINVALIDSTATE:
+        what += "the session expired (its ephemeral nodes are gone)";
+        break;
+      case ZNONODE:
+        what += op == "create" ? "the parent does not exist" : "no such node";
+        break;
+      case ZNODEEXISTS:
+        what += "exists already";
+        break;
+      case ZBADVERSION:
+        what += "the node's version changed (another write came first)";
+        break;
+      case ZNOTEMPTY:
+        what += "has children";
+        break;
+      default:
+        what += "failed";
+        break;
     }
     return error(errno_of(rc), what + " (" + zerror(rc) + ")");
   }
@@ -100,8 +124,8 @@ struct ZkClient::Impl {
     const int s = wait_usable(options.op_timeout_ms);
     if (usable(s)) return {};
     if (dead(s)) return zk_error(ZSESSIONEXPIRED, op, path);
-    return error(ENOTCONN, op + " " + path + ": connection lost, not re-established within " +
-                               seconds(options.op_timeout_ms));
+    return error(ENOTCONN,
+                 op + " " + path + ": connection lost, not re-established within " + seconds(options.op_timeout_ms));
   }
 };
 
@@ -181,8 +205,7 @@ Result<ZkNode> ZkClient::get(const std::string& path) {
 Result<int32_t> ZkClient::set(const std::string& path, const std::string& data, int32_t expected_version) {
   RDTX_TRY(impl_->ready("set", path));
   struct Stat stat {};
-  const int rc =
-      zoo_set2(impl_->zh, path.c_str(), data.data(), static_cast<int>(data.size()), expected_version, &stat);
+  const int rc = zoo_set2(impl_->zh, path.c_str(), data.data(), static_cast<int>(data.size()), expected_version, &stat);
   if (rc != ZOK) return impl_->zk_error(rc, "set", path);
   return stat.version;
 }

@@ -34,7 +34,7 @@ namespace rdtx::membership {
 
 struct ZkOptions {
   std::string servers;                  // "host:port[,host:port...]" (CoordinatorAddress::connect_string)
-  uint32_t session_timeout_ms = 10000;  // asked of the server, which clamps it to [2, 20] x its tickTime
+  uint32_t session_timeout_ms = 10000;  // asked of the server, which clamps it (default: [2, 20] x tickTime)
   uint32_t connect_timeout_ms = 5000;   // bound on connect() reaching the connected state
   uint32_t op_timeout_ms = 5000;        // bound on waiting for a lost connection to come back before a call
 };

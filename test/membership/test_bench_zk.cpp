@@ -71,12 +71,37 @@ class BenchZk : public ::testing::Test {
       Node n;
       n.log = (dir_ / ("node" + std::to_string(i) + ".log")).string();
       const long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
-      const std::vector<std::string> args = {
-          bench_, "-l", std::to_string(i % cpus), "--no-huge", "--no-pci", "--no-shconf", "-m", "256", "--", "-q",
-          "--no-progress", "--node", std::to_string(i), "--duration", std::to_string(duration_s), "--warmup", "0.2",
-          "--set", "cluster.mode=process", "--set", "cluster.nodes=" + std::to_string(count), "--set",
-          "cluster.hosts=" + hosts, "--set", "cluster.connect_timeout_s=20", "--set",
-          "smallbank.accounts_per_node=2000", "--set", "smallbank.hot_accounts_per_node=20", "--set", "cluster.coordinator=" + coordinator};
+      const std::vector<std::string> args = {bench_,
+                                             "-l",
+                                             std::to_string(i % cpus),
+                                             "--no-huge",
+                                             "--no-pci",
+                                             "--no-shconf",
+                                             "-m",
+                                             "256",
+                                             "--",
+                                             "-q",
+                                             "--no-progress",
+                                             "--node",
+                                             std::to_string(i),
+                                             "--duration",
+                                             std::to_string(duration_s),
+                                             "--warmup",
+                                             "0.2",
+                                             "--set",
+                                             "cluster.mode=process",
+                                             "--set",
+                                             "cluster.nodes=" + std::to_string(count),
+                                             "--set",
+                                             "cluster.hosts=" + hosts,
+                                             "--set",
+                                             "cluster.connect_timeout_s=20",
+                                             "--set",
+                                             "smallbank.accounts_per_node=2000",
+                                             "--set",
+                                             "smallbank.hot_accounts_per_node=20",
+                                             "--set",
+                                             "cluster.coordinator=" + coordinator};
       n.pid = ::fork();
       ASSERT_GE(n.pid, 0);
       if (n.pid == 0) {
@@ -170,8 +195,9 @@ TEST_F(BenchZk, RunKeepsItsConfigurationAndMembersInZooKeeperAndRemovesThem) {
   EXPECT_EQ(config->config.partitions[1].primary, 1u);
   const std::vector<int> rcs = wait_all(120);
   EXPECT_EQ(rcs, (std::vector<int>{0, 0})) << slurp(nodes_[0].log) << slurp(nodes_[1].log);
-  EXPECT_NE(slurp(nodes_[0].log).find("configuration 1 of run " + run_id + " in zookeeper " + server_->servers() +
-                                      " at " + root + ": CM node 0, 2 members registered, 2 partitions"),
+  EXPECT_NE(slurp(nodes_[0].log)
+                .find("configuration 1 of run " + run_id + " in zookeeper " + server_->servers() + " at " + root +
+                      ": CM node 0, 2 members registered, 2 partitions"),
             std::string::npos)
       << slurp(nodes_[0].log);
   // At the end: the run's znodes are gone.
@@ -192,7 +218,8 @@ TEST_F(BenchZk, PathOfAnotherRunEndsTheRunOnEveryNode) {
     EXPECT_NE(rcs[i], 0) << log;
     EXPECT_NE(rcs[i], -1) << "node " << i << " still ran after 60 s\n" << log;
     EXPECT_NE(log.find("zk path /rdtx/taken belongs to another run (run id someone-else, ours "), std::string::npos)
-        << "node " << i << ":\n" << log;
+        << "node " << i << ":\n"
+        << log;
   }
   auto data = zk->get("/rdtx/taken");
   ASSERT_TRUE(data.ok());
@@ -207,7 +234,8 @@ TEST_F(BenchZk, ZooKeeperNotRunningEndsTheRunOnEveryNode) {
     const std::string log = slurp(nodes_[i].log);
     EXPECT_EQ(rcs[i], 1) << log;
     EXPECT_NE(log.find("connection not established within 5 s (is ZooKeeper running there?)"), std::string::npos)
-        << "node " << i << ":\n" << log;
+        << "node " << i << ":\n"
+        << log;
   }
 }
 

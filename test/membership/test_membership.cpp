@@ -215,7 +215,8 @@ TEST_F(ZkTest, SecondOfTwoWouldBeCmsLosesTheRace) {
   auto lost = b->propose(*seen_b, next_b);
   ASSERT_FALSE(lost.ok());
   EXPECT_EQ(lost.error().code, ESTALE);
-  EXPECT_NE(lost.error().message.find("zk path " + root() + "/config lost the race for configuration 2: it holds "
+  EXPECT_NE(lost.error().message.find("zk path " + root() +
+                                      "/config lost the race for configuration 2: it holds "
                                       "configuration 2 (CM node 1, version 1)"),
             std::string::npos)
       << lost.error().message;
@@ -356,8 +357,8 @@ TEST_F(ZkTest, NotRunningIsAClearErrorWithinTheBoundedWait) {
   const double took = seconds_since(t0);
   ASSERT_FALSE(zk.ok());
   EXPECT_EQ(zk.error().code, ETIMEDOUT);
-  EXPECT_EQ(zk.error().message, "zookeeper " + o.servers +
-                                    ": connection not established within 1 s (is ZooKeeper running there?)");
+  EXPECT_EQ(zk.error().message,
+            "zookeeper " + o.servers + ": connection not established within 1 s (is ZooKeeper running there?)");
   EXPECT_GE(took, 0.9);
   EXPECT_LT(took, 3.0);
 }
@@ -395,7 +396,8 @@ TEST_F(ZkTest, MemberWithAnotherConfigurationIsRefused) {
   auto r = store->register_member(moved, 2);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, EINVAL);
-  EXPECT_NE(r.error().message.find("zk path " + root() + "/config refuses node 2: its configuration differs from "
+  EXPECT_NE(r.error().message.find("zk path " + root() +
+                                   "/config refuses node 2: its configuration differs from "
                                    "the stored one: member 2 is 127.0.0.1:7002 in the store, 127.0.0.1:7999 in node "
                                    "2's"),
             std::string::npos)
@@ -408,8 +410,7 @@ TEST_F(ZkTest, MemberWithAnotherConfigurationIsRefused) {
   ASSERT_TRUE(store->propose(*cur, next).ok());
   auto stale = store->register_member(older, 1);
   ASSERT_FALSE(stale.ok());
-  EXPECT_NE(stale.error().message.find("the configuration number is 2 in the store, 1 in node 1's"),
-            std::string::npos)
+  EXPECT_NE(stale.error().message.find("the configuration number is 2 in the store, 1 in node 1's"), std::string::npos)
       << stale.error().message;
   auto regs = store->registered();
   ASSERT_TRUE(regs.ok());
@@ -461,7 +462,7 @@ TEST_F(ZkTest, CallWaitsForAConnectionThatComesBackInTime) {
   ASSERT_NE(own, nullptr) << why;
   ZkOptions o;
   o.servers = own->servers();
-  o.session_timeout_ms = 2000;  // the server's maximum with tickTime 100
+  o.session_timeout_ms = 4000;  // longer than the server's restart
   o.op_timeout_ms = 15000;
   auto zk = ZkClient::connect(o);
   ASSERT_TRUE(zk.ok()) << zk.error().message;

@@ -84,7 +84,11 @@ std::unique_ptr<ZkTestServer> ZkTestServer::start(std::string* why) {
     s->port_ = free_loopback_port();
     {
       std::ofstream cfg(s->dir_ + "/zoo.cfg");
+      // tickTime 100 lets a session be as short as 200 ms (2 ticks); the
+      // longest is raised from 20 ticks (2 s: under load a client then
+      // loses its connection on a slow answer) to ZooKeeper's usual 40 s.
       cfg << "tickTime=100\n"
+          << "maxSessionTimeout=40000\n"
           << "dataDir=" << s->dir_ << "/data\n"
           << "clientPort=" << s->port_ << "\n"
           << "clientPortAddress=127.0.0.1\n"
@@ -101,8 +105,13 @@ std::unique_ptr<ZkTestServer> ZkTestServer::start(std::string* why) {
 
 bool ZkTestServer::launch() {
   const std::string log = dir_ + "/server.log";
-  const std::vector<std::string> argv_s = {java(), "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                                           "-cp", classpath(), "org.apache.zookeeper.server.ZooKeeperServerMain",
+  const std::vector<std::string> argv_s = {java(),
+                                           "-Xmx128m",
+                                           "-XX:+UseSerialGC",
+                                           "-XX:TieredStopAtLevel=1",
+                                           "-cp",
+                                           classpath(),
+                                           "org.apache.zookeeper.server.ZooKeeperServerMain",
                                            dir_ + "/zoo.cfg"};
   const pid_t pid = ::fork();
   if (pid == 0) {

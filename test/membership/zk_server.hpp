@@ -5,8 +5,8 @@
 // system service is assumed.
 //
 // The server's tickTime is 100 ms, so sessions may be as short as 200 ms
-// (ZooKeeper clamps a session's timeout to [2, 20] ticks): a killed
-// client's session expires quickly.
+// (ZooKeeper's minimum is 2 ticks): a killed client's session expires
+// quickly. The maximum is 40 s, as with ZooKeeper's default tickTime.
 // RDTX_ZK_JAVA and RDTX_ZK_CLASSPATH override java and the classpath.
 // Thread-safety: one test thread, which must outlive the server: the server
 // gets SIGKILL when the thread that started it ends (PR_SET_PDEATHSIG, so
