@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that must pass before an issue is resolved, beyond CI (.ci/run):
-# the release build's fast, conformance, matrix, docs (every command of the
+# the release build's fast, conformance, membership, matrix, docs (every command of the
 # docs run as written), stress (0.3 s a combination, random seed) and chaos
 # suites; the sanitizer build (ASan+UBSan) over the fast,
 # conformance suites; and, if the team's field test is present, every preset
@@ -15,9 +15,10 @@ field=1
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "release build: fast, conformance, matrix, docs, stress, chaos"
+step "release build: fast, conformance, membership, matrix, docs, stress, chaos"
 ./scripts/build.sh build
 ./scripts/test.sh build fast conformance
+./scripts/test.sh build membership
 ./scripts/test.sh build matrix
 ./scripts/test.sh build docs
 ./scripts/test.sh build stress

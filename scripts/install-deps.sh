@@ -19,6 +19,10 @@ pkgs=(
   libdpdk-dev libibverbs-dev libtbb-dev libtomlplusplus-dev libisal-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-matplotlib dpdk-dev
+  # ZooKeeper as the configuration store (doc/membership.md): its C client
+  # for lib/membership, and the server (with a Java runtime) that
+  # test/membership starts on a loopback port; no service is enabled.
+  zookeeper libzookeeper-mt-dev
   # Measurement (doc/rdtx-perf.md: instruction counts with callgrind and
   # perf stat) and debugging; the tests do not need them.
   valgrind linux-perf gdb

@@ -13,6 +13,7 @@
 
 #include "env/virtual_clock.hpp"
 #include "history/format.hpp"
+#include "membership/coordinator.hpp"
 #include "rdma/driver.hpp"
 #include "rpc/endpoint.hpp"
 #include "rpc/wire.hpp"
@@ -33,6 +34,10 @@ void add_cluster_schema(config::Schema& s) {
              "(rdtx-bench --node N, addresses in cluster.hosts)");
   s.add_string("cluster.hosts", "",
                "process mode: the nodes' bootstrap addresses, host:port for node 0, 1, ... separated by commas");
+  s.add_string("cluster.coordinator", "",
+               "process mode: keep the cluster's configuration and members in ZooKeeper at "
+               "zk://host:port[,host:port]/path (doc/membership.md); empty: none");
+  s.add_check([](const config::Config& c) -> std::string { return check_coordinator(c); });
   s.add_float("cluster.connect_timeout_s", 30.0, 0.1, 3'600,
               "process mode: how long to wait for every node to join (and for each exchange: a third of it)");
   s.add_int("cluster.nodes", 2, 1, txn::kMaxNodes,
@@ -185,6 +190,16 @@ void add_history_schema(config::Schema& s) {
 }
 
 }  // namespace
+
+std::string check_coordinator(const config::Config& c) {
+  const std::string& url = c.get_string("cluster.coordinator");
+  if (url.empty()) return "";
+  const std::string named = "cluster.coordinator = '" + shortened(url) + "' (" + c.origin("cluster.coordinator") + ")";
+  if (c.get_string("cluster.mode") != "process") return named + " needs cluster.mode = \"process\"";
+  auto parsed = membership::parse_coordinator(url);
+  if (!parsed.ok()) return named + ": " + parsed.error().message;
+  return "";
+}
 
 uint32_t memory_nodes_of(const config::Config& c) {
   const int64_t nodes = c.get_int("cluster.nodes"), memory = c.get_int("cluster.memory_nodes"),

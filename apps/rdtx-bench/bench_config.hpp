@@ -52,6 +52,11 @@ std::string check_roles(const config::Config& cfg);
 inline constexpr int64_t kMinVirtualPassNs = 50;
 inline constexpr double kMinVirtualMaxPassUs = 1.0;
 
+// cluster.coordinator: "" if unset or valid, else the error naming the key:
+// it needs cluster.mode = "process" and a value that
+// membership::parse_coordinator accepts.
+std::string check_coordinator(const config::Config& cfg);
+
 // Every key rdtx-bench accepts, with the cross-key checks of each component.
 config::Schema make_schema();
 

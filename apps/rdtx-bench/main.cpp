@@ -22,6 +22,7 @@
 #include "rdtx-bench/bench_config.hpp"
 #include "rdtx-bench/report.hpp"
 #include "rdtx-bench/resources.hpp"
+#include "rdtx-bench/zk_registration.hpp"
 #include "runtime/shutdown.hpp"
 #include "run/runner.hpp"
 #include "txn/workload.hpp"
@@ -418,6 +419,18 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan, const rdm
       return 2;
     }
     plan.run.bootstrap = boot.get();
+  }
+  // cluster.coordinator: configuration 1 and the members in ZooKeeper
+  // (doc/membership.md); destroyed before `boot`: node 0 removes them.
+  std::unique_ptr<ZkRegistration> zk;
+  if (boot && !cfg.get_string("cluster.coordinator").empty()) {
+    auto z = ZkRegistration::start(cfg, plan.run, *boot);
+    if (!z.ok()) {
+      std::fprintf(stderr, "rdtx-bench: %s\n", z.error().message.c_str());
+      return 1;
+    }
+    zk = std::move(*z);
+    std::fprintf(stderr, "rdtx-bench: %s\n", zk->summary().c_str());
   }
   std::printf("rdtx-bench %s\n", RDTX_GIT_REVISION);
   if (!args.quiet) std::printf("# resolved configuration\n%s\n", cfg.to_toml().c_str());

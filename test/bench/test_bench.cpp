@@ -336,6 +336,28 @@ TEST(Roles, KeysAreCheckedAndNamed) {
       << calvin;
 }
 
+// cluster.coordinator (doc/membership.md): checked where the cluster keys
+// are, naming what is wrong.
+TEST(Coordinator, KeyIsChecked) {
+  static const config::Schema schema = make_schema();
+  auto error_of = [](std::vector<std::string> sets) {
+    auto c = config::Config::parse(schema, "", "test", sets);
+    return c.ok() ? std::string() : c.error().message;
+  };
+  const std::string process = "cluster.mode=process", hosts = "cluster.hosts=127.0.0.1:7000,127.0.0.1:7001";
+  EXPECT_EQ(error_of({process, hosts}), "");
+  EXPECT_NE(error_of({"cluster.coordinator=zk://127.0.0.1:2181/rdtx/a"})
+                .find("cluster.coordinator = 'zk://127.0.0.1:2181/rdtx/a' (--set) needs cluster.mode = \"process\""),
+            std::string::npos);
+  EXPECT_NE(error_of({process, hosts, "cluster.coordinator=zk://127.0.0.1:0/rdtx/a"})
+                .find("cluster.coordinator = 'zk://127.0.0.1:0/rdtx/a' (--set): server 0: '127.0.0.1:0': the port "
+                      "must be a number 1..65535"),
+            std::string::npos);
+  EXPECT_NE(error_of({process, hosts, "cluster.coordinator=127.0.0.1:2181"}).find("must start with 'zk://'"),
+            std::string::npos);
+  EXPECT_EQ(error_of({process, hosts, "cluster.coordinator=zk://127.0.0.1:2181,[::1]:2182/rdtx/a"}), "");
+}
+
 // Virtual time's keys: refused with what it cannot run (process mode, a
 // driver other than shm, an idle policy), its cost keys refused without it,
 // and the plan carries them.

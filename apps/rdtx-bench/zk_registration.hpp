@@ -1,0 +1,58 @@
+// rdtx-bench's use of the configuration store (cluster.coordinator;
+// doc/membership.md "The run in ZooKeeper"): once the node processes have
+// joined through the bootstrap and agreed on the configuration, node 0 (the
+// configuration manager) claims the coordinator's path for this run and
+// writes configuration 1 (members = cluster.hosts, CM = node 0, the
+// placement of every partition), and every node registers itself with an
+// ephemeral znode; node 0 checks that all of them did. At the end node 0
+// removes the run's znodes and every node closes its session. Leases and
+// reconfiguration (issue 47) are not here yet: peers are still watched by
+// the bootstrap's monitor.
+// Thread-safety: the main thread, between the bootstrap's collectives.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/result.hpp"
+#include "cluster/bootstrap.hpp"
+#include "config/config.hpp"
+#include "membership/configuration.hpp"
+#include "run/runner.hpp"
+
+namespace rdtx::bench {
+
+// Configuration 1 of a run: the members of cluster.hosts, node 0 as the CM,
+// partition p's primary on node p and its backups on the next nodes that
+// hold data (txn::backup_node).
+membership::Configuration initial_configuration(const config::Config& cfg, const run::RunConfig& run,
+                                                const std::string& run_id);
+
+class ZkRegistration {
+ public:
+  // Collective over `boot` (every node calls it at the same point): the
+  // run id (node 0's, all_gather), the store, configuration 1, the
+  // registrations. Errors name the ZooKeeper servers and path (ZooKeeper not
+  // reachable, the path of another run, a member refused).
+  static Result<std::unique_ptr<ZkRegistration>> start(const config::Config& cfg, const run::RunConfig& run,
+                                                       cluster::Bootstrap& boot);
+  // Node 0 removes the run's znodes (a failure is printed, not fatal), also
+  // when start() fails after node 0 wrote; every node's session closes,
+  // which removes its registration.
+  ~ZkRegistration();
+  ZkRegistration(const ZkRegistration&) = delete;
+  ZkRegistration& operator=(const ZkRegistration&) = delete;
+
+  // One line for stderr: where the configuration is and who registered.
+  const std::string& summary() const { return summary_; }
+
+  struct State;
+
+ private:
+  explicit ZkRegistration(std::unique_ptr<State> s);
+  std::unique_ptr<State> state_;
+  std::string summary_;
+};
+
+}  // namespace rdtx::bench

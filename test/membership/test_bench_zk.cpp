@@ -1,0 +1,243 @@
+// rdtx-bench with cluster.coordinator (doc/membership.md "The run in
+// ZooKeeper"): a 2-process cluster keeps configuration 1 and its members in
+// a ZooKeeper server of the test's own while it runs and removes them at the
+// end; a path of another run and a ZooKeeper that is not running end the run
+// on every node with an error naming them. RDTX_BENCH is rdtx-bench's path.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "membership/config_store.hpp"
+#include "membership/zk_client.hpp"
+#include "zk_server.hpp"
+
+namespace rdtx::membership {
+namespace {
+
+using testing::ZkTestServer;
+using Clock = std::chrono::steady_clock;
+
+struct Node {
+  pid_t pid = -1;  // -1 once reaped
+  int rc = -1;     // its exit status once reaped (128 + signal if killed)
+  std::string log;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class BenchZk : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const std::string m = ZkTestServer::missing(); !m.empty()) GTEST_SKIP() << "needs " << m;
+    const char* bench = std::getenv("RDTX_BENCH");
+    ASSERT_NE(bench, nullptr) << "set RDTX_BENCH to rdtx-bench's path";
+    bench_ = bench;
+    dir_ = std::filesystem::temp_directory_path() / ("rdtx-bench-zk-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    std::string why;
+    server_ = ZkTestServer::start(&why);
+    ASSERT_NE(server_, nullptr) << why;
+  }
+  void TearDown() override {
+    for (Node& n : nodes_)
+      if (n.pid > 0) {
+        ::kill(n.pid, SIGKILL);
+        ::waitpid(n.pid, nullptr, 0);
+      }
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+
+  // Starts `count` rdtx-bench processes of one cluster with `coordinator`.
+  void start_cluster(int count, const std::string& coordinator, double duration_s) {
+    std::string hosts;
+    for (int i = 0; i < count; ++i)
+      hosts += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(testing::free_loopback_port());
+    for (int i = 0; i < count; ++i) {
+      Node n;
+      n.log = (dir_ / ("node" + std::to_string(i) + ".log")).string();
+      const long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+      const std::vector<std::string> args = {bench_,
+                                             "-l",
+                                             std::to_string(i % cpus),
+                                             "--no-huge",
+                                             "--no-pci",
+                                             "--no-shconf",
+                                             "-m",
+                                             "256",
+                                             "--",
+                                             "-q",
+                                             "--no-progress",
+                                             "--node",
+                                             std::to_string(i),
+                                             "--duration",
+                                             std::to_string(duration_s),
+                                             "--warmup",
+                                             "0.2",
+                                             "--set",
+                                             "cluster.mode=process",
+                                             "--set",
+                                             "cluster.nodes=" + std::to_string(count),
+                                             "--set",
+                                             "cluster.hosts=" + hosts,
+                                             "--set",
+                                             "cluster.connect_timeout_s=20",
+                                             "--set",
+                                             "smallbank.accounts_per_node=2000",
+                                             "--set",
+                                             "smallbank.hot_accounts_per_node=20",
+                                             "--set",
+                                             "cluster.coordinator=" + coordinator};
+      n.pid = ::fork();
+      ASSERT_GE(n.pid, 0);
+      if (n.pid == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        std::FILE* out = std::fopen(n.log.c_str(), "w");
+        if (out != nullptr) {
+          ::dup2(fileno(out), 1);
+          ::dup2(fileno(out), 2);
+        }
+        std::vector<char*> argv;
+        for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        ::execv(argv[0], argv.data());
+        ::_exit(127);
+      }
+      nodes_.push_back(n);
+    }
+  }
+
+  // Reaps the nodes that have exited; whether any has.
+  bool reap() {
+    bool any = false;
+    for (Node& n : nodes_) {
+      int status = 0;
+      if (n.pid > 0 && ::waitpid(n.pid, &status, WNOHANG) == n.pid) {
+        n.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        n.pid = -1;
+      }
+      any = any || n.pid == -1;
+    }
+    return any;
+  }
+
+  // Every node's exit status (-1: still running after `timeout_s`; killed
+  // by TearDown).
+  std::vector<int> wait_all(double timeout_s) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+    auto running = [&] {
+      for (const Node& n : nodes_)
+        if (n.pid > 0) return true;
+      return false;
+    };
+    while (reap(), running() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::vector<int> rcs;
+    for (const Node& n : nodes_) rcs.push_back(n.rc);
+    return rcs;
+  }
+
+  std::unique_ptr<ZkClient> client() {
+    ZkOptions o;
+    o.servers = server_->servers();
+    auto c = ZkClient::connect(o);
+    EXPECT_TRUE(c.ok()) << c.error().message;
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  std::string coordinator(const std::string& path) const { return "zk://" + server_->servers() + path; }
+
+  std::string bench_;
+  std::filesystem::path dir_;
+  std::unique_ptr<ZkTestServer> server_;
+  std::vector<Node> nodes_;
+};
+
+TEST_F(BenchZk, RunKeepsItsConfigurationAndMembersInZooKeeperAndRemovesThem) {
+  const std::string root = "/rdtx/bench";
+  start_cluster(2, coordinator(root), 2.0);
+  auto zk = client();
+  ASSERT_NE(zk, nullptr);
+  // While the run goes on: both members registered under the run's root.
+  std::vector<std::string> members;
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline && members.size() < 2 && !reap()) {
+    if (auto kids = zk->children(root + "/members"); kids.ok()) members = *kids;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(members, (std::vector<std::string>{"0", "1"})) << slurp(nodes_[0].log) << slurp(nodes_[1].log);
+  auto claim = zk->get(root);
+  ASSERT_TRUE(claim.ok()) << claim.error().message;
+  const std::string head = "rdtx-run 1\nrun ";
+  ASSERT_EQ(claim->data.compare(0, head.size(), head), 0) << claim->data;
+  const std::string run_id = claim->data.substr(head.size(), claim->data.size() - head.size() - 1);
+  auto store = ConfigStore::open(*zk, root, run_id);
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  auto config = store->read();
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->config.number, 1u);
+  EXPECT_EQ(config->config.cm, 0u);
+  EXPECT_EQ(config->config.members.size(), 2u);
+  ASSERT_EQ(config->config.partitions.size(), 2u);
+  EXPECT_EQ(config->config.partitions[1].primary, 1u);
+  const std::vector<int> rcs = wait_all(120);
+  EXPECT_EQ(rcs, (std::vector<int>{0, 0})) << slurp(nodes_[0].log) << slurp(nodes_[1].log);
+  EXPECT_NE(slurp(nodes_[0].log)
+                .find("configuration 1 of run " + run_id + " in zookeeper " + server_->servers() + " at " + root +
+                      ": CM node 0, 2 members registered, 2 partitions"),
+            std::string::npos)
+      << slurp(nodes_[0].log);
+  // At the end: the run's znodes are gone.
+  auto left = zk->exists(root);
+  ASSERT_TRUE(left.ok());
+  EXPECT_FALSE(*left) << "the run left " << root << " behind";
+}
+
+TEST_F(BenchZk, PathOfAnotherRunEndsTheRunOnEveryNode) {
+  auto zk = client();
+  ASSERT_NE(zk, nullptr);
+  auto other = ConfigStore::open(*zk, "/rdtx/taken", "someone-else");
+  ASSERT_TRUE(other.ok()) << other.error().message;
+  start_cluster(2, coordinator("/rdtx/taken"), 1.0);
+  const std::vector<int> rcs = wait_all(60);
+  for (size_t i = 0; i < rcs.size(); ++i) {
+    const std::string log = slurp(nodes_[i].log);
+    EXPECT_NE(rcs[i], 0) << log;
+    EXPECT_NE(rcs[i], -1) << "node " << i << " still ran after 60 s\n" << log;
+    EXPECT_NE(log.find("zk path /rdtx/taken belongs to another run (run id someone-else, ours "), std::string::npos)
+        << "node " << i << ":\n"
+        << log;
+  }
+  auto data = zk->get("/rdtx/taken");
+  ASSERT_TRUE(data.ok());
+  EXPECT_EQ(data->data, "rdtx-run 1\nrun someone-else\n") << "the other run's claim was changed";
+}
+
+TEST_F(BenchZk, ZooKeeperNotRunningEndsTheRunOnEveryNode) {
+  const std::string nobody = "zk://127.0.0.1:" + std::to_string(testing::free_loopback_port()) + "/rdtx/x";
+  start_cluster(2, nobody, 1.0);
+  const std::vector<int> rcs = wait_all(60);
+  for (size_t i = 0; i < rcs.size(); ++i) {
+    const std::string log = slurp(nodes_[i].log);
+    EXPECT_EQ(rcs[i], 1) << log;
+    EXPECT_NE(log.find("connection not established within 5 s (is ZooKeeper running there?)"), std::string::npos)
+        << "node " << i << ":\n"
+        << log;
+  }
+}
+
+}  // namespace
+}  // namespace rdtx::membership
