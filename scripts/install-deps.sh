@@ -20,9 +20,11 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-matplotlib dpdk-dev
   # ZooKeeper as the configuration store (doc/membership.md): its C client
-  # for lib/membership, and the server (with a Java runtime) that
-  # test/membership starts on a loopback port; no service is enabled.
-  zookeeper libzookeeper-mt-dev
+  # for lib/membership, and the server's jar with a headless Java runtime,
+  # which test/membership starts on a loopback port (Debian's `zookeeper`
+  # package adds only scripts and config, and its `default-jre` a desktop
+  # Java with GTK); no service is installed or enabled.
+  libzookeeper-mt-dev libzookeeper-java default-jre-headless
   # Measurement (doc/rdtx-perf.md: instruction counts with callgrind and
   # perf stat) and debugging; the tests do not need them.
   valgrind linux-perf gdb
