@@ -189,8 +189,8 @@ inline std::vector<Combo> primitive_combos() {
   for (const std::string& w : workload_names())
     for (const std::string& name : protocol_names()) {
       const txn::ProtocolDef* d = protocol_of(name);
-      auto or_default = [](const std::vector<Primitive>& a) {
-        return a.empty() ? std::vector<Primitive>{Primitive::kOneSided} : a;
+      auto or_default = [](const txn::Primitives& a) {
+        return a.empty() ? txn::Primitives{Primitive::kOneSided} : a;
       };
       const int F = 0, L = 1, V = 2, C = 4, S = 5;
       for (Primitive f : or_default(d->allowed[F]))
