@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "env/log.hpp"
 
@@ -118,6 +119,22 @@ struct ZkClient::Impl {
     return error(errno_of(rc), what + " (" + zerror(rc) + ")");
   }
 
+  // A read (idempotent) whose connection was lost while it waited for the
+  // answer is asked again once the connection is back, within
+  // op_timeout_ms of the first loss: a server that restarts, or accepts a
+  // connection a moment before it serves, does not fail it. Writes are not
+  // asked again: ZooKeeper cannot say whether a lost write happened.
+  template <class Call>
+  Result<int> read(const std::string& op, const std::string& path, Call call) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.op_timeout_ms);
+    for (;;) {
+      RDTX_TRY(ready(op, path));
+      const int rc = call();
+      if (rc != ZCONNECTIONLOSS || std::chrono::steady_clock::now() >= deadline) return rc;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the watcher's view to catch up
+    }
+  }
+
   // Before a call: a lost connection gets op_timeout_ms to come back, so
   // that a call never waits for a server that is gone.
   Result<void> ready(const std::string& op, const std::string& path) {
@@ -182,14 +199,17 @@ Result<void> ZkClient::create_path(const std::string& path) {
 }
 
 Result<ZkNode> ZkClient::get(const std::string& path) {
-  RDTX_TRY(impl_->ready("get", path));
   ZkNode node;
   node.data.resize(4096);
   for (;;) {
     struct Stat stat {};
-    int len = static_cast<int>(node.data.size());
-    const int rc = zoo_get(impl_->zh, path.c_str(), 0, node.data.data(), &len, &stat);
-    if (rc != ZOK) return impl_->zk_error(rc, "get", path);
+    int len = 0;
+    auto rc = impl_->read("get", path, [&] {
+      len = static_cast<int>(node.data.size());
+      return zoo_get(impl_->zh, path.c_str(), 0, node.data.data(), &len, &stat);
+    });
+    if (!rc.ok()) return rc.error();
+    if (*rc != ZOK) return impl_->zk_error(*rc, "get", path);
     // A node larger than the buffer comes back truncated; read it again
     // with room for all of it (it may have grown in between).
     if (stat.dataLength > static_cast<int32_t>(node.data.size())) {
@@ -218,10 +238,10 @@ Result<void> ZkClient::remove(const std::string& path, int32_t expected_version)
 }
 
 Result<std::vector<std::string>> ZkClient::children(const std::string& path) {
-  RDTX_TRY(impl_->ready("children of", path));
   String_vector v{};
-  const int rc = zoo_get_children(impl_->zh, path.c_str(), 0, &v);
-  if (rc != ZOK) return impl_->zk_error(rc, "children of", path);
+  auto rc = impl_->read("children of", path, [&] { return zoo_get_children(impl_->zh, path.c_str(), 0, &v); });
+  if (!rc.ok()) return rc.error();
+  if (*rc != ZOK) return impl_->zk_error(*rc, "children of", path);
   std::vector<std::string> out(v.data, v.data + v.count);
   deallocate_String_vector(&v);
   std::sort(out.begin(), out.end());
@@ -229,11 +249,11 @@ Result<std::vector<std::string>> ZkClient::children(const std::string& path) {
 }
 
 Result<bool> ZkClient::exists(const std::string& path) {
-  RDTX_TRY(impl_->ready("exists", path));
   struct Stat stat {};
-  const int rc = zoo_exists(impl_->zh, path.c_str(), 0, &stat);
-  if (rc == ZNONODE) return false;
-  if (rc != ZOK) return impl_->zk_error(rc, "exists", path);
+  auto rc = impl_->read("exists", path, [&] { return zoo_exists(impl_->zh, path.c_str(), 0, &stat); });
+  if (!rc.ok()) return rc.error();
+  if (*rc == ZNONODE) return false;
+  if (*rc != ZOK) return impl_->zk_error(*rc, "exists", path);
   return true;
 }
 

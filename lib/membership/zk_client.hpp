@@ -10,6 +10,8 @@
 //   ETIMEDOUT   the session was not established within connect_timeout_ms
 //   ENOTCONN    the connection is lost and was not re-established within
 //               op_timeout_ms, or was lost while the call waited for its answer
+//               (a read is then asked again once the connection is back,
+//               within op_timeout_ms; a write, which may have happened, is not)
 //   ECONNRESET  the session expired (ephemeral nodes are gone; make a new client)
 //   ENOENT      no such node (or, create: no parent)
 //   EEXIST      create: the node exists

@@ -66,7 +66,7 @@ std::string ZkTestServer::missing() {
   if (::access(java().c_str(), X_OK) != 0) return "java (" + java() + "; Debian: default-jre-headless)";
   std::stringstream cp(classpath());
   for (std::string jar; std::getline(cp, jar, ':');)
-    if (::access(jar.c_str(), R_OK) != 0) return "ZooKeeper's jar " + jar + " (Debian: zookeeper)";
+    if (::access(jar.c_str(), R_OK) != 0) return "ZooKeeper's jar " + jar + " (Debian: libzookeeper-java; scripts/install-deps.sh)";
   return "";
 }
 
