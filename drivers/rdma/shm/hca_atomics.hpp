@@ -58,14 +58,18 @@ struct HcaAtomicUnit {
       while (lock.load(std::memory_order_relaxed) != 0) pause();
     }
     // A read and a write, not one RMW: a CPU atomic between them is lost.
-    // Acquire and release, as the coherent path's acq_rel: a lock taken
-    // remotely sees what its previous holder released, and vice versa.
+    // Both seq_cst, as the coherent path's locked instruction: the write is
+    // globally visible before the poster goes on (a NIC writes the word to
+    // memory before it sends the completion), so a later READ or CPU load
+    // of another word cannot be served before it (store-buffering: a
+    // release store may wait in this core's store buffer while the poster
+    // reads an rts, and a CPU reader raising that rts misses the lock).
     std::atomic_ref<uint64_t> word(*target);
-    const uint64_t old = word.load(std::memory_order_acquire);
+    const uint64_t old = word.load(std::memory_order_seq_cst);
     if (!cas || old == compare_add) {
       const uint64_t until = env::hw_tsc() + window_ticks;
       while (env::hw_tsc() < until) pause();
-      word.store(cas ? swap : old + compare_add, std::memory_order_release);
+      word.store(cas ? swap : old + compare_add, std::memory_order_seq_cst);
     }
     lock.store(0, std::memory_order_release);
     return old;

@@ -199,14 +199,18 @@ Status ShmQp::atomic(const WorkRequest& wr) {
     std::memcpy(result, &old, sizeof old);
     return Status::kSuccess;
   }
-  // acq_rel: an atomic that takes a lock word acquires what the previous
-  // holder released, and vice versa, for CPU and remote atomics alike.
+  // seq_cst: an atomic that takes a lock word acquires what the previous
+  // holder released, and vice versa, for CPU and remote atomics alike; and
+  // its write is visible to every core before the poster's next request (a
+  // NIC's write reaches memory before its completion), which protocols
+  // that raise one word and then read another rely on (MVCC's rts, then
+  // the lock).
   std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(target));
   if (wr.opcode == Opcode::kCompareSwap) {
     old = wr.compare_add;
-    word.compare_exchange_strong(old, wr.swap, std::memory_order_acq_rel, std::memory_order_acquire);
+    word.compare_exchange_strong(old, wr.swap, std::memory_order_seq_cst);
   } else {
-    old = word.fetch_add(wr.compare_add, std::memory_order_acq_rel);
+    old = word.fetch_add(wr.compare_add, std::memory_order_seq_cst);
   }
   std::memcpy(result, &old, sizeof old);
   return Status::kSuccess;
