@@ -17,8 +17,9 @@
 #include "rdma/driver.hpp"
 #include "rpc/endpoint.hpp"
 #include "rpc/wire.hpp"
-#include "txn/item_batch.hpp"
 #include "runtime/loop.hpp"
+#include "txn/database.hpp"
+#include "txn/item_batch.hpp"
 #include "txn/options.hpp"
 #include "txn/protocol.hpp"
 #include "txn/types.hpp"
@@ -422,26 +423,33 @@ Result<void> check_plan(const config::Config& cfg, const Plan& plan, const rdma:
     rpc |= p == txn::Primitive::kRpc || p == txn::Primitive::kHybrid;
   }
   if (!rpc || caps.max_msg_size == 0) return {};
-  // One item of the largest record with its metadata, as ItemBatch packs
-  // a request or a reply, and an 8-byte prefix: a datagram that cannot
-  // hold it fails every transaction that touches the record.
-  uint32_t largest = 0;
+  // One item of the largest tuple, as ItemBatch packs a request (the
+  // call's item count, the item's header, an 8-byte prefix and the data) or
+  // a reply: RPC reads and locks answer the whole tuple, its metadata and
+  // every version slot (MVCC keeps several), the history and replication
+  // words included. A datagram that cannot hold it fails every
+  // transaction that touches the record.
+  uint32_t largest = 0, record = 0;
   std::string table;
-  for (const txn::TableDef& t : tables)
-    if (t.record_bytes > largest) {
-      largest = t.record_bytes;
+  for (const txn::TableDef& t : tables) {
+    const uint32_t tuple = txn::tuple_layout(txn::tuple_shape(*rc.protocol), rc.options.record_history,
+                                             t.record_bytes, cc.replicas)
+                               .tuple_bytes();
+    if (tuple > largest) {
+      largest = tuple;
+      record = t.record_bytes;
       table = t.name;
     }
-  const uint64_t need = uint64_t{rpc::kDatagramOverhead} + sizeof(txn::ItemReply) + 8 +
-                        txn::pad8(rc.protocol->meta_bytes + largest);
+  }
+  const uint64_t need =
+      uint64_t{rpc::kDatagramOverhead} + 8 + sizeof(txn::ItemHeader) + 8 + txn::pad8(largest);
   if (need > caps.max_msg_size)
     return make_error(EINVAL,
-                      "an RPC message of %llu bytes (a %u-byte record of table %s, its %u bytes of metadata and "
-                      "headers) does not fit the device's %u-byte datagrams (cluster.devargs = '%s', %s): raise "
-                      "the MTU, shrink the records, or run no stage over RPC",
-                      static_cast<unsigned long long>(need), largest, table.c_str(), rc.protocol->meta_bytes,
-                      caps.max_msg_size, shortened(devargs).c_str(),
-                      cfg.origin("cluster.devargs").c_str());
+                      "an RPC message of %llu bytes (a %u-byte record of table %s in a %u-byte tuple: protocol "
+                      "%s's metadata and versions, and headers) does not fit the device's %u-byte datagrams "
+                      "(cluster.devargs = '%s', %s): raise the MTU, shrink the records, or run no stage over RPC",
+                      static_cast<unsigned long long>(need), record, table.c_str(), largest, rc.protocol->name,
+                      caps.max_msg_size, shortened(devargs).c_str(), cfg.origin("cluster.devargs").c_str());
   return {};
 }
 

@@ -173,7 +173,20 @@ class Lock2pl final : public Protocol {
   MailboxLayout mail;
   uint64_t mail_seq[kMaxCoroutines] = {};
   std::vector<uint64_t> mail_buf;
+  // Per coroutine, the state of each call of its batch (in the region,
+  // not the coroutine frame: a batch may have ItemBatch::kMaxCalls calls).
+  struct MailCall {
+    uint64_t seq;   // its call number, once sent
+    uint32_t wave;  // the wave being sent: its calls' indices, in order
+    bool sent, came;
+  };
+  std::vector<MailCall> mail_calls;
+  MailCall* mail_calls_of(uint32_t co) { return mail_calls.data() + size_t{co} * ItemBatch::kMaxCalls; }
 };
+
+// Distinct shards the end of an attempt tells at once, and the most a
+// 2PC vote may ask (an attempt writing at more shards aborts).
+constexpr uint32_t kMaxShardsAtOnce = 32;
 
 // The lock calls of `b` through the mailboxes (region.hpp): each call's
 // request WRITten into its shard's slot, then the replies polled until
@@ -186,30 +199,30 @@ Task<bool> mailbox_call(Lock2pl& p, Coordinator& c, ItemBatch& b) {
   const MailboxLayout& L = p.mail;
   const uint32_t workers = e.workers_per_node(), me = e.node(), i = e.ctx().index, co = c.index();
   const uint32_t ncalls = b.calls();
-  uint64_t seqs[ItemBatch::kMaxCalls] = {};
-  bool sent[ItemBatch::kMaxCalls] = {}, came[ItemBatch::kMaxCalls] = {};
+  Lock2pl::MailCall* mc = p.mail_calls_of(co);
+  for (uint32_t k = 0; k < ncalls; ++k) mc[k] = {0, 0, false, false};
   uint32_t done = 0;
   bool ok = true;
   while (ok && done < ncalls) {
     // A wave: the first unsent call to each shard.
-    uint32_t wave[ItemBatch::kMaxCalls], nwave = 0;
+    uint32_t nwave = 0;
     for (uint32_t k = 0; k < ncalls; ++k) {
-      if (sent[k]) continue;
+      if (mc[k].sent) continue;
       bool busy = false;
-      for (uint32_t q = 0; q < nwave && !busy; ++q) busy = b.call_dest(wave[q]) == b.call_dest(k);
-      if (!busy) wave[nwave++] = k;
+      for (uint32_t q = 0; q < nwave && !busy; ++q) busy = b.call_dest(mc[q].wave) == b.call_dest(k);
+      if (!busy) mc[nwave++].wave = k;
     }
     OneSidedBatch& w = c.onesided();
     for (uint32_t q = 0; q < nwave; ++q) {
-      const uint32_t k = wave[q], dest = b.call_dest(k), m = dest / workers, j = dest % workers;
+      const uint32_t k = mc[q].wave, dest = b.call_dest(k), m = dest / workers, j = dest % workers;
       const std::span<const std::byte> req = b.request(k);
       const uint32_t bytes = static_cast<uint32_t>(sizeof(ringlog::EntryHead) + req.size() + 8);
       // create() checked that an RPC payload fits a slot; a wave has no
       // more calls than the cluster has shards.
       std::byte* st = e.db().local_region(me, i) + L.request_staging(co, q);
       std::memcpy(st + sizeof(ringlog::EntryHead), req.data(), req.size());
-      seqs[k] = ++p.mail_seq[co];
-      ringlog::seal_entry(st, bytes, 1, MailboxLayout::pos(seqs[k]));
+      mc[k].seq = ++p.mail_seq[co];
+      ringlog::seal_entry(st, bytes, 1, MailboxLayout::pos(mc[k].seq));
       const txn::RegionDescriptor& rd = e.db().region(m, i);
       rdma::WorkRequest* wr = w.add(m);
       wr->opcode = rdma::Opcode::kWrite;
@@ -218,7 +231,7 @@ Task<bool> mailbox_call(Lock2pl& p, Coordinator& c, ItemBatch& b) {
       wr->lkey = e.db().local_region_lkey(me, i);
       wr->remote_addr = rd.addr + L.request(me, co, j);
       wr->rkey = rd.rkey;
-      sent[k] = true;
+      mc[k].sent = true;
     }
     ok = co_await w.execute();
     if (!ok) break;
@@ -232,13 +245,13 @@ Task<bool> mailbox_call(Lock2pl& p, Coordinator& c, ItemBatch& b) {
     runtime::Deadline deadline(p.call_timeout_ns);
     co_await runtime::poll_until([&] {
       for (uint32_t q = 0; q < nwave; ++q) {
-        const uint32_t k = wave[q];
-        if (came[k]) continue;
+        const uint32_t k = mc[q].wave;
+        if (mc[k].came) continue;
         const uint32_t dest = b.call_dest(k), m = dest / workers, j = dest % workers;
         const std::byte* slot = e.db().local_region(me, j) + L.reply(i, co, m);
         ringlog::EntryHead eh;
         uint64_t advance = 0;
-        if (ringlog::scan(slot, MailboxLayout::kSlotBytes, MailboxLayout::pos(seqs[k]), p.mail_buf.data(), &eh,
+        if (ringlog::scan(slot, MailboxLayout::kSlotBytes, MailboxLayout::pos(mc[k].seq), p.mail_buf.data(), &eh,
                           &advance) != ringlog::Scan::kEntry)
           continue;
         const uint32_t len = eh.bytes - ringlog::kEntryOverhead;
@@ -246,7 +259,7 @@ Task<bool> mailbox_call(Lock2pl& p, Coordinator& c, ItemBatch& b) {
         const bool fits = len <= rb.size();
         if (fits) std::memcpy(rb.data(), reinterpret_cast<const std::byte*>(p.mail_buf.data()) + sizeof eh, len);
         b.set_reply(k, fits, len);
-        came[k] = true;
+        mc[k].came = true;
         ++done;
         --left;
       }
@@ -255,7 +268,7 @@ Task<bool> mailbox_call(Lock2pl& p, Coordinator& c, ItemBatch& b) {
     ok = left == 0;
   }
   for (uint32_t k = 0; k < ncalls; ++k)
-    if (!came[k]) b.set_reply(k, false, 0);
+    if (!mc[k].came) b.set_reply(k, false, 0);
   co_return ok && done == ncalls;
 }
 
@@ -412,7 +425,7 @@ Task<bool> end(Lock2pl& p, Coordinator& c, Txn& t, bool commit) {
   if (c.commit_batch_in_flight()) co_await c.settle_commit_batch();
   const uint32_t workers = c.engine().workers_per_node();
   ItemBatch* b = &c.commit_items(p.end_id);
-  uint64_t sent_to[ItemBatch::kMaxCalls];
+  uint64_t sent_to[kMaxShardsAtOnce];
   uint32_t nsent = 0;
   // The accesses' shards, then the partitions' (the lock hierarchy).
   Parent* ps = p.parents_of(c.index());
@@ -437,12 +450,12 @@ Task<bool> end(Lock2pl& p, Coordinator& c, Txn& t, bool commit) {
     bool dup = false;
     for (uint32_t j = 0; j < nsent && !dup; ++j) dup = sent_to[j] == dest;
     if (dup) continue;
-    if (nsent == ItemBatch::kMaxCalls) {
-      // More shards than one batch has calls: this one is awaited (and
-      // re-sent until answered) before the next.
+    if (nsent == kMaxShardsAtOnce) {
+      // More shards than one round tells: this one is awaited (and re-sent
+      // until answered) before the next.
       const bool ok = co_await b->call();
-      const uint32_t judged = judge_unlocks(c, *b, 0, true);
-      if (!ok) co_await retry_unlocks(c, *b, judged);
+      judge_unlocks(c, *b, true);
+      if (!ok) co_await retry_unlocks(c, *b);
       b = &c.commit_items(p.end_id);
       nsent = 0;
     }
@@ -457,8 +470,8 @@ Task<bool> end(Lock2pl& p, Coordinator& c, Txn& t, bool commit) {
     co_return true;
   }
   const bool ok = co_await b->call();
-  const uint32_t judged = judge_unlocks(c, *b, 0, true);
-  if (!ok) co_await retry_unlocks(c, *b, judged);
+  judge_unlocks(c, *b, true);
+  if (!ok) co_await retry_unlocks(c, *b);
   co_return true;
 }
 
@@ -501,7 +514,7 @@ Task<bool> release(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) { return end(p,
 Task<bool> vote(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) {
   WorkerEngine& e = c.engine();
   const uint32_t workers = e.workers_per_node();
-  uint64_t part[ItemBatch::kMaxCalls];
+  uint64_t part[kMaxShardsAtOnce];
   uint32_t n = 0;
   for (uint32_t i = 0; i < t.size(); ++i) {
     const Access& a = t.access(i);
@@ -510,7 +523,7 @@ Task<bool> vote(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) {
     bool dup = false;
     for (uint32_t k = 0; k < n && !dup; ++k) dup = part[k] == dest;
     if (dup) continue;
-    if (n == ItemBatch::kMaxCalls) {  // cannot happen: a shard per access at most, fewer than calls
+    if (n == kMaxShardsAtOnce) {
       t.fail(AbortReason::kNetwork);
       co_return false;
     }
@@ -641,6 +654,7 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode, boo
     if (cfg.mailbox) {
       p->mail = MailboxLayout::of(e.db().nodes(), e.workers_per_node(), e.options().coroutines);
       p->mail_buf.resize(MailboxLayout::kSlotBytes / 8);
+      p->mail_calls.resize(size_t{e.options().coroutines} * ItemBatch::kMaxCalls);
     }
   }
   p->set_stage(Stage::kFetch, *p, fetch);

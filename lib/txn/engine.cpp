@@ -37,9 +37,6 @@ uint32_t slot_bytes_for_tuple(uint32_t max_tuple_bytes) {
 uint32_t slot_bytes_for(const Database& db) { return slot_bytes_for_tuple(db.max_tuple_bytes()); }
 }  // namespace
 
-// Request/reply buffer banks of a coordinator: items, aux_items, commit_items.
-constexpr uint32_t kBatchBanks = 3;
-
 // After a coordinator's banks: the landing place of its confirmation READs.
 constexpr size_t kProbeBytes = 64;
 
@@ -200,13 +197,11 @@ Coordinator::Coordinator(WorkerEngine& e, uint32_t index, std::byte* scratch, si
       slot_bytes_(slot_bytes_for(e.db())),
       rng_(seed),
       onesided_(*this),
-      items_(*this, 0, 0),
-      aux_items_(*this, 0, 1),
-      commit_items_(*this, 0, 2) {
+      items_(*this, 0),
+      aux_items_(*this, 0),
+      commit_items_(*this, 0) {
   extra_offset_ = static_cast<size_t>(slot_bytes_) * Txn::kMaxAccesses;
   probe_ = scratch_ + banks_ * bank_bytes_;
-  rpc_buf_bytes_ = e.ctx().rpc->max_payload();
-  rpc_bufs_.resize(2 * kBatchBanks * ItemBatch::kMaxCalls * rpc_buf_bytes_);
   access_state_.resize(static_cast<size_t>(Txn::kMaxAccesses) * ((e.protocol_def().access_state_bytes + 7) & ~7u));
   txn_.state_ = access_state_.data();
   txn_.state_bytes_ = (e.protocol_def().access_state_bytes + 7) & ~7u;

@@ -359,9 +359,6 @@ class Coordinator {
   void add_phase_tsc(Phase p, uint64_t tsc) {
     if (timing_) phase_tsc_[static_cast<int>(p)] += tsc;
   }
-  // RPC request and reply buffers of call k of an ItemBatch (max_payload each).
-  std::byte* rpc_request_buffer(uint32_t k) { return rpc_bufs_.data() + (2 * k) * rpc_buf_bytes_; }
-  std::byte* rpc_reply_buffer(uint32_t k) { return rpc_bufs_.data() + (2 * k + 1) * rpc_buf_bytes_; }
   // A commit whose completion is acknowledged passively (one-sided WRITEs
   // left in flight, reading the current bank): an attempt waits for it
   // before it reuses that bank (settle_pending_commit()).
@@ -480,8 +477,6 @@ class Coordinator {
   bool timing_ = false;      // this attempt's phases are timed (a sample)
   uint32_t sample_mask_ = 0;  // time attempts whose sequence & mask == 0
   Rng rng_;
-  std::vector<std::byte> rpc_bufs_;
-  size_t rpc_buf_bytes_ = 0;
   PendingCommit pending_commit_[2];  // per scratch bank
   std::byte* probe_ = nullptr;       // 8 registered bytes: confirmation READs land here
   bool release_in_flight_ = false;

@@ -4,15 +4,17 @@
 
 namespace rdtx::txn {
 
-ItemBatch::ItemBatch(Coordinator& c, rpc::HandlerId handler, uint32_t bank)
-    : c_(c), handler_(handler), bank_(bank), max_payload_(c.engine().ctx().rpc->max_payload()) {
+ItemBatch::ItemBatch(Coordinator& c, rpc::HandlerId handler)
+    : c_(c), handler_(handler), max_payload_(c.engine().ctx().rpc->max_payload()) {
   for (int& x : cur_) x = -1;
+  items_.reserve(Txn::kMaxAccesses);
 }
 
 void ItemBatch::reset(rpc::HandlerId handler) {
   handler_ = handler;
-  for (uint32_t k = 0; k < ncalls_; ++k) cur_[calls_[k].node] = -1;
+  for (uint32_t k = 0; k < ncalls_; ++k) cur_[calls_[k]->node] = -1;
   ncalls_ = 0;
+  items_.clear();
 }
 
 bool ItemBatch::add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const std::byte> data, uint32_t reply_data,
@@ -38,29 +40,38 @@ bool ItemBatch::add_item(uint32_t node, uint32_t i, TableId table, Key key, uint
   int k = cur_[node];
   // Calls to several workers of one node: the node's last call is not
   // necessarily this worker's (a short search of the calls).
-  if (k >= 0 && calls_[k].dest != dest) {
+  if (k >= 0 && calls_[k]->dest != dest) {
     k = -1;
     for (uint32_t j = ncalls_; j-- > 0;)
-      if (calls_[j].dest == dest) {
+      if (calls_[j]->dest == dest) {
         k = static_cast<int>(j);
         break;
       }
   }
-  if (k < 0 || calls_[k].req_len + req_need > max_payload_ || calls_[k].reply_len + rep_need > max_payload_ ||
-      calls_[k].nitems == Txn::kMaxAccesses) {
+  if (k < 0 || calls_[k]->req_len + req_need > max_payload_ || calls_[k]->reply_len + rep_need > max_payload_ ||
+      calls_[k]->nitems == Txn::kMaxAccesses) {
     if (ncalls_ == kMaxCalls) return false;
+    if (ncalls_ == calls_.size()) {
+      // More calls than any stage of this batch needed so far (a control
+      // path: once per high-water mark).
+      auto fresh = std::make_unique<Call>();
+      fresh->buf.resize(2 * size_t{max_payload_});
+      fresh->req = fresh->buf.data();
+      calls_.push_back(std::move(fresh));
+    }
     k = static_cast<int>(ncalls_++);
-    Call& cl = calls_[k];
+    Call& cl = *calls_[k];
     cl.req_len = 8;
     cl.reply_len = 0;
     cl.nitems = 0;
+    cl.first = cl.last = kNone;
+    cl.judged = false;
     cl.node = node;
     cl.dest = dest;
-    cl.req = c_.rpc_request_buffer(bank_ * kMaxCalls + static_cast<uint32_t>(k));
-    cl.reply = {c_.rpc_reply_buffer(bank_ * kMaxCalls + static_cast<uint32_t>(k)), max_payload_};
+    cl.reply = {cl.buf.data() + max_payload_, max_payload_};
     cur_[node] = k;
   }
-  Call& cl = calls_[k];
+  Call& cl = *calls_[k];
   ItemHeader h{table, data_len, key, arg0, arg1};
   std::byte* d = cl.req + cl.req_len;
   std::memcpy(d, &h, sizeof h);
@@ -72,7 +83,12 @@ bool ItemBatch::add_item(uint32_t node, uint32_t i, TableId table, Key key, uint
   if (!data.empty()) std::memcpy(d, data.data(), data.size());
   cl.req_len += req_need;
   cl.reply_len += rep_need;
-  cl.items[cl.nitems++] = i;
+  const uint32_t at = static_cast<uint32_t>(items_.size());
+  items_.push_back({i, kNone});
+  if (cl.last == kNone) cl.first = at;
+  else items_[cl.last].next = at;
+  cl.last = at;
+  ++cl.nitems;
   const uint64_t count = cl.nitems;
   std::memcpy(cl.req, &count, 8);
   return true;
@@ -84,9 +100,9 @@ runtime::Task<bool> ItemBatch::call(uint64_t timeout_ns) {
     for (uint32_t k = 0; k < ncalls_; ++k) {
       rpc::Batch b(*c_.engine().ctx().rpc);
       b.set_timeout_ns(timeout_ns);
-      ok &= b.call(calls_[k].dest, handler_, std::span<const std::byte>(calls_[k].req, calls_[k].req_len),
-                   &calls_[k].reply);
-      c_.count_verb(stats::Verb::kSend, calls_[k].req_len);
+      ok &= b.call(calls_[k]->dest, handler_, std::span<const std::byte>(calls_[k]->req, calls_[k]->req_len),
+                   &calls_[k]->reply);
+      c_.count_verb(stats::Verb::kSend, calls_[k]->req_len);
       c_.count_doorbell();
       ok &= co_await b.send();
       c_.count_round_trip();
@@ -97,9 +113,9 @@ runtime::Task<bool> ItemBatch::call(uint64_t timeout_ns) {
   b.set_timeout_ns(timeout_ns);
   bool ok = true;
   for (uint32_t k = 0; k < ncalls_; ++k) {
-    ok &= b.call(calls_[k].dest, handler_, std::span<const std::byte>(calls_[k].req, calls_[k].req_len),
-                 &calls_[k].reply);
-    c_.count_verb(stats::Verb::kSend, calls_[k].req_len);
+    ok &= b.call(calls_[k]->dest, handler_, std::span<const std::byte>(calls_[k]->req, calls_[k]->req_len),
+                 &calls_[k]->reply);
+    c_.count_verb(stats::Verb::kSend, calls_[k]->req_len);
   }
   if (ncalls_ > 0) c_.count_doorbell();
   ok &= co_await b.send();
@@ -110,9 +126,9 @@ runtime::Task<bool> ItemBatch::call(uint64_t timeout_ns) {
 void ItemBatch::start(bool lazy) {
   inflight_.emplace(*c_.engine().ctx().rpc);
   for (uint32_t k = 0; k < ncalls_; ++k) {
-    inflight_->call(calls_[k].dest, handler_, std::span<const std::byte>(calls_[k].req, calls_[k].req_len),
-                    &calls_[k].reply, lazy);
-    c_.count_verb(stats::Verb::kSend, calls_[k].req_len);
+    inflight_->call(calls_[k]->dest, handler_, std::span<const std::byte>(calls_[k]->req, calls_[k]->req_len),
+                    &calls_[k]->reply, lazy);
+    c_.count_verb(stats::Verb::kSend, calls_[k]->req_len);
   }
   if (ncalls_ > 0) c_.count_doorbell();
   inflight_wait_ = inflight_->send();
@@ -124,12 +140,12 @@ runtime::Task<bool> ItemBatch::retry_failed() {
   bool unsent = false;
   for (uint32_t k = 0; k < ncalls_; ++k) {
     if (!call_failed(k)) continue;
-    calls_[k].reply.len = 0;
-    const bool sent = b.call(calls_[k].dest, handler_,
-                             std::span<const std::byte>(calls_[k].req, calls_[k].req_len), &calls_[k].reply);
+    calls_[k]->reply.len = 0;
+    const bool sent = b.call(calls_[k]->dest, handler_,
+                             std::span<const std::byte>(calls_[k]->req, calls_[k]->req_len), &calls_[k]->reply);
     ok &= sent;
     unsent |= !sent;
-    c_.count_verb(stats::Verb::kSend, calls_[k].req_len);
+    c_.count_verb(stats::Verb::kSend, calls_[k]->req_len);
   }
   c_.count_doorbell();
   ok &= co_await b.send();

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -47,16 +48,17 @@ inline constexpr uint32_t pad8(uint32_t n) { return (n + 7u) & ~7u; }
 
 class ItemBatch {
  public:
-  static constexpr uint32_t kMaxCalls = 32;  // a bit each in a uint32_t (judge_unlocks)
-  // `bank`: which of the coordinator's request/reply buffer banks it uses
-  // (a batch left in flight must not share buffers with the next stage's).
-  ItemBatch(Coordinator& c, rpc::HandlerId handler, uint32_t bank = 0);
+  // One call per item at most (each item fits a datagram: the bench's
+  // check_plan refuses a record that does not).
+  static constexpr uint32_t kMaxCalls = Txn::kMaxAccesses;
+  ItemBatch(Coordinator& c, rpc::HandlerId handler);
   // Empties the batch for a new stage talking to `handler`.
   void reset(rpc::HandlerId handler);
 
   // Adds an item for access `i`; `reply_data` is the most data its reply may
   // carry; `prefix`, if given, is an 8-byte word sent before `data`. False
-  // if the batch is full (more than kMaxCalls calls).
+  // if the item cannot fit a datagram, or the batch is full (more than
+  // kMaxCalls calls).
   bool add(uint32_t i, uint64_t arg0, uint64_t arg1, std::span<const std::byte> data, uint32_t reply_data,
            const uint64_t* prefix = nullptr);
   // The same, to node `node` instead of the access's owner (the log stage
@@ -72,7 +74,7 @@ class ItemBatch {
                 std::span<const std::byte> data, uint32_t reply_data, const uint64_t* prefix = nullptr,
                 uint32_t worker = kPaired);
   // Makes retry_failed() send call k again (its answer asked for it).
-  void mark_for_retry(uint32_t k) { calls_[k].reply.status = rpc::CallStatus::kPending; }
+  void mark_for_retry(uint32_t k) { calls_[k]->reply.status = rpc::CallStatus::kPending; }
   bool empty() const { return ncalls_ == 0; }
   // Sends all calls and waits for every reply. False: a call failed.
   // `timeout_ns`: the calls' own timeout (0: the endpoint's). With
@@ -91,28 +93,31 @@ class ItemBatch {
   void end_flight() { inflight_.reset(); }
   // Sends again the calls that failed (no reply, or not OK) and waits.
   runtime::Task<bool> retry_failed();
-  bool call_failed(uint32_t k) const { return calls_[k].reply.status != rpc::CallStatus::kOk; }
+  bool call_failed(uint32_t k) const { return calls_[k]->reply.status != rpc::CallStatus::kOk; }
+  // Whether call k's answer was judged (judge_unlocks: once per call,
+  // however often the batch is re-sent); false for a new call.
+  bool judged(uint32_t k) const { return calls_[k]->judged; }
+  void set_judged(uint32_t k) { calls_[k]->judged = true; }
   // fn(access index) for every item of every failed call.
   template <typename Fn>
   void for_each_failed_item(Fn&& fn) const {
     for (uint32_t k = 0; k < ncalls_; ++k)
-      if (call_failed(k))
-        for (uint32_t j = 0; j < calls_[k].nitems; ++j) fn(calls_[k].items[j]);
+      if (call_failed(k)) for_each_item_of(k, fn);
   }
   uint32_t calls() const { return ncalls_; }
   // fn(access index, reply, data) for the items of call k, if it was answered.
   template <typename Fn>
   bool for_each_reply_of(uint32_t k, Fn&& fn) const {
-    const Call& cl = calls_[k];
+    const Call& cl = *calls_[k];
     if (cl.reply.status != rpc::CallStatus::kOk) return true;
     uint32_t off = 0;
-    for (uint32_t j = 0; j < cl.nitems; ++j) {
+    for (uint32_t j = cl.first; j != kNone; j = items_[j].next) {
       if (cl.reply.len < off + sizeof(ItemReply)) return false;
       ItemReply r;
       std::memcpy(&r, cl.reply.buf + off, sizeof r);
       off += sizeof r;
       if (r.len > cl.reply.len - off) return false;
-      fn(cl.items[j], r, std::span<const std::byte>(cl.reply.buf + off, r.len));
+      fn(items_[j].id, r, std::span<const std::byte>(cl.reply.buf + off, r.len));
       off += pad8(r.len);
     }
     return true;
@@ -122,19 +127,18 @@ class ItemBatch {
   // worker (node x workers_per_node + worker), its request bytes, and its
   // reply buffer (max_payload bytes), filled by the carrier, which then
   // says whether it came (set_reply; replies are then read as from RPC).
-  uint32_t call_dest(uint32_t k) const { return calls_[k].dest; }
-  std::span<const std::byte> request(uint32_t k) const { return {calls_[k].req, calls_[k].req_len}; }
-  std::span<std::byte> reply_buffer(uint32_t k) { return {calls_[k].reply.buf, calls_[k].reply.capacity}; }
+  uint32_t call_dest(uint32_t k) const { return calls_[k]->dest; }
+  std::span<const std::byte> request(uint32_t k) const { return {calls_[k]->req, calls_[k]->req_len}; }
+  std::span<std::byte> reply_buffer(uint32_t k) { return {calls_[k]->reply.buf, calls_[k]->reply.capacity}; }
   void set_reply(uint32_t k, bool came, uint32_t len) {
-    calls_[k].reply.status = came ? rpc::CallStatus::kOk : rpc::CallStatus::kTimeout;
-    calls_[k].reply.len = came ? len : 0;
+    calls_[k]->reply.status = came ? rpc::CallStatus::kOk : rpc::CallStatus::kTimeout;
+    calls_[k]->reply.len = came ? len : 0;
   }
 
   // fn(access index) for every item of every call.
   template <typename Fn>
   void for_each_item(Fn&& fn) const {
-    for (uint32_t k = 0; k < ncalls_; ++k)
-      for (uint32_t j = 0; j < calls_[k].nitems; ++j) fn(calls_[k].items[j]);
+    for (uint32_t k = 0; k < ncalls_; ++k) for_each_item_of(k, fn);
   }
 
   // Replies, in item order: fn(access index, reply, data). False if a reply
@@ -147,25 +151,42 @@ class ItemBatch {
   }
 
  private:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  // A call's items are a list through items_ (calls to several nodes are
+  // filled in turn), in the order they were added: the order of the
+  // request, and of the reply.
+  struct Item {
+    uint32_t id;    // access index (or add_item's id)
+    uint32_t next;  // the call's next item in items_, kNone: the last
+  };
   struct Call {
     uint32_t dest = 0;
     uint32_t node = 0;
     uint32_t req_len = 8;  // starts with the item count (8 bytes: keeps items 8-aligned)
     uint32_t reply_len = 0;
     uint32_t nitems = 0;
-    uint32_t items[Txn::kMaxAccesses];
+    uint32_t first = kNone, last = kNone;
+    bool judged = false;
+    std::vector<std::byte> buf;  // request, then reply: max_payload bytes each
     std::byte* req = nullptr;
-    rpc::Reply reply;
+    rpc::Reply reply;  // the endpoint writes it while the call is in flight: never moves
   };
+  template <typename Fn>
+  void for_each_item_of(uint32_t k, Fn&& fn) const {
+    for (uint32_t j = calls_[k]->first; j != kNone; j = items_[j].next) fn(items_[j].id);
+  }
+
   Coordinator& c_;
   rpc::HandlerId handler_;
-  uint32_t bank_;
   uint32_t max_payload_;
   std::optional<rpc::Batch> inflight_;
   runtime::WaitGroup::Ref inflight_wait_{nullptr};
   uint32_t ncalls_ = 0;
   int cur_[64];  // current call per node (the last one opened for it), -1: none
-  Call calls_[kMaxCalls];
+  // Calls 0..ncalls_-1 are this stage's; the rest are kept with their
+  // buffers for the next stage that needs as many.
+  std::vector<std::unique_ptr<Call>> calls_;
+  std::vector<Item> items_;
 };
 
 // Reads the items of a request, checking every length.

@@ -63,8 +63,8 @@ runtime::Task<void> Coordinator::settle_commit_batch() {
   const bool ok = co_await commit_items_.finish();
   commit_items_.end_flight();
   // Every owner answered (the common case): judged here, no retry task.
-  const uint32_t judged = judge_unlocks(*this, commit_items_, 0, true);
-  if (!ok) co_await retry_unlocks(*this, commit_items_, judged);
+  judge_unlocks(*this, commit_items_, true);
+  if (!ok) co_await retry_unlocks(*this, commit_items_);
 }
 
 }  // namespace rdtx::txn

@@ -674,6 +674,14 @@ TEST(CheckPlan, ProtocolRegionDeviceAndPauseNodeAreCheckedBeforeTheRun) {
             std::string::npos)
       << big;
   EXPECT_EQ(error_of(with({"cluster.devargs=shm,mtu=4096", "ycsb.record_bytes=1024"})), "");
+  // RPC reads and locks carry the whole tuple: MVCC's holds 4 versions, so
+  // a record that fits a 1024-byte datagram alone does not in its tuple.
+  EXPECT_EQ(error_of(with({"cluster.devargs=shm,mtu=1024", "ycsb.record_bytes=400"})), "");
+  const std::string mvcc = error_of({"txn.protocol=mvcc", "txn.pipeline.fetch=rpc", "txn.pipeline.commit=rpc",
+                                     "cluster.devargs=shm,mtu=1024", "ycsb.record_bytes=400"});
+  EXPECT_NE(mvcc.find("a 400-byte record of table"), std::string::npos) << mvcc;
+  EXPECT_NE(mvcc.find("protocol mvcc's metadata and versions"), std::string::npos) << mvcc;
+  EXPECT_NE(mvcc.find("does not fit the device's 1024-byte datagrams"), std::string::npos) << mvcc;
   // One-sided stages send no records over RPC.
   EXPECT_EQ(error_of({"cluster.devargs=shm,mtu=64", "ycsb.record_bytes=4096", "txn.pipeline.fetch=onesided",
                       "txn.pipeline.lock=onesided", "txn.pipeline.validate=onesided",

@@ -253,14 +253,14 @@ class StopBudget {
 };
 
 // Settling a write-back/release batch: judge_unlocks() checks the owners'
-// answers of the calls not judged yet (bit k of `judged`: call k was) and
-// returns the calls judged; `first`: these are the first copies (a re-sent
+// answers of the calls not judged yet (ItemBatch::judged) and marks them
+// judged; `first`: these are the first copies (a re-sent
 // copy may find the lock already freed by an earlier one). Unless every
 // call was answered, retry_unlocks() then re-sends the unanswered calls
 // until all are answered.
 class ItemBatch;
-uint32_t judge_unlocks(Coordinator& c, ItemBatch& batch, uint32_t judged, bool first);
-runtime::Task<void> retry_unlocks(Coordinator& c, ItemBatch& batch, uint32_t judged);
+void judge_unlocks(Coordinator& c, ItemBatch& batch, bool first);
+runtime::Task<void> retry_unlocks(Coordinator& c, ItemBatch& batch);
 
 // Unlocks every access the attempt holds (RPC: owner-checked, retried).
 // Yields true (a release module's result: nothing more to do).

@@ -37,11 +37,11 @@ void add_unlock_items(Coordinator& c, Txn& t, ItemBatch& batch, WriteBackSpec sp
 
 }  // namespace
 
-uint32_t judge_unlocks(Coordinator& c, ItemBatch& batch, uint32_t judged, bool first) {
+void judge_unlocks(Coordinator& c, ItemBatch& batch, bool first) {
   WorkerStats& st = c.engine().stats();
   for (uint32_t k = 0; k < batch.calls(); ++k) {
-    if ((judged >> k & 1) || batch.call_failed(k)) continue;
-    judged |= 1u << k;
+    if (batch.judged(k) || batch.call_failed(k)) continue;
+    batch.set_judged(k);
     const bool wellformed = batch.for_each_reply_of(k, [&](uint32_t, const ItemReply& r, std::span<const std::byte>) {
       // A re-sent copy finds the lock free (an earlier copy applied), or
       // the row gone (applied, then another transaction erased the row).
@@ -50,12 +50,11 @@ uint32_t judge_unlocks(Coordinator& c, ItemBatch& batch, uint32_t judged, bool f
     });
     if (!wellformed) ++st.commit_errors;
   }
-  return judged;
 }
 
 // Re-sends what got no answer until every owner answered. A re-sent message
 // whose owner no longer sees the lock held was applied by an earlier copy.
-Task<void> retry_unlocks(Coordinator& c, ItemBatch& batch, uint32_t judged) {
+Task<void> retry_unlocks(Coordinator& c, ItemBatch& batch) {
   // Unanswered write-backs and releases are re-sent until every owner
   // answered (a stalled owner answers when it resumes); only a stopping
   // worker gives up (StopBudget), and the run's checks report it.
@@ -68,7 +67,7 @@ Task<void> retry_unlocks(Coordinator& c, ItemBatch& batch, uint32_t judged) {
     ++st.commit_retries;
     c.lock_value_lingers();
     const bool sent_ok = co_await batch.retry_failed();
-    judged = judge_unlocks(c, batch, judged, false);
+    judge_unlocks(c, batch, false);
     if (sent_ok) co_return;
   }
 }
@@ -87,8 +86,8 @@ Task<bool> unlock_rpc(Coordinator& c, Txn& t, WriteBackSpec spec, uint64_t value
     co_return true;
   }
   const bool ok = co_await batch.call();
-  const uint32_t judged = judge_unlocks(c, batch, 0, true);
-  if (!ok) co_await retry_unlocks(c, batch, judged);
+  judge_unlocks(c, batch, true);
+  if (!ok) co_await retry_unlocks(c, batch);
   co_return true;
 }
 
