@@ -118,9 +118,16 @@ constexpr uint64_t kCountMask = kFinal - 1;
 constexpr uint64_t kMissing = UINT64_MAX;
 
 // RPC message headers: the batch (a3) and the forwarded values (F14 a3).
+// A batch larger than one message (a small MTU, a large epoch_size) goes in
+// chunks of up to batch_chunk_ bytes of CRs, each saying where it goes
+// (`offset` into the CRs) and carrying the received word and the checksum of
+// the whole batch, as ForwardMsg below: the member takes the batch when the
+// checksum matches, whatever order the chunks came in.
 struct BatchMsg {
   uint32_t co;
   uint32_t src;
+  uint32_t offset;
+  uint32_t reserved;
   uint64_t received;
   uint64_t checksum;
 };
@@ -144,7 +151,9 @@ constexpr uint32_t kMaxForwardChunks = 16;
 // calvin.max_accesses = 0 for a workload that gives no bound
 // (Workload::max_declared() 0 for every type).
 constexpr uint32_t kDefaultMaxAccesses = 16;
-static_assert(sizeof(BatchMsg) == 24 && sizeof(ForwardMsg) == 32);
+static_assert(sizeof(BatchMsg) == 32 && sizeof(ForwardMsg) == 32);
+// The most chunks a batch may take (init() refuses more).
+constexpr uint32_t kMaxBatchChunks = 64;
 
 uint64_t batch_checksum(uint64_t received, const std::byte* crs, uint64_t bytes) {
   return checksum_words(checksum_start(received), crs, 0, static_cast<uint32_t>(bytes));
@@ -394,6 +403,7 @@ struct CoState {
   std::vector<uint64_t> ready_tsc;    // [k]: when its locks here were granted
   std::vector<stats::VerbCounts> forward_net;  // [k]: the reporter's forwarding verbs
   std::vector<rpc::Reply> forward_replies;    // [chunk][node]: forward()'s calls by RPC
+  std::vector<rpc::Reply> batch_replies;      // [chunk][node]: broadcast()'s calls by RPC
   std::vector<uint64_t> gen_tsc;      // [i] of this member's own batch
   uint64_t epoch_tsc = 0;             // when this member began the epoch's sequencing
   uint64_t publish_tsc = 0;           // when it published the epoch's requests to the lock manager
@@ -480,6 +490,7 @@ class Calvin final : public Protocol {
   std::shared_ptr<LockShards> lms_;
   uint32_t shards_ = 1;
   uint32_t forward_chunk_ = 0;  // values bytes an RPC forward message carries
+  uint32_t batch_chunk_ = 0;    // CR bytes an RPC batch message carries
   rpc::HandlerId batch_handler_ = 0, forward_handler_ = 0;
   std::vector<CoState> co_;
   bool failed_ = false;  // the run failed here: every group stops
@@ -547,10 +558,11 @@ Result<void> Calvin::init() {
   region_ = e_.db().local_region(me_, e_.ctx().index);
   lkey_ = e_.db().local_region_lkey(me_, e_.ctx().index);
   const uint32_t max_payload = e_.ctx().rpc->max_payload();
-  if (o_.stage(Stage::kSequence) == Primitive::kRpc && sizeof(BatchMsg) + g_.crb_bytes - 16 > max_payload)
-    return make_error(EINVAL, "calvin.epoch_size = %u: a batch of %llu bytes exceeds an RPC message (%u bytes)",
-                      s_.epoch_size, static_cast<unsigned long long>(sizeof(BatchMsg) + g_.crb_bytes - 16),
-                      max_payload);
+  batch_chunk_ = (max_payload - static_cast<uint32_t>(sizeof(BatchMsg))) & ~7u;
+  if (o_.stage(Stage::kSequence) == Primitive::kRpc && (g_.crb_bytes - 16 + batch_chunk_ - 1) / batch_chunk_ > kMaxBatchChunks)
+    return make_error(EINVAL,
+                      "calvin.epoch_size = %u: a batch of %llu bytes takes more than %u RPC messages of %u bytes",
+                      s_.epoch_size, static_cast<unsigned long long>(g_.crb_bytes - 16), kMaxBatchChunks, max_payload);
   forward_chunk_ = (max_payload - static_cast<uint32_t>(sizeof(ForwardMsg))) & ~7u;
   if (o_.stage(Stage::kFetch) == Primitive::kRpc &&
       (g_.slot_payload + forward_chunk_ - 1) / forward_chunk_ > kMaxForwardChunks)
@@ -591,6 +603,8 @@ Result<void> Calvin::init() {
     cs.step.resize(per_epoch);
     cs.ready_tsc.resize(per_epoch);
     cs.forward_net.resize(per_epoch);
+    if (o_.stage(Stage::kSequence) == Primitive::kRpc)
+      cs.batch_replies.resize(size_t{nodes_} * ((g_.crb_bytes - 16 + batch_chunk_ - 1) / batch_chunk_ + 1));
     if (o_.stage(Stage::kFetch) == Primitive::kRpc)
       cs.forward_replies.resize(size_t{nodes_} * ((g_.slot_payload + forward_chunk_ - 1) / forward_chunk_));
     cs.gen_tsc.resize(s_.epoch_size);
@@ -610,22 +624,28 @@ Result<void> Calvin::init() {
   return {};
 }
 
-// a3 (RPC): the batch of `src` into this member's CRB. Idempotent: a batch
-// of an epoch not newer than the one the CRB holds (a duplicate, or a late
-// copy of an old one) is ignored; nothing is granted, so there is no fence.
+// a3 (RPC): a chunk of the batch of `src` into this member's CRB, at its
+// offset, with the received word and the checksum of the whole batch.
+// Idempotent: a chunk of an epoch older than the one the CRB holds (a late
+// copy of an old batch) is ignored, and one of the CRB's epoch is another
+// chunk or a resend of one (the same bytes); nothing is granted, so there
+// is no fence. The member takes the batch once its checksum matches
+// (wait_batches).
 void Calvin::handle_batch(rpc::Request& r) {
   const std::span<const std::byte> p = r.payload();
   BatchMsg m;
   if (p.size() < sizeof m) return;
   std::memcpy(&m, p.data(), sizeof m);
   const uint64_t count = m.received & kCountMask;
-  if (m.co >= g_.coroutines || m.src >= nodes_ || count > g_.epoch_size ||
-      p.size() != sizeof m + count * g_.cr_bytes || (m.received >> 32) == 0)
+  const uint64_t bytes = count * g_.cr_bytes;
+  const uint64_t chunk = p.size() - sizeof m;
+  if (m.co >= g_.coroutines || m.src >= nodes_ || count > g_.epoch_size || m.offset > bytes ||
+      chunk > bytes - m.offset || (chunk == 0 && bytes != 0) || (m.received >> 32) == 0)
     return;  // malformed: no answer changes anything, the caller re-sends
   std::byte* crb = at(g_.crb(m.co, m.src, m.received >> 32));
   const uint64_t held = word_at(crb).load(std::memory_order_acquire);
-  if ((held >> 32) >= (m.received >> 32)) return;
-  std::memcpy(crb + 16, p.data() + sizeof m, count * g_.cr_bytes);
+  if ((held >> 32) > (m.received >> 32)) return;
+  std::memcpy(crb + 16 + m.offset, p.data() + sizeof m, chunk);
   std::memcpy(crb + 8, &m.checksum, 8);
   // release: the CRs before the word the member polls.
   word_at(crb).store(m.received, std::memory_order_release);
@@ -658,7 +678,7 @@ void Calvin::handle_forward(rpc::Request& r) {
 Task<bool> Calvin::broadcast(Coordinator& c, uint64_t epoch, uint32_t count, bool final) {
   const uint32_t co = c.index();
   std::byte* st = at(g_.staging(co));
-  BatchMsg m{co, me_, (epoch << 32) | (final ? kFinal : 0) | count, 0};
+  BatchMsg m{co, me_, 0, 0, (epoch << 32) | (final ? kFinal : 0) | count, 0};
   const uint64_t bytes = count * g_.cr_bytes;
   m.checksum = batch_checksum(m.received, st + sizeof m, bytes);
   std::memcpy(st, &m, sizeof m);
@@ -681,14 +701,14 @@ Task<bool> Calvin::broadcast(Coordinator& c, uint64_t epoch, uint32_t count, boo
         const uint64_t remote = rd.addr + g_.crb(co, me_, epoch);
         rdma::WorkRequest* w = b.add(d);
         w->opcode = rdma::Opcode::kWrite;
-        w->local = st + 16;
+        w->local = st + 24;  // the checksum, then the CRs
         w->length = static_cast<uint32_t>(8 + bytes);
         w->lkey = lkey_;
         w->remote_addr = remote + 8;
         w->rkey = rd.rkey;
         rdma::WorkRequest* h = b.add(d);
         h->opcode = rdma::Opcode::kWrite;
-        h->local = st + 8;
+        h->local = st + 16;  // the received word
         h->length = 8;
         h->lkey = lkey_;
         h->remote_addr = remote;
@@ -700,28 +720,52 @@ Task<bool> Calvin::broadcast(Coordinator& c, uint64_t epoch, uint32_t count, boo
       co_await runtime::poll_wait();
     }
   }
-  // a1-a3: one call per counterpart; a call that gets no answer (a datagram
-  // lost) is sent again until answered: the group cannot go on without it.
-  uint64_t pending = 0;
+  // a1-a3: a call per counterpart and chunk, all in one batch (a chunk's
+  // message is its header written just before its CRs in the staging area,
+  // as forward() does); a call that gets no answer (a datagram lost) is sent
+  // again until answered: the group cannot go on without it.
+  const uint32_t chunks = bytes == 0 ? 1 : static_cast<uint32_t>((bytes + batch_chunk_ - 1) / batch_chunk_);
+  uint64_t others = 0;
   for (uint32_t d = 0; d < nodes_; ++d)
-    if (d != me_) pending |= uint64_t{1} << d;
-  rpc::Reply replies[kMaxNodes];
-  while (pending != 0) {
+    if (d != me_) others |= uint64_t{1} << d;
+  uint64_t pending[kMaxBatchChunks];
+  for (uint32_t i = 0; i < chunks; ++i) pending[i] = others;
+  rpc::Reply* replies = co_[co].batch_replies.data();  // [chunk][node]
+  for (;;) {
     rpc::Batch b(*e_.ctx().rpc);
-    for (uint32_t d = 0; d < nodes_; ++d) {
-      if (!(pending >> d & 1)) continue;
-      replies[d] = rpc::Reply{};
-      b.call(d * wpn_ + e_.ctx().index, batch_handler_,
-             std::span<const std::byte>(st, sizeof m + bytes), &replies[d]);
-      c.count_verb(stats::Verb::kSend, sizeof m + bytes);
+    for (uint32_t i = 0; i < chunks; ++i) {
+      if (pending[i] == 0) continue;
+      const uint32_t off = i * batch_chunk_;
+      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(batch_chunk_, bytes - off));
+      std::byte* h = st + off;
+      std::byte saved[sizeof m];
+      std::memcpy(saved, h, sizeof m);
+      m.offset = off;
+      std::memcpy(h, &m, sizeof m);
+      for (uint64_t t = pending[i]; t != 0; t &= t - 1) {
+        const uint32_t d = static_cast<uint32_t>(std::countr_zero(t));
+        rpc::Reply& r = replies[size_t{i} * nodes_ + d];
+        r = rpc::Reply{};
+        b.call(d * wpn_ + e_.ctx().index, batch_handler_, std::span<const std::byte>(h, sizeof m + n), &r);
+        c.count_verb(stats::Verb::kSend, sizeof m + n);
+      }
+      if (i != 0) std::memcpy(h, saved, sizeof m);
     }
     co_await b.send();
     c.count_round_trip();
     uint32_t late = 0;
-    for (uint32_t d = 0; d < nodes_; ++d)
-      if ((pending >> d & 1) && replies[d].status == rpc::CallStatus::kOk) pending &= ~(uint64_t{1} << d);
-      else if (pending >> d & 1) late = d;
-    if (pending == 0) break;
+    bool done = true;
+    for (uint32_t i = 0; i < chunks; ++i)
+      for (uint64_t t = pending[i]; t != 0; t &= t - 1) {
+        const uint32_t d = static_cast<uint32_t>(std::countr_zero(t));
+        if (replies[size_t{i} * nodes_ + d].status == rpc::CallStatus::kOk) {
+          pending[i] &= ~(uint64_t{1} << d);
+        } else {
+          late = d;
+          done = false;
+        }
+      }
+    if (done) break;
     if (stalled(c, since, "an answer to a batch", late)) co_return false;
     // A call that could not even be queued (no credit or send buffer) ends
     // at once: let the loop run before sending again.
@@ -1488,7 +1532,8 @@ Geometry Geometry::make(uint32_t nodes, uint32_t coroutines, uint32_t epoch_size
   g.slot_bytes = 16 + g.slot_payload;
   // Outgoing: an RPC header (whose one-sided form skips its first words) and
   // the larger of a batch and a slot.
-  g.staging_bytes = (sizeof(ForwardMsg) + std::max(g.crb_bytes, g.slot_bytes) + 63) & ~uint64_t{63};
+  g.staging_bytes =
+      (std::max(sizeof(ForwardMsg), sizeof(BatchMsg)) + std::max(g.crb_bytes, g.slot_bytes) + 63) & ~uint64_t{63};
   const uint64_t crbs = uint64_t{nodes} * 2 * g.crb_bytes;
   const uint64_t cfb = uint64_t{nodes} * epoch_size * nodes * g.slot_bytes;
   g.co_bytes = (crbs + cfb + g.staging_bytes + 63) & ~uint64_t{63};
