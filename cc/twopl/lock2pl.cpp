@@ -154,6 +154,9 @@ class Lock2pl final : public Protocol {
   const uint64_t call_timeout_ns;
   // X; S in the broken variants (two writers share a row: lost updates).
   const LockMode write_mode;
+  // The broken variant 2pl-broken-firstyes: the 2PC decides commit on the
+  // first yes vote, not on every participant's.
+  bool first_yes = false;
   // S, held to the end (serializable), or a short S (read committed); TO: a
   // read.
   const uint64_t read_mode;
@@ -581,9 +584,9 @@ Task<bool> vote(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) {
       yes += v & 0xffffffffu;
       no += v >> 32;
     }
-    return yes + no >= n || env::tsc() > deadline;
+    return yes + no >= n || (p.first_yes && yes > 0) || env::tsc() > deadline;
   });
-  if (no == 0 && yes == n) co_return true;
+  if (no == 0 && (yes == n || (p.first_yes && yes > 0))) co_return true;
   // An abort vote, a count short of the participants (a lost request or
   // vote) or past them (a late vote of an earlier attempt): no commit.
   t.fail(no > 0 ? kVoteAbort : kVoteTimeoutAbort);
@@ -668,6 +671,11 @@ Result<std::unique_ptr<Protocol>> create_shared_writes(WorkerEngine& e) { return
 Result<std::unique_ptr<Protocol>> create_scan_is(WorkerEngine& e) {
   return make(e, LockMode::kX, false, LockMode::kIS);
 }
+Result<std::unique_ptr<Protocol>> create_first_yes(WorkerEngine& e) {
+  auto p = make(e, LockMode::kX, false);
+  if (p.ok()) static_cast<Lock2pl&>(**p).first_yes = true;
+  return p;
+}
 Result<std::unique_ptr<Protocol>> create_to(WorkerEngine& e) { return make(e, LockMode::kX, true); }
 Result<std::unique_ptr<Protocol>> create_to_writes_as_reads(WorkerEngine& e) { return make(e, LockMode::kS, true); }
 
@@ -742,6 +750,14 @@ constexpr ProtocolDef kLock2plScanIs =
     broken_variant(kLock2pl, "2pl-broken-scanis",
                    "2pl whose scans take IS on their partition (broken on purpose: tests only)", create_scan_is);
 
+// Broken on purpose (tests only): the 2PC commits on the first yes vote, so
+// an attempt commits although another participant voted abort or never
+// voted; that participant refuses the commit (kLockVotedNo), a commit error
+// (BrokenProtocol.FirstYesVoteCommitIsCaught).
+constexpr ProtocolDef kLock2plFirstYes =
+    broken_variant(kLock2pl, "2pl-broken-firstyes",
+                   "2pl whose 2PC commits on the first yes vote (broken on purpose: tests only)", create_first_yes);
+
 // Timestamp ordering: the item's rts and wts are the tuple's two protocol
 // words (zero in a new tuple: a row no one can have read before its
 // inserter's guard, txn.hpp). A row that moves would lose them: refused.
@@ -770,6 +786,7 @@ constexpr ProtocolDef kToWritesAsReads =
 RDTX_REGISTER_PROTOCOL(kLock2pl)
 RDTX_REGISTER_PROTOCOL(kLock2plSharedWrites)
 RDTX_REGISTER_PROTOCOL(kLock2plScanIs)
+RDTX_REGISTER_PROTOCOL(kLock2plFirstYes)
 RDTX_REGISTER_PROTOCOL(kTo)
 RDTX_REGISTER_PROTOCOL(kToWritesAsReads)
 

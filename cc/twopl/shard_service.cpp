@@ -58,6 +58,7 @@ ShardService<Table>::ShardService(txn::WorkerEngine& e, const typename Table::Li
   for (Pending& p : pending_) p.reply.resize(max_payload);
   if constexpr (!kTimestampOrdering) {
     voted_.assign(static_cast<size_t>(e.db().nodes()) * workers_per_node_ * txn::kMaxCoroutines, 0);
+    refused_.assign(voted_.size(), 0);
     abort_every_ = static_cast<uint64_t>(e.options().setting_int("2pl.test_vote_abort_every", 0));
     drop_every_ = static_cast<uint64_t>(e.options().setting_int("2pl.test_vote_drop_every", 0));
     vote_queue_.resize(std::max<size_t>(voted_.size(), 1));
@@ -318,6 +319,10 @@ void ShardService<Table>::serve_end(rpc::Request& r) {
     }
     txn = h.arg0;
     commit = h.arg1 == kEndCommit;
+    if (commit && voted_no(txn)) {  // nothing installed; the locks are released below
+      out.add({kLockVotedNo, 0, 0, 0, 0});
+      continue;
+    }
     if (data.empty()) {  // a release only
       out.add({kLockGranted, 0, 0, 0, 0});
       continue;
@@ -365,6 +370,17 @@ void ShardService<Table>::serve_end(rpc::Request& r) {
 }
 
 template <class Table>
+bool ShardService<Table>::voted_no(uint64_t txn) const {
+  if constexpr (kTimestampOrdering) {
+    return false;
+  } else {
+    const uint32_t node = txn::txn_node(txn), worker = txn::txn_worker(txn), co = txn::txn_coroutine(txn);
+    if (node >= e_.db().nodes() || worker >= workers_per_node_ || co >= txn::kMaxCoroutines) return false;
+    return refused_[(size_t{node} * workers_per_node_ + worker) * txn::kMaxCoroutines + co] == txn;
+  }
+}
+
+template <class Table>
 void ShardService<Table>::serve_vote(rpc::Request& r) {
   if constexpr (!kTimestampOrdering) {
     std::span<const std::byte> in = r.payload();
@@ -373,7 +389,8 @@ void ShardService<Table>::serve_vote(rpc::Request& r) {
     std::memcpy(&txn, in.data(), 8);
     const uint32_t node = txn::txn_node(txn), worker = txn::txn_worker(txn), co = txn::txn_coroutine(txn);
     if (node >= e_.db().nodes() || worker >= workers_per_node_ || co >= e_.options().coroutines) return;
-    uint32_t& last = voted_[(size_t{node} * workers_per_node_ + worker) * txn::kMaxCoroutines + co];
+    const size_t who = (size_t{node} * workers_per_node_ + worker) * txn::kMaxCoroutines + co;
+    uint32_t& last = voted_[who];
     const uint32_t seq = static_cast<uint32_t>(txn);
     if (last != 0 && seq + 1 <= last) return;  // this attempt (or a later one) voted: a copy
     last = seq + 1;
@@ -384,7 +401,12 @@ void ShardService<Table>::serve_vote(rpc::Request& r) {
     // vote request is answered with abort, or not at all.
     ++votes_seen_;
     if (abort_every_ != 0 && votes_seen_ % abort_every_ == 0) yes = false;
-    if (drop_every_ != 0 && votes_seen_ % drop_every_ == 0) return;
+    const bool drop = drop_every_ != 0 && votes_seen_ % drop_every_ == 0;
+    // A participant that did not vote yes never commits the attempt
+    // (serve_end refuses it): a coordinator deciding without every yes is
+    // caught by its commit errors.
+    if (!yes || drop) refused_[who] = txn;
+    if (drop) return;
     const uint32_t cap = static_cast<uint32_t>(vote_queue_.size());
     if (vq_count_ == cap) return;  // cannot happen: one queued vote per coordinator at most
     vote_queue_[(vq_head_ + vq_count_) % cap] = {txn, yes};

@@ -78,6 +78,7 @@ enum LockStatus : int32_t {
   kLockNotHeld = 4,   // end: the attempt holds no such lock here (a re-sent copy, or a bug)
   kLockFenced = 5,    // the attempt ended here already
   kLockTimedOut = 7,  // waited past the wait limit
+  kLockVotedNo = 6,   // end: a commit of an attempt this shard did not vote yes for (2PC broken)
   kLockFull = 8,      // the shard's lock table (or its deferred calls) is full
   kLockPending = 9,   // internal: a reserved reply not answered yet
 };
@@ -158,6 +159,8 @@ class ShardService final : public txn::Service {
   // (kNoPending: complete; the caller sets its transport).
   uint32_t serve_items(std::span<const std::byte> payload, std::span<std::byte> out, uint32_t* pending);
   void serve_end(rpc::Request& r);
+  // Whether this shard voted abort for attempt `txn` (or dropped its vote).
+  bool voted_no(uint64_t txn) const;
   // Mailboxes (2pl, fetch = mailbox): requests taken from the slots, replies
   // WRITten from staging slots (one WRITE in flight each).
   int poll_mailboxes();
@@ -193,6 +196,10 @@ class ShardService final : public txn::Service {
     bool yes;
   };
   std::vector<uint32_t> voted_;
+  // Per coordinator: the last attempt this shard voted abort for, or whose
+  // vote it never sent (tests' drops): a commit of it is refused
+  // (kLockVotedNo), which the coordinator counts as a commit error.
+  std::vector<uint64_t> refused_;
   std::vector<Vote> vote_queue_;
   uint32_t vq_head_ = 0, vq_count_ = 0;
   runtime::WaitGroup faa_wg_;

@@ -233,8 +233,27 @@ TEST(Lock2pl, AnAbortVoteOrAMissingVoteAbortsTheAttempt) {
     EXPECT_GT(aborts_named(r, reason), 0u);
     EXPECT_TRUE(r.invariants.ok()) << r.invariants.error().message;
     EXPECT_EQ(r.locks_left, 0u);
-    EXPECT_EQ(r.total.commit_errors, 0u);
+    // A participant that voted abort, or whose vote was dropped, refuses a
+    // commit of the attempt: none came.
+    EXPECT_EQ(r.total.commit_errors, 0u) << "a commit reached a participant that had not voted yes";
     EXPECT_TRUE(out->check.certified) << out->check_text;
+  }
+}
+
+// 2PL whose 2PC commits on the first yes vote (2pl-broken-firstyes): with
+// every 7th vote an abort, or dropped, an attempt commits at a participant
+// that did not vote yes, which refuses it (a commit error). Real votes are
+// all yes, so nothing else would show it: the history stays serializable.
+TEST(BrokenProtocol, FirstYesVoteCommitIsCaught) {
+  for (const char* hook : {"2pl.test_vote_abort_every", "2pl.test_vote_drop_every"}) {
+    SCOPED_TRACE(hook);
+    Combo cb{"smallbank", "2pl-broken-firstyes/bounded_wait"};
+    cb.settings = {{hook, "7"}};
+    cb.rpc_timeout_ns = 2'000'000;
+    auto out = run_contended(cb, 1, 0.3);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    EXPECT_GT(out->run.total.votes, 0u);
+    EXPECT_GT(out->run.total.commit_errors, 0u) << "a commit without every yes vote was not refused";
   }
 }
 
