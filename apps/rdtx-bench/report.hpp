@@ -14,20 +14,12 @@
 #include "history/checker.hpp"
 #include "rdma/rdma.hpp"
 #include "run/runner.hpp"
+#include "run/verdict.hpp"
 
 namespace rdtx::bench {
 
-// One correctness check of a run. `key` names it in the JSON.
-struct Check {
-  const char* key;
-  const char* label;
-  uint64_t value = 0;  // what was counted (0 for the invariant check)
-  bool ok = true;
-  std::string message;  // why it failed (invariants), else ""
-  // Not done to the end: SIGINT or SIGTERM came and its grace ran out
-  // (runtime::stop_grace_over()). Not ok either: nothing was proven.
-  bool not_checked = false;
-};
+// One correctness check of a run (run/verdict.hpp).
+using run::Check;
 
 // The recorded history of a run (history.record): where it was written and
 // what the checker said.
@@ -66,12 +58,9 @@ struct Report {
   bool passed() const;
 };
 
-// The checks of a finished run: the workload's invariants, no lock left, no
-// malformed RPC, no RPC timeout, no passive request timed out or failed, no
-// failed commit, no network abort, at least one commit (unless the run
-// was interrupted), and a steady state: a measured window of at least ten
-// median latencies and (with `warmup_s` > 0) a warm-up of at least two.
-// With a checked history, also: the checker certified it.
+// The checks of a finished run (run::verdict, with timeouts allowed and the
+// steady-state check): with a recorded history that was checked, or failed
+// to be, also the history's.
 std::vector<Check> run_checks(const run::RunResult& r, bool interrupted, const HistoryResult* history = nullptr,
                               double warmup_s = 0);
 

@@ -20,27 +20,23 @@ inline void expect_contended_run_ok(const Combo& cb) {
   ASSERT_TRUE(out.ok()) << out.error().message;
   const run::RunResult& r = out->run;
   SCOPED_TRACE(summary(r));
-  EXPECT_TRUE(r.invariants.ok()) << r.invariants.error().message;
-  EXPECT_EQ(r.locks_left, 0u) << "a lock was left held";
-  EXPECT_EQ(r.tasks_left, 0u) << "coroutines were still running when the drain gave up";
+  // rdtx-bench's checks (run/verdict.hpp), strict: on a fault-free fabric
+  // no call times out and no attempt aborts on the network. They include
+  // the history, certified at the protocol's level and holding every
+  // commit (none dropped).
+  EXPECT_EQ(strict_verdict_failures(*out), "");
+  EXPECT_FALSE(out->check.truncated);
   // Progress, not speed: sanitizer builds run ~10x slower.
   EXPECT_GT(r.total.commits, 20u);
   EXPECT_EQ(conflicts_unseen(r, cb.protocol), "");
-  EXPECT_EQ(r.total.aborts[static_cast<int>(txn::AbortReason::kNetwork)], 0u);
-  EXPECT_EQ(r.total.commit_errors, 0u);
-  EXPECT_EQ(r.total.insert_errors, 0u) << "a row inserted twice, or a table full";
-  // Replication: every backup equals its primary after the run, and the
-  // log stage did work (entries sent, records applied on the backups).
-  EXPECT_TRUE(r.replicas_equal.ok()) << r.replicas_equal.error().message;
-  EXPECT_EQ(r.total.log_errors, 0u);
+  // Replication: the log stage did work (entries sent, records applied on
+  // the backups); the verdict compared the replicas with their primaries.
   if (cb.replicas > 1) {
     EXPECT_GT(r.total.log_entries, 0u);
     EXPECT_GT(r.total.log_applied, 0u);
   } else {
     EXPECT_EQ(r.total.log_entries, 0u);
   }
-  EXPECT_EQ(r.rpc_malformed, 0u);
-  EXPECT_EQ(r.rpc_timeouts, 0u);
   if (cb.protocol.rfind("waitdie", 0) == 0) {
     EXPECT_EQ(aborts_named(r, "lock_conflict"), 0u) << "WAITDIE aborts only by dying";
     EXPECT_GT(aborts_named(r, "wait_die"), 0u);
@@ -48,11 +44,6 @@ inline void expect_contended_run_ok(const Combo& cb) {
   if (cb.protocol.rfind("nowait", 0) == 0) {
     EXPECT_EQ(aborts_named(r, "wait_die"), 0u);
   }
-  // The history: every committed attempt recorded (none dropped), and
-  // certified serializable.
-  EXPECT_TRUE(out->check.certified) << out->check_text;
-  EXPECT_FALSE(out->check.truncated);
-  EXPECT_GE(out->check.stats.committed, r.total.commits);
   if (conflicts_abort(cb.protocol)) {
     EXPECT_GT(out->check.stats.aborted, 0u) << "aborted attempts are recorded too";
   }

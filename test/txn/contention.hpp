@@ -22,6 +22,7 @@
 #include "cc/occ/occ.hpp"
 #include "history/checker.hpp"
 #include "run/runner.hpp"
+#include "run/verdict.hpp"
 #include "txn/protocol.hpp"
 #include "txn/workload.hpp"
 
@@ -465,6 +466,27 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
 // serialise, TPC-C's New-Orders on one D_NEXT_O_ID) or a workload condition
 // broken. (TPC-C/no's anomalies under a broken protocol often show so
 // first: the second New-Order of a lost update fails its insert.)
+// The run's verdict (run/verdict.hpp, what rdtx-bench checks) with the
+// outcome's history: "" if every check passed, else the failed ones, a line
+// each. Tests' windows are short: no steady-state check.
+inline std::string verdict_failures(const Outcome& o, run::VerdictOptions opts = {}) {
+  run::HistoryVerdict hv;
+  hv.certified = o.check.certified;
+  hv.anomalies = o.check.anomalies();
+  hv.message = o.check_text;
+  hv.committed = o.check.stats.committed;
+  opts.history = &hv;
+  opts.steady_state = false;
+  return run::failures(run::verdict(o.run, opts));
+}
+// The same on a fault-free fabric: no call may time out and no attempt
+// abort on the network.
+inline std::string strict_verdict_failures(const Outcome& o) {
+  run::VerdictOptions opts;
+  opts.timeouts_allowed = false;
+  return verdict_failures(o, opts);
+}
+
 inline bool caught(const Outcome& o) {
   return !o.check.certified || o.run.total.insert_errors > 0 || !o.run.invariants.ok();
 }

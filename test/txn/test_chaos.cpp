@@ -105,19 +105,14 @@ TEST_P(ChaosTest, NothingLostUnderFaults) {
   ASSERT_TRUE(out.ok()) << out.error().message << " (seed " << seed() << ")";
   const run::RunResult& r = out->run;
   SCOPED_TRACE("seed " + std::to_string(seed()) + ": " + summary(r));
-  EXPECT_TRUE(r.invariants.ok()) << r.invariants.error().message;
-  EXPECT_EQ(r.locks_left, 0u) << "a lock was left held";
-  EXPECT_EQ(r.tasks_left, 0u) << "coroutines were still running when the drain gave up";
-  EXPECT_EQ(r.total.commit_errors, 0u) << "a commit or release did not reach its owner";
-  EXPECT_EQ(r.total.insert_errors, 0u) << "a row inserted twice, or a table full";
-  EXPECT_EQ(r.total.cancel_failures, 0u);
-  EXPECT_EQ(r.rpc_malformed, 0u);
-  EXPECT_TRUE(r.replicas_equal.ok()) << r.replicas_equal.error().message;
-  EXPECT_EQ(r.total.log_errors, 0u);
-  EXPECT_TRUE(out->check.certified) << out->check_text;
+  // rdtx-bench's checks (run/verdict.hpp): lost and late datagrams time
+  // calls out, and the attempts they abort are retried; nothing else may
+  // fail (a commit or release that did not reach its owner, a lock or a
+  // coroutine left, a cancel unanswered, replicas that differ, the history).
+  // Its commits check is progress after the fault: the measured window
+  // starts after the stall.
+  EXPECT_EQ(verdict_failures(*out), "");
   EXPECT_FALSE(out->check.truncated);
-  // Progress after the fault: the measured window (after the stall) commits.
-  EXPECT_GT(r.total.commits, 0u) << "no commit after the fault";
 }
 
 INSTANTIATE_TEST_SUITE_P(Chaos, ChaosTest, testing::ValuesIn(combos()),

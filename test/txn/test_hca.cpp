@@ -252,19 +252,9 @@ class HcaRun : public testing::TestWithParam<HcaCase> {};
 void expect_correct(const Combo& cb, const Outcome& out) {
   const run::RunResult& r = out.run;
   SCOPED_TRACE(summary(r));
-  EXPECT_TRUE(r.invariants.ok()) << r.invariants.error().message;
-  EXPECT_EQ(r.locks_left, 0u) << "a lock was left held";
-  EXPECT_EQ(r.tasks_left, 0u) << "coroutines were still running when the drain gave up";
-  EXPECT_GT(r.total.commits, 0u);
+  EXPECT_EQ(verdict_failures(out), "");
   EXPECT_EQ(conflicts_unseen(r, cb.protocol), "");
-  EXPECT_EQ(r.total.commit_errors, 0u) << "an owner refused a commit, or an owner atomic failed";
-  EXPECT_EQ(r.total.insert_errors, 0u);
-  EXPECT_EQ(r.total.cancel_failures, 0u);
-  EXPECT_EQ(r.rpc_malformed, 0u);
-  EXPECT_TRUE(r.replicas_equal.ok()) << r.replicas_equal.error().message;
-  EXPECT_TRUE(out.check.certified) << out.check_text;
   EXPECT_FALSE(out.check.truncated);
-  EXPECT_GE(out.check.stats.committed, r.total.commits);
 }
 
 TEST_P(HcaRun, MixedPipelinePassesEveryCheck) {

@@ -128,26 +128,18 @@ TEST_P(StressTest, SerializableWithInvariants) {
   const std::string name = current_test_name();
   ASSERT_TRUE(out.ok()) << out.error().message << "\nseed " << seed() << "; rerun: " << rerun_command(name);
   const run::RunResult& r = out->run;
-  const bool ok = r.invariants.ok() && r.locks_left == 0 && r.tasks_left == 0 && out->check.certified &&
-                  r.total.commits > 0 && conflicts_unseen(r, cb.protocol).empty() &&
-                  r.total.commit_errors == 0 && r.rpc_malformed == 0 &&
-                  r.total.aborts[static_cast<int>(AbortReason::kNetwork)] == 0 && r.replicas_equal.ok() &&
-                  r.total.log_errors == 0 && r.total.insert_errors == 0;
-  if (ok) return;
+  // rdtx-bench's checks (run/verdict.hpp); a call may time out here (the
+  // multi-process suite spins beside this one) if the attempt it aborted
+  // was retried, but no attempt may abort on the network otherwise.
+  const std::string failed = verdict_failures(*out);
+  const uint64_t net = r.total.aborts[static_cast<int>(AbortReason::kNetwork)];
+  const std::string unseen = conflicts_unseen(r, cb.protocol);
+  if (failed.empty() && unseen.empty() && net == 0) return;
   SCOPED_TRACE(failure_help(*out, name));
   SCOPED_TRACE(summary(r));
-  EXPECT_TRUE(r.invariants.ok()) << r.invariants.error().message;
-  EXPECT_EQ(r.locks_left, 0u) << "a lock was left held";
-  EXPECT_EQ(r.tasks_left, 0u) << "coroutines were still running when the drain gave up";
-  EXPECT_TRUE(out->check.certified) << out->check_text;
-  EXPECT_GT(r.total.commits, 0u);
-  EXPECT_EQ(conflicts_unseen(r, cb.protocol), "");
-  EXPECT_EQ(r.total.commit_errors, 0u);
-  EXPECT_EQ(r.rpc_malformed, 0u);
-  EXPECT_EQ(r.total.aborts[static_cast<int>(AbortReason::kNetwork)], 0u);
-  EXPECT_TRUE(r.replicas_equal.ok()) << r.replicas_equal.error().message;
-  EXPECT_EQ(r.total.log_errors, 0u);
-  EXPECT_EQ(r.total.insert_errors, 0u) << "a row inserted twice, or a table full";
+  EXPECT_EQ(failed, "");
+  EXPECT_EQ(unseen, "");
+  EXPECT_EQ(net, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stress, StressTest, testing::ValuesIn(combos()),
