@@ -825,13 +825,6 @@ Result<uint64_t> region_bytes(const RegionQuery& q) {
 
 }  // namespace
 
-// OCC's reasons first, in its order (kLockConflict and kValidation are
-// OCC's numbers), and the same texts.
-constexpr AbortReasonName kReasons[] = {{"lock_conflict", "lock conflict"},
-                                        {"validation", "validation failed"},
-                                        {"locked_at_read", "locked at read"},
-                                        {"unsettled_read", "copy torn or moved on every read"}};
-
 constexpr ProtocolDef kDef = {
     .name = "farm",
     .summary = "FaRM's commit: read without locks; LOCK records to the primaries' message logs, VALIDATE by READ, "
@@ -844,7 +837,7 @@ constexpr ProtocolDef kDef = {
                 .validate = {Primitive::kOneSided},  // VALIDATE
                 // log: the engine's (COMMIT-BACKUP)
                 .commit = {Primitive::kMailbox}},  // COMMIT-PRIMARY; ABORT
-    .abort_reasons = kReasons,
+    .abort_reasons = occ::kReasons,  // OCC's pieces report them (occ.hpp)
     .lock_held = lock_word0_held,
     .create = create,
     .region_bytes = region_bytes,

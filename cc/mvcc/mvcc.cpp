@@ -68,6 +68,9 @@ constexpr uint64_t kEmpty = UINT64_MAX;  // a slot without a version: never belo
 constexpr int kRecheckRounds = 4;        // b7 CAS lost / a2 traversals that saw a change
 constexpr int kLockedReadWaits = 16;     // fetch passes a read waits for an older writer's lock
 constexpr uint64_t kNever = UINT64_MAX;
+// finish_reads() READs the lock word and wts[0..3] into an access's extra space
+// at their tuple offsets.
+static_assert(kWtsOff + 8 * kVersions <= Coordinator::kExtraBytes);
 
 // The protocol's abort reasons, in the order of kDef.abort_reasons.
 const AbortReason kLockConflict = protocol_reason(0);

@@ -101,6 +101,8 @@ constexpr uint32_t kEntriesOff = 32;
 constexpr uint32_t kEntryBytes = 24;  // header, copy number, checksum
 constexpr uint32_t kMetaBytes = kEntriesOff + kBufferSlots * kEntryBytes;
 uint32_t entry_off(uint32_t s) { return kEntriesOff + s * kEntryBytes; }
+// An access's metadata is READ whole into its extra space (old_versions()).
+static_assert(kMetaBytes <= txn::Coordinator::kExtraBytes, "the metadata must fit an access's extra space");
 
 // --- overflow entries (words) ----------------------------------------------------
 enum OverflowWord : uint32_t {

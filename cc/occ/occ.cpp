@@ -198,11 +198,6 @@ Result<std::unique_ptr<Protocol>> create_unvalidated(WorkerEngine& e) { return m
 
 }  // namespace
 
-constexpr AbortReasonName kReasons[] = {{"lock_conflict", "lock conflict"},
-                                        {"validation", "validation failed"},
-                                        {"locked_at_read", "locked at read"},
-                                        {"unsettled_read", "copy torn or moved on every read"}};
-
 constexpr ProtocolDef kDef = {
     .name = "occ",
     .summary = "optimistic: read without locks; at commit lock writes, validate reads, write back (RTX / DrTM+H)",

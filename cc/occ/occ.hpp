@@ -18,9 +18,13 @@ inline constexpr uint32_t kMetaBytes = 24;
 struct AccessState {
   uint64_t version;
 };
-// The abort reasons these pieces report, first in the protocol's list and
-// in this order (ProtocolDef::abort_reasons): lock_conflict, validation,
-// locked_at_read, unsettled_read.
+// The abort reasons these pieces report: the whole list of a protocol
+// that composes them (ProtocolDef::abort_reasons = occ::kReasons, as OCC
+// and FaRM do), so their numbers below are that protocol's.
+inline constexpr txn::AbortReasonName kReasons[] = {{"lock_conflict", "lock conflict"},
+                                                    {"validation", "validation failed"},
+                                                    {"locked_at_read", "locked at read"},
+                                                    {"unsettled_read", "copy torn or moved on every read"}};
 inline const txn::AbortReason kLockConflict = txn::protocol_reason(0);
 inline const txn::AbortReason kValidation = txn::protocol_reason(1);
 inline const txn::AbortReason kLockedAtRead = txn::protocol_reason(2);

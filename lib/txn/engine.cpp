@@ -41,7 +41,7 @@ uint32_t slot_bytes_for(const Database& db) { return slot_bytes_for_tuple(db.max
 constexpr size_t kProbeBytes = 64;
 
 size_t scratch_bytes_for_tuple(uint32_t max_tuple_bytes, uint32_t coroutines, uint32_t banks) {
-  size_t per_bank = static_cast<size_t>(slot_bytes_for_tuple(max_tuple_bytes)) * Txn::kMaxAccesses + 128 * Txn::kMaxAccesses;
+  size_t per_bank = static_cast<size_t>(slot_bytes_for_tuple(max_tuple_bytes)) * Txn::kMaxAccesses + size_t{Coordinator::kExtraBytes} * Txn::kMaxAccesses;
   return (per_bank * banks + kProbeBytes) * coroutines;
 }
 

@@ -331,7 +331,10 @@ class Coordinator {
   // after the slots for protocol use (bucket reads, validation words).
   // Both in the current scratch bank (txn.options.scratch_banks).
   std::byte* slot(uint32_t i) { return bank() + static_cast<size_t>(i) * slot_bytes_; }
-  std::byte* extra(uint32_t i) { return bank() + extra_offset_ + static_cast<size_t>(i) * 128; }
+  // kExtraBytes each: a protocol that uses more says so with a
+  // static_assert against it.
+  static constexpr uint32_t kExtraBytes = 128;
+  std::byte* extra(uint32_t i) { return bank() + extra_offset_ + static_cast<size_t>(i) * kExtraBytes; }
   uint32_t lkey() const { return e_.ctx().scratch_mr.lkey; }
   // The table's partition on `node` as this worker reaches it (its rkey is
   // the one of the device context this worker's QPs to `node` connect to).
