@@ -417,39 +417,10 @@ Result<void> check_plan(const config::Config& cfg, const Plan& plan, const rdma:
         return make_error(EINVAL, "cluster.devargs = '%s' (%s): pause_node=%s is not a node of the cluster (0..%u)",
                           shortened(devargs).c_str(), cfg.origin("cluster.devargs").c_str(), v.c_str(), cc.nodes - 1);
     }
-  bool rpc = false;
-  for (int s = 0; s < static_cast<int>(txn::Stage::kCount_); ++s) {
-    const txn::Primitive p = rc.options.stage(static_cast<txn::Stage>(s));
-    rpc |= p == txn::Primitive::kRpc || p == txn::Primitive::kHybrid;
-  }
-  if (!rpc || caps.max_msg_size == 0) return {};
-  // One item of the largest tuple, as ItemBatch packs a request (the
-  // call's item count, the item's header, an 8-byte prefix and the data) or
-  // a reply: RPC reads and locks answer the whole tuple, its metadata and
-  // every version slot (MVCC keeps several), the history and replication
-  // words included. A datagram that cannot hold it fails every
-  // transaction that touches the record.
-  uint32_t largest = 0, record = 0;
-  std::string table;
-  for (const txn::TableDef& t : tables) {
-    const uint32_t tuple = txn::tuple_layout(txn::tuple_shape(*rc.protocol), rc.options.record_history,
-                                             t.record_bytes, cc.replicas)
-                               .tuple_bytes();
-    if (tuple > largest) {
-      largest = tuple;
-      record = t.record_bytes;
-      table = t.name;
-    }
-  }
-  const uint64_t need =
-      uint64_t{rpc::kDatagramOverhead} + 8 + sizeof(txn::ItemHeader) + 8 + txn::pad8(largest);
-  if (need > caps.max_msg_size)
-    return make_error(EINVAL,
-                      "an RPC message of %llu bytes (a %u-byte record of table %s in a %u-byte tuple: protocol "
-                      "%s's metadata and versions, and headers) does not fit the device's %u-byte datagrams "
-                      "(cluster.devargs = '%s', %s): raise the MTU, shrink the records, or run no stage over RPC",
-                      static_cast<unsigned long long>(need), record, table.c_str(), largest, rc.protocol->name,
-                      caps.max_msg_size, shortened(devargs).c_str(), cfg.origin("cluster.devargs").c_str());
+  if (auto fit = txn::check_rpc_items_fit(*rc.protocol, rc.options, tables, cc.replicas, caps.max_msg_size);
+      !fit.ok())
+    return make_error(EINVAL, "%s (cluster.devargs = '%s', %s)", fit.error().message.c_str(),
+                      shortened(devargs).c_str(), cfg.origin("cluster.devargs").c_str());
   return {};
 }
 

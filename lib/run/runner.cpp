@@ -289,6 +289,9 @@ Result<RunResult> run(const RunConfig& rc) {
   cluster::Cluster& c = **cl;
   const uint32_t local = c.first_local_node();
 
+  // An RPC item of the largest tuple must fit the device's datagrams.
+  RDTX_TRY(txn::check_rpc_items_fit(*rc.protocol, rc.options, tables, cc.replicas,
+                                     c.workers() == 0 ? 0 : c.worker(0).device->caps().max_msg_size));
   auto region = txn::region_bytes(*rc.protocol, rc.options, rc.cluster, tables, txn::max_declared(*rc.workload));
   if (!region.ok())
     return make_error(region.error().code, "protocol %s: %s", rc.protocol->name, region.error().message.c_str());

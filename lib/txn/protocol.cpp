@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "rpc/wire.hpp"
 #include "txn/database.hpp"
+#include "txn/item_batch.hpp"
 #include "txn/options.hpp"
 
 namespace rdtx::txn {
@@ -70,6 +72,34 @@ Result<void> preflight(const ProtocolDef& def, const Options& o, const cluster::
   RegionQuery q = query_of(def, o, cc, tables, max_declared);
   q.self = self;
   return def.preflight(q);
+}
+
+Result<void> check_rpc_items_fit(const ProtocolDef& def, const Options& o, const std::vector<TableDef>& tables,
+                                 uint32_t replicas, uint32_t max_msg_size) {
+  bool rpc = false;
+  for (int s = 0; s < static_cast<int>(Stage::kCount_); ++s) {
+    const Primitive p = o.stage(static_cast<Stage>(s));
+    rpc |= p == Primitive::kRpc || p == Primitive::kHybrid;
+  }
+  if (!rpc || max_msg_size == 0) return {};
+  uint32_t largest = 0, record = 0;
+  std::string table;
+  for (const TableDef& t : tables) {
+    const uint32_t tuple = tuple_layout(tuple_shape(def), o.record_history, t.record_bytes, replicas).tuple_bytes();
+    if (tuple > largest) {
+      largest = tuple;
+      record = t.record_bytes;
+      table = t.name;
+    }
+  }
+  const uint64_t need = uint64_t{rpc::kDatagramOverhead} + 8 + sizeof(ItemHeader) + 8 + pad8(largest);
+  if (need > max_msg_size)
+    return make_error(EINVAL,
+                      "an RPC message of %llu bytes (a %u-byte record of table %s in a %u-byte tuple: protocol "
+                      "%s's metadata and versions, and headers) does not fit the device's %u-byte datagrams: raise "
+                      "the MTU, shrink the records, or run no stage over RPC",
+                      static_cast<unsigned long long>(need), record, table.c_str(), largest, def.name, max_msg_size);
+  return {};
 }
 
 history::CheckOptions check_options(Isolation i) {

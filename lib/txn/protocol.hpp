@@ -344,6 +344,19 @@ Result<uint64_t> region_bytes(const ProtocolDef& def, const Options& o, const cl
 Result<void> preflight(const ProtocolDef& def, const Options& o, const cluster::ClusterConfig& cc,
                        const std::vector<TableDef>& tables, uint32_t max_declared, int32_t self);
 
+// Whether one RPC item of the largest tuple fits a datagram of
+// `max_msg_size` bytes (the device's, rdma::DeviceCaps::max_msg_size; 0:
+// unknown, not checked), when a stage runs over RPC: an item as ItemBatch
+// packs a request (the call's item count, the item's header, an 8-byte
+// prefix and the data) or a reply. RPC reads and locks answer the whole
+// tuple, its metadata and every version slot (MVCC keeps several), the
+// history and replication words included; a datagram that cannot hold it
+// fails every transaction that touches the record. EINVAL naming the
+// table, record, tuple and datagram sizes. rdtx-bench checks it before the
+// EAL starts, the runner once the device is open.
+Result<void> check_rpc_items_fit(const ProtocolDef& def, const Options& o, const std::vector<TableDef>& tables,
+                                 uint32_t replicas, uint32_t max_msg_size);
+
 // Engine reasons then the protocol's, indexed by AbortReason.
 std::vector<AbortReasonName> abort_reason_names(const ProtocolDef& def);
 
