@@ -125,8 +125,9 @@ uint64_t max_timestamp(const std::byte* p) {
 
 // b2 / a2 for writes: the new version (wts = tts) must come after every
 // version and after every read of the tuple.
-bool write_allowed(const std::byte* p, uint64_t tts) {
-  if (tts <= copy_word(p, kRtsOff)) return false;
+// `honour_rts` is false only in the broken variant mvcc-broken-latewrites.
+bool write_allowed(const std::byte* p, uint64_t tts, bool honour_rts = true) {
+  if (honour_rts && tts <= copy_word(p, kRtsOff)) return false;
   for (uint32_t v = 0; v < kVersions; ++v)
     if (wts(p, v) != kEmpty && tts <= wts(p, v)) return false;
   return true;
@@ -214,7 +215,10 @@ void init_tuple(std::byte* t, const store::TupleLayout& l) {
 
 struct Mvcc final : public Protocol {
   Mvcc(WorkerEngine& e, bool correct) : e(e), o(e.options()), correct(correct) {}
-  void begin(Coordinator& c, Txn& t) override { c.renew_timestamp(t); }  // a fresh tts per attempt
+  void begin(Coordinator& c, Txn& t) override {  // a fresh tts per attempt: the serialisation order
+    c.renew_timestamp(t);
+    t.set_commit_timestamp(t.timestamp());
+  }
 
   WorkerEngine& e;
   const Options& o;
@@ -227,19 +231,22 @@ struct Mvcc final : public Protocol {
 
 // read_tuples' verdict is a plain function: it learns which variant runs
 // from the definition (the engine's protocol may be wrapped, as in tests).
-bool correct_variant(Coordinator& c) { return !c.engine().protocol_def().broken; }
+constexpr const char* kNoRtsName = "mvcc-broken-norts";
+constexpr const char* kLateWritesName = "mvcc-broken-latewrites";
+bool correct_variant(Coordinator& c) { return std::strcmp(c.engine().protocol_def().name, kNoRtsName) != 0; }
+bool honours_rts(Coordinator& c) { return std::strcmp(c.engine().protocol_def().name, kLateWritesName) != 0; }
 uint32_t index_of(Txn& t, const Access& a) { return static_cast<uint32_t>(&a - &t.access(0)); }
 
 // The toolkit's lock check (RPC a2 before the CAS, a3 after it): tts above
 // rts and every wts. seq_cst loads: ordered after the lock CAS, so a read's
 // rts update (seq_cst, before it looks at the lock) and this lock are never
 // both unseen.
-bool lock_check(const std::byte* tuple, uint64_t tts, uint64_t* seen) {
+bool lock_check_with(const std::byte* tuple, uint64_t tts, uint64_t* seen, bool honour_rts) {
   auto load = [tuple](uint32_t off) {
     return store::load_word(reinterpret_cast<const uint64_t*>(tuple + off), std::memory_order_seq_cst);
   };
   uint64_t m = load(kRtsOff);
-  bool ok = tts > m;
+  bool ok = !honour_rts || tts > m;
   for (uint32_t v = 0; v < kVersions; ++v) {
     const uint64_t w = load(kWtsOff + 8 * v);
     if (w == kEmpty) continue;
@@ -248,6 +255,13 @@ bool lock_check(const std::byte* tuple, uint64_t tts, uint64_t* seen) {
   }
   *seen = m;
   return ok;
+}
+
+bool lock_check(const std::byte* tuple, uint64_t tts, uint64_t* seen) {
+  return lock_check_with(tuple, tts, seen, true);
+}
+bool lock_check_late(const std::byte* tuple, uint64_t tts, uint64_t* seen) {
+  return lock_check_with(tuple, tts, seen, false);
 }
 
 // b2 on a one-sided copy (read_tuples' verdict).
@@ -262,7 +276,7 @@ Verdict check_copy(Coordinator& c, Txn& t, Access& a) {
       t.fail(kLockConflict);
       return Verdict::kAbort;
     }
-    if (!write_allowed(a.copy, tts)) {
+    if (!write_allowed(a.copy, tts, honours_rts(c))) {
       t.fail(kTooLate);
       return Verdict::kAbort;
     }
@@ -386,7 +400,7 @@ Task<bool> lock_writes(Mvcc& p, Coordinator& c, Txn& t, Primitive prim, const It
         p.e.observe_timestamp(max_timestamp(a.copy));
         // b5 (one-sided): the b2 check again, on what was read under the
         // lock; the owner did it already (a3) for RPC.
-        if (!write_allowed(a.copy, tts)) why = kTooLate;
+        if (!write_allowed(a.copy, tts, honours_rts(c))) why = kTooLate;
         settle_write(c, a);
         break;
       case LockResult::kConflict:  // the holder's tts; CAS failed (b4) or the owner's CAS (a2)
@@ -659,14 +673,14 @@ void serve_read(Mvcc& p, const ItemHeader& h, int rc, store::Table* tab, const s
   out.add({kReadUnsettled, 0, 0, 0, 0});
 }
 
-Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool correct) {
+Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool correct, bool honour_rts = true) {
   auto p = std::make_unique<Mvcc>(e, correct);
   // The fetch CASes rts and lock words: with NIC atomics one-sided, on
   // the owner's CPU over RPC (mvcc.read, the lock handler), both when
   // hybrid (owner_atomics.hpp).
   e.set_atomic_stages(stage_bit(Stage::kFetch));
   p->owner_copy.resize(e.db().max_tuple_bytes() / 8 + 1);
-  e.toolkit().set_lock_check(lock_check);
+  e.toolkit().set_lock_check(honour_rts ? lock_check : lock_check_late);
   Mvcc* self = p.get();
   const store::Store& st = e.db().store(e.node());
   auto id = e.register_handler("mvcc.read", [self, &st](rpc::Request& r) {
@@ -683,6 +697,7 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool correct) {
 }
 Result<std::unique_ptr<Protocol>> create(WorkerEngine& e) { return make(e, true); }
 Result<std::unique_ptr<Protocol>> create_broken(WorkerEngine& e) { return make(e, false); }
+Result<std::unique_ptr<Protocol>> create_late_writes(WorkerEngine& e) { return make(e, true, false); }
 
 }  // namespace
 
@@ -700,6 +715,7 @@ constexpr ProtocolDef kDef = {
     .meta_bytes = kMetaBytes,
     .access_state_bytes = sizeof(AccessState),
     .isolation = Isolation::kSerializable,
+    .timestamp_order = true,  // tts: reads below it, writes above every rts and wts
     .allowed = {.fetch = {Primitive::kOneSided, Primitive::kRpc, Primitive::kHybrid},  // reads and write locks
                 .commit = {Primitive::kOneSided, Primitive::kRpc}},
     .abort_reasons = kReasons,
@@ -711,11 +727,23 @@ constexpr ProtocolDef kDef = {
 };
 
 constexpr ProtocolDef kNoReadTimestampForTests =
-    broken_variant(kDef, "mvcc-broken-norts",
+    broken_variant(kDef, kNoRtsName,
                    "BROKEN, tests only: MVCC whose reads ignore locks, do not raise rts and do not re-check",
                    create_broken);
 
 RDTX_REGISTER_PROTOCOL(kDef)
+// Broken on purpose (tests only): the write-too-late rule made ineffective
+// (a write is not refused for a tts at or below the tuple's rts, one-sided
+// b2/b5 and the owner's lock check alike): a late writer overwrites a
+// version a younger transaction read. That adds an rw edge backward in
+// timestamps and seldom a cycle, so only the timestamp-order check catches
+// it (issue 49: every suite passed it before).
+constexpr ProtocolDef kLateWritesForTests =
+    broken_variant(kDef, kLateWritesName,
+                   "BROKEN, tests only: MVCC whose writes ignore rts (the write-too-late rule made ineffective)",
+                   create_late_writes);
+
 RDTX_REGISTER_PROTOCOL(kNoReadTimestampForTests)
+RDTX_REGISTER_PROTOCOL(kLateWritesForTests)
 
 }  // namespace rdtx::cc::mvcc

@@ -381,6 +381,9 @@ Task<bool> renew_rpc(Sundial& p, Coordinator& c, Txn& t, const ItemList& r, uint
 // Validate = lease renewal (read a3-a4 / b3): every read whose lease does not
 // reach tts, and every unproven copy of a loaded tuple.
 Task<bool> validate(Sundial& p, Coordinator& c, Txn& t, uint32_t) {
+  // The serialisation order (read-only attempts too), one up: a reader of
+  // loaded tuples only commits at 0, which the history takes for unknown.
+  t.set_commit_timestamp(commit_ts(t) + 1);
   if (!p.renewing) co_return true;
   const uint64_t tts = commit_ts(t);
   ItemList r;
@@ -508,6 +511,7 @@ constexpr ProtocolDef kDef = {
     .meta_bytes = kMetaBytes,
     .access_state_bytes = sizeof(AccessState),
     .isolation = Isolation::kSerializable,
+    .timestamp_order = true,  // commit_ts: within every read's lease, above every overwritten one
     .allowed = {.fetch = {Primitive::kOneSided, Primitive::kRpc, Primitive::kHybrid},
                 // lock: writes lock at fetch
                 .validate = {Primitive::kOneSided, Primitive::kRpc},  // lease renewal

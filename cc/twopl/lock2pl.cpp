@@ -143,7 +143,10 @@ class Lock2pl final : public Protocol {
   // TO: a fresh timestamp per attempt (a retry with the old one would come
   // too late again).
   void begin(Coordinator& c, Txn& t) override {
-    if (to) c.renew_timestamp(t);
+    if (to) {
+      c.renew_timestamp(t);
+      t.set_commit_timestamp(t.timestamp());  // TO serialises in timestamp order
+    }
     nparents[c.index()] = 0;
   }
   // The shards' handlers (the same ids on every worker; vote: 2pl only).
@@ -768,6 +771,7 @@ constexpr ProtocolDef kTo = {
     .meta_bytes = 16,
     .access_state_bytes = sizeof(AccessState),
     .isolation = Isolation::kSerializable,
+    .timestamp_order = true,
     .allowed = {.fetch = {Primitive::kRpc}, .commit = {Primitive::kOneSided}},
     .abort_reasons = kToReasons,
     .lock_held = no_lock_in_tuples,

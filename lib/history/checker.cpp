@@ -239,6 +239,7 @@ class Checker {
   std::vector<uint32_t> node_of_;   // the graph's nodes: the attempts in segments, by index
   std::map<std::pair<uint16_t, uint16_t>, const Source*> sources_;
   bool si_timestamps_ = false;
+  bool timestamp_order_ = false;  // every source promises it (History::add_source: all or none)
   bool order_by_commit_ts_ = false;
   const std::vector<Part>* events_by_range_ = nullptr;
   std::atomic<bool> stopped_{false};
@@ -279,6 +280,7 @@ Result<CheckReport> Checker::run() {
     std::vector<Part> ranges(kPieces), shards(kPieces);
     const size_t n = h_.size();
     huge_assign(ord_, n, uint64_t{0});
+    timestamp_order_ = !h_.sources.empty() && h_.sources.front().timestamp_order;
     phase([&](size_t i) { scan_txns(i, ranges[i]); });
     if (stopping()) return;
     bool all = true;
@@ -368,6 +370,12 @@ void Checker::scan_txns(size_t piece, Part& p) {
       add(p, Anomaly::kInconsistent,
           [&] { return finding(Anomaly::kInconsistent, {}, "a transaction has id 0, the initial data's"); });
     if (!t.committed()) continue;
+    if (timestamp_order_ && t.commit_ts == 0)
+      add(p, Anomaly::kTimestampOrder, [&] {
+        return finding(Anomaly::kTimestampOrder, {t.id},
+                       d_.txn(t.id) + " committed without a commit timestamp, in a history that promises "
+                                      "timestamp order");
+      });
     if (t.start_ts == 0 || t.commit_ts == 0) {
       p.all_timestamps = false;
       continue;
@@ -1089,6 +1097,21 @@ void Checker::emit(Part& p, uint32_t src, uint32_t dst, EdgeKind k, uint32_t acc
   if (p.keep_edges) p.edges.push_back(Edge::make(src, dst, k, access_index));
   ++p.stats.edges[static_cast<size_t>(k)];
   if (Pos{dst_ord, dst} < Pos{src_ord, src}) p.backward.push_back({{dst_ord, dst}, {src_ord, src}});
+  if (timestamp_order_) {
+    // ww and rw strictly forward in commit timestamps, wr not backward.
+    const TxnRecord &s = txn(src), &t = txn(dst);
+    const bool ok = s.commit_ts == 0 || t.commit_ts == 0 ||
+                    (k == EdgeKind::kWR ? s.commit_ts <= t.commit_ts : s.commit_ts < t.commit_ts);
+    if (!ok)
+      add(p, Anomaly::kTimestampOrder, [&] {
+        const CycleEdge e = d_.edge(Edge::make(src, dst, k, access_index));
+        return finding(Anomaly::kTimestampOrder, {s.id, t.id},
+                       "timestamp order: " + d_.txn(s.id) + " --" + d_.edge_text(e) + "--> " + d_.txn(t.id) +
+                           ", but " + d_.txn(s.id) + "'s commit timestamp " + std::to_string(s.commit_ts) +
+                           (k == EdgeKind::kWR ? " is above " : " is not below ") + d_.txn(t.id) + "'s " +
+                           std::to_string(t.commit_ts));
+      });
+  }
   if (!si_timestamps_) return;
   // A snapshot taken at start_ts holds exactly the commits at or before it.
   // So a dependency (ww, wr) needs its source committed by the target's
@@ -1251,6 +1274,8 @@ const char* to_string(Anomaly a) {
       return "inconsistent";
     case Anomaly::kInconclusive:
       return "inconclusive";
+    case Anomaly::kTimestampOrder:
+      return "timestamp order";
     case Anomaly::kCount_:
       break;
   }
@@ -1277,6 +1302,8 @@ bool forbidden(Isolation level, Anomaly a) {
     case Anomaly::kGSIb:
     case Anomaly::kInconclusive:
       return level == Isolation::kSnapshot;
+    case Anomaly::kTimestampOrder:
+      return true;  // found only in histories that promise timestamp order
     case Anomaly::kCount_:
       break;
   }

@@ -72,6 +72,10 @@ enum class Anomaly : uint8_t {
   kUnknownVersion,
   kInconsistent,
   kInconclusive,  // snapshot isolation without timestamps: a component too large to search
+  // A dependency that goes backward in commit timestamps, or a committed
+  // attempt without one, in a history whose protocol promises timestamp
+  // order (Source::timestamp_order).
+  kTimestampOrder,
   kCount_,
 };
 inline constexpr size_t kAnomalyKinds = static_cast<size_t>(Anomaly::kCount_);

@@ -109,7 +109,12 @@ static_assert(sizeof(TxnRecord) == 48);
 // FileHeader::flags
 inline constexpr uint32_t kFileTruncated = 1;       // the recorder ran out of room: a prefix
 inline constexpr uint32_t kFileAbortsRecorded = 2;  // aborted attempts are in the log
-inline constexpr uint32_t kFileKnownFlags = kFileTruncated | kFileAbortsRecorded;
+// The protocol promises timestamp order: every committed attempt has a
+// commit_ts, and every dependency goes forward in it (ww and rw strictly,
+// wr not backward: a reader may share its writer's timestamp, as SUNDIAL's
+// do). The checker verifies every edge.
+inline constexpr uint32_t kFileTimestampOrder = 4;
+inline constexpr uint32_t kFileKnownFlags = kFileTruncated | kFileAbortsRecorded | kFileTimestampOrder;
 
 inline constexpr char kFileMagic[8] = {'R', 'D', 'T', 'X', 'H', 'I', 'S', 'T'};
 // Version 2 added the checksums; version 1 files are refused.

@@ -29,6 +29,10 @@ Result<void> History::add_source(const Source& src, uint64_t src_run_id, uint16_
       return make_error(EINVAL, "%s: %u nodes, but %s says %u", where, src_cluster_nodes, first_where, cluster_nodes);
     if (!(src_names == names))
       return make_error(EINVAL, "%s: table, type or abort reason names differ from %s", where, first_where);
+    if (src.timestamp_order != first.timestamp_order)
+      return make_error(EINVAL, "%s: %s timestamp order, but %s %s", where,
+                        src.timestamp_order ? "promises" : "does not promise", first_where,
+                        first.timestamp_order ? "does" : "does not");
     for (const Source& s : sources) {
       const char* other = s.path.empty() ? "a recorder" : s.path.c_str();
       if (s.node == src.node && s.worker == src.worker)

@@ -68,6 +68,7 @@ struct Source {
   uint16_t node_workers = 0;
   bool truncated = false;
   bool aborts_recorded = false;
+  bool timestamp_order = false;  // kFileTimestampOrder: the protocol promises it
   uint64_t txns = 0;
   uint64_t dropped_txns = 0;
 };

@@ -304,6 +304,7 @@ Result<History> load_history(const std::vector<std::string>& paths, unsigned thr
     src.node_workers = of->h.node_workers;
     src.truncated = (of->h.flags & kFileTruncated) != 0;
     src.aborts_recorded = (of->h.flags & kFileAbortsRecorded) != 0;
+    src.timestamp_order = (of->h.flags & kFileTimestampOrder) != 0;
     src.txns = of->h.txn_count;
     src.dropped_txns = of->h.dropped_txns;
     if (auto r = h.add_source(src, of->h.run_id, of->h.cluster_nodes, of->names); !r.ok()) return r.error();

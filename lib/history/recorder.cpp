@@ -350,7 +350,8 @@ FileHeader Recorder::header() const {
   h.worker = options_.worker;
   h.cluster_nodes = options_.cluster_nodes;
   h.node_workers = options_.node_workers;
-  h.flags = (truncated_ ? kFileTruncated : 0) | (options_.record_aborted ? kFileAbortsRecorded : 0);
+  h.flags = (truncated_ ? kFileTruncated : 0) | (options_.record_aborted ? kFileAbortsRecorded : 0) |
+            (options_.timestamp_order ? kFileTimestampOrder : 0);
   h.txn_count = txns_;
   h.access_count = accesses_;
   h.names_bytes = names_bytes_;
@@ -402,6 +403,7 @@ Result<void> Recorder::append_to(History& h, const StopFn& stop) const {
   src.node_workers = options_.node_workers;
   src.truncated = truncated_;
   src.aborts_recorded = options_.record_aborted;
+  src.timestamp_order = options_.timestamp_order;
   src.txns = txns_;
   src.dropped_txns = dropped_;
   RDTX_TRY(h.add_source(src, options_.run_id, options_.cluster_nodes, options_.names));

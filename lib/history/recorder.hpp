@@ -70,6 +70,9 @@ struct RecorderOptions {
   // attempt takes 208 bytes, a 64-access one 2608).
   size_t capacity_bytes = size_t{2} << 20;
   bool record_aborted = false;  // also record aborted attempts, with their reason
+  // The protocol promises timestamp order (kFileTimestampOrder): each
+  // commit() passes the attempt's commit timestamp.
+  bool timestamp_order = false;
   NameTables names;             // every table, type and abort reason id used
   // Where the history streams during the run: an unnamed file in this
   // directory, which must have room for the whole history. "": $TMPDIR, or

@@ -163,6 +163,7 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
     ro.worker = static_cast<uint16_t>(w_.index);
     ro.capacity_bytes = opts_.history_capacity_bytes;
     ro.record_aborted = opts_.record_aborted;
+    ro.timestamp_order = def_.timestamp_order;
     if (ro.names.tables.empty()) {
       for (TableId t = 0; t < db_.tables(); ++t) ro.names.tables.push_back(db_.has_table(t) ? db_.def(t).name : "");
       ro.names.types = workload_.type_names();
@@ -247,7 +248,7 @@ void Coordinator::record_outcome(uint32_t type, bool committed) {
   if (committed)
     for (uint32_t k = 0; k < txn_.inserts(); ++k) tr.insert(txn_.insert_at(k).table, txn_.insert_at(k).key, {0, 0});
   if (committed)
-    rec->commit(tr);
+    rec->commit(tr, txn_.commit_timestamp());
   else
     rec->abort(tr, static_cast<uint16_t>(txn_.abort_reason()));
 }

@@ -218,6 +218,12 @@ struct ProtocolDef {
   uint32_t meta_bytes = 0;          // tuple metadata (a multiple of 8)
   uint32_t access_state_bytes = 0;  // per-access protocol state (Txn::state<T>)
   Isolation isolation = Isolation::kSerializable;  // what the history check certifies
+  // The protocol serialises in commit-timestamp order: each attempt sets
+  // its timestamp (Txn::set_commit_timestamp) before it commits, the
+  // history records it, and the checker verifies that every dependency goes
+  // forward in it (ww and rw strictly; history/format.hpp
+  // kFileTimestampOrder).
+  bool timestamp_order = false;
   // Primitives each stage accepts; empty: the protocol has no such stage.
   StagePrimitives allowed = {};
   // The protocol's own abort reasons, numbered from kFirstProtocol.

@@ -46,6 +46,7 @@ void Txn::reset(uint64_t id) {
   fetched_upto_ = 0;
   round_ = 0;
   reason_ = AbortReason::kNone;
+  commit_ts_ = 0;
   overflow_ = false;
   n_ins_ = 0;
   n_chg_ = 0;

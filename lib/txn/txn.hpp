@@ -175,6 +175,11 @@ class Txn {
   // The transaction's timestamp: globally unique, taken at its first attempt
   // and kept across retries (WAITDIE's priority; smaller is older).
   uint64_t timestamp() const { return ts_; }
+  // For protocols that serialise in timestamp order
+  // (ProtocolDef::timestamp_order): the attempt's commit timestamp, which
+  // the history records (0 each new attempt).
+  void set_commit_timestamp(uint64_t ts) { commit_ts_ = ts; }
+  uint64_t commit_timestamp() const { return commit_ts_; }
   uint32_t size() const { return n_; }
   Access& access(uint32_t i) { return acc_[i]; }
   const Access& access(uint32_t i) const { return acc_[i]; }
@@ -202,6 +207,7 @@ class Txn {
   uint32_t state_bytes_ = 0;
   uint64_t id_ = 0;
   uint64_t ts_ = 0;
+  uint64_t commit_ts_ = 0;
   uint32_t n_ = 0;
   uint32_t fetched_upto_ = 0;  // accesses [0, fetched_upto_) are fetched
   uint32_t round_ = 0;

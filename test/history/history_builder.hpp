@@ -65,6 +65,15 @@ class HistoryBuilder {
 
   Txn txn(TxnId id, uint16_t type = kWriteCheck) { return Txn(h_, id, type); }
   History& history() { return h_; }
+  // The history's one source (n0.w0, every T()) promises timestamp order
+  // (what a recorder of a ProtocolDef::timestamp_order protocol writes).
+  HistoryBuilder& timestamp_order() {
+    Source s;
+    s.timestamp_order = true;
+    s.aborts_recorded = true;
+    h_.sources.push_back(s);
+    return *this;
+  }
 
  private:
   History h_;

@@ -307,6 +307,64 @@ TEST(Isolation, SnapshotRejectsLostUpdate) {
   EXPECT_EQ(as_set(f->txns), (std::set<TxnId>{T(1), T(2)}));
 }
 
+// --- timestamp order -------------------------------------------------------------
+// A history whose protocol promises timestamp order (MVCC, SUNDIAL, TO):
+// every dependency goes forward in commit timestamps, ww and rw strictly,
+// wr not backward (a SUNDIAL reader may share its writer's timestamp).
+
+TEST(TimestampOrder, ForwardEdgesAndAReaderSharingItsWritersTimestampAreCertified) {
+  HistoryBuilder b;
+  b.timestamp_order();
+  b.txn(T(1)).rmw(kChecking, 1, kInit, kInit).timestamps(0, 10).commit();
+  b.txn(T(2)).read(kChecking, 1, V(T(1))).timestamps(0, 10).commit();  // wr, same timestamp
+  b.txn(T(3)).rmw(kChecking, 1, V(T(1)), V(T(1))).timestamps(0, 11).commit();  // ww and rw forward
+  expect_only(run(b.history()), {});
+}
+
+// The late writer of MVCC's write-too-late rule made ineffective: T1 (ts 5)
+// overwrites the version T2 (ts 10) read. Serializable (T2 before T1), so no
+// cycle: only the rw edge going backward shows it.
+TEST(TimestampOrder, AnAntiDependencyBackwardIsReported) {
+  HistoryBuilder b;
+  b.timestamp_order();
+  b.txn(T(2)).read(kChecking, 1, kInit).timestamps(0, 10).commit();
+  b.txn(T(1)).rmw(kChecking, 1, kInit, kInit).timestamps(0, 5).commit();
+  CheckReport r = run(b.history());
+  expect_only(r, {{Anomaly::kTimestampOrder, 1}});
+  EXPECT_EQ(first(r, Anomaly::kTimestampOrder)->txns, (std::vector<TxnId>{T(2), T(1)}));
+  EXPECT_NE(first(r, Anomaly::kTimestampOrder)->text.find("is not below"), std::string::npos);
+  // Without the promise the history is only checked for serializability.
+  HistoryBuilder plain;
+  plain.txn(T(2)).read(kChecking, 1, kInit).timestamps(0, 10).commit();
+  plain.txn(T(1)).rmw(kChecking, 1, kInit, kInit).timestamps(0, 5).commit();
+  expect_only(run(plain.history()), {});
+}
+
+TEST(TimestampOrder, BackwardWritesAndReadsAndAMissingTimestampAreReported) {
+  {  // ww: T2 (ts 4) replaced T1's version (ts 7)
+    HistoryBuilder b;
+    b.timestamp_order();
+    b.txn(T(1)).rmw(kChecking, 1, kInit, kInit).timestamps(0, 7).commit();
+    b.txn(T(2)).write(kChecking, 1, V(T(1))).timestamps(0, 4).commit();
+    expect_only(run(b.history()), {{Anomaly::kTimestampOrder, 1}});
+  }
+  {  // wr: T2 (ts 6) read T1's version (ts 7)
+    HistoryBuilder b;
+    b.timestamp_order();
+    b.txn(T(1)).rmw(kChecking, 1, kInit, kInit).timestamps(0, 7).commit();
+    b.txn(T(2)).read(kChecking, 1, V(T(1))).timestamps(0, 6).commit();
+    expect_only(run(b.history()), {{Anomaly::kTimestampOrder, 1}});
+  }
+  {  // a committed attempt with no timestamp
+    HistoryBuilder b;
+    b.timestamp_order();
+    b.txn(T(1)).rmw(kChecking, 1, kInit, kInit).commit();
+    CheckReport r = run(b.history());
+    expect_only(r, {{Anomaly::kTimestampOrder, 1}});
+    EXPECT_NE(first(r, Anomaly::kTimestampOrder)->text.find("without a commit timestamp"), std::string::npos);
+  }
+}
+
 TEST(Isolation, SnapshotRejectsAReadThatMissedACommittedWrite) {
   // T1 committed at 2; T2 started at 3 but read the version before T1's:
   // serializable (T2 before T1), not snapshot isolated.
