@@ -154,6 +154,7 @@ constexpr uint32_t kDefaultMaxAccesses = 16;
 static_assert(sizeof(BatchMsg) == 32 && sizeof(ForwardMsg) == 32);
 // The most chunks a batch may take (init() refuses more).
 constexpr uint32_t kMaxBatchChunks = 64;
+constexpr uint32_t kMaxChunks = std::max(kMaxBatchChunks, kMaxForwardChunks);
 
 uint64_t batch_checksum(uint64_t received, const std::byte* crs, uint64_t bytes) {
   return checksum_words(checksum_start(received), crs, 0, static_cast<uint32_t>(bytes));
@@ -459,6 +460,9 @@ class Calvin final : public Protocol {
   void write_recording(Coordinator& c);
   Task<bool> execute(Coordinator& c, uint32_t k);
   Task<bool> forward(Coordinator& c, uint32_t k, uint32_t len, uint64_t targets);
+  template <typename Msg>
+  Task<bool> call_in_chunks(Coordinator& c, rpc::HandlerId handler, std::byte* st, Msg m, uint64_t len,
+                            uint32_t chunk, uint64_t targets, rpc::Reply* replies, uint64_t since, const char* what);
   Task<bool> wait_grant(Coordinator& c, uint32_t k);
   bool granted_all(Coordinator& c, uint32_t k) const;
   uint64_t values_missing(Coordinator& c, uint32_t k, uint64_t missing);
@@ -720,23 +724,35 @@ Task<bool> Calvin::broadcast(Coordinator& c, uint64_t epoch, uint32_t count, boo
       co_await runtime::poll_wait();
     }
   }
-  // a1-a3: a call per counterpart and chunk, all in one batch (a chunk's
-  // message is its header written just before its CRs in the staging area,
-  // as forward() does); a call that gets no answer (a datagram lost) is sent
-  // again until answered: the group cannot go on without it.
-  const uint32_t chunks = bytes == 0 ? 1 : static_cast<uint32_t>((bytes + batch_chunk_ - 1) / batch_chunk_);
+  // a1-a3: a call per counterpart and chunk, each re-sent until answered
+  // (a datagram lost): the group cannot go on without it.
   uint64_t others = 0;
   for (uint32_t d = 0; d < nodes_; ++d)
     if (d != me_) others |= uint64_t{1} << d;
-  uint64_t pending[kMaxBatchChunks];
-  for (uint32_t i = 0; i < chunks; ++i) pending[i] = others;
-  rpc::Reply* replies = co_[co].batch_replies.data();  // [chunk][node]
+  co_return co_await call_in_chunks(c, batch_handler_, st, m, bytes, batch_chunk_, others,
+                                    co_[co].batch_replies.data(), since, "an answer to a batch");
+}
+
+// Calls `handler` on every node of `targets` with the `len` bytes after the
+// header `m` in the staging area `st`, in chunks of up to `chunk` bytes: a
+// chunk's message is its header (m with its offset) written just before its
+// bytes (the bytes it covers are put back after the calls copied them),
+// every chunk to every target in one batch. A call that gets no answer is
+// sent again until answered (or stalled() gives up). `replies`: [chunk][node].
+template <typename Msg>
+Task<bool> Calvin::call_in_chunks(Coordinator& c, rpc::HandlerId handler, std::byte* st, Msg m, uint64_t len,
+                                  uint32_t chunk, uint64_t targets, rpc::Reply* replies, uint64_t since,
+                                  const char* what) {
+  static_assert(sizeof(Msg) == 32);
+  const uint32_t chunks = len == 0 ? 1 : static_cast<uint32_t>((len + chunk - 1) / chunk);
+  uint64_t pending[kMaxChunks];
+  for (uint32_t i = 0; i < chunks; ++i) pending[i] = targets;
   for (;;) {
     rpc::Batch b(*e_.ctx().rpc);
     for (uint32_t i = 0; i < chunks; ++i) {
       if (pending[i] == 0) continue;
-      const uint32_t off = i * batch_chunk_;
-      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(batch_chunk_, bytes - off));
+      const uint32_t off = i * chunk;
+      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(chunk, len - off));
       std::byte* h = st + off;
       std::byte saved[sizeof m];
       std::memcpy(saved, h, sizeof m);
@@ -746,7 +762,7 @@ Task<bool> Calvin::broadcast(Coordinator& c, uint64_t epoch, uint32_t count, boo
         const uint32_t d = static_cast<uint32_t>(std::countr_zero(t));
         rpc::Reply& r = replies[size_t{i} * nodes_ + d];
         r = rpc::Reply{};
-        b.call(d * wpn_ + e_.ctx().index, batch_handler_, std::span<const std::byte>(h, sizeof m + n), &r);
+        b.call(d * wpn_ + e_.ctx().index, handler, std::span<const std::byte>(h, sizeof m + n), &r);
         c.count_verb(stats::Verb::kSend, sizeof m + n);
       }
       if (i != 0) std::memcpy(h, saved, sizeof m);
@@ -765,13 +781,12 @@ Task<bool> Calvin::broadcast(Coordinator& c, uint64_t epoch, uint32_t count, boo
           done = false;
         }
       }
-    if (done) break;
-    if (stalled(c, since, "an answer to a batch", late)) co_return false;
+    if (done) co_return true;
+    if (stalled(c, since, what, late)) co_return false;
     // A call that could not even be queued (no credit or send buffer) ends
     // at once: let the loop run before sending again.
     co_await runtime::poll_wait();
   }
-  co_return true;
 }
 
 // b3: polls the CRBs until every node's batch of `epoch` is complete.
@@ -942,52 +957,9 @@ Task<bool> Calvin::forward(Coordinator& c, uint32_t k, uint32_t len, uint64_t ta
       co_await runtime::poll_wait();
     }
   }
-  // RPC: a call per node and chunk, all in one batch; a chunk's message is
-  // its header written just before its values in the staging area (the
-  // values it covers are put back after the calls copied it).
-  const uint32_t chunks = len == 0 ? 1 : (len + forward_chunk_ - 1) / forward_chunk_;
-  rpc::Reply* replies = co_[co].forward_replies.data();  // [chunk][node]
-  uint64_t pending[kMaxForwardChunks];
-  for (uint32_t i = 0; i < chunks; ++i) pending[i] = targets;
-  for (;;) {
-    rpc::Batch b(*e_.ctx().rpc);
-    for (uint32_t i = 0; i < chunks; ++i) {
-      if (pending[i] == 0) continue;
-      const uint32_t off = i * forward_chunk_;
-      const uint32_t n = std::min(forward_chunk_, len - off);
-      std::byte* h = st + off;
-      std::byte saved[sizeof m];
-      std::memcpy(saved, h, sizeof m);
-      m.offset = off;
-      std::memcpy(h, &m, sizeof m);
-      for (uint64_t t = pending[i]; t != 0; t &= t - 1) {
-        const uint32_t d = static_cast<uint32_t>(std::countr_zero(t));
-        rpc::Reply& r = replies[size_t{i} * nodes_ + d];
-        r = rpc::Reply{};
-        b.call(d * wpn_ + e_.ctx().index, forward_handler_, std::span<const std::byte>(h, sizeof m + n), &r);
-        c.count_verb(stats::Verb::kSend, sizeof m + n);
-      }
-      if (i != 0) std::memcpy(h, saved, sizeof m);
-    }
-    co_await b.send();
-    c.count_round_trip();
-    uint32_t late = 0;
-    bool done = true;
-    for (uint32_t i = 0; i < chunks; ++i)
-      for (uint64_t t = pending[i]; t != 0; t &= t - 1) {
-        const uint32_t d = static_cast<uint32_t>(std::countr_zero(t));
-        if (replies[size_t{i} * nodes_ + d].status == rpc::CallStatus::kOk) {
-          pending[i] &= ~(uint64_t{1} << d);
-        } else {
-          late = d;
-          done = false;
-        }
-      }
-    if (done) break;
-    if (stalled(c, since, "an answer to forwarded values", late)) co_return false;
-    co_await runtime::poll_wait();
-  }
-  co_return true;
+  // RPC: a call per node and chunk (F14 a3 in the handler).
+  co_return co_await call_in_chunks(c, forward_handler_, st, m, len, forward_chunk_, targets,
+                                    co_[co].forward_replies.data(), since, "an answer to forwarded values");
 }
 
 // F14 b3 (and the pick-up of F14 a3): the nodes among `missing` whose
