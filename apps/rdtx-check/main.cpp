@@ -25,8 +25,12 @@ constexpr const char* kUsage = R"(usage: rdtx-check [options] FILE|DIR...
 Certifies a run from the histories its workers recorded (one .rdtxh file per
 worker): loads every FILE and every *.rdtxh file in each DIR, rebuilds the
 version chain of every key and the direct serialization graph (ww, wr and rw
-dependencies), and checks the isolation level asked for. All files must be
-of the same run, and every worker of the run must have one.
+dependencies), and checks the isolation level asked for. Files whose
+protocol promises timestamp order (MVCC, SUNDIAL, TO: flag 4 in the header)
+are also checked for it: every ww and rw dependency strictly forward in
+commit timestamps, every wr dependency not backward. Not seen: predicates
+(phantoms), since every access is to one key. All files must be of the
+same run, and every worker of the run must have one.
 
 Options:
   --isolation LEVEL   serializable (default), si (snapshot isolation), rr
