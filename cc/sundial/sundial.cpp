@@ -381,11 +381,11 @@ Task<bool> renew_rpc(Sundial& p, Coordinator& c, Txn& t, const ItemList& r, uint
 // Validate = lease renewal (read a3-a4 / b3): every read whose lease does not
 // reach tts, and every unproven copy of a loaded tuple.
 Task<bool> validate(Sundial& p, Coordinator& c, Txn& t, uint32_t) {
+  const uint64_t tts = commit_ts(t);
   // The serialisation order (read-only attempts too), one up: a reader of
   // loaded tuples only commits at 0, which the history takes for unknown.
-  t.set_commit_timestamp(commit_ts(t) + 1);
+  t.set_commit_timestamp(tts + 1);
   if (!p.renewing) co_return true;
-  const uint64_t tts = commit_ts(t);
   ItemList r;
   for (uint32_t i = 0; i < t.size(); ++i) {
     const AccessState& s = t.state<AccessState>(i);
