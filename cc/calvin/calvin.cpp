@@ -1062,8 +1062,11 @@ Task<bool> Calvin::run(Coordinator& c, uint32_t k, Txn& t) {
   }
   // Latency from its generation at home; a reporter on another node (calvin.active = writers) takes the
   // start of its own sequencing of the epoch, which the members begin together (lockstep).
-  if (p.reporter == me_)
-    c.account(p.cr->in, ok, ok ? delta : 0, p.cr->in.home_node == me_ ? cs.gen_tsc[p.index] : cs.epoch_tsc);
+  // Its history's begin is its generation, known at home only.
+  if (p.reporter == me_) {
+    const bool home = p.cr->in.home_node == me_;
+    c.account(p.cr->in, ok, ok ? delta : 0, home ? cs.gen_tsc[p.index] : cs.epoch_tsc, true, home);
+  }
   co_return true;
 }
 

@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <unordered_map>
 #include <queue>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
+#include <tuple>
 #include <utility>
 
 #include "history/describer.hpp"
@@ -166,15 +168,57 @@ class Checker {
   void segment_edges(std::vector<Part>& parts);
   void merge(std::vector<Part>& parts);
   void find_cycles();
+  // Strict serializability: whether real time can be checked, and how the
+  // sources' clocks map onto one timeline (before order_txns()).
+  void setup_real_time();
+  // The real-time edges among the graph's nodes of each segment, through a
+  // chain of auxiliary nodes numbered from `nodes` on (which grows).
+  void real_time_edges(std::vector<Edge>& edges, uint32_t& nodes) const;
   void report_cycles(Anomaly a, const DependencyGraph& g, const Components& c, uint8_t seed, uint8_t path,
                      CycleSearch& search);
   void search_gsib(const DependencyGraph& g, CycleSearch& search);
   void note_components(const Components& c);
-  // c with the graph's node numbers turned back into attempt indexes.
-  Cycle attempts(Cycle c) const {
-    for (uint32_t& u : c.nodes) u = node_of_[u];
-    for (Edge& e : c.edges) e = Edge{node_of_[e.src], node_of_[e.dst], e.tag};
-    return c;
+  // c with the graph's node numbers turned back into attempt indexes, and
+  // each path through the real-time chain's auxiliary nodes as one rt edge.
+  Cycle attempts(const Cycle& c) const {
+    const uint32_t n = static_cast<uint32_t>(node_of_.size());
+    const size_t m = c.nodes.size();
+    Cycle out;
+    out.exact = c.exact;
+    size_t s = 0;
+    while (s < m && c.nodes[s] >= n) ++s;
+    for (size_t k = 0; k < m;) {
+      const size_t at = (s + k) % m;
+      size_t step = 1;
+      while (c.nodes[(at + step) % m] >= n) ++step;
+      const uint32_t u = node_of_[c.nodes[at]], v = node_of_[c.nodes[(at + step) % m]];
+      out.nodes.push_back(u);
+      out.edges.push_back(step > 1 ? Edge::make(u, v, EdgeKind::kRT, 0) : Edge{u, v, c.edges[at].tag});
+      k += step;
+    }
+    return out;
+  }
+  // Attempt i's source's clock, and a tick of it on the check's timeline.
+  struct SourceTime {
+    uint32_t group = 0;  // attempts of different groups are never ordered in real time
+    uint64_t tsc = 0, ns = 0, hz = 0;  // the clock's sample (Clock)
+  };
+  static constexpr uint32_t kNoClock = UINT32_MAX;  // SourceTime::group of an attempt without a source
+  const SourceTime& time_of(uint32_t i) const {
+    static constexpr SourceTime kNone{kNoClock, 0, 0, 0};
+    const TxnId t = id(i);
+    const auto it = source_time_.find(uint32_t{txn_node(t)} << 10 | txn_worker(t));
+    return it == source_time_.end() ? kNone : it->second;
+  }
+  uint64_t timeline(const SourceTime& s, uint64_t tsc) const {
+    if (raw_ticks_ || s.hz == 0) return tsc;
+    const __int128 d = static_cast<__int128>(static_cast<int64_t>(tsc - s.tsc)) * 1'000'000'000 / s.hz;
+    const __int128 t = static_cast<__int128>(s.ns) + d;
+    return t < 1 ? 1 : static_cast<uint64_t>(t);
+  }
+  // The timeline's units in ns.
+  double timeline_ns(uint64_t units, const SourceTime& s) const {
+    return raw_ticks_ ? static_cast<double>(units) * 1e9 / static_cast<double>(s.hz) : static_cast<double>(units);
   }
   void unknown_version(Part& p, uint32_t actor, const AccessRecord& a, Version v, bool read);
   // Whether o_.stop asked to give up; once it did, always (the pieces of a
@@ -214,7 +258,13 @@ class Checker {
   static std::pair<size_t, size_t> range_of(size_t n, size_t piece) {
     return {n * piece / kPieces, n * (piece + 1) / kPieces};
   }
-  uint64_t ord_of(const TxnRecord& t) const { return order_by_commit_ts_ ? t.commit_ts : t.commit_tsc; }
+  // With real time, the place is the outcome's time on the timeline, so
+  // that every real-time edge goes forward.
+  uint64_t ord_of(uint32_t i) const {
+    const TxnRecord& t = txn(i);
+    if (order_by_commit_ts_) return t.commit_ts;
+    return real_time_ && !raw_ticks_ ? timeline(time_of(i), t.commit_tsc) : t.commit_tsc;
+  }
 
   const TxnRecord& txn(uint32_t i) const { return h_.txn(i); }
   TxnId id(uint32_t i) const { return h_.txn(i).id; }
@@ -241,6 +291,10 @@ class Checker {
   bool si_timestamps_ = false;
   bool timestamp_order_ = false;  // every source promises it (History::add_source: all or none)
   bool order_by_commit_ts_ = false;
+  bool real_time_ = false;  // strict: real-time edges join the graph
+  bool raw_ticks_ = true;   // one clock: the timeline is its ticks; else ns on the wall clock
+  uint64_t margin_ = 0;     // timeline units an end must precede a begin by (clock_skew_ns)
+  std::unordered_map<uint32_t, SourceTime> source_time_;  // by node << 10 | worker
   const std::vector<Part>* events_by_range_ = nullptr;
   std::atomic<bool> stopped_{false};
   Describer d_;
@@ -261,6 +315,7 @@ void huge_assign(LoadVector<T>& v, size_t n, T x) {
 Result<CheckReport> Checker::run() {
   const auto t0 = std::chrono::steady_clock::now();
   r_.isolation = o_.isolation;
+  r_.clock_skew_ns = o_.clock_skew_ns;
   r_.truncated = h_.truncated();
   r_.prefix_only = r_.truncated && o_.allow_truncated;
   for (const Source& s : h_.sources) sources_[{s.node, s.worker}] = &s;
@@ -281,6 +336,7 @@ Result<CheckReport> Checker::run() {
     const size_t n = h_.size();
     huge_assign(ord_, n, uint64_t{0});
     timestamp_order_ = !h_.sources.empty() && h_.sources.front().timestamp_order;
+    if (o_.isolation == Isolation::kStrictSerializable) setup_real_time();
     phase([&](size_t i) { scan_txns(i, ranges[i]); });
     if (stopping()) return;
     bool all = true;
@@ -292,7 +348,7 @@ Result<CheckReport> Checker::run() {
     all = all && r_.stats.committed > 0;
     r_.stats.timestamps = all;
     si_timestamps_ = all && o_.isolation == Isolation::kSnapshot;
-    order_by_commit_ts_ = all;
+    order_by_commit_ts_ = all && !real_time_;
     order_txns();
     huge_assign(meta_, n, Meta{});
     phase([&](size_t piece) {
@@ -370,6 +426,12 @@ void Checker::scan_txns(size_t piece, Part& p) {
       add(p, Anomaly::kInconsistent,
           [&] { return finding(Anomaly::kInconsistent, {}, "a transaction has id 0, the initial data's"); });
     if (!t.committed()) continue;
+    if (real_time_ && t.begin_tsc > t.commit_tsc)
+      add(p, Anomaly::kInconsistent, [&] {
+        return finding(Anomaly::kInconsistent, {t.id},
+                       d_.txn(t.id) + " began at tick " + std::to_string(t.begin_tsc) + ", after its commit at " +
+                           std::to_string(t.commit_tsc));
+      });
     if (timestamp_order_ && t.commit_ts == 0)
       add(p, Anomaly::kTimestampOrder, [&] {
         return finding(Anomaly::kTimestampOrder, {t.id},
@@ -396,7 +458,7 @@ void Checker::order_txns() {
   uint64_t last = 0;
   for (uint32_t i = 0; i < n; ++i) {
     const TxnRecord& t = txn(i);
-    if (t.committed()) last = ord_of(t);
+    if (t.committed()) last = ord_of(i);
     ord_[i] = last;
   }
   // Each worker's attempts are in outcome order, so the history is a few
@@ -1143,6 +1205,86 @@ void Checker::note_components(const Components& c) {
     r_.stats.largest_component = std::max<uint64_t>(r_.stats.largest_component, c.members_of(i).size());
 }
 
+void Checker::setup_real_time() {
+  if (h_.sources.empty() || !h_.sources.front().clock.recorded()) {
+    add(Anomaly::kRealTime, [&] {
+      return finding(Anomaly::kRealTime, {},
+                     "strict serializability cannot be checked: the history records no real time (recorded by an "
+                     "rdtx run on the hardware clock, not in virtual time)");
+    });
+    return;
+  }
+  std::map<uint64_t, uint32_t> domains;
+  for (const Source& src : h_.sources) domains.emplace(src.clock.domain, static_cast<uint32_t>(domains.size()));
+  raw_ticks_ = domains.size() == 1;
+  // Across hosts, ticks compare through the wall clocks, and only beyond
+  // their bound of disagreement; without one, not at all.
+  const bool across = !raw_ticks_ && o_.clock_skew_ns > 0;
+  margin_ = across ? o_.clock_skew_ns : 0;
+  for (const Source& src : h_.sources)
+    source_time_[uint32_t{src.node} << 10 | src.worker] =
+        SourceTime{across ? 0 : domains[src.clock.domain], src.clock.tsc, src.clock.unix_ns, src.clock.tsc_hz};
+  d_.real_time_gap_ns = [this](uint32_t src, uint32_t dst) {
+    const SourceTime &a = time_of(src), &b = time_of(dst);
+    const uint64_t end = timeline(a, txn(src).commit_tsc), begin = timeline(b, txn(dst).begin_tsc);
+    return begin > end ? timeline_ns(begin - end, a) : 0.0;
+  };
+  real_time_ = true;
+  r_.stats.real_time = true;
+  r_.stats.clock_domains = static_cast<uint32_t>(domains.size());
+}
+
+void Checker::real_time_edges(std::vector<Edge>& edges, uint32_t& nodes) const {
+  // Within each segment and clock group, T1 -> T2 when T1's end (commit_tsc)
+  // is more than margin_ before T2's begin. Sorted by end, the attempts
+  // each get an auxiliary node, chained in that order: T -> A(T), A(k) ->
+  // A(k+1), and A(last end before T2's begin) -> T2. So T1 reaches T2
+  // through the chain exactly when T1 precedes it, with O(n) edges.
+  struct Item {
+    uint32_t seg, group;
+    uint64_t end, begin;  // begin 0: unknown
+    uint32_t node;
+  };
+  std::vector<Item> items;
+  for (uint32_t u = 0; u < node_of_.size(); ++u) {
+    const uint32_t i = node_of_[u];
+    const TxnRecord& t = txn(i);
+    if (!t.committed()) continue;
+    const Pos x{ord_[i], i};
+    auto it = std::upper_bound(segments_.begin(), segments_.end(), x,
+                               [](const Pos& v, const Interval& sg) { return v < sg.lo; });
+    const SourceTime& st = time_of(i);
+    if (st.group == kNoClock) continue;  // a hand-built history's attempt of no source
+    const uint64_t begin = t.begin_tsc == 0 || t.begin_tsc > t.commit_tsc ? 0 : timeline(st, t.begin_tsc);
+    items.push_back(Item{static_cast<uint32_t>(it - 1 - segments_.begin()), st.group, timeline(st, t.commit_tsc), begin, u});
+  }
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    return std::tie(a.seg, a.group, a.end, a.node) < std::tie(b.seg, b.group, b.end, b.node);
+  });
+  std::vector<uint64_t> ends;
+  for (size_t lo = 0; lo < items.size();) {
+    size_t hi = lo;
+    while (hi < items.size() && items[hi].seg == items[lo].seg && items[hi].group == items[lo].group) ++hi;
+    const uint32_t aux = nodes;
+    nodes += static_cast<uint32_t>(hi - lo);
+    ends.clear();
+    for (size_t k = lo; k < hi; ++k) {
+      ends.push_back(items[k].end);
+      const uint32_t a = aux + static_cast<uint32_t>(k - lo);
+      edges.push_back(Edge::make(items[k].node, a, EdgeKind::kRT, 0));
+      if (k + 1 < hi) edges.push_back(Edge::make(a, a + 1, EdgeKind::kRT, 0));
+    }
+    for (size_t k = lo; k < hi; ++k) {
+      const uint64_t b = items[k].begin;
+      if (b <= margin_) continue;  // unknown, or no end can precede it
+      // The last end below b - margin_.
+      const size_t j = static_cast<size_t>(std::lower_bound(ends.begin(), ends.end(), b - margin_) - ends.begin());
+      if (j > 0) edges.push_back(Edge::make(aux + static_cast<uint32_t>(j - 1), items[k].node, EdgeKind::kRT, 0));
+    }
+    lo = hi;
+  }
+}
+
 void Checker::find_cycles() {
   if (edges_.empty()) return;  // no segments: no cycle
   // The graph of the attempts in segments, numbered 0.. in index order.
@@ -1150,18 +1292,27 @@ void Checker::find_cycles() {
     e.src = static_cast<uint32_t>(std::lower_bound(node_of_.begin(), node_of_.end(), e.src) - node_of_.begin());
     e.dst = static_cast<uint32_t>(std::lower_bound(node_of_.begin(), node_of_.end(), e.dst) - node_of_.begin());
   }
-  const DependencyGraph g(static_cast<uint32_t>(node_of_.size()), std::move(edges_));
+  uint32_t nodes = static_cast<uint32_t>(node_of_.size());
+  if (real_time_) real_time_edges(edges_, nodes);
+  const DependencyGraph g(nodes, std::move(edges_));
   CycleSearch search(g, [this] { return stopping(); });
-  if (forbidden(o_.isolation, Anomaly::kG2Item)) {  // serializable, repeatable read
+  if (forbidden(o_.isolation, Anomaly::kG2Item)) {  // (strict) serializable, repeatable read
     // Coarse to fine: most histories are acyclic and stop after one pass.
     const Components full = g.components(kAllKinds, nullptr);
     note_components(full);
-    if (full.cyclic.empty()) return;
-    const Components dep = g.components(kDepKinds, &full);
-    const Components ww = g.components(kWWOnly, &dep);
-    report_cycles(Anomaly::kG0, g, ww, kWWOnly, kWWOnly, search);
-    report_cycles(Anomaly::kG1c, g, dep, kind_bit(EdgeKind::kWR), kDepKinds, search);
-    report_cycles(Anomaly::kG2Item, g, full, kind_bit(EdgeKind::kRW), kAllKinds, search);
+    if (!full.cyclic.empty()) {
+      const Components dep = g.components(kDepKinds, &full);
+      const Components ww = g.components(kWWOnly, &dep);
+      report_cycles(Anomaly::kG0, g, ww, kWWOnly, kWWOnly, search);
+      report_cycles(Anomaly::kG1c, g, dep, kind_bit(EdgeKind::kWR), kDepKinds, search);
+      report_cycles(Anomaly::kG2Item, g, full, kind_bit(EdgeKind::kRW), kAllKinds, search);
+    }
+    if (real_time_) {
+      // A cycle that needs real-time order: serializable, but only in an
+      // order that contradicts real time.
+      const Components rt = g.components(kRealTimeKinds, nullptr);
+      report_cycles(Anomaly::kRealTime, g, rt, kind_bit(EdgeKind::kRT), kRealTimeKinds, search);
+    }
     return;
   }
   const Components dep = g.components(kDepKinds, nullptr);
@@ -1195,7 +1346,9 @@ void Checker::report_cycles(Anomaly a, const DependencyGraph& g, const Component
       continue;
     }
     const std::optional<Cycle> cyc = search.shortest(c, i, seed, path, budget, nullptr);
-    if (cyc) add(a, [&] { return d_.cycle(a, attempts(*cyc), members.size()); });
+    const uint64_t size = static_cast<uint64_t>(
+        std::count_if(members.begin(), members.end(), [&](uint32_t u) { return u < node_of_.size(); }));
+    if (cyc) add(a, [&] { return d_.cycle(a, attempts(*cyc), size); });
   }
 }
 
@@ -1235,6 +1388,8 @@ const char* to_string(Isolation i) {
       return "read committed";
     case Isolation::kRepeatableRead:
       return "repeatable read";
+    case Isolation::kStrictSerializable:
+      return "strict serializable";
   }
   return "?";
 }
@@ -1244,7 +1399,8 @@ Result<Isolation> parse_isolation(std::string_view s) {
   if (s == "si" || s == "snapshot") return Isolation::kSnapshot;
   if (s == "rc" || s == "read-committed") return Isolation::kReadCommitted;
   if (s == "rr" || s == "repeatable-read") return Isolation::kRepeatableRead;
-  return make_error(EINVAL, "isolation level '%.*s' is not one of serializable, si, rc, rr", static_cast<int>(s.size()),
+  if (s == "strict" || s == "strict-serializable") return Isolation::kStrictSerializable;
+  return make_error(EINVAL, "isolation level '%.*s' is not one of strict, serializable, si, rc, rr", static_cast<int>(s.size()),
                     s.data());
 }
 
@@ -1276,6 +1432,8 @@ const char* to_string(Anomaly a) {
       return "inconclusive";
     case Anomaly::kTimestampOrder:
       return "timestamp order";
+    case Anomaly::kRealTime:
+      return "real time";
     case Anomaly::kCount_:
       break;
   }
@@ -1295,7 +1453,8 @@ bool forbidden(Isolation level, Anomaly a) {
     case Anomaly::kG2Item:
       // PL-2.99 forbids G2-item; PL-3 adds predicate cycles, which item
       // histories cannot show.
-      return level == Isolation::kSerializable || level == Isolation::kRepeatableRead;
+      return level == Isolation::kSerializable || level == Isolation::kRepeatableRead ||
+             level == Isolation::kStrictSerializable;
     case Anomaly::kLostUpdate:
       return level != Isolation::kReadCommitted;
     case Anomaly::kGSIa:
@@ -1304,6 +1463,8 @@ bool forbidden(Isolation level, Anomaly a) {
       return level == Isolation::kSnapshot;
     case Anomaly::kTimestampOrder:
       return true;  // found only in histories that promise timestamp order
+    case Anomaly::kRealTime:
+      return level == Isolation::kStrictSerializable;
     case Anomaly::kCount_:
       break;
   }

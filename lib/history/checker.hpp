@@ -16,6 +16,10 @@
 //             update" (one key, one rw edge, the rest ww) or "G-single"
 //             (exactly one rw edge)
 //   G-SIa/b   snapshot isolation's interference and missed effects
+//   real time a cycle through real-time order (T1 committed before T2
+//             began, so T1 must come first): the history is serializable
+//             only in an order that contradicts real time (strict
+//             serializability, checked when the history records real time)
 // and properties of the history itself:
 //   lost update      a read-modify-write replaced a version other than the
 //                    one it read: it overwrote a write it never saw
@@ -28,7 +32,8 @@
 //                    intermediate version, a write sequence out of order, a
 //                    commit timestamp before the start timestamp
 // Which of these count depends on the isolation level (forbidden() below,
-// doc/history.md): serializable (PL-3) forbids all but the G-SI ones, read
+// doc/history.md): strict serializable forbids what serializable does and
+// real-time cycles; serializable (PL-3) forbids all but the G-SI ones, read
 // committed (PL-2) only G0, G1 and the history's own defects, repeatable
 // read (PL-2.99) what serializable does. PL-3 and PL-2.99 differ in
 // predicate anti-dependencies only, and a history records item reads only
@@ -52,11 +57,12 @@
 
 namespace rdtx::history {
 
-enum class Isolation : uint8_t { kSerializable, kSnapshot, kReadCommitted, kRepeatableRead };
-// "serializable", "snapshot isolation", "read committed", "repeatable read"
+enum class Isolation : uint8_t { kSerializable, kSnapshot, kReadCommitted, kRepeatableRead, kStrictSerializable };
+// "serializable", "snapshot isolation", "read committed", "repeatable read",
+// "strict serializable"
 const char* to_string(Isolation i);
 // "serializable", "si" or "snapshot", "rc" or "read-committed", "rr" or
-// "repeatable-read".
+// "repeatable-read", "strict" or "strict-serializable".
 Result<Isolation> parse_isolation(std::string_view s);
 
 enum class Anomaly : uint8_t {
@@ -76,6 +82,9 @@ enum class Anomaly : uint8_t {
   // attempt without one, in a history whose protocol promises timestamp
   // order (Source::timestamp_order).
   kTimestampOrder,
+  // A cycle through real-time order (strict serializability), or a
+  // strict check of a history that records no real time.
+  kRealTime,
   kCount_,
 };
 inline constexpr size_t kAnomalyKinds = static_cast<size_t>(Anomaly::kCount_);
@@ -91,6 +100,9 @@ struct CycleEdge {
   uint64_t key;
   Version seen;       // ww: the version replaced; wr, rw: the version read
   Version installed;  // ww, rw: the version the edge's target installed; wr: = seen
+  // rt: how long before the target began the source committed, in ns
+  // (less the clock_skew_ns allowed across hosts).
+  uint64_t gap_ns = 0;
 };
 
 struct Finding {
@@ -118,6 +130,12 @@ struct CheckOptions {
   // versions they name, anti-dependencies, edges in segments); 0: every core. The report does not depend on
   // it.
   unsigned threads = 0;
+  // Strict serializability across hosts: the most two hosts' wall clocks
+  // (CLOCK_REALTIME) may disagree, in ns. Files from one host share its
+  // counter and compare exactly; across hosts real-time order is only
+  // taken where a commit precedes a begin by more than this bound, and not
+  // at all while it is 0 (unknown).
+  uint64_t clock_skew_ns = 0;
   // Polled between phases, by every piece of a parallel phase (a 64th of
   // it) and every million edges a cycle search visits: once it returns
   // true, check() gives up with ECANCELED (rdtx-bench's SIGINT/SIGTERM).
@@ -133,11 +151,14 @@ struct CheckStats {
   uint64_t largest_component = 0;
   uint64_t unrecorded_refs = 0;  // references to attempts a truncated worker did not record
   bool timestamps = false;       // every committed attempt has start and commit timestamps
+  bool real_time = false;        // real-time order checked (strict serializable)
+  uint32_t clock_domains = 0;    // hosts (clocks) the history's real time comes from
   double seconds = 0;
 };
 
 struct CheckReport {
   Isolation isolation = Isolation::kSerializable;
+  uint64_t clock_skew_ns = 0;  // CheckOptions::clock_skew_ns
   bool truncated = false;    // some worker's history is a prefix
   bool prefix_only = false;  // truncated, and checked as a prefix (allow_truncated)
   bool certified = false;

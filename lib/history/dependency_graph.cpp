@@ -19,6 +19,8 @@ const char* to_string(EdgeKind k) {
       return "wr";
     case EdgeKind::kRW:
       return "rw";
+    case EdgeKind::kRT:
+      return "rt";
   }
   return "?";
 }

@@ -3,6 +3,9 @@
 //   ww  T1 installed a version, T2 installed the next one
 //   wr  T2 read the version T1 installed
 //   rw  T1 read a version, T2 installed the next one (anti-dependency)
+//   rt  real-time order: T1 committed before T2 began (strict
+//       serializability; the checker adds these through a chain of
+//       auxiliary nodes, so that they cost O(n), not O(n^2))
 // and the access it came from. Stored as compressed adjacency arrays so that
 // graphs of tens of millions of edges fit and traverse quickly.
 //
@@ -23,14 +26,15 @@
 
 namespace rdtx::history {
 
-enum class EdgeKind : uint8_t { kWW = 0, kWR = 1, kRW = 2 };
-const char* to_string(EdgeKind k);  // "ww", "wr", "rw"
+enum class EdgeKind : uint8_t { kWW = 0, kWR = 1, kRW = 2, kRT = 3 };
+const char* to_string(EdgeKind k);  // "ww", "wr", "rw", "rt"
 
 // Sets of edge kinds.
 inline constexpr uint8_t kind_bit(EdgeKind k) { return static_cast<uint8_t>(1u << static_cast<unsigned>(k)); }
 inline constexpr uint8_t kWWOnly = kind_bit(EdgeKind::kWW);
 inline constexpr uint8_t kDepKinds = kind_bit(EdgeKind::kWW) | kind_bit(EdgeKind::kWR);
-inline constexpr uint8_t kAllKinds = kDepKinds | kind_bit(EdgeKind::kRW);
+inline constexpr uint8_t kAllKinds = kDepKinds | kind_bit(EdgeKind::kRW);  // the dependencies
+inline constexpr uint8_t kRealTimeKinds = kAllKinds | kind_bit(EdgeKind::kRT);
 
 struct Edge {
   uint32_t src;

@@ -32,6 +32,11 @@ std::string Describer::key(uint32_t table, uint64_t key) const {
 }
 
 CycleEdge Describer::edge(const Edge& e) const {
+  if (e.kind() == EdgeKind::kRT) {
+    CycleEdge c{EdgeKind::kRT, 0, 0, {}, {}};
+    if (real_time_gap_ns) c.gap_ns = static_cast<uint64_t>(real_time_gap_ns(e.src, e.dst));
+    return c;
+  }
   const AccessRecord& a = h_.all_accesses()[e.access()];
   CycleEdge c{e.kind(), a.table, a.key, {}, {}};
   switch (e.kind()) {
@@ -49,11 +54,18 @@ CycleEdge Describer::edge(const Edge& e) const {
         if (w.writes() && w.table == a.table && w.key == a.key && w.replaced_version() == c.seen)
           c.installed.seq = w.write_seq;
       break;
+    case EdgeKind::kRT:
+      break;
   }
   return c;
 }
 
 std::string Describer::edge_text(const CycleEdge& e) const {
+  if (e.kind == EdgeKind::kRT) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "rt: committed %.1f us before the next began", static_cast<double>(e.gap_ns) / 1e3);
+    return buf;
+  }
   const std::string s = std::string(to_string(e.kind)) + " " + key(e.table, e.key) + ": ";
   switch (e.kind) {
     case EdgeKind::kWW:
@@ -62,6 +74,8 @@ std::string Describer::edge_text(const CycleEdge& e) const {
       return s + "read v=" + version(e.seen);
     case EdgeKind::kRW:
       return s + "read v=" + version(e.seen) + ", replaced by v=" + version(e.installed);
+    case EdgeKind::kRT:
+      break;
   }
   return s;
 }

@@ -12,6 +12,7 @@
 // Thread-safety: const methods only; reads the History.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ class Describer {
   // A cycle finding: a header line ("G2-item (write skew): a cycle of 2
   // transactions"), then one line per edge.
   Finding cycle(Anomaly kind, const Cycle& c, uint64_t component_size) const;
+
+  // For rt edges: how long (ns) before attempt dst began attempt src
+  // committed (the checker's timeline).
+  std::function<double(uint32_t src, uint32_t dst)> real_time_gap_ns;
 
  private:
   TxnId id_at(uint32_t idx) const { return h_.txn(idx).id; }

@@ -95,7 +95,14 @@ struct TxnRecord {
   TxnId id;
   uint64_t start_ts;    // logical start (snapshot) timestamp, 0 = unknown
   uint64_t commit_ts;   // logical commit timestamp, 0 = unknown
-  uint64_t commit_tsc;  // TSC when the outcome was recorded: ordering hints only
+  // Real time, in ticks of the file's clock (FileHeader::tsc_hz, clock_*):
+  // when the transaction was invoked -- its first attempt began, before any
+  // access; a retry keeps its transaction's begin -- (0 = unknown), and when
+  // its outcome was known to its coordinator (recorded). With
+  // kFileRealTime, a committed attempt whose commit_tsc is below another's
+  // begin_tsc precedes it in real time (strict serializability).
+  uint64_t begin_tsc;
+  uint64_t commit_tsc;
   uint32_t access_count;
   uint16_t type;          // workload-defined, an index into the type names
   uint16_t abort_reason;  // aborted: an index into the abort reason names; else 0
@@ -104,7 +111,7 @@ struct TxnRecord {
 
   bool committed() const { return outcome == static_cast<uint8_t>(Outcome::kCommitted); }
 };
-static_assert(sizeof(TxnRecord) == 48);
+static_assert(sizeof(TxnRecord) == 56);
 
 // FileHeader::flags
 inline constexpr uint32_t kFileTruncated = 1;       // the recorder ran out of room: a prefix
@@ -114,11 +121,16 @@ inline constexpr uint32_t kFileAbortsRecorded = 2;  // aborted attempts are in t
 // wr not backward: a reader may share its writer's timestamp, as SUNDIAL's
 // do). The checker verifies every edge.
 inline constexpr uint32_t kFileTimestampOrder = 4;
-inline constexpr uint32_t kFileKnownFlags = kFileTruncated | kFileAbortsRecorded | kFileTimestampOrder;
+// Real time is recorded: each attempt's begin_tsc, and the header's clock
+// (clock_domain, tsc_hz, clock_tsc, clock_unix_ns), so that the checker
+// can add real-time order to the dependency graph (strict serializability).
+inline constexpr uint32_t kFileRealTime = 8;
+inline constexpr uint32_t kFileKnownFlags = kFileTruncated | kFileAbortsRecorded | kFileTimestampOrder | kFileRealTime;
 
 inline constexpr char kFileMagic[8] = {'R', 'D', 'T', 'X', 'H', 'I', 'S', 'T'};
-// Version 2 added the checksums; version 1 files are refused.
-inline constexpr uint32_t kFormatVersion = 2;
+// Version 2 added the checksums, version 3 real time (TxnRecord::begin_tsc,
+// the header's clock); older files are refused.
+inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr const char* kFileExtension = ".rdtxh";
 
 struct FileHeader {
@@ -135,12 +147,21 @@ struct FileHeader {
   uint64_t txn_count;
   uint64_t access_count;
   uint64_t names_bytes;
-  uint64_t log_bytes;     // txn_count * 48 + access_count * 40
+  uint64_t log_bytes;     // txn_count * 56 + access_count * 40
   uint64_t dropped_txns;    // outcomes not recorded once truncated; 0 unless kFileTruncated
   uint64_t capacity_bytes;  // the recorder's in-memory buffer (both halves)
   uint32_t header_crc;      // CRC32C of these 128 bytes with header_crc = 0
   uint32_t body_crc;        // CRC32C of the names section and the log
-  uint8_t reserved[32];     // 0
+  // The clock of begin_tsc and commit_tsc (with kFileRealTime, else 0):
+  // files with the same nonzero clock_domain read one counter (one host's
+  // TSC: a hash of its boot id), so their ticks compare exactly; across
+  // domains they compare through the wall clock (CLOCK_REALTIME) read at
+  // clock_tsc, which only a bound on the hosts' clock disagreement makes
+  // usable (the checker's clock_skew_ns).
+  uint64_t clock_domain;
+  uint64_t tsc_hz;         // ticks per second
+  uint64_t clock_tsc;      // a tick of the clock ...
+  uint64_t clock_unix_ns;  // ... and the wall clock at that tick, ns since 1970
 };
 static_assert(sizeof(FileHeader) == 128);
 

@@ -33,8 +33,15 @@ Result<void> History::add_source(const Source& src, uint64_t src_run_id, uint16_
       return make_error(EINVAL, "%s: %s timestamp order, but %s %s", where,
                         src.timestamp_order ? "promises" : "does not promise", first_where,
                         first.timestamp_order ? "does" : "does not");
+    if (src.clock.recorded() != first.clock.recorded())
+      return make_error(EINVAL, "%s: %s real time, but %s %s", where, src.clock.recorded() ? "records" : "does not record",
+                        first_where, first.clock.recorded() ? "does" : "does not");
     for (const Source& s : sources) {
       const char* other = s.path.empty() ? "a recorder" : s.path.c_str();
+      if (s.clock.domain != 0 && s.clock.domain == src.clock.domain && s.clock.tsc_hz != src.clock.tsc_hz)
+        return make_error(EINVAL, "%s: a clock of %llu Hz, but %s reads the same clock at %llu Hz", where,
+                          static_cast<unsigned long long>(src.clock.tsc_hz), other,
+                          static_cast<unsigned long long>(s.clock.tsc_hz));
       if (s.node == src.node && s.worker == src.worker)
         return make_error(EINVAL, "%s: a second history of n%u.w%u (the first is %s)", where, src.node, src.worker,
                           other);

@@ -60,6 +60,17 @@ using LoadVector = std::vector<T, DefaultInitAllocator<T>>;
 // a second. Empty: never. Called from several threads at once.
 using StopFn = std::function<bool()>;
 
+// The clock a file's begin_tsc and commit_tsc are read from (format.hpp,
+// FileHeader::clock_*); tsc_hz == 0: real time not recorded.
+struct Clock {
+  uint64_t domain = 0;  // same nonzero domain: the same counter
+  uint64_t tsc_hz = 0;
+  uint64_t tsc = 0;      // a tick ...
+  uint64_t unix_ns = 0;  // ... and the wall clock then
+  bool recorded() const { return tsc_hz != 0; }
+  friend bool operator==(const Clock&, const Clock&) = default;
+};
+
 // One worker's part of the history (one file).
 struct Source {
   std::string path;  // empty when not loaded from a file
@@ -69,6 +80,7 @@ struct Source {
   bool truncated = false;
   bool aborts_recorded = false;
   bool timestamp_order = false;  // kFileTimestampOrder: the protocol promises it
+  Clock clock;                   // kFileRealTime: begin_tsc and commit_tsc's clock
   uint64_t txns = 0;
   uint64_t dropped_txns = 0;
 };

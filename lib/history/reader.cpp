@@ -87,7 +87,12 @@ Result<OpenFile> open_file(const std::string& path) {
   }
   if ((h.flags & ~kFileKnownFlags) != 0)
     return corrupt(path, "unknown flags " + std::to_string(h.flags & ~kFileKnownFlags) + " in the header");
-  if (h.reserved0 != 0 || !all_zero(h.reserved)) return corrupt(path, "reserved header bytes are not zero");
+  if (h.reserved0 != 0) return corrupt(path, "reserved header bytes are not zero");
+  if (h.flags & kFileRealTime) {
+    if (h.tsc_hz == 0) return corrupt(path, "the header says real time is recorded, but its clock rate is 0");
+  } else if (h.clock_domain != 0 || h.tsc_hz != 0 || h.clock_tsc != 0 || h.clock_unix_ns != 0) {
+    return corrupt(path, "the header has a clock, but does not say real time is recorded");
+  }
   if (h.dropped_txns != 0 && !(h.flags & kFileTruncated))
     return corrupt(path, "the header says " + std::to_string(h.dropped_txns) +
                              " transactions were not recorded, but the history is not marked truncated");
@@ -305,6 +310,8 @@ Result<History> load_history(const std::vector<std::string>& paths, unsigned thr
     src.truncated = (of->h.flags & kFileTruncated) != 0;
     src.aborts_recorded = (of->h.flags & kFileAbortsRecorded) != 0;
     src.timestamp_order = (of->h.flags & kFileTimestampOrder) != 0;
+    if (of->h.flags & kFileRealTime)
+      src.clock = Clock{of->h.clock_domain, of->h.tsc_hz, of->h.clock_tsc, of->h.clock_unix_ns};
     src.txns = of->h.txn_count;
     src.dropped_txns = of->h.dropped_txns;
     if (auto r = h.add_source(src, of->h.run_id, of->h.cluster_nodes, of->names); !r.ok()) return r.error();

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <new>
 #include <utility>
 #include <vector>
@@ -115,6 +116,24 @@ size_t add_records(std::span<const std::byte> log, History& h) {
 }
 
 }  // namespace
+
+Clock host_clock() {
+  // The boot id names this boot of this host: processes that share it read
+  // one TSC (invariant and synchronised across CPUs on the machines rdtx
+  // runs on). FNV-1a of its text; 1 if it cannot be read (one host assumed
+  // per run then: a cross-host run has it).
+  uint64_t domain = 1;
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    domain = 0xcbf29ce484222325ULL;
+    for (int c; (c = std::fgetc(f)) != EOF && c != '\n';) domain = (domain ^ static_cast<uint8_t>(c)) * 0x100000001b3ULL;
+    std::fclose(f);
+    if (domain == 0) domain = 1;
+  }
+  timespec ts{};
+  const uint64_t tsc = env::hw_tsc();
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return Clock{domain, env::hw_tsc_hz(), tsc, static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(ts.tv_nsec)};
+}
 
 Result<Recorder> Recorder::create(RecorderOptions o) {
   if (o.worker >= kMaxWorkers || o.node_workers > kMaxWorkers)
@@ -330,6 +349,7 @@ void Recorder::append(const TxnTrace& trace, Outcome outcome, uint16_t reason, u
   rec.abort_reason = reason;
   rec.commit_ts = commit_ts;
   rec.commit_tsc = env::tsc();
+  if (!options_.clock.recorded()) rec.begin_tsc = 0;
   std::byte* dst = half(active_) + used_;
   std::memcpy(dst, &rec, sizeof rec);
   std::memcpy(dst + sizeof rec, acc.data(), acc.size_bytes());
@@ -351,7 +371,11 @@ FileHeader Recorder::header() const {
   h.cluster_nodes = options_.cluster_nodes;
   h.node_workers = options_.node_workers;
   h.flags = (truncated_ ? kFileTruncated : 0) | (options_.record_aborted ? kFileAbortsRecorded : 0) |
-            (options_.timestamp_order ? kFileTimestampOrder : 0);
+            (options_.timestamp_order ? kFileTimestampOrder : 0) | (options_.clock.recorded() ? kFileRealTime : 0);
+  h.clock_domain = options_.clock.domain;
+  h.tsc_hz = options_.clock.tsc_hz;
+  h.clock_tsc = options_.clock.tsc;
+  h.clock_unix_ns = options_.clock.unix_ns;
   h.txn_count = txns_;
   h.access_count = accesses_;
   h.names_bytes = names_bytes_;
@@ -404,6 +428,7 @@ Result<void> Recorder::append_to(History& h, const StopFn& stop) const {
   src.truncated = truncated_;
   src.aborts_recorded = options_.record_aborted;
   src.timestamp_order = options_.timestamp_order;
+  src.clock = options_.clock;
   src.txns = txns_;
   src.dropped_txns = dropped_;
   RDTX_TRY(h.add_source(src, options_.run_id, options_.cluster_nodes, options_.names));

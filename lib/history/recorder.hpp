@@ -73,12 +73,24 @@ struct RecorderOptions {
   // The protocol promises timestamp order (kFileTimestampOrder): each
   // commit() passes the attempt's commit timestamp.
   bool timestamp_order = false;
+  // Real time (kFileRealTime): the clock env::tsc() reads, in which the
+  // engine gives each attempt's begin (TxnTrace::begin) and the recorder
+  // stamps its outcome; host_clock() for a run on the hardware counter.
+  // Unrecorded (tsc_hz 0): begin_tsc is written as 0 and the checker cannot
+  // check real-time order.
+  Clock clock;
   NameTables names;             // every table, type and abort reason id used
   // Where the history streams during the run: an unnamed file in this
   // directory, which must have room for the whole history. "": $TMPDIR, or
   // /tmp without it. (Best on the file system of the history directory.)
   std::string spill_dir;
 };
+
+// This host's hardware counter as a history clock: its domain is a hash of
+// the kernel's boot id (processes of one host share their TSC), its rate
+// env::hw_tsc_hz(), sampled with CLOCK_REALTIME. Not for virtual time,
+// whose env::tsc() is each worker's own clock.
+Clock host_clock();
 
 class Recorder {
  public:

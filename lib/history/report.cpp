@@ -41,6 +41,12 @@ std::string format_report(const CheckReport& r, size_t max_findings) {
     out += s.timestamps ? "snapshot isolation: checked against start and commit timestamps\n"
                         : "snapshot isolation: not every transaction has timestamps; G-SIb searched as cycles with "
                           "one anti-dependency, G-SIa not checked\n";
+  if (s.real_time)
+    out += "real time: checked (" +
+           (s.clock_domains == 1 ? std::string("one clock")
+                                 : u(s.clock_domains) + " hosts' clocks, compared " +
+                                       std::string(r.clock_skew_ns > 0 ? "beyond the clock skew bound" : "within each host only")) +
+           ")\n";
   if (s.unrecorded_refs > 0)
     out += "truncated: " + u(s.unrecorded_refs) + " references to versions of unrecorded transactions ignored\n";
   char rate[128];

@@ -27,12 +27,15 @@ class TxnTrace {
       : acc_(std::make_unique<AccessRecord[]>(max_accesses)), capacity_(max_accesses) {}
 
   // Starts a new attempt. type indexes the recorder's type names; start_ts is
-  // the logical snapshot timestamp if the protocol has one (0 = unknown).
-  void begin(TxnId id, uint16_t type, uint64_t start_ts = 0) {
+  // the logical snapshot timestamp if the protocol has one (0 = unknown);
+  // begin_tsc when its transaction was invoked, on the recorder's clock
+  // (env::tsc(), before the first attempt's first access; 0 = unknown).
+  void begin(TxnId id, uint16_t type, uint64_t start_ts = 0, uint64_t begin_tsc = 0) {
     rec_ = TxnRecord{};
     rec_.id = id;
     rec_.type = type;
     rec_.start_ts = start_ts;
+    rec_.begin_tsc = begin_tsc;
     n_ = 0;
     overflowed_ = false;
   }

@@ -324,6 +324,9 @@ Result<RunResult> run(const RunConfig& rc) {
   ho.run_id = run_id != 0 ? run_id : (epoch | 1);
   ho.cluster_nodes = static_cast<uint16_t>(cc.nodes);
   ho.node_workers = static_cast<uint16_t>(cc.workers_per_node);
+  // Real time on this host's counter; in virtual time each worker reads a
+  // clock of its own, and the history records no real time.
+  if (!rc.virtual_time.on) ho.clock = history::host_clock();
   for (uint32_t id = 0; id < c.workers(); ++id)
     RDTX_TRY(loading(engines[id]->start(rc.seed * 7919 + c.worker(id).id, ho)));
   // How owner-side code read-modify-writes the words NICs CAS and FAA
@@ -373,7 +376,7 @@ Result<RunResult> run(const RunConfig& rc) {
   res.load_seconds = load_seconds;
   res.table_bytes = table_bytes;
   res.abort_reasons = txn::abort_reason_names(*rc.protocol);
-  res.isolation = rc.options.isolation;
+  res.isolation = txn::certified_level(*rc.protocol, rc.options.isolation, !rc.virtual_time.on);
   if (!engines.empty()) res.owner_atomics = engines[0]->owner_atomics_mode();
   // In virtual time a line every run.progress_s of wall time: the virtual
   // clock may take minutes for one of its seconds.

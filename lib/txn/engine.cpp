@@ -227,11 +227,12 @@ Coordinator::Coordinator(WorkerEngine& e, uint32_t index, std::byte* scratch, si
   }
 }
 
-void Coordinator::record_outcome(uint32_t type, bool committed) {
+void Coordinator::record_outcome(uint32_t type, bool committed, uint64_t begin_tsc) {
   history::Recorder* rec = e_.recorder();
   if (rec == nullptr || (!committed && !rec->options().record_aborted)) return;
   history::TxnTrace& tr = *trace_;
-  tr.begin(txn_.id(), static_cast<uint16_t>(type));  // no snapshot timestamps (serializable protocols)
+  // No snapshot timestamps (serializable protocols); the invocation's time.
+  tr.begin(txn_.id(), static_cast<uint16_t>(type), 0, begin_tsc);
   for (uint32_t i = 0; i < txn_.size(); ++i) {
     const Access& a = txn_.access(i);
     if (!a.fetched) continue;  // an aborted attempt's accesses that never saw a version
@@ -281,9 +282,9 @@ uint64_t Coordinator::take_timestamp() {
 
 uint64_t Coordinator::take_txn_id() { return make_txn_id(e_.node(), e_.ctx().index, index_, ++seq_); }
 
-void Coordinator::account(const TxnInput& in, bool ok, int64_t delta, uint64_t start, bool first) {
+void Coordinator::account(const TxnInput& in, bool ok, int64_t delta, uint64_t start, bool first, bool invoked_at_start) {
   WorkerStats& st = e_.stats();
-  if (trace_) record_outcome(in.type, ok);
+  if (trace_) record_outcome(in.type, ok, invoked_at_start ? start : 0);
   const bool measuring = e_.measuring();
   LiveStats& live = e_.live_counts();
   ++live.attempts;

@@ -449,11 +449,17 @@ class Coordinator {
   // recording), live figures, and while measuring the commits, aborts by
   // reason, latency, verbs and sampled phases. Both loops call it.
   // `first`: the transaction's first attempt (counted as issued).
-  void account(const TxnInput& in, bool committed, int64_t delta, uint64_t start_tsc, bool first = true);
+  // `invoked_at_start`: start_tsc is when the transaction was invoked, at or
+  // before its first attempt's first access -- the history's real-time
+  // begin; otherwise (a CALVIN executor that is not the input's home) the
+  // begin is recorded as unknown.
+  void account(const TxnInput& in, bool committed, int64_t delta, uint64_t start_tsc, bool first = true,
+               bool invoked_at_start = true);
 
  private:
   // Recording: the attempt's accesses and outcome go to the worker's history.
-  void record_outcome(uint32_t type, bool committed);
+  // begin_tsc: the transaction's invocation (0: unknown).
+  void record_outcome(uint32_t type, bool committed, uint64_t begin_tsc);
   // row_changes.cpp: whether a row of `node` is changed in the store here;
   // erasing the inserts marked in `which`; the outcome `rc` of access i's
   // row change.

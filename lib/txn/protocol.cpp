@@ -14,7 +14,9 @@ namespace rdtx::txn {
 static_assert(static_cast<int>(Isolation::kSerializable) == static_cast<int>(history::Isolation::kSerializable) &&
               static_cast<int>(Isolation::kSnapshot) == static_cast<int>(history::Isolation::kSnapshot) &&
               static_cast<int>(Isolation::kReadCommitted) == static_cast<int>(history::Isolation::kReadCommitted) &&
-              static_cast<int>(Isolation::kRepeatableRead) == static_cast<int>(history::Isolation::kRepeatableRead));
+              static_cast<int>(Isolation::kRepeatableRead) == static_cast<int>(history::Isolation::kRepeatableRead) &&
+              static_cast<int>(Isolation::kStrictSerializable) ==
+                  static_cast<int>(history::Isolation::kStrictSerializable));
 
 namespace {
 std::vector<const ProtocolDef*>& registry() {
@@ -102,6 +104,12 @@ Result<void> check_rpc_items_fit(const ProtocolDef& def, const Options& o, const
   return {};
 }
 
+Isolation certified_level(const ProtocolDef& def, Isolation level, bool real_time) {
+  return def.strict && real_time && level == Isolation::kSerializable && level == def.isolation
+             ? Isolation::kStrictSerializable
+             : level;
+}
+
 history::CheckOptions check_options(Isolation i) {
   history::CheckOptions o;
   o.isolation = static_cast<history::Isolation>(i);
@@ -146,6 +154,7 @@ const char* to_string(Isolation i) {
     case Isolation::kSnapshot: return "snapshot isolation";
     case Isolation::kReadCommitted: return "read committed";
     case Isolation::kRepeatableRead: return "repeatable read";
+    case Isolation::kStrictSerializable: return "strict serializable";
   }
   return "?";
 }

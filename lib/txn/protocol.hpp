@@ -218,6 +218,12 @@ struct ProtocolDef {
   uint32_t meta_bytes = 0;          // tuple metadata (a multiple of 8)
   uint32_t access_state_bytes = 0;  // per-access protocol state (Txn::state<T>)
   Isolation isolation = Isolation::kSerializable;  // what the history check certifies
+  // At its own level (serializable), the protocol also promises real-time
+  // order: a transaction that began after another's commit was known to
+  // its coordinator comes after it (strict serializability). A run that
+  // records real time then certifies its history at kStrictSerializable
+  // (certified_level()); why each protocol does or does not: doc/txn.md.
+  bool strict = false;
   // The protocol serialises in commit-timestamp order: each attempt sets
   // its timestamp (Txn::set_commit_timestamp) before it commits, the
   // history records it, and the checker verifies that every dependency goes
@@ -369,6 +375,12 @@ std::vector<AbortReasonName> abort_reason_names(const ProtocolDef& def);
 // The history checker's options for a protocol claiming isolation `i`: the
 // level its recorded histories are certified at.
 history::CheckOptions check_options(Isolation i);
+
+// The level a run of `def` at `level` (txn.isolation) is certified at:
+// strict serializable when the protocol promises real-time order at that
+// level and the history records real time (not in virtual time), else
+// `level`.
+Isolation certified_level(const ProtocolDef& def, Isolation level, bool real_time);
 
 // Tuples of every table on every node (of this process) that the protocol
 // sees locked (ProtocolDef::lock_held): the "locks left" check after a run.

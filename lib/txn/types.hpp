@@ -78,7 +78,10 @@ inline constexpr AbortReason protocol_reason(int k) {
 }
 
 // The isolation level a protocol guarantees; the history check certifies it.
-enum class Isolation : uint8_t { kSerializable, kSnapshot, kReadCommitted, kRepeatableRead };
+// A protocol runs at one of the first four (txn.isolation); a run whose
+// protocol also promises real-time order (ProtocolDef::strict) is
+// certified kStrictSerializable when its history records real time.
+enum class Isolation : uint8_t { kSerializable, kSnapshot, kReadCommitted, kRepeatableRead, kStrictSerializable };
 const char* to_string(Isolation i);
 
 // The stages a protocol is assembled from (DESIGN.md). kSequence is

@@ -41,6 +41,12 @@ class HistoryBuilder {
       trace_.read_modify_write(table, key, seen, replaced, seq);
       return *this;
     }
+    // Real time: begin_tsc and commit_tsc (what a recorder stamps).
+    Txn& at(uint64_t begin, uint64_t end) {
+      begin_tsc_ = begin;
+      end_tsc_ = end;
+      return *this;
+    }
     Txn& timestamps(uint64_t start, uint64_t commit) {
       trace_.set_start_ts(start);
       commit_ts_ = commit;
@@ -55,12 +61,15 @@ class HistoryBuilder {
       r.outcome = static_cast<uint8_t>(o);
       r.abort_reason = reason;
       r.commit_ts = o == Outcome::kCommitted ? commit_ts_ : 0;
+      r.begin_tsc = begin_tsc_;
+      r.commit_tsc = end_tsc_;
       h_.add(r, trace_.accesses());
       return r.id;
     }
     History& h_;
     TxnTrace trace_;
     uint64_t commit_ts_ = 0;
+    uint64_t begin_tsc_ = 0, end_tsc_ = 0;
   };
 
   Txn txn(TxnId id, uint16_t type = kWriteCheck) { return Txn(h_, id, type); }
@@ -71,6 +80,17 @@ class HistoryBuilder {
     Source s;
     s.timestamp_order = true;
     s.aborts_recorded = true;
+    h_.sources.push_back(s);
+    return *this;
+  }
+  // A source that records real time on `clock` (default: one host, ticks
+  // of 1 ns), for the attempts of n<node>.w<worker>.
+  HistoryBuilder& real_time(uint16_t node = 0, uint16_t worker = 0, Clock clock = {1, 1'000'000'000, 0, 0}) {
+    Source s;
+    s.node = node;
+    s.worker = worker;
+    s.aborts_recorded = true;
+    s.clock = clock;
     h_.sources.push_back(s);
     return *this;
   }

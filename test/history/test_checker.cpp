@@ -456,7 +456,7 @@ TEST(Isolation, ParseNames) {
   EXPECT_EQ(*parse_isolation("repeatable-read"), Isolation::kRepeatableRead);
   auto bad = parse_isolation("cursor-stability");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message, "isolation level 'cursor-stability' is not one of serializable, si, rc, rr");
+  EXPECT_EQ(bad.error().message, "isolation level 'cursor-stability' is not one of strict, serializable, si, rc, rr");
 }
 
 // --- histories that contradict themselves --------------------------------------------
@@ -578,6 +578,124 @@ TEST(Checker, TruncatedHistoryIsNotCertifiedUnlessThePrefixIsAsked) {
   CheckReport prefix = run(h, Isolation::kSerializable, true);
   EXPECT_TRUE(prefix.certified);
   EXPECT_EQ(prefix.verdict(), "CERTIFIED serializable (the recorded prefix only: history truncated)");
+}
+
+// --- Strict serializability: real-time order ---------------------------------------
+
+constexpr Isolation kStrict = Isolation::kStrictSerializable;
+
+// T1 wrote x and committed at 20; T2 began at 30 and read the value before
+// T1's: serializable (T2 then T1), but not in real time.
+TEST(RealTime, AStaleReadAfterACommitIsACycleThroughRealTime) {
+  HistoryBuilder b;
+  b.real_time();
+  const TxnId t1 = b.txn(T(1)).write(kChecking, 7, kInit).at(10, 20).commit();
+  const TxnId t2 = b.txn(T(2), kAmalgamate).read(kChecking, 7, kInit).at(30, 40).commit();
+  expect_only(run(b.history()), {});
+  CheckReport r = run(b.history(), kStrict);
+  expect_only(r, {{Anomaly::kRealTime, 1}});
+  const Finding* f = first(r, Anomaly::kRealTime);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(as_set(f->txns), (std::set<TxnId>{t1, t2}));
+  EXPECT_EQ(as_set(std::vector<TxnId>{}), as_set(std::vector<TxnId>{}));
+  std::vector<EdgeKind> k = kinds(*f);
+  std::sort(k.begin(), k.end());
+  EXPECT_EQ(k, (std::vector<EdgeKind>{EdgeKind::kRW, EdgeKind::kRT})) << f->text;
+  EXPECT_NE(f->text.find("rt: committed 0.0 us before the next began"), std::string::npos) << f->text;
+  EXPECT_TRUE(r.stats.real_time);
+  EXPECT_EQ(r.verdict(), "NOT CERTIFIED strict serializable: 1 real time");
+}
+
+// The same read while T1 was still running is strictly serializable.
+TEST(RealTime, AReadOverlappingTheWriterIsCertified) {
+  HistoryBuilder b;
+  b.real_time();
+  b.txn(T(1)).write(kChecking, 7, kInit).at(10, 40).commit();
+  b.txn(T(2), kAmalgamate).read(kChecking, 7, kInit).at(30, 50).commit();
+  expect_only(run(b.history(), kStrict), {});
+}
+
+// Real-time order is transitive only through real commits and begins: T3
+// began after T2 ended and T2 began after... nothing links the long T1 to
+// T3, which may read before T1's write (the chain of auxiliary nodes must
+// not add T1 -> T3). A transaction whose begin is unknown (0) gets no
+// incoming real-time edge.
+TEST(RealTime, TheChainAddsOnlyTrueRealTimeEdges) {
+  HistoryBuilder b;
+  b.real_time();
+  b.txn(T(1)).write(kChecking, 7, kInit).at(10, 100).commit();
+  b.txn(T(2)).write(kSavings, 1, kInit).at(20, 30).commit();
+  b.txn(T(3), kAmalgamate).read(kChecking, 7, kInit).read(kSavings, 1, {T(2), 0}).at(40, 50).commit();
+  b.txn(T(4), kAmalgamate).read(kChecking, 7, kInit).at(0, 200).commit();
+  expect_only(run(b.history(), kStrict), {});
+}
+
+// Through other transactions: T1 wrote x at 20; T2 (30-40) wrote y; T3,
+// concurrent with both, read x before T1 and y after T2: T3 -rw-> T1 -rt->
+// T2 -wr-> T3.
+TEST(RealTime, ACycleThroughAThirdTransactionIsFound) {
+  HistoryBuilder b;
+  b.real_time();
+  const TxnId t1 = b.txn(T(1)).write(kChecking, 7, kInit).at(10, 20).commit();
+  const TxnId t2 = b.txn(T(2)).write(kSavings, 1, kInit).at(30, 40).commit();
+  const TxnId t3 = b.txn(T(3), kAmalgamate).read(kChecking, 7, kInit).read(kSavings, 1, {t2, 0}).at(5, 60).commit();
+  expect_only(run(b.history()), {});
+  CheckReport r = run(b.history(), kStrict);
+  expect_only(r, {{Anomaly::kRealTime, 1}});
+  EXPECT_EQ(as_set(first(r, Anomaly::kRealTime)->txns), (std::set<TxnId>{t1, t2, t3}));
+}
+
+// Across hosts, ticks compare through the wall clocks, and only beyond the
+// bound on their disagreement; without a bound, not at all.
+TEST(RealTime, AcrossHostsOnlyBeyondTheClockSkewBound) {
+  auto history = [](uint64_t gap_ns) {
+    HistoryBuilder b;
+    // Host A's counter reads 0 at wall time 1 s; host B's reads 5000 at 1 s.
+    b.real_time(0, 0, Clock{11, 1'000'000'000, 0, 1'000'000'000});
+    b.real_time(1, 0, Clock{22, 1'000'000'000, 5000, 1'000'000'000});
+    b.txn(T(1)).write(kChecking, 7, kInit).at(100, 200).commit();
+    // On B: begins gap_ns after T1's commit, in wall time.
+    b.txn(make_txn_id(1, 0, 0, 1), kAmalgamate).read(kChecking, 7, kInit).at(5200 + gap_ns, 5200 + gap_ns + 10).commit();
+    return b;
+  };
+  auto strict = [](HistoryBuilder& b, uint64_t skew) {
+    CheckOptions o;
+    o.isolation = kStrict;
+    o.clock_skew_ns = skew;
+    auto r = check(b.history(), o);
+    EXPECT_TRUE(r.ok());
+    return std::move(*r);
+  };
+  HistoryBuilder near = history(500), far = history(5000);
+  EXPECT_TRUE(strict(near, 0).certified);     // no bound: not compared
+  EXPECT_TRUE(strict(far, 0).certified);
+  EXPECT_TRUE(strict(near, 1000).certified);  // within the bound: the clocks could explain it
+  CheckReport r = strict(far, 1000);
+  EXPECT_EQ(count(r, Anomaly::kRealTime), 1u) << format_report(r, 5);
+  EXPECT_EQ(r.stats.clock_domains, 2u);
+  EXPECT_NE(format_report(r, 5).find("2 hosts' clocks"), std::string::npos);
+}
+
+TEST(RealTime, AHistoryWithoutRealTimeCannotBeCertifiedStrict) {
+  HistoryBuilder b;
+  b.txn(T(1)).write(kChecking, 7, kInit).commit();
+  CheckReport r = run(b.history(), kStrict);
+  expect_only(r, {{Anomaly::kRealTime, 1}});
+  EXPECT_NE(first(r, Anomaly::kRealTime)->text.find("records no real time"), std::string::npos);
+  expect_only(run(b.history()), {});
+}
+
+TEST(RealTime, ABeginAfterItsCommitIsInconsistent) {
+  HistoryBuilder b;
+  b.real_time();
+  b.txn(T(1)).write(kChecking, 7, kInit).at(50, 20).commit();
+  expect_only(run(b.history(), kStrict), {{Anomaly::kInconsistent, 1}});
+}
+
+TEST(RealTime, StrictIsParsed) {
+  EXPECT_EQ(*parse_isolation("strict"), kStrict);
+  EXPECT_EQ(*parse_isolation("strict-serializable"), kStrict);
+  EXPECT_STREQ(to_string(kStrict), "strict serializable");
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ void record_some(Recorder& rec, uint32_t n) {
   std::vector<Version> cur(5);
   for (uint32_t i = 0; i < n; ++i) {
     const TxnId id = make_txn_id(o.node, o.worker, i % 3, 1 + i);
-    t.begin(id, static_cast<uint16_t>(i % 2), 10 + i);
+    t.begin(id, static_cast<uint16_t>(i % 2), 10 + i, 1000 + i);
     const uint64_t k = i % 5, own_key = (o.node * 16 + o.worker) * 5 + k;
     t.read(1, k, kInitialVersion);
     if (i % 4 == 3) {
@@ -328,9 +328,12 @@ TEST(Recorder, CreateRejectsBadOptions) {
 TEST(HistoryFile, RoundTripGivesTheSameHistory) {
   TempDir dir;
   History expected;
+  const Clock clock{7, 2'000'000'000, 123, 456};  // real time recorded: begins kept, clock in the header
   for (uint16_t n = 0; n < 2; ++n)
     for (uint16_t w = 0; w < 2; ++w) {
-      Recorder rec = make(options(n, w));
+      RecorderOptions o = options(n, w);
+      o.clock = clock;
+      Recorder rec = make(o);
       record_some(rec, 50 + n * 10 + w);
       ASSERT_TRUE(rec.write_file(dir.path() + "/" + Recorder::file_name(n, w)).ok());
       ASSERT_TRUE(rec.append_to(expected).ok());
@@ -351,7 +354,9 @@ TEST(HistoryFile, RoundTripGivesTheSameHistory) {
     EXPECT_EQ(h.sources[i].worker, expected.sources[i].worker);
     EXPECT_EQ(h.sources[i].txns, expected.sources[i].txns);
     EXPECT_TRUE(h.sources[i].aborts_recorded);
+    EXPECT_EQ(h.sources[i].clock, clock);
   }
+  EXPECT_EQ(h.txn(1).begin_tsc, 1001u);
   ASSERT_EQ(h.size(), expected.size());
   ASSERT_EQ(h.access_count(), expected.access_count());
   for (size_t i = 0; i < h.size(); ++i)
@@ -362,6 +367,12 @@ TEST(HistoryFile, RoundTripGivesTheSameHistory) {
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->certified) << format_report(*r, 3);
   EXPECT_GT(r->stats.aborted, 0u);
+  CheckOptions strict;
+  strict.isolation = Isolation::kStrictSerializable;
+  r = check(h, strict);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->certified) << format_report(*r, 3);
+  EXPECT_TRUE(r->stats.real_time);
 }
 
 TEST(HistoryFile, FilesThatDoNotBelongTogether) {
@@ -381,6 +392,9 @@ TEST(HistoryFile, FilesThatDoNotBelongTogether) {
   other_names.names.tables.push_back("extra");
   std::string c = write(other_names, "c.rdtxh");
   std::string d = write(options(0, 1), "d.rdtxh");
+  RecorderOptions timed = options(0, 1);
+  timed.clock = Clock{7, 1'000'000'000, 1, 1};
+  std::string e = write(timed, "e.rdtxh");
 
   auto err = [](const std::vector<std::string>& paths) {
     auto r = load_history(paths);
@@ -390,6 +404,7 @@ TEST(HistoryFile, FilesThatDoNotBelongTogether) {
   EXPECT_EQ(err({a, b}), b + ": run id 0x2b differs from " + a + " (0x2a): files of different runs");
   EXPECT_EQ(err({a, c}), c + ": table, type or abort reason names differ from " + a);
   EXPECT_EQ(err({a, a}), a + ": a second history of n0.w0 (the first is " + a + ")");
+  EXPECT_EQ(err({a, e}), e + ": records real time, but " + a + " does not");
   EXPECT_EQ(err({dir.path() + "/none.rdtxh"}).rfind(dir.path() + "/none.rdtxh: ", 0), 0u);
   TempDir empty;
   EXPECT_EQ(err({empty.path()}), empty.path() + ": no .rdtxh history file in this directory");
@@ -476,13 +491,20 @@ TEST_F(CorruptFile, Header) {
   EXPECT_EQ(load_error(), "bad magic: not an rdtx history file");
   bytes_ = good;
   put<uint32_t>(offsetof(FileHeader, format_version), 1);
-  EXPECT_EQ(load_error(), "format version 1, this reader knows version 2");
+  EXPECT_EQ(load_error(), "format version 1, this reader knows version " + std::to_string(kFormatVersion));
   bytes_ = good;
   put<uint32_t>(offsetof(FileHeader, flags), 0x80);
   EXPECT_EQ(load_error(), "unknown flags 128 in the header");
   bytes_ = good;
   put<uint64_t>(offsetof(FileHeader, txn_count), 3);
-  EXPECT_EQ(load_error(), "the header's counts (3 transactions, 3 accesses) do not match its log size of 216 bytes");
+  EXPECT_EQ(load_error(), "the header's counts (3 transactions, 3 accesses) do not match its log size of " +
+                              std::to_string(2 * sizeof(TxnRecord) + 3 * sizeof(AccessRecord)) + " bytes");
+  bytes_ = good;
+  put<uint64_t>(offsetof(FileHeader, tsc_hz), 1000);
+  EXPECT_EQ(load_error(), "the header has a clock, but does not say real time is recorded");
+  bytes_ = good;
+  put<uint32_t>(offsetof(FileHeader, flags), header_.flags | kFileRealTime);
+  EXPECT_EQ(load_error(), "the header says real time is recorded, but its clock rate is 0");
   bytes_ = good;
   put<uint64_t>(offsetof(FileHeader, access_count), uint64_t{1} << 62);
   EXPECT_NE(load_error().find("do not match its log size"), std::string::npos) << "overflowing counts";
