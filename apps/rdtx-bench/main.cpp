@@ -317,6 +317,10 @@ void print_list() {
     std::string levels = txn::to_string(p->isolation);
     for (txn::Isolation l : p->weaker_levels) levels += std::string(", ") + txn::to_string(l);
     std::printf("             %-9s %s (txn.isolation)\n", "isolation", levels.c_str());
+    // Real-time order on top (ProtocolDef::strict): the certified level.
+    if (p->strict)
+      std::printf("             %-9s %s runs are certified strict serializable (real-time order)\n", "", 
+                  txn::to_string(p->isolation));
   }
   std::printf("RDMA drivers (cluster.devargs = \"driver[,key=value...]\"):\n");
   for (const rdma::Driver* d : rdma::drivers()) std::printf("  %-10s %s\n", d->name, d->help);

@@ -28,14 +28,24 @@ version chain of every key and the direct serialization graph (ww, wr and rw
 dependencies), and checks the isolation level asked for. Files whose
 protocol promises timestamp order (MVCC, SUNDIAL, TO: flag 4 in the header)
 are also checked for it: every ww and rw dependency strictly forward in
-commit timestamps, every wr dependency not backward. Not seen: predicates
+commit timestamps, every wr dependency not backward. Strict serializability
+adds real-time order: a transaction whose commit its coordinator knew before
+another transaction was invoked must come first (rt edges, from the begin
+and outcome times the files record on their host's clock). Not seen: predicates
 (phantoms), since every access is to one key. All files must be of the
 same run, and every worker of the run must have one.
 
 Options:
-  --isolation LEVEL   serializable (default), si (snapshot isolation), rr
-                      (repeatable read: Adya's PL-2.99) or rc
-                      (read committed)
+  --isolation LEVEL   serializable (default), strict (strict serializable:
+                      serializable in an order consistent with real time;
+                      needs files that record real time), si (snapshot
+                      isolation), rr (repeatable read: Adya's PL-2.99) or
+                      rc (read committed)
+  --clock-skew-us N   strict, files from several hosts: the most their wall
+                      clocks may disagree, 0..60000000 us (default: 0,
+                      unknown: real-time order is then checked within each
+                      host only); a commit precedes a begin on another host
+                      only when it is N us earlier
   --allow-truncated   check the recorded prefix of a history whose recorder
                       ran out of room (default: refuse to certify it)
   --max-report N      keep and show the first N anomalies of each kind,
@@ -62,10 +72,12 @@ checks, the report and the file format.
 Examples:
   rdtx-check run/history/
   rdtx-check --isolation si --json check.json run/history/*.rdtxh
+  rdtx-check --isolation strict --clock-skew-us 500 hostA/history hostB/history
 )";
 
 struct Params {
   Isolation isolation = Isolation::kSerializable;
+  uint64_t clock_skew_ns = 0;
   bool allow_truncated = false;
   size_t max_report = 10;
   unsigned threads = 0;
@@ -96,9 +108,10 @@ uint64_t parse_uint(const char* opt, const std::string& v, uint64_t lo, uint64_t
 
 Params parse_args(int argc, char** argv) {
   Params p;
-  enum { kIsolation = 1, kAllowTruncated, kMaxReport, kThreads, kJson, kHelp };
+  enum { kIsolation = 1, kClockSkew, kAllowTruncated, kMaxReport, kThreads, kJson, kHelp };
   static const option opts[] = {
       {"isolation", required_argument, nullptr, kIsolation},
+      {"clock-skew-us", required_argument, nullptr, kClockSkew},
       {"allow-truncated", no_argument, nullptr, kAllowTruncated},
       {"max-report", required_argument, nullptr, kMaxReport},
       {"threads", required_argument, nullptr, kThreads},
@@ -117,6 +130,9 @@ Params parse_args(int argc, char** argv) {
         p.isolation = *level;
         break;
       }
+      case kClockSkew:
+        p.clock_skew_ns = parse_uint("--clock-skew-us", v, 0, 60'000'000) * 1000;
+        break;
       case kAllowTruncated:
         p.allow_truncated = true;
         break;
@@ -194,6 +210,7 @@ void write_json(const Params& p, const History& h, const CheckReport& r, double 
                    {"largest_component", i64(st.largest_component)},
                    {"unrecorded_refs", i64(st.unrecorded_refs)},
                    {"timestamps", st.timestamps},
+                   {"real_time", st.real_time},
                    {"load_seconds", load_s},
                    {"check_seconds", st.seconds}}},
       {"counts", std::move(counts)},
@@ -229,6 +246,7 @@ int main(int argc, char** argv) {
 
   CheckOptions o;
   o.isolation = p.isolation;
+  o.clock_skew_ns = p.clock_skew_ns;
   o.allow_truncated = p.allow_truncated;
   o.max_findings = p.max_report;
   o.threads = p.threads;

@@ -1537,6 +1537,7 @@ constexpr ProtocolDef kDef = {
     .meta_bytes = 8,          // word 0: the lock (the holder's txn id), set only by the node's lock manager
     .access_state_bytes = 8,  // per access: its index in the declared set
     .isolation = Isolation::kSerializable,
+    .strict = true,  // every input sequenced after a commit was known comes after it (doc/txn.md)
     .allowed = {.fetch = {Primitive::kOneSided, Primitive::kRpc},
                 .commit = {Primitive::kOneSided},
                 .sequence = {Primitive::kOneSided, Primitive::kRpc}},

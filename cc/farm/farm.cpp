@@ -832,6 +832,7 @@ constexpr ProtocolDef kDef = {
     .meta_bytes = kMetaBytes,
     .access_state_bytes = sizeof(AccessState),
     .isolation = Isolation::kSerializable,
+    .strict = true,  // a read of a record a commit still holds aborts (doc/txn.md)
     .allowed = {.fetch = {Primitive::kOneSided},    // execute
                 .lock = {Primitive::kMailbox},      // LOCK
                 .validate = {Primitive::kOneSided},  // VALIDATE

@@ -715,6 +715,7 @@ constexpr ProtocolDef kDef = {
     .meta_bytes = kMetaBytes,
     .access_state_bytes = sizeof(AccessState),
     .isolation = Isolation::kSerializable,
+    .strict = false,  // timestamps from each node's clock: one invoked later may read an older snapshot (doc/txn.md)
     .timestamp_order = true,  // tts: reads below it, writes above every rts and wts
     .allowed = {.fetch = {Primitive::kOneSided, Primitive::kRpc, Primitive::kHybrid},  // reads and write locks
                 .commit = {Primitive::kOneSided, Primitive::kRpc}},

@@ -44,10 +44,15 @@ uint64_t checksum(const std::byte* tuple, uint64_t version, const store::TupleLa
 
 namespace {
 
+// A transaction whose only access is a read: what the broken variant
+// occ-broken-staleread answers without looking at locks.
+bool single_read(const Txn& t) { return t.size() == 1 && t.access(0).mode == AccessMode::kRead; }
+
 // A fetched copy is usable if no commit held it and it is not torn.
+template <bool kStaleSingleReads>
 Verdict accept_copy(Coordinator& c, Txn& t, Access& a) {
   const auto& l = c.db().layout(a.table);
-  if (copy_word(a.copy, kLockOff) != 0) {
+  if (copy_word(a.copy, kLockOff) != 0 && !(kStaleSingleReads && single_read(t))) {
     t.fail(kLockedAtRead);
     return Verdict::kAbort;
   }
@@ -62,7 +67,7 @@ Verdict accept_copy(Coordinator& c, Txn& t, Access& a) {
 
 // A plain function returning the toolkit's task: no coroutine frame of its own.
 Task<bool> fetch_unlocked(Coordinator& c, Txn& t, Primitive p, uint32_t from) {
-  return read_tuples(c, t, p, from, accept_copy, kUnsettledRead);
+  return read_tuples(c, t, p, from, accept_copy<false>, kUnsettledRead);
 }
 
 Task<bool> validate_reads(Coordinator& c, Txn& t, Primitive p) {
@@ -98,14 +103,23 @@ namespace {
 Task<bool> nothing_to_validate() { co_return true; }
 
 struct Occ final : public Protocol {
-  Occ(WorkerEngine& e, bool validating) : o(e.options()), validating(validating) {}
+  Occ(WorkerEngine& e, bool validating, bool stale_single_reads)
+      : o(e.options()), validating(validating), stale_single_reads(stale_single_reads) {}
   const Options& o;
   const bool validating;  // false only in the broken variant for tests
+  // The broken variant occ-broken-staleread: a transaction of one read
+  // takes the record's installed version even while a commit holds it, and
+  // is not validated. One committed version, read atomically: still
+  // serializable; but a commit its coordinator already acknowledged may
+  // not be installed yet, so the read can miss it (not strict).
+  const bool stale_single_reads;
 };
 
 // The stage modules below that only hand over to a shared piece are plain
 // functions returning its task: no coroutine frame of their own.
 Task<bool> fetch(Occ& p, Coordinator& c, Txn& t, uint32_t from) {
+  if (p.stale_single_reads)
+    return read_tuples(c, t, p.o.stage(Stage::kFetch), from, accept_copy<true>, kUnsettledRead);
   return fetch_unlocked(c, t, p.o.stage(Stage::kFetch), from);
 }
 
@@ -156,7 +170,7 @@ Task<bool> lock(Occ& p, Coordinator& c, Txn& t, uint32_t) {
 
 // Validates the read-only set: unlocked, same version, same incarnation.
 Task<bool> validate(Occ& p, Coordinator& c, Txn& t, uint32_t) {
-  if (!p.validating) return nothing_to_validate();
+  if (!p.validating || (p.stale_single_reads && single_read(t))) return nothing_to_validate();
   return validate_reads(c, t, p.o.stage(Stage::kValidate));
 }
 
@@ -180,8 +194,8 @@ Task<bool> release(Occ& p, Coordinator& c, Txn& t, uint32_t) {
   return release_locks(c, t, p.o.stage(Stage::kCommit), t.id());
 }
 
-Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool validating) {
-  auto p = std::make_unique<Occ>(e, validating);
+Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool validating, bool stale_single_reads = false) {
+  auto p = std::make_unique<Occ>(e, validating, stale_single_reads);
   // The lock stage takes lock words (NIC CAS one-sided, the owner's CAS
   // over RPC: owner_atomics.hpp); fetch and validate read, commit and
   // release store (the holder's WRITE or store: no RMW).
@@ -195,6 +209,7 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, bool validating) {
 }
 Result<std::unique_ptr<Protocol>> create(WorkerEngine& e) { return make(e, true); }
 Result<std::unique_ptr<Protocol>> create_unvalidated(WorkerEngine& e) { return make(e, false); }
+Result<std::unique_ptr<Protocol>> create_stale_reads(WorkerEngine& e) { return make(e, true, true); }
 
 }  // namespace
 
@@ -204,6 +219,7 @@ constexpr ProtocolDef kDef = {
     .meta_bytes = kMetaBytes,
     .access_state_bytes = sizeof(AccessState),
     .isolation = Isolation::kSerializable,
+    .strict = true,  // a read of a record a commit still holds aborts (doc/txn.md)
     .allowed = {.fetch = {Primitive::kOneSided, Primitive::kRpc, Primitive::kHybrid},
                 .lock = {Primitive::kOneSided, Primitive::kRpc},
                 .validate = {Primitive::kOneSided, Primitive::kRpc},
@@ -218,7 +234,15 @@ constexpr ProtocolDef kUnvalidatedForTests =
                    "BROKEN, tests only: OCC that validates neither its reads nor its read-write records",
                    create_unvalidated);
 
+// Serializable, but not strictly: caught by real-time order alone
+// (BrokenProtocol.OccStaleSingleReadsAreCaughtByRealTime).
+constexpr ProtocolDef kStaleReadForTests =
+    broken_variant(kDef, "occ-broken-staleread",
+                   "BROKEN, tests only: OCC whose one-read transactions read past a committer's lock, unvalidated",
+                   create_stale_reads);
+
 RDTX_REGISTER_PROTOCOL(kDef)
 RDTX_REGISTER_PROTOCOL(kUnvalidatedForTests)
+RDTX_REGISTER_PROTOCOL(kStaleReadForTests)
 
 }  // namespace rdtx::cc::occ

@@ -511,6 +511,7 @@ constexpr ProtocolDef kDef = {
     .meta_bytes = kMetaBytes,
     .access_state_bytes = sizeof(AccessState),
     .isolation = Isolation::kSerializable,
+    .strict = false,  // reads pass a committer's lock: logical time, not real time, orders them (doc/txn.md)
     .timestamp_order = true,  // commit_ts: within every read's lease, above every overwritten one
     .allowed = {.fetch = {Primitive::kOneSided, Primitive::kRpc, Primitive::kHybrid},
                 // lock: writes lock at fetch

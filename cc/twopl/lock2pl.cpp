@@ -727,6 +727,7 @@ constexpr ProtocolDef kLock2pl = {
     .meta_bytes = 0,
     .access_state_bytes = sizeof(AccessState),
     .isolation = Isolation::kSerializable,
+    .strict = true,  // doc/txn.md "What each protocol promises"
     .allowed = {.fetch = {Primitive::kRpc, Primitive::kMailbox},
                 .validate = {Primitive::kRpc},
                 .commit = {Primitive::kOneSided}},
@@ -771,6 +772,7 @@ constexpr ProtocolDef kTo = {
     .meta_bytes = 16,
     .access_state_bytes = sizeof(AccessState),
     .isolation = Isolation::kSerializable,
+    .strict = true,  // doc/txn.md "What each protocol promises"
     .timestamp_order = true,
     .allowed = {.fetch = {Primitive::kRpc}, .commit = {Primitive::kOneSided}},
     .abort_reasons = kToReasons,

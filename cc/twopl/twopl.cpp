@@ -212,6 +212,7 @@ constexpr ProtocolDef kNoWait = {
     .meta_bytes = 8,
     .access_state_bytes = 0,
     .isolation = Isolation::kSerializable,
+    .strict = true,  // locks: a read never misses a commit its coordinator knew of (doc/txn.md)
     .allowed = {.fetch = {Primitive::kOneSided, Primitive::kRpc}, .commit = {Primitive::kOneSided, Primitive::kRpc}},
     .abort_reasons = kNoWaitReasons,
     .lock_held = lock_word0_held,

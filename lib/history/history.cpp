@@ -38,10 +38,6 @@ Result<void> History::add_source(const Source& src, uint64_t src_run_id, uint16_
                         first_where, first.clock.recorded() ? "does" : "does not");
     for (const Source& s : sources) {
       const char* other = s.path.empty() ? "a recorder" : s.path.c_str();
-      if (s.clock.domain != 0 && s.clock.domain == src.clock.domain && s.clock.tsc_hz != src.clock.tsc_hz)
-        return make_error(EINVAL, "%s: a clock of %llu Hz, but %s reads the same clock at %llu Hz", where,
-                          static_cast<unsigned long long>(src.clock.tsc_hz), other,
-                          static_cast<unsigned long long>(s.clock.tsc_hz));
       if (s.node == src.node && s.worker == src.worker)
         return make_error(EINVAL, "%s: a second history of n%u.w%u (the first is %s)", where, src.node, src.worker,
                           other);

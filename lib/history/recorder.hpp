@@ -67,7 +67,7 @@ struct RecorderOptions {
   // The in-memory buffer (history.capacity_mb), both halves together: it
   // bounds the recorder's memory and how much is written at once, not the
   // history's length. Half of it must hold the largest attempt (a 4-access
-  // attempt takes 208 bytes, a 64-access one 2608).
+  // attempt takes 216 bytes, a 64-access one 2616).
   size_t capacity_bytes = size_t{2} << 20;
   bool record_aborted = false;  // also record aborted attempts, with their reason
   // The protocol promises timestamp order (kFileTimestampOrder): each

@@ -318,7 +318,8 @@ Result<RunResult> run(const RunConfig& rc) {
   for (uint32_t id = 0; id < c.workers(); ++id) {
     engines.push_back(std::make_unique<WorkerEngine>(c.worker(id), **db, rc.options, *rc.protocol, *rc.workload));
     engines.back()->set_workers_per_node(cc.workers_per_node);
-    engines.back()->set_epoch(epoch);
+    // (Node n's clock ahead of the last node's by (nodes - 1 - n) lags.)
+    engines.back()->set_epoch(epoch - env::ns_to_tsc(rc.node_clock_lag_ns * (c.nodes() - 1 - c.worker(id).node)));
   }
   history::RecorderOptions ho;
   ho.run_id = run_id != 0 ? run_id : (epoch | 1);

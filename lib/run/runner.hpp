@@ -71,6 +71,11 @@ struct RunConfig {
   // Identifies the run in recorded histories (options.record_history); 0
   // picks one from the clock.
   uint64_t run_id = 0;
+  // Tests: node n's timestamp clock (WorkerEngine::epoch) runs n times this
+  // far behind, as the clocks of two hosts, or of processes started apart,
+  // disagree: what makes a timestamp-ordered protocol (MVCC) give a
+  // transaction invoked after another's commit an older snapshot.
+  uint64_t node_clock_lag_ns = 0;
   // Called with the database after the run, before it goes (tests: a
   // checksum of the final state). Local nodes only in process mode.
   std::function<void(txn::Database&)> inspect_database;

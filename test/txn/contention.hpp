@@ -80,6 +80,9 @@ struct Combo {
   bool parallel = false;
   // The broken owner atomics (txn::Options::owner_atomics_cpu: tests only).
   bool owner_atomics_cpu = false;
+  // Node n's timestamp clock behind node 0's by n lags
+  // (run::RunConfig::node_clock_lag_ns).
+  uint64_t node_clock_lag_ns = 0;
 };
 
 inline const txn::ProtocolDef* protocol_of(const std::string& name);
@@ -446,6 +449,7 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   rc.single_thread = !c.parallel;
   rc.single_thread_pass_ns = c.pass_ns;
   rc.options.owner_atomics_cpu = c.owner_atomics_cpu;
+  rc.node_clock_lag_ns = c.node_clock_lag_ns;
   auto r = run::run(rc);
   if (!r.ok()) return r.error();
   Outcome out;
