@@ -213,6 +213,7 @@ HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r,
     return h;
   }
   history::CheckOptions co = txn::check_options(r.isolation);
+  co.clock_skew_ns = static_cast<uint64_t>(cfg.get_int("history.clock_skew_us")) * 1000;
   co.stop = stop;
   auto rep = history::check(*merged, co);
   if (!rep.ok() && rep.error().code == ECANCELED) return not_checked();

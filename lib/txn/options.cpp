@@ -102,6 +102,9 @@ void add_schema(config::Schema& schema, const std::vector<const ProtocolDef*>& p
   schema.add_bool("history.record", false,
                   "record every committed attempt's reads and writes (adds a hidden writer id to each tuple)");
   schema.add_bool("history.record_aborted", false, "also record aborted attempts with their abort reason");
+  schema.add_int("history.clock_skew_us", 0, 0, 60'000'000,
+                 "strict serializability across hosts: the most their clocks may disagree (us); 0: real-time order "
+                 "is checked within each host only");
   schema.add_int("history.capacity_mb", 2, 1, 1024,
                  "history buffer per worker (MiB, two halves); the history streams through it to a file, so it "
                  "bounds memory, not the history");

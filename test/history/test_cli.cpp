@@ -186,7 +186,7 @@ TEST_F(RdtxCheck, UsageErrors) {
   } cases[] = {
       {{}, "no history file or directory given"},
       {{"--isolation", "snapshot-ish", "x"},
-       "--isolation: isolation level 'snapshot-ish' is not one of serializable, si, rc, rr"},
+       "--isolation: isolation level 'snapshot-ish' is not one of strict, serializable, si, rc, rr"},
       {{"--max-report", "many", "x"}, "--max-report: 'many' is not a whole number"},
       {{"--max-report", "2000000", "x"}, "--max-report: 2000000 is outside 0..1000000"},
       {{"--threads", "2000", "x"}, "--threads: 2000 is outside 0..1024"},
