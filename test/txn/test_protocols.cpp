@@ -668,6 +668,18 @@ TEST(RealTime, MvccWithAClockBehindIsSerializableButNotStrict) {
   expect_serializable_but_not_strict(cb);
 }
 
+// TO orders by the same per-node timestamps: node 2's clock behind, a
+// transaction invoked there after a commit elsewhere is ordered before it,
+// and a reader between the two closes a cycle through real time.
+TEST(RealTime, ToWithAClockBehindIsSerializableButNotStrict) {
+  const txn::ProtocolDef* d = txn::find_protocol("to");
+  ASSERT_NE(d, nullptr);
+  EXPECT_FALSE(d->strict);
+  Combo cb{"ycsb", "to"};
+  cb.node_clock_lag_ns = 2'000'000;
+  expect_serializable_but_not_strict(cb);
+}
+
 // A broken variant that stays serializable and breaks only real-time
 // order: OCC whose one-read transactions read past a committer's lock and
 // skip validation (occ-broken-staleread). Only the strict check catches
