@@ -208,7 +208,11 @@ uint64_t worker_cq_depth(const cluster::ClusterConfig& cc) {
   return uint64_t{cc.max_outstanding} * cc.nodes * cc.qps_per_node + 16;
 }
 
-Result<RunResult> run(const RunConfig& rc) {
+namespace {
+
+// Refusals that need nothing built: what the protocol cannot run with the
+// workload, the level and the cluster asked.
+Result<void> check_request(const RunConfig& rc) {
   if (rc.protocol == nullptr || rc.workload == nullptr) return make_error(EINVAL, "run: no protocol or workload");
   if (rc.cluster.nodes > txn::kMaxNodes || rc.cluster.nodes > txn::kMaxNodesTs)
     return make_error(EINVAL, "cluster.nodes = %u exceeds %u", rc.cluster.nodes, txn::kMaxNodesTs);
@@ -216,9 +220,6 @@ Result<RunResult> run(const RunConfig& rc) {
     return make_error(EINVAL, "cluster.workers_per_node = %u exceeds %u", rc.cluster.workers_per_node,
                       txn::kMaxWorkersPerNode);
   RDTX_TRY(check_roles(rc));
-
-  // Refusals that need nothing loaded, checked before anything is: what
-  // the workload cannot give the protocol or the replication.
   if (rc.protocol->needs_declared_sets) {
     const std::vector<std::string> types = rc.workload->type_names();
     for (uint16_t t = 0; t < types.size(); ++t)
@@ -228,67 +229,53 @@ Result<RunResult> run(const RunConfig& rc) {
                           "front (Workload::declare), which it needs",
                           rc.protocol->name, rc.workload->name(), types[t].c_str());
   }
-
   // The level asked (txn.isolation), if the protocol offers it (the
   // configuration refuses one it does not; a test may set it directly).
   if (!txn::offers(*rc.protocol, rc.options.isolation))
     return make_error(EINVAL, "txn.isolation = %s: protocol '%s' runs at %s only", txn::to_string(rc.options.isolation),
                       rc.protocol->name, txn::to_string(rc.protocol->isolation));
-  // What the workload's check holds the run to (in every process).
-  rc.workload->set_isolation(rc.options.isolation);
   if (rc.workload->relocates() && !rc.protocol->relocates_rows)
     return make_error(EINVAL,
                       "protocol %s cannot relocate rows (a moved row would lose the timestamps its versions or "
                       "leases carry), which workload '%s' does with its settings",
                       rc.protocol->name, rc.workload->name());
+  return check_virtual_time(rc);
+}
 
-  RDTX_TRY(check_virtual_time(rc));
-  // Virtual time: this thread's clock from here until everything the run
-  // built is gone (declared before the cluster: destroyed after it). The
-  // devices' latency and RNIC models convert their ns at the clock's rate.
-  std::optional<env::VirtualClock> vclock;
-  std::optional<env::VirtualClock::Scope> vscope;
-  if (rc.virtual_time.on) {
-    vclock.emplace(rc.virtual_time.cost, rc.virtual_time.model, kVirtualStart, rc.virtual_time.max_pass_ns);
-    vscope.emplace(&*vclock);
-  }
+// A step of building and loading: a failure, or a stop request that cut it
+// short (stopped_loading), ends the run.
+using Loading = std::function<Result<void>(Result<void>)>;
 
-  cluster::ClusterConfig cc = sized_cluster(rc);
-  // The workload's partitions are the nodes that hold data (all, or the
-  // memory nodes of the split layout).
-  auto tables = rc.workload->tables(cc.data_nodes());
-  bool has_replicated = false;
-  for (const txn::TableDef& t : tables) has_replicated |= t.replicated;
+// The run's cluster: every node in this process, or this process's node of
+// a multi-process run, whose id (`run_id`: the configured one in, the
+// run's out; histories) and fabric (shm segments) node 0 names.
+Result<std::unique_ptr<cluster::Cluster>> make_cluster(const RunConfig& rc, cluster::ClusterConfig& cc,
+                                                       uint64_t& run_id) {
   cluster::Bootstrap* boot = rc.bootstrap;
-  cluster::AllGather all_gather = [boot](std::span<const std::byte> mine, std::string_view what) {
-    return boot->all_gather(mine, what);
-  };
-  uint64_t run_id = rc.run_id;
-  Result<std::unique_ptr<cluster::Cluster>> cl = make_error(EINVAL, "no cluster");
-  if (boot == nullptr) {
-    cl = cluster::Cluster::create_embedded(cc);
-  } else {
-    // Node 0 names the run: its id (histories) and its fabric (shm segments).
-    uint64_t mine = run_id != 0 ? run_id : (env::tsc() ^ (uint64_t{static_cast<uint32_t>(getpid())} << 32)) | 1;
-    auto ids = boot->all_gather(std::as_bytes(std::span(&mine, 1)), "run id");
-    if (!ids.ok()) return ids.error();
-    if ((*ids)[0].size() != 8) return make_error(EPROTO, "node 0 sent a run id of %zu bytes", (*ids)[0].size());
-    std::memcpy(&run_id, (*ids)[0].data(), 8);
-    char fabric[40];
-    std::snprintf(fabric, sizeof fabric, "rdtx-run-%016llx", static_cast<unsigned long long>(run_id));
-    cc.fabric = fabric;
-    cl = cluster::Cluster::create_node(cc, boot->self(), all_gather);
-  }
-  // Loading, from here until the run starts: a step that fails, or that a
-  // stop request cut short, ends the run.
-  auto loading = [boot](Result<void> r) -> Result<void> {
-    if (runtime::shutdown_requested()) return stopped_loading(boot);
-    return r;
-  };
-  if (!cl.ok()) return loading(cl.error()).error();
-  cluster::Cluster& c = **cl;
-  const uint32_t local = c.first_local_node();
+  if (boot == nullptr) return cluster::Cluster::create_embedded(cc);
+  uint64_t mine = run_id != 0 ? run_id : (env::tsc() ^ (uint64_t{static_cast<uint32_t>(getpid())} << 32)) | 1;
+  auto ids = boot->all_gather(std::as_bytes(std::span(&mine, 1)), "run id");
+  if (!ids.ok()) return ids.error();
+  if ((*ids)[0].size() != 8) return make_error(EPROTO, "node 0 sent a run id of %zu bytes", (*ids)[0].size());
+  std::memcpy(&run_id, (*ids)[0].data(), 8);
+  char fabric[40];
+  std::snprintf(fabric, sizeof fabric, "rdtx-run-%016llx", static_cast<unsigned long long>(run_id));
+  cc.fabric = fabric;
+  return cluster::Cluster::create_node(cc, boot->self(), [boot](std::span<const std::byte> m, std::string_view what) {
+    return boot->all_gather(m, what);
+  });
+}
 
+struct Loaded {
+  std::unique_ptr<Database> db;
+  double seconds = 0;        // loading, in real time
+  uint64_t table_bytes = 0;  // of this process's nodes, loaded
+};
+
+// The database over the cluster, its descriptors exchanged (multi-process),
+// and this process's nodes loaded: partitions, replicated tables, backups.
+Result<Loaded> load_database(const RunConfig& rc, cluster::Cluster& c, const cluster::ClusterConfig& cc,
+                             const std::vector<txn::TableDef>& tables, const Loading& loading) {
   // An RPC item of the largest tuple must fit the device's datagrams.
   RDTX_TRY(txn::check_rpc_items_fit(*rc.protocol, rc.options, tables, cc.replicas,
                                      c.workers() == 0 ? 0 : c.worker(0).device->caps().max_msg_size));
@@ -298,8 +285,13 @@ Result<RunResult> run(const RunConfig& rc) {
   auto db = Database::create(c, tables, txn::tuple_shape(*rc.protocol), rc.options.record_history, *region,
                              rc.protocol->region_per_node);
   if (!db.ok()) return loading(db.error()).error();
-  if (boot != nullptr) RDTX_TRY((*db)->exchange_descriptors(all_gather));
-  const uint64_t load_t0 = env::hw_tsc();  // real time, in virtual time too
+  if (cluster::Bootstrap* boot = rc.bootstrap)
+    RDTX_TRY((*db)->exchange_descriptors(
+        [boot](std::span<const std::byte> m, std::string_view what) { return boot->all_gather(m, what); }));
+  bool has_replicated = false;
+  for (const txn::TableDef& t : tables) has_replicated |= t.replicated;
+  Loaded l;
+  const uint64_t t0 = env::hw_tsc();  // real time, in virtual time too
   for (uint32_t n = 0; n < c.nodes(); ++n) {
     if (!c.is_local(n)) continue;
     if (cc.holds_data(n))
@@ -308,15 +300,21 @@ Result<RunResult> run(const RunConfig& rc) {
       RDTX_TRY(loading(rc.workload->load_replicated((*db)->store(n))));
   }
   for (const Database::BackupCopy& b : (*db)->backups()) RDTX_TRY(loading(rc.workload->load(*b.store, b.partition)));
-  const double load_seconds = static_cast<double>(env::hw_tsc() - load_t0) / static_cast<double>(env::hw_tsc_hz());
-  uint64_t table_bytes = 0;
+  l.seconds = static_cast<double>(env::hw_tsc() - t0) / static_cast<double>(env::hw_tsc_hz());
   for (uint32_t n = 0; n < c.nodes(); ++n)
-    if (c.is_local(n)) table_bytes += (*db)->store(n).memory_report().total_bytes();
+    if (c.is_local(n)) l.table_bytes += (*db)->store(n).memory_report().total_bytes();
+  l.db = std::move(*db);
+  return l;
+}
 
-  std::vector<std::unique_ptr<WorkerEngine>> engines;
+// An engine per worker of this process, started (coordinators spawned,
+// history recorders set up), and replication's log regions exchanged.
+Result<void> start_engines(const RunConfig& rc, cluster::Cluster& c, const cluster::ClusterConfig& cc, Database& db,
+                           uint64_t run_id, const Loading& loading,
+                           std::vector<std::unique_ptr<WorkerEngine>>& engines) {
   const uint64_t epoch = env::tsc();
   for (uint32_t id = 0; id < c.workers(); ++id) {
-    engines.push_back(std::make_unique<WorkerEngine>(c.worker(id), **db, rc.options, *rc.protocol, *rc.workload));
+    engines.push_back(std::make_unique<WorkerEngine>(c.worker(id), db, rc.options, *rc.protocol, *rc.workload));
     engines.back()->set_workers_per_node(cc.workers_per_node);
     // (Node n's clock ahead of the last node's by (nodes - 1 - n) lags.)
     engines.back()->set_epoch(epoch - env::ns_to_tsc(rc.node_clock_lag_ns * (c.nodes() - 1 - c.worker(id).node)));
@@ -333,29 +331,21 @@ Result<RunResult> run(const RunConfig& rc) {
   // How owner-side code read-modify-writes the words NICs CAS and FAA
   // (the same on every worker: one device kind, one pipeline).
   if (!engines.empty()) txn::log_owner_atomics(engines[0]->owner_atomics_mode(), c.worker(0).device->caps());
-  if (cc.replicas > 1) RDTX_TRY(exchange_log_regions(c, engines, boot));
-  RDTX_TRY(loading({}));
-  // Multi-process: every node loaded and listening before anyone sends;
-  // from then on a node that stops answering ends the run everywhere.
-  if (boot != nullptr) {
-    RDTX_TRY(boot->barrier("loaded"));
-    boot->start_monitor();
-  }
-  PeerWatch watch(boot);
+  if (cc.replicas > 1) RDTX_TRY(exchange_log_regions(c, engines, rc.bootstrap));
+  return loading({});
+}
 
-  // Warm-up, then the measured window: the engines count from the moment
-  // measuring is switched on, which a poller of each worker does itself.
-  const uint64_t t0 = env::tsc();
-  const uint64_t measure_at = t0 + env::ns_to_tsc(static_cast<uint64_t>(rc.warmup_s * 1e9));
-  const uint64_t end = measure_at + env::ns_to_tsc(static_cast<uint64_t>(rc.duration_s * 1e9));
-  // A signal ends the measured window at once: the seconds reported are
-  // those the coordinators ran, not those they spent stopping.
-  std::atomic<uint64_t> measured_until{end};
+// Each worker's poller that opens the measured window at measure_at and
+// closes it at end, or at a stop request (measured_until: the earliest
+// close, so that the seconds reported are those the coordinators ran),
+// and publishes the live figures.
+void add_window_pollers(std::vector<std::unique_ptr<WorkerEngine>>& engines, uint64_t measure_at, uint64_t end,
+                        bool virtual_time, std::atomic<uint64_t>& measured_until) {
+  // In virtual time every virtual millisecond: the progress line comes per
+  // wall second, in which a slow model may run a few virtual ms.
+  const uint64_t publish_every = env::ns_to_tsc(virtual_time ? 1'000'000 : 50'000'000);
   for (auto& e : engines) {
     WorkerEngine* eng = e.get();
-    // In virtual time every virtual millisecond: the progress line comes per
-    // wall second, in which a slow model may run a few virtual ms.
-    const uint64_t publish_every = env::ns_to_tsc(rc.virtual_time.on ? 1'000'000 : 50'000'000);
     eng->ctx().worker->add_poller([eng, measure_at, end, publish_every, &measured_until, next = uint64_t{0}]() mutable {
       const uint64_t now = env::tsc();
       const bool stopping = runtime::shutdown_requested();
@@ -373,9 +363,142 @@ Result<RunResult> run(const RunConfig& rc) {
       return 0;
     });
   }
+}
+
+// Virtual time's account of the run.
+RunResult::VirtualTimeResult virtual_time_result(const RunConfig& rc, runtime::VirtualLoop& vloop,
+                                                 env::VirtualClock& vclock, uint64_t t0, uint64_t wall_t0) {
+  RunResult::VirtualTimeResult v;
+  v.on = true;
+  v.cost = rc.virtual_time.cost;
+  v.wall_seconds = static_cast<double>(env::hw_tsc() - wall_t0) / static_cast<double>(env::hw_tsc_hz());
+  v.virtual_seconds = env::tsc_to_ns(vloop.now() - t0) / 1e9;
+  v.workers = vloop.stats();
+  for (const runtime::LoopStats& w : v.workers) {
+    v.passes += w.passes;
+    v.idle_passes += w.idle_passes;
+  }
+  v.capped_passes = vloop.capped_passes();
+  v.detects_preemption = vclock.detects_preemption();
+  v.preemptions = vclock.preemptions_seen();
+  v.work_units = vclock.units(env::CostUnit::kWork);
+  v.resumes = vclock.units(env::CostUnit::kResume);
+  v.spent_seconds = env::tsc_to_ns(vclock.spent()) / 1e9;
+  return v;
+}
+
+// The figures and checks of a run whose workers have stopped: every
+// worker's counters, histories and RPC figures, locks left, the devices'
+// models, the replicas and the workload's invariant (exchanged between the
+// nodes of a multi-process run).
+Result<void> collect(const RunConfig& rc, const cluster::ClusterConfig& cc, cluster::Cluster& c, Database& db,
+                     std::vector<std::unique_ptr<WorkerEngine>>& engines, RunResult& res) {
+  for (auto& e : engines) {
+    const WorkerStats& s = e->stats();
+    res.per_worker.push_back(s);
+    res.total.merge(s);
+    if (store::LocationCache* cache = e->cache()) {
+      res.cache.hits += cache->stats().hits;
+      res.cache.misses += cache->stats().misses;
+      res.cache.stale += cache->stats().stale;
+    }
+    res.rpc_malformed += e->ctx().rpc->stats().malformed_total();
+    res.rpc_timeouts += e->ctx().rpc->stats().timeouts;
+    res.rpc_timeout_settled_ns = std::max(res.rpc_timeout_settled_ns, e->ctx().rpc->settled_timeout_ns());
+    res.rpc_timeout_max_ns = std::max(res.rpc_timeout_max_ns, e->ctx().rpc->stats().timeout_max_ns);
+    res.rpc_longest_reply_ns = std::max(res.rpc_longest_reply_ns, e->ctx().rpc->stats().longest_reply_ns);
+    res.rpc_passive_timeouts += e->ctx().rpc->stats().passive_timeouts;
+    res.rpc_passive_failures += e->ctx().rpc->stats().passive_failures;
+    if (history::Recorder* h = e->recorder()) {
+      h->end_streaming();
+      res.histories.push_back(std::move(*h));
+    }
+  }
+  res.locks_left = txn::count_locked(db, *rc.protocol);
+  for (auto& e : engines) res.locks_left += e->services_locks_left();
+  for (uint32_t n = 0; n < c.nodes(); ++n)
+    if (c.is_local(n)) res.table_bytes_end += db.store(n).memory_report().total_bytes();
+  for (uint32_t n = 0; n < c.nodes(); ++n)
+    if (c.is_local(n) && c.node(n).device != nullptr) {
+      res.nic_model = res.nic_model || c.node(n).device->caps().nic_model;
+      const rdma::Device::ModelUnaccounted u = c.node(n).device->model_unaccounted();
+      res.nic_stale += u.stale;
+      res.nic_overflow += u.overflow;
+    }
+  // The log entries still in the backups' rings are applied before the
+  // replicas are compared.
+  for (auto& e : engines) e->settle_services();
+  res.replicas = cc.replicas;
+  res.placement = txn::placement_text(cc.data_nodes(), cc.replicas);
+  if (rc.inspect_database) rc.inspect_database(db);
+  if (rc.bootstrap == nullptr) {
+    res.invariants = rc.workload->check(db, res.total.committed_delta);
+    res.replicas_equal = txn::compare_replicas(db, txn::replica_digests(db));
+  } else {
+    res.node = c.first_local_node();
+    RDTX_TRY(exchange_results(*rc.bootstrap, db, *rc.workload, res));
+    res.coordinates = res.aggregate || cc.coordinates(res.node);
+  }
+  if (res.invariants.ok()) res.invariants_note = rc.workload->check_note();
+  return {};
+}
+
+}  // namespace
+
+// A run: the request checked, the cluster built and loaded, the engines
+// started, the warm-up and the measured window driven (on the EAL's lcores,
+// one thread, or virtual time), the drain, then the results collected.
+Result<RunResult> run(const RunConfig& rc) {
+  RDTX_TRY(check_request(rc));
+  // What the workload's check holds the run to (in every process).
+  rc.workload->set_isolation(rc.options.isolation);
+  // Virtual time: this thread's clock from here until everything the run
+  // built is gone (declared before the cluster: destroyed after it). The
+  // devices' latency and RNIC models convert their ns at the clock's rate.
+  std::optional<env::VirtualClock> vclock;
+  std::optional<env::VirtualClock::Scope> vscope;
+  if (rc.virtual_time.on) {
+    vclock.emplace(rc.virtual_time.cost, rc.virtual_time.model, kVirtualStart, rc.virtual_time.max_pass_ns);
+    vscope.emplace(&*vclock);
+  }
+
+  cluster::ClusterConfig cc = sized_cluster(rc);
+  // The workload's partitions are the nodes that hold data (all, or the
+  // memory nodes of the split layout).
+  const auto tables = rc.workload->tables(cc.data_nodes());
+  cluster::Bootstrap* boot = rc.bootstrap;
+  // Loading, from here until the run starts.
+  const Loading loading = [boot](Result<void> r) -> Result<void> {
+    if (runtime::shutdown_requested()) return stopped_loading(boot);
+    return r;
+  };
+  uint64_t run_id = rc.run_id;
+  auto cl = make_cluster(rc, cc, run_id);
+  if (!cl.ok()) return loading(cl.error()).error();
+  cluster::Cluster& c = **cl;
+  auto loaded = load_database(rc, c, cc, tables, loading);
+  if (!loaded.ok()) return loaded.error();
+  Database& db = *loaded->db;
+  std::vector<std::unique_ptr<WorkerEngine>> engines;
+  RDTX_TRY(start_engines(rc, c, cc, db, run_id, loading, engines));
+  // Multi-process: every node loaded and listening before anyone sends;
+  // from then on a node that stops answering ends the run everywhere.
+  if (boot != nullptr) {
+    RDTX_TRY(boot->barrier("loaded"));
+    boot->start_monitor();
+  }
+  PeerWatch watch(boot);
+
+  // Warm-up, then the measured window: the engines count from the moment
+  // measuring is switched on, which a poller of each worker does itself.
+  const uint64_t t0 = env::tsc();
+  const uint64_t measure_at = t0 + env::ns_to_tsc(static_cast<uint64_t>(rc.warmup_s * 1e9));
+  const uint64_t end = measure_at + env::ns_to_tsc(static_cast<uint64_t>(rc.duration_s * 1e9));
+  std::atomic<uint64_t> measured_until{end};
+  add_window_pollers(engines, measure_at, end, rc.virtual_time.on, measured_until);
   RunResult res;
-  res.load_seconds = load_seconds;
-  res.table_bytes = table_bytes;
+  res.load_seconds = loaded->seconds;
+  res.table_bytes = loaded->table_bytes;
   res.abort_reasons = txn::abort_reason_names(*rc.protocol);
   res.isolation = txn::certified_level(*rc.protocol, rc.options.isolation, !rc.virtual_time.on);
   if (!engines.empty()) res.owner_atomics = engines[0]->owner_atomics_mode();
@@ -401,6 +524,9 @@ Result<RunResult> run(const RunConfig& rc) {
     for (uint32_t id = 0; id < c.workers(); ++id) n += c.worker(id).worker->live_tasks();
     return n;
   };
+  auto stop_workers = [&] {
+    for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker->request_stop();
+  };
   if (rc.virtual_time.on) {
     vloop.emplace(*vclock);
     for (uint32_t id = 0; id < c.workers(); ++id) vloop->add_worker(c.worker(id).worker.get());
@@ -408,7 +534,7 @@ Result<RunResult> run(const RunConfig& rc) {
       progress.tick();
       return runtime::shutdown_requested();
     });
-    for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker->request_stop();
+    stop_workers();
     // As Loop::run drains: 1 s (virtual) for the coordinators to return.
     vloop->run_until(vloop->now() + env::ns_to_tsc(1'000'000'000), [&] { return live() == 0; });
   } else if (rc.single_thread) {
@@ -420,7 +546,7 @@ Result<RunResult> run(const RunConfig& rc) {
       while (env::tsc() - pass_t0 < pass_tsc) {
       }
     }
-    for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker->request_stop();
+    stop_workers();
     uint64_t drain_end = env::tsc() + env::ns_to_tsc(2'000'000'000);
     while (live() > 0 && env::tsc() < drain_end) c.poll_all();
   } else {
@@ -436,7 +562,7 @@ Result<RunResult> run(const RunConfig& rc) {
     if (boot->failed()) return make_error(EPIPE, "%s", boot->failure().c_str());
     // Stop this node's coordinators; keep serving the others until every
     // node's have stopped.
-    for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker->request_stop();
+    stop_workers();
     const uint64_t drain_end = env::tsc() + env::ns_to_tsc(5'000'000'000);
     while (live() > 0 && env::tsc() < drain_end && !boot->failed()) c.poll_all();
     RDTX_TRY(while_polling(c, [boot] { return boot->barrier("drained"); }));
@@ -451,71 +577,8 @@ Result<RunResult> run(const RunConfig& rc) {
   const uint64_t until = std::min(measured_until.load(), env::tsc());
   res.seconds = until <= measure_at ? 0 : std::min(rc.duration_s, env::tsc_to_ns(until - measure_at) / 1e9);
   res.tsc_hz = env::tsc_hz();
-  if (vloop) {
-    RunResult::VirtualTimeResult& v = res.virtual_time;
-    v.on = true;
-    v.cost = rc.virtual_time.cost;
-    v.wall_seconds = static_cast<double>(env::hw_tsc() - wall_t0) / static_cast<double>(env::hw_tsc_hz());
-    v.virtual_seconds = env::tsc_to_ns(vloop->now() - t0) / 1e9;
-    v.workers = vloop->stats();
-    for (const runtime::LoopStats& w : v.workers) {
-      v.passes += w.passes;
-      v.idle_passes += w.idle_passes;
-    }
-    v.capped_passes = vloop->capped_passes();
-    v.detects_preemption = vclock->detects_preemption();
-    v.preemptions = vclock->preemptions_seen();
-    v.work_units = vclock->units(env::CostUnit::kWork);
-    v.resumes = vclock->units(env::CostUnit::kResume);
-    v.spent_seconds = env::tsc_to_ns(vclock->spent()) / 1e9;
-  }
-  for (auto& e : engines) {
-    const WorkerStats& s = e->stats();
-    res.per_worker.push_back(s);
-    res.total.merge(s);
-    if (store::LocationCache* cache = e->cache()) {
-      res.cache.hits += cache->stats().hits;
-      res.cache.misses += cache->stats().misses;
-      res.cache.stale += cache->stats().stale;
-    }
-    res.rpc_malformed += e->ctx().rpc->stats().malformed_total();
-    res.rpc_timeouts += e->ctx().rpc->stats().timeouts;
-    res.rpc_timeout_settled_ns = std::max(res.rpc_timeout_settled_ns, e->ctx().rpc->settled_timeout_ns());
-    res.rpc_timeout_max_ns = std::max(res.rpc_timeout_max_ns, e->ctx().rpc->stats().timeout_max_ns);
-    res.rpc_longest_reply_ns = std::max(res.rpc_longest_reply_ns, e->ctx().rpc->stats().longest_reply_ns);
-    res.rpc_passive_timeouts += e->ctx().rpc->stats().passive_timeouts;
-    res.rpc_passive_failures += e->ctx().rpc->stats().passive_failures;
-    if (history::Recorder* h = e->recorder()) {
-      h->end_streaming();
-      res.histories.push_back(std::move(*h));
-    }
-  }
-  res.locks_left = txn::count_locked(**db, *rc.protocol);
-  for (auto& e : engines) res.locks_left += e->services_locks_left();
-  for (uint32_t n = 0; n < c.nodes(); ++n)
-    if (c.is_local(n)) res.table_bytes_end += (*db)->store(n).memory_report().total_bytes();
-  for (uint32_t n = 0; n < c.nodes(); ++n)
-    if (c.is_local(n) && c.node(n).device != nullptr) {
-      res.nic_model = res.nic_model || c.node(n).device->caps().nic_model;
-      const rdma::Device::ModelUnaccounted u = c.node(n).device->model_unaccounted();
-      res.nic_stale += u.stale;
-      res.nic_overflow += u.overflow;
-    }
-  // The log entries still in the backups' rings are applied before the
-  // replicas are compared.
-  for (auto& e : engines) e->settle_services();
-  res.replicas = cc.replicas;
-  res.placement = txn::placement_text(cc.data_nodes(), cc.replicas);
-  if (rc.inspect_database) rc.inspect_database(**db);
-  if (boot == nullptr) {
-    res.invariants = rc.workload->check(**db, res.total.committed_delta);
-    res.replicas_equal = txn::compare_replicas(**db, txn::replica_digests(**db));
-  } else {
-    res.node = local;
-    RDTX_TRY(exchange_results(*boot, **db, *rc.workload, res));
-    res.coordinates = res.aggregate || cc.coordinates(local);
-  }
-  if (res.invariants.ok()) res.invariants_note = rc.workload->check_note();
+  if (vloop) res.virtual_time = virtual_time_result(rc, *vloop, *vclock, t0, wall_t0);
+  RDTX_TRY(collect(rc, cc, c, db, engines, res));
   // Coroutines (which refer to the engines) go before the engines.
   for (uint32_t id = 0; id < c.workers(); ++id) c.worker(id).worker.reset();
   engines.clear();
