@@ -210,6 +210,8 @@ void write_json(const Params& p, const History& h, const CheckReport& r, double 
                    {"largest_component", i64(st.largest_component)},
                    {"unrecorded_refs", i64(st.unrecorded_refs)},
                    {"timestamps", st.timestamps},
+                   {"snapshot_slots", i64(st.snapshot_slots)},
+                   {"snapshots_widened", i64(st.snapshots_widened)},
                    {"real_time", st.real_time},
                    {"load_seconds", load_s},
                    {"check_seconds", st.seconds}}},

@@ -679,6 +679,8 @@ Task<bool> take_snapshot(Namdb& p, Coordinator& c, Txn& t) {
     co_return false;
   }
   p.snap_ok[c.index()] = 1;
+  // For the history: the snapshot, and the slot this attempt commits in.
+  t.set_snapshot({p.snapshot(c), p.g.slots}, static_cast<uint32_t>(p.slot_of(c)));
   co_return true;
 }
 
@@ -1021,6 +1023,7 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
   const bool rec = c.db().recording();
   // The commit timestamp (the one the attempt's inserted rows carry).
   const uint64_t ts = p.commit_ts(c);
+  t.set_commit_timestamp(ts);
   const uint64_t new_hdr = make_header(p.slot_of(c), ts);
   // 2: the version read into its buffer slot (data, writer, then its header
   // entry). The counter advances with the install (3), which its checksum
@@ -1199,6 +1202,7 @@ constexpr ProtocolDef kDef = {
     .meta_bytes = kMetaBytes,
     .access_state_bytes = sizeof(AccessState),
     .isolation = Isolation::kSnapshot,
+    .snapshot_vectors = true,  // the history records each attempt's vector: SI decided exactly
     .allowed = {.fetch = {Primitive::kOneSided}, .lock = {Primitive::kOneSided}, .commit = {Primitive::kOneSided}},
     .abort_reasons = kReasons,
     .lock_held = lock_held,

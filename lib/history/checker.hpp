@@ -151,6 +151,11 @@ struct CheckStats {
   uint64_t largest_component = 0;
   uint64_t unrecorded_refs = 0;  // references to attempts a truncated worker did not record
   bool timestamps = false;       // every committed attempt has start and commit timestamps
+  // Snapshot isolation decided on recorded snapshot vectors (NAM-DB's):
+  // slots per vector, 0 if not; and how many snapshots did not hold the
+  // snapshots of the writers they held, which the checker closed over them.
+  uint32_t snapshot_slots = 0;
+  uint64_t snapshots_widened = 0;
   bool real_time = false;        // real-time order checked (strict serializable)
   uint32_t clock_domains = 0;    // hosts (clocks) the history's real time comes from
   double seconds = 0;

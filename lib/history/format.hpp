@@ -6,6 +6,7 @@
 //   FileHeader (128 bytes)
 //   names section (names_bytes, a multiple of 8; see names.hpp)
 //   log: txn_count TxnRecords, each followed by its access_count AccessRecords
+//        and its snapshot_words snapshot vector words (kFileSnapshotVectors)
 // All integers are little-endian; every record is 8-byte aligned. Two
 // CRC32Cs (checksum.hpp) cover every byte: header_crc the header (with
 // header_crc itself taken as 0), body_crc the names section and the log.
@@ -107,7 +108,15 @@ struct TxnRecord {
   uint16_t type;          // workload-defined, an index into the type names
   uint16_t abort_reason;  // aborted: an index into the abort reason names; else 0
   uint8_t outcome;        // Outcome
-  uint8_t reserved[7];    // 0
+  uint8_t reserved;       // 0
+  // Vector snapshots (kFileSnapshotVectors; else 0): the words of the
+  // attempt's snapshot vector that follow its accesses -- entry j the
+  // newest commit of slot j it sees -- and the slot its commit_ts counts
+  // in: a committed writer (slot, commit_ts) is in a snapshot S iff
+  // commit_ts <= S[slot]. A committed attempt that wrote nothing has
+  // commit_ts 0 (it is in no snapshot).
+  uint16_t snapshot_words;
+  uint32_t commit_slot;
 
   bool committed() const { return outcome == static_cast<uint8_t>(Outcome::kCommitted); }
 };
@@ -125,12 +134,21 @@ inline constexpr uint32_t kFileTimestampOrder = 4;
 // (clock_domain, tsc_hz, clock_tsc, clock_unix_ns), so that the checker
 // can add real-time order to the dependency graph (strict serializability).
 inline constexpr uint32_t kFileRealTime = 8;
-inline constexpr uint32_t kFileKnownFlags = kFileTruncated | kFileAbortsRecorded | kFileTimestampOrder | kFileRealTime;
+// Vector snapshots (NAM-DB's timestamp vector): every committed attempt
+// carries its snapshot vector, all of one length, and its commit's slot
+// and timestamp in it, so that the checker decides snapshot isolation
+// exactly (which writers each snapshot holds).
+inline constexpr uint32_t kFileSnapshotVectors = 16;
+inline constexpr uint32_t kFileKnownFlags =
+    kFileTruncated | kFileAbortsRecorded | kFileTimestampOrder | kFileRealTime | kFileSnapshotVectors;
+// The longest snapshot vector a record carries.
+inline constexpr uint32_t kMaxSnapshotWords = 65535;
 
 inline constexpr char kFileMagic[8] = {'R', 'D', 'T', 'X', 'H', 'I', 'S', 'T'};
 // Version 2 added the checksums, version 3 real time (TxnRecord::begin_tsc,
-// the header's clock); older files are refused.
-inline constexpr uint32_t kFormatVersion = 3;
+// the header's clock), version 4 vector snapshots (TxnRecord's
+// snapshot_words and commit_slot); older files are refused.
+inline constexpr uint32_t kFormatVersion = 4;
 inline constexpr const char* kFileExtension = ".rdtxh";
 
 struct FileHeader {
@@ -147,7 +165,7 @@ struct FileHeader {
   uint64_t txn_count;
   uint64_t access_count;
   uint64_t names_bytes;
-  uint64_t log_bytes;     // txn_count * 56 + access_count * 40
+  uint64_t log_bytes;     // txn_count * 56 + access_count * 40 + 8 * snapshot words
   uint64_t dropped_txns;    // outcomes not recorded once truncated; 0 unless kFileTruncated
   uint64_t capacity_bytes;  // the recorder's in-memory buffer (both halves)
   uint32_t header_crc;      // CRC32C of these 128 bytes with header_crc = 0

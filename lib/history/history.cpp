@@ -33,6 +33,10 @@ Result<void> History::add_source(const Source& src, uint64_t src_run_id, uint16_
       return make_error(EINVAL, "%s: %s timestamp order, but %s %s", where,
                         src.timestamp_order ? "promises" : "does not promise", first_where,
                         first.timestamp_order ? "does" : "does not");
+    if (src.snapshot_vectors != first.snapshot_vectors)
+      return make_error(EINVAL, "%s: %s snapshot vectors, but %s %s", where,
+                        src.snapshot_vectors ? "records" : "does not record", first_where,
+                        first.snapshot_vectors ? "does" : "does not");
     if (src.clock.recorded() != first.clock.recorded())
       return make_error(EINVAL, "%s: %s real time, but %s %s", where, src.clock.recorded() ? "records" : "does not record",
                         first_where, first.clock.recorded() ? "does" : "does not");
@@ -79,17 +83,21 @@ bool History::truncated() const {
   return std::any_of(sources.begin(), sources.end(), [](const Source& s) { return s.truncated; });
 }
 
-void History::add(const TxnRecord& t, std::span<const AccessRecord> accesses) {
+void History::add(const TxnRecord& t, std::span<const AccessRecord> accesses, std::span<const uint64_t> snapshot) {
   TxnRecord r = t;
   r.access_count = static_cast<uint32_t>(accesses.size());
+  r.snapshot_words = static_cast<uint16_t>(snapshot.size());
   std::span<AccessRecord> dst = add_uninitialized(r);
   std::copy(accesses.begin(), accesses.end(), dst.begin());
+  std::copy(snapshot.begin(), snapshot.end(), snap_.end() - static_cast<ptrdiff_t>(snapshot.size()));
 }
 
 std::span<AccessRecord> History::add_uninitialized(const TxnRecord& t) {
   first_.push_back(acc_.size());
+  snap_first_.push_back(snap_.size());
   txns_.push_back(t);
   acc_.resize(acc_.size() + t.access_count, AccessRecord{});
+  snap_.resize(snap_.size() + t.snapshot_words, 0);
   return {acc_.data() + first_.back(), t.access_count};
 }
 
@@ -100,15 +108,18 @@ void advise_huge_pages(const void* p, size_t bytes) {
   if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
 }
 
-void History::append_uninitialized(size_t txns, size_t accesses) {
+void History::append_uninitialized(size_t txns, size_t accesses, size_t snapshot_words) {
   txns_.resize(txns_.size() + txns);
   first_.resize(first_.size() + txns);
   acc_.resize(acc_.size() + accesses);
+  snap_first_.resize(snap_first_.size() + txns);
+  snap_.resize(snap_.size() + snapshot_words);
 }
 
 void History::reserve(size_t txns, size_t accesses) {
   txns_.reserve(txns);
   first_.reserve(txns);
+  snap_first_.reserve(txns);
   acc_.reserve(accesses);
 }
 

@@ -80,6 +80,7 @@ struct Source {
   bool truncated = false;
   bool aborts_recorded = false;
   bool timestamp_order = false;  // kFileTimestampOrder: the protocol promises it
+  bool snapshot_vectors = false;  // kFileSnapshotVectors: committed attempts carry theirs
   Clock clock;                   // kFileRealTime: begin_tsc and commit_tsc's clock
   uint64_t txns = 0;
   uint64_t dropped_txns = 0;
@@ -107,21 +108,27 @@ class History {
   Result<void> check_complete() const;
   bool truncated() const;
 
-  // Appends an attempt; t.access_count is taken from `accesses`.
-  void add(const TxnRecord& t, std::span<const AccessRecord> accesses);
-  // Appends an attempt with t.access_count zeroed accesses for the caller to
-  // fill (a reader reads them from a file straight into place).
+  // Appends an attempt; t.access_count is taken from `accesses`,
+  // t.snapshot_words from `snapshot` (its snapshot vector, if any).
+  void add(const TxnRecord& t, std::span<const AccessRecord> accesses, std::span<const uint64_t> snapshot = {});
+  // Appends an attempt with t.access_count zeroed accesses and
+  // t.snapshot_words zeroed snapshot words for the caller to fill (a reader
+  // reads them from a file straight into place; mutable_snapshot).
   std::span<AccessRecord> add_uninitialized(const TxnRecord& t);
   void reserve(size_t txns, size_t accesses);
-  // Appends `txns` attempts and `accesses` accesses, uninitialised, for a
-  // reader that fills them in place (several files at once, each its own
-  // range): attempt i's record is txn_data()[i], the index of its first
-  // access first_data()[i], its accesses access_data()[first_data()[i]...].
-  // Every appended value must be written before the History is used.
-  void append_uninitialized(size_t txns, size_t accesses);
+  // Appends `txns` attempts, `accesses` accesses and `snapshot_words`
+  // snapshot words, uninitialised, for a reader that fills them in place
+  // (several files at once, each its own range): attempt i's record is
+  // txn_data()[i], the index of its first access first_data()[i], its
+  // accesses access_data()[first_data()[i]...], the index of its first
+  // snapshot word snapshot_first_data()[i]. Every appended value must be
+  // written before the History is used.
+  void append_uninitialized(size_t txns, size_t accesses, size_t snapshot_words = 0);
   TxnRecord* txn_data() { return txns_.data(); }
   uint64_t* first_data() { return first_.data(); }
   AccessRecord* access_data() { return acc_.data(); }
+  uint64_t* snapshot_first_data() { return snap_first_.data(); }
+  uint64_t* snapshot_data() { return snap_.data(); }
 
   size_t size() const { return txns_.size(); }
   size_t access_count() const { return acc_.size(); }
@@ -131,15 +138,24 @@ class History {
   uint64_t first_access(size_t i) const { return first_[i]; }
   std::span<const AccessRecord> all_accesses() const { return acc_; }
   std::span<const uint64_t> first_accesses() const { return first_; }
+  // Attempt i's snapshot vector (TxnRecord::snapshot_words; empty: none).
+  std::span<const uint64_t> snapshot(size_t i) const {
+    return {snap_.data() + snap_first_[i], txns_[i].snapshot_words};
+  }
+  uint64_t snapshot_word_count() const { return snap_.size(); }
+  uint64_t first_snapshot_word(size_t i) const { return snap_first_[i]; }
 
   // For tests that plant an anomaly in a generated history.
   TxnRecord& mutable_txn(size_t i) { return txns_[i]; }
   std::span<AccessRecord> mutable_accesses(size_t i) { return {acc_.data() + first_[i], txns_[i].access_count}; }
+  std::span<uint64_t> mutable_snapshot(size_t i) { return {snap_.data() + snap_first_[i], txns_[i].snapshot_words}; }
 
  private:
   LoadVector<TxnRecord> txns_;
   LoadVector<uint64_t> first_;
   LoadVector<AccessRecord> acc_;
+  LoadVector<uint64_t> snap_first_;
+  LoadVector<uint64_t> snap_;
 };
 
 }  // namespace rdtx::history

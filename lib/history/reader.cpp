@@ -34,6 +34,7 @@ struct OpenFile {
   FileHeader h;
   NameTables names;
   uint32_t names_crc = 0;  // CRC32C of the names section, where body_crc starts
+  uint64_t snapshot_words = 0;  // in the log, after the records (kFileSnapshotVectors)
 };
 
 // The log is read a piece at a time: few system calls, bounded memory.
@@ -47,11 +48,6 @@ std::string txn_label(TxnId id) {
 
 Error corrupt(const std::string& path, const std::string& what) {
   return make_error(EBADMSG, "%s: %s", path.c_str(), what.c_str());
-}
-
-template <size_t N>
-bool all_zero(const uint8_t (&b)[N]) {
-  return std::all_of(b, b + N, [](uint8_t x) { return x == 0; });
 }
 
 bool read_exact(std::FILE* f, void* dst, size_t n) { return n == 0 || std::fread(dst, 1, n, f) == n; }
@@ -99,13 +95,17 @@ Result<OpenFile> open_file(const std::string& path) {
   if (h.names_bytes > kMaxNamesBytes || h.names_bytes % 8 != 0)
     return corrupt(path, "names section of " + std::to_string(h.names_bytes) + " bytes (a multiple of 8 up to " +
                              std::to_string(kMaxNamesBytes) + " expected)");
+  // The log: the records, then (vector snapshots) whole words.
   uint64_t txn_bytes, acc_bytes, log_bytes, total;
   if (__builtin_mul_overflow(h.txn_count, sizeof(TxnRecord), &txn_bytes) ||
       __builtin_mul_overflow(h.access_count, sizeof(AccessRecord), &acc_bytes) ||
-      __builtin_add_overflow(txn_bytes, acc_bytes, &log_bytes) || log_bytes != h.log_bytes)
+      __builtin_add_overflow(txn_bytes, acc_bytes, &log_bytes) || log_bytes > h.log_bytes ||
+      (h.log_bytes - log_bytes) % 8 != 0 || (!(h.flags & kFileSnapshotVectors) && log_bytes != h.log_bytes))
     return corrupt(path, "the header's counts (" + std::to_string(h.txn_count) + " transactions, " +
-                             std::to_string(h.access_count) + " accesses) do not match its log size of " +
-                             std::to_string(h.log_bytes) + " bytes");
+                             std::to_string(h.access_count) + " accesses" +
+                             ((h.flags & kFileSnapshotVectors) ? ", and snapshot words" : "") +
+                             ") do not match its log size of " + std::to_string(h.log_bytes) + " bytes");
+  of.snapshot_words = (h.log_bytes - log_bytes) / 8;
   if (__builtin_add_overflow(sizeof h + h.names_bytes, h.log_bytes, &total))
     return corrupt(path, "truncated file: the header announces more than 2^64 bytes");
   if (total > size)
@@ -129,12 +129,13 @@ Result<OpenFile> open_file(const std::string& path) {
 bool txn_valid(const OpenFile& of, const TxnRecord& t, uint64_t accesses_left) {
   const bool committed = t.outcome == static_cast<uint8_t>(Outcome::kCommitted);
   const bool aborted = t.outcome == static_cast<uint8_t>(Outcome::kAborted);
-  uint64_t reserved = 0;
-  std::memcpy(&reserved, t.reserved, sizeof t.reserved);
+  const bool vectors = (of.h.flags & kFileSnapshotVectors) != 0;
   return t.id != kInitialTxn && txn_node(t.id) == of.h.node && txn_worker(t.id) == of.h.worker &&
          (committed || aborted) && (committed || (of.h.flags & kFileAbortsRecorded)) &&
          (committed ? t.abort_reason == 0 : t.abort_reason < of.names.abort_reasons.size()) &&
-         t.type < of.names.types.size() && reserved == 0 && t.access_count <= accesses_left;
+         t.type < of.names.types.size() && t.reserved == 0 && t.access_count <= accesses_left &&
+         (vectors && committed ? t.snapshot_words != 0 && (t.commit_ts == 0 || t.commit_slot < t.snapshot_words)
+                               : t.snapshot_words == 0 && t.commit_slot == 0);
 }
 
 bool access_valid(const OpenFile& of, const AccessRecord& a) {
@@ -164,7 +165,19 @@ Result<void> check_txn(const OpenFile& of, uint64_t i, const TxnRecord& t, uint6
   if (t.type >= of.names.types.size())
     return corrupt(of.path, what + ": type " + std::to_string(t.type) + " is out of range (" +
                                 std::to_string(of.names.types.size()) + " type names)");
-  if (!all_zero(t.reserved)) return corrupt(of.path, what + ": reserved bytes are not zero");
+  if (t.reserved != 0) return corrupt(of.path, what + ": reserved bytes are not zero");
+  if (!(of.h.flags & kFileSnapshotVectors) || !t.committed()) {
+    if (t.snapshot_words != 0 || t.commit_slot != 0)
+      return corrupt(of.path, what + " has a snapshot vector (" + std::to_string(t.snapshot_words) + " words, slot " +
+                                  std::to_string(t.commit_slot) + "), but " +
+                                  (t.committed() ? "the header says snapshot vectors are not recorded"
+                                                 : "it did not commit"));
+  } else if (t.snapshot_words == 0) {
+    return corrupt(of.path, what + " committed without its snapshot vector, which the header says is recorded");
+  } else if (t.commit_ts != 0 && t.commit_slot >= t.snapshot_words) {
+    return corrupt(of.path, what + ": commit slot " + std::to_string(t.commit_slot) + " is outside its " +
+                                std::to_string(t.snapshot_words) + "-word snapshot vector");
+  }
   if (t.access_count > accesses_left)
     return corrupt(of.path, what + " has " + std::to_string(t.access_count) + " accesses, past the end of the log (" +
                                 std::to_string(accesses_left) + " left)");
@@ -190,7 +203,8 @@ Result<void> check_access(const OpenFile& of, uint64_t i, const TxnRecord& t, ui
 // Reads the log of `of` into the History's arrays from attempt `txn_base`
 // and access `acc_base` (its range, made room for by the caller): files are
 // read in parallel, each into its own range.
-Result<void> read_log(const OpenFile& of, History& h, uint64_t txn_base, uint64_t acc_base, const StopFn& stop) {
+Result<void> read_log(const OpenFile& of, History& h, uint64_t txn_base, uint64_t acc_base, uint64_t snap_base,
+                      const StopFn& stop) {
   File f(std::fopen(of.path.c_str(), "rb"));
   if (!f) return make_error(errno, "%s: %s", of.path.c_str(), std::strerror(errno));
   if (std::fseek(f.get(), static_cast<long>(sizeof(FileHeader) + of.h.names_bytes), SEEK_SET) != 0)
@@ -198,13 +212,15 @@ Result<void> read_log(const OpenFile& of, History& h, uint64_t txn_base, uint64_
   TxnRecord* const txns = h.txn_data() + txn_base;
   uint64_t* const firsts = h.first_data() + txn_base;
   AccessRecord* const accs = h.access_data() + acc_base;
+  uint64_t* const snap_firsts = h.snapshot_first_data() + txn_base;
+  uint64_t* const snaps = h.snapshot_data() + snap_base;
   // One pass: every piece goes into the checksum as it is read, and is
   // parsed until a record is found invalid; the rest is then only
   // checksummed, so that damage is reported as a checksum mismatch rather
   // than as whatever the damaged record happens to look like.
   uint32_t crc = of.names_crc;
   std::vector<std::byte> piece(static_cast<size_t>(std::min<uint64_t>(of.h.log_bytes, kPieceBytes)));
-  uint64_t left = of.h.log_bytes, accesses_left = of.h.access_count, i = 0;
+  uint64_t left = of.h.log_bytes, accesses_left = of.h.access_count, words_left = of.snapshot_words, i = 0;
   size_t carried = 0;
   Result<void> invalid;
   while (left > 0) {
@@ -232,11 +248,23 @@ Result<void> read_log(const OpenFile& of, History& h, uint64_t txn_base, uint64_
         if (invalid.ok()) invalid = corrupt(of.path, "transaction " + std::to_string(i) + " is invalid");
         break;
       }
-      const size_t bytes = sizeof t + size_t{t.access_count} * sizeof(AccessRecord);
+      if (t.snapshot_words > words_left) {
+        invalid = corrupt(of.path, "transaction " + std::to_string(i) + " has a snapshot vector of " +
+                                       std::to_string(t.snapshot_words) + " words, past the end of the log (" +
+                                       std::to_string(words_left) + " left)");
+        break;
+      }
+      const size_t acc_bytes = size_t{t.access_count} * sizeof(AccessRecord);
+      const size_t bytes = sizeof t + acc_bytes + size_t{t.snapshot_words} * 8;
       if (have - pos < bytes) break;
       const uint64_t first = of.h.access_count - accesses_left;
+      const uint64_t first_word = of.snapshot_words - words_left;
       txns[i] = t;
       firsts[i] = acc_base + first;
+      snap_firsts[i] = snap_base + first_word;
+      if (t.snapshot_words != 0)
+        std::memcpy(snaps + first_word, piece.data() + pos + sizeof t + acc_bytes, size_t{t.snapshot_words} * 8);
+      words_left -= t.snapshot_words;
       AccessRecord* acc = accs + first;
       if (t.access_count != 0) std::memcpy(acc, piece.data() + pos + sizeof t, t.access_count * sizeof(AccessRecord));
       for (uint32_t j = 0; j < t.access_count && invalid.ok(); ++j)
@@ -267,6 +295,9 @@ Result<void> read_log(const OpenFile& of, History& h, uint64_t txn_base, uint64_
   if (accesses_left != 0)
     return corrupt(of.path, "the transactions have " + std::to_string(of.h.access_count - accesses_left) +
                                 " accesses, the header says " + std::to_string(of.h.access_count));
+  if (words_left != 0)
+    return corrupt(of.path, "the transactions have " + std::to_string(of.snapshot_words - words_left) +
+                                " snapshot words, the log has room for " + std::to_string(of.snapshot_words));
   return {};
 }
 
@@ -298,7 +329,7 @@ Result<History> load_history(const std::vector<std::string>& paths, unsigned thr
   // Headers first: cross-file checks fail fast, and the totals size the
   // arrays once instead of regrowing them per file.
   std::vector<OpenFile> open;
-  uint64_t txns = 0, accesses = 0;
+  uint64_t txns = 0, accesses = 0, words = 0;
   for (const std::string& path : *files) {
     auto of = open_file(path);
     if (!of.ok()) return of.error();
@@ -310,6 +341,7 @@ Result<History> load_history(const std::vector<std::string>& paths, unsigned thr
     src.truncated = (of->h.flags & kFileTruncated) != 0;
     src.aborts_recorded = (of->h.flags & kFileAbortsRecorded) != 0;
     src.timestamp_order = (of->h.flags & kFileTimestampOrder) != 0;
+    src.snapshot_vectors = (of->h.flags & kFileSnapshotVectors) != 0;
     if (of->h.flags & kFileRealTime)
       src.clock = Clock{of->h.clock_domain, of->h.tsc_hz, of->h.clock_tsc, of->h.clock_unix_ns};
     src.txns = of->h.txn_count;
@@ -317,6 +349,7 @@ Result<History> load_history(const std::vector<std::string>& paths, unsigned thr
     if (auto r = h.add_source(src, of->h.run_id, of->h.cluster_nodes, of->names); !r.ok()) return r.error();
     txns += of->h.txn_count;
     accesses += of->h.access_count;
+    words += of->snapshot_words;
     if (txns > History::kMaxTxns || accesses > History::kMaxAccesses)
       return make_error(EFBIG,
                         "%s: the history grows past %llu transactions or %llu accesses, more than the checker handles",
@@ -326,16 +359,17 @@ Result<History> load_history(const std::vector<std::string>& paths, unsigned thr
   }
   // Each file into its own range of the arrays, on its own thread; the
   // first error in file order is reported, whatever the threads' order.
-  h.append_uninitialized(txns, accesses);
-  std::vector<uint64_t> txn_base(open.size() + 1, 0), acc_base(open.size() + 1, 0);
+  h.append_uninitialized(txns, accesses, words);
+  std::vector<uint64_t> txn_base(open.size() + 1, 0), acc_base(open.size() + 1, 0), snap_base(open.size() + 1, 0);
   for (size_t k = 0; k < open.size(); ++k) {
     txn_base[k + 1] = txn_base[k] + open[k].h.txn_count;
     acc_base[k + 1] = acc_base[k] + open[k].h.access_count;
+    snap_base[k + 1] = snap_base[k] + open[k].snapshot_words;
   }
   std::vector<Result<void>> results(open.size());
   auto read_all = [&] {
     tbb::parallel_for(tbb::blocked_range<size_t>(0, open.size(), 1), [&](const tbb::blocked_range<size_t>& r) {
-      for (size_t k = r.begin(); k < r.end(); ++k) results[k] = read_log(open[k], h, txn_base[k], acc_base[k], stop);
+      for (size_t k = r.begin(); k < r.end(); ++k) results[k] = read_log(open[k], h, txn_base[k], acc_base[k], snap_base[k], stop);
     });
   };
   if (threads == 0) {

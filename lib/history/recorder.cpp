@@ -106,10 +106,13 @@ size_t add_records(std::span<const std::byte> log, History& h) {
   while (log.size() - pos >= sizeof(TxnRecord)) {
     TxnRecord rec;
     std::memcpy(&rec, log.data() + pos, sizeof rec);
-    const size_t bytes = sizeof rec + size_t{rec.access_count} * sizeof(AccessRecord);
+    const size_t bytes =
+        sizeof rec + size_t{rec.access_count} * sizeof(AccessRecord) + size_t{rec.snapshot_words} * 8;
     if (log.size() - pos < bytes) break;
     std::span<AccessRecord> dst = h.add_uninitialized(rec);
     if (!dst.empty()) std::memcpy(dst.data(), log.data() + pos + sizeof rec, dst.size_bytes());
+    std::span<uint64_t> snap = h.mutable_snapshot(h.size() - 1);
+    if (!snap.empty()) std::memcpy(snap.data(), log.data() + pos + sizeof rec + dst.size_bytes(), snap.size_bytes());
     pos += bytes;
   }
   return pos;
@@ -320,7 +323,13 @@ void Recorder::append(const TxnTrace& trace, Outcome outcome, uint16_t reason, u
   // engine bug, caught here in debug builds and by the reader always.
   assert(txn_node(trace.id()) == options_.node && txn_worker(trace.id()) == options_.worker);
   std::span<const AccessRecord> acc = trace.accesses();
-  const size_t bytes = sizeof(TxnRecord) + acc.size_bytes();
+  // A snapshot vector with committed attempts of a recorder that records
+  // them: an engine that promises them and gives none is caught by the
+  // reader (a committed record without one).
+  std::span<const uint64_t> snap =
+      options_.snapshot_vectors && outcome == Outcome::kCommitted ? trace.snapshot() : std::span<const uint64_t>{};
+  if (snap.size() > kMaxSnapshotWords) snap = {};
+  const size_t bytes = sizeof(TxnRecord) + acc.size_bytes() + snap.size_bytes();
   // Once truncated, stop for good: a later attempt that still fitted would
   // make the history a non-prefix, which the checker could not reason about.
   if (truncated_ || trace.overflowed() || bytes > half_bytes_) return drop();
@@ -349,10 +358,13 @@ void Recorder::append(const TxnTrace& trace, Outcome outcome, uint16_t reason, u
   rec.abort_reason = reason;
   rec.commit_ts = commit_ts;
   rec.commit_tsc = env::tsc();
+  rec.snapshot_words = static_cast<uint16_t>(snap.size());
+  if (snap.empty()) rec.commit_slot = 0;
   if (!options_.clock.recorded()) rec.begin_tsc = 0;
   std::byte* dst = half(active_) + used_;
   std::memcpy(dst, &rec, sizeof rec);
   std::memcpy(dst + sizeof rec, acc.data(), acc.size_bytes());
+  if (!snap.empty()) std::memcpy(dst + sizeof rec + acc.size_bytes(), snap.data(), snap.size_bytes());
   used_ += bytes;
   ++half_txns_[active_];
   half_accesses_[active_] += acc.size();
@@ -371,7 +383,8 @@ FileHeader Recorder::header() const {
   h.cluster_nodes = options_.cluster_nodes;
   h.node_workers = options_.node_workers;
   h.flags = (truncated_ ? kFileTruncated : 0) | (options_.record_aborted ? kFileAbortsRecorded : 0) |
-            (options_.timestamp_order ? kFileTimestampOrder : 0) | (options_.clock.recorded() ? kFileRealTime : 0);
+            (options_.timestamp_order ? kFileTimestampOrder : 0) | (options_.clock.recorded() ? kFileRealTime : 0) |
+            (options_.snapshot_vectors ? kFileSnapshotVectors : 0);
   h.clock_domain = options_.clock.domain;
   h.tsc_hz = options_.clock.tsc_hz;
   h.clock_tsc = options_.clock.tsc;
@@ -428,6 +441,7 @@ Result<void> Recorder::append_to(History& h, const StopFn& stop) const {
   src.truncated = truncated_;
   src.aborts_recorded = options_.record_aborted;
   src.timestamp_order = options_.timestamp_order;
+  src.snapshot_vectors = options_.snapshot_vectors;
   src.clock = options_.clock;
   src.txns = txns_;
   src.dropped_txns = dropped_;

@@ -73,6 +73,11 @@ struct RecorderOptions {
   // The protocol promises timestamp order (kFileTimestampOrder): each
   // commit() passes the attempt's commit timestamp.
   bool timestamp_order = false;
+  // Vector snapshots (kFileSnapshotVectors): each committed attempt's
+  // trace carries its snapshot vector (TxnTrace::set_snapshot), all of one
+  // length, at most kMaxSnapshotWords; commit() passes its commit
+  // timestamp in that vector's slot (0: it wrote nothing).
+  bool snapshot_vectors = false;
   // Real time (kFileRealTime): the clock env::tsc() reads, in which the
   // engine gives each attempt's begin (TxnTrace::begin) and the recorder
   // stamps its outcome; host_clock() for a run on the hardware counter.

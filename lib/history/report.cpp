@@ -37,7 +37,13 @@ std::string format_report(const CheckReport& r, size_t max_findings) {
          u(s.cyclic_components) + " cyclic components";
   if (s.cyclic_components > 0) out += " (largest: " + u(s.largest_component) + " transactions)";
   out += "\n";
-  if (r.isolation == Isolation::kSnapshot)
+  if (r.isolation == Isolation::kSnapshot && s.snapshot_slots != 0)
+    out += "snapshot isolation: checked against the recorded snapshot vectors (" + u(s.snapshot_slots) +
+           " slots; " +
+           (s.snapshots_widened == 0 ? std::string("each holds the snapshots of the writers it holds")
+                                     : u(s.snapshots_widened) + " closed over the snapshots of the writers they hold") +
+           ")\n";
+  else if (r.isolation == Isolation::kSnapshot)
     out += s.timestamps ? "snapshot isolation: checked against start and commit timestamps\n"
                         : "snapshot isolation: not every transaction has timestamps; G-SIb searched as cycles with "
                           "one anti-dependency, G-SIa not checked\n";

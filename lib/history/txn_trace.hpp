@@ -38,9 +38,17 @@ class TxnTrace {
     rec_.begin_tsc = begin_tsc;
     n_ = 0;
     overflowed_ = false;
+    snapshot_ = {};
   }
   // For protocols that take their snapshot after begin().
   void set_start_ts(uint64_t ts) { rec_.start_ts = ts; }
+  // Vector snapshots (kFileSnapshotVectors): the attempt's snapshot vector
+  // (not copied: it must stay valid until the recorder took the outcome)
+  // and the slot its commit timestamp counts in.
+  void set_snapshot(std::span<const uint64_t> words, uint32_t commit_slot) {
+    snapshot_ = words;
+    rec_.commit_slot = commit_slot;
+  }
 
   // A read that saw version `seen` (the writer id in the tuple).
   void read(uint32_t table, uint64_t key, Version seen) {
@@ -72,6 +80,7 @@ class TxnTrace {
   TxnId id() const { return rec_.id; }
   const TxnRecord& record() const { return rec_; }
   std::span<const AccessRecord> accesses() const { return {acc_.get(), n_}; }
+  std::span<const uint64_t> snapshot() const { return snapshot_; }
   uint32_t size() const { return n_; }
   uint32_t capacity() const { return capacity_; }
   bool overflowed() const { return overflowed_; }
@@ -100,6 +109,7 @@ class TxnTrace {
   uint32_t capacity_;
   uint32_t n_ = 0;
   bool overflowed_ = false;
+  std::span<const uint64_t> snapshot_;
 };
 
 }  // namespace rdtx::history

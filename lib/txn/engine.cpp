@@ -164,6 +164,7 @@ Result<void> WorkerEngine::start(uint64_t seed, const history::RecorderOptions& 
     ro.capacity_bytes = opts_.history_capacity_bytes;
     ro.record_aborted = opts_.record_aborted;
     ro.timestamp_order = def_.timestamp_order;
+    ro.snapshot_vectors = def_.snapshot_vectors;
     if (ro.names.tables.empty()) {
       for (TableId t = 0; t < db_.tables(); ++t) ro.names.tables.push_back(db_.has_table(t) ? db_.def(t).name : "");
       ro.names.types = workload_.type_names();
@@ -248,6 +249,7 @@ void Coordinator::record_outcome(uint32_t type, bool committed, uint64_t begin_t
   // Inserted rows: new keys, no version replaced.
   if (committed)
     for (uint32_t k = 0; k < txn_.inserts(); ++k) tr.insert(txn_.insert_at(k).table, txn_.insert_at(k).key, {0, 0});
+  if (!txn_.snapshot().empty()) tr.set_snapshot(txn_.snapshot(), txn_.commit_slot());
   if (committed)
     rec->commit(tr, txn_.commit_timestamp());
   else

@@ -230,6 +230,13 @@ struct ProtocolDef {
   // forward in it (ww and rw strictly; history/format.hpp
   // kFileTimestampOrder).
   bool timestamp_order = false;
+  // The protocol's snapshots are vectors (NAM-DB's timestamp vector): each
+  // attempt gives its vector and its commit's slot (Txn::set_snapshot) and
+  // its commit timestamp in that slot (Txn::set_commit_timestamp; 0 for one
+  // that wrote nothing); the history records them and the checker decides
+  // snapshot isolation on them exactly (history/format.hpp
+  // kFileSnapshotVectors).
+  bool snapshot_vectors = false;
   // Primitives each stage accepts; empty: the protocol has no such stage.
   StagePrimitives allowed = {};
   // The protocol's own abort reasons, numbered from kFirstProtocol.

@@ -47,6 +47,8 @@ void Txn::reset(uint64_t id) {
   round_ = 0;
   reason_ = AbortReason::kNone;
   commit_ts_ = 0;
+  snapshot_ = {};
+  commit_slot_ = 0;
   overflow_ = false;
   n_ins_ = 0;
   n_chg_ = 0;

@@ -180,6 +180,16 @@ class Txn {
   // the history records (0 each new attempt).
   void set_commit_timestamp(uint64_t ts) { commit_ts_ = ts; }
   uint64_t commit_timestamp() const { return commit_ts_; }
+  // For protocols with vector snapshots (ProtocolDef::snapshot_vectors):
+  // the attempt's snapshot vector (not copied: it must stay as it is until
+  // the attempt's outcome is recorded) and the slot its commit timestamp
+  // counts in. Cleared each new attempt.
+  void set_snapshot(std::span<const uint64_t> vector, uint32_t commit_slot) {
+    snapshot_ = vector;
+    commit_slot_ = commit_slot;
+  }
+  std::span<const uint64_t> snapshot() const { return snapshot_; }
+  uint32_t commit_slot() const { return commit_slot_; }
   uint32_t size() const { return n_; }
   Access& access(uint32_t i) { return acc_[i]; }
   const Access& access(uint32_t i) const { return acc_[i]; }
@@ -208,6 +218,8 @@ class Txn {
   uint64_t id_ = 0;
   uint64_t ts_ = 0;
   uint64_t commit_ts_ = 0;
+  std::span<const uint64_t> snapshot_;
+  uint32_t commit_slot_ = 0;
   uint32_t n_ = 0;
   uint32_t fetched_upto_ = 0;  // accesses [0, fetched_upto_) are fetched
   uint32_t round_ = 0;

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "history/history.hpp"
 #include "history/txn_trace.hpp"
@@ -52,6 +54,14 @@ class HistoryBuilder {
       commit_ts_ = commit;
       return *this;
     }
+    // A vector snapshot (kFileSnapshotVectors) and the commit's slot and
+    // timestamp in it (commit 0: it wrote nothing).
+    Txn& snapshot(std::vector<uint64_t> vector, uint32_t slot = 0, uint64_t commit = 0) {
+      snapshot_ = std::move(vector);
+      trace_.set_snapshot(snapshot_, slot);
+      commit_ts_ = commit;
+      return *this;
+    }
     TxnId commit() { return finish(Outcome::kCommitted, 0); }
     TxnId abort(uint16_t reason = kConflict) { return finish(Outcome::kAborted, reason); }
 
@@ -63,13 +73,14 @@ class HistoryBuilder {
       r.commit_ts = o == Outcome::kCommitted ? commit_ts_ : 0;
       r.begin_tsc = begin_tsc_;
       r.commit_tsc = end_tsc_;
-      h_.add(r, trace_.accesses());
+      h_.add(r, trace_.accesses(), o == Outcome::kCommitted ? std::span<const uint64_t>(snapshot_) : std::span<const uint64_t>{});
       return r.id;
     }
     History& h_;
     TxnTrace trace_;
     uint64_t commit_ts_ = 0;
     uint64_t begin_tsc_ = 0, end_tsc_ = 0;
+    std::vector<uint64_t> snapshot_;
   };
 
   Txn txn(TxnId id, uint16_t type = kWriteCheck) { return Txn(h_, id, type); }
@@ -79,6 +90,15 @@ class HistoryBuilder {
   HistoryBuilder& timestamp_order() {
     Source s;
     s.timestamp_order = true;
+    s.aborts_recorded = true;
+    h_.sources.push_back(s);
+    return *this;
+  }
+  // The history's one source records snapshot vectors (what a recorder of
+  // a ProtocolDef::snapshot_vectors protocol writes).
+  HistoryBuilder& snapshot_vectors() {
+    Source s;
+    s.snapshot_vectors = true;
     s.aborts_recorded = true;
     h_.sources.push_back(s);
     return *this;
