@@ -31,7 +31,11 @@ are also checked for it: every ww and rw dependency strictly forward in
 commit timestamps, every wr dependency not backward. Strict serializability
 adds real-time order: a transaction whose commit its coordinator knew before
 another transaction was invoked must come first (rt edges, from the begin
-and outcome times the files record on their host's clock). Not seen: predicates
+and outcome times the files record on their host's clock). Snapshot
+isolation is decided on the snapshot vectors where the files record them
+(NAM-DB: flag 16): G-SIa where a transaction read or overwrote a write
+outside its snapshot, G-SIb where it missed a write its snapshot holds,
+directly or through the snapshots of the writers it holds. Not seen: predicates
 (phantoms), since every access is to one key. All files must be of the
 same run, and every worker of the run must have one.
 
