@@ -26,9 +26,9 @@ Certifies a run from the histories its workers recorded (one .rdtxh file per
 worker): loads every FILE and every *.rdtxh file in each DIR, rebuilds the
 version chain of every key and the direct serialization graph (ww, wr and rw
 dependencies), and checks the isolation level asked for. Files whose
-protocol promises timestamp order (MVCC, SUNDIAL, TO: flag 4 in the header)
-are also checked for it: every ww and rw dependency strictly forward in
-commit timestamps, every wr dependency not backward. Strict serializability
+protocol promises timestamp order (MVCC, SUNDIAL, TO, and CALVIN in (epoch,
+timestamp): flag 4 in the header) are also checked for it: every ww and rw
+dependency strictly forward in that order, every wr dependency not backward. Strict serializability
 adds real-time order: a transaction whose commit its coordinator knew before
 another transaction was invoked must come first (rt edges, from the begin
 and outcome times the files record on their host's clock). Snapshot

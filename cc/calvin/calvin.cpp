@@ -1065,6 +1065,9 @@ Task<bool> Calvin::run(Coordinator& c, uint32_t k, Txn& t) {
   // Its history's begin is its generation, known at home only.
   if (p.reporter == me_) {
     const bool home = p.cr->in.home_node == me_;
+    // Its place in the order every lock manager grants in: the history's
+    // timestamp order (epochs past 2^32 - 1 are not told apart).
+    t.set_commit_order(static_cast<uint32_t>(std::min<uint64_t>(cs.epoch, UINT32_MAX)), p.cr->ts);
     c.account(p.cr->in, ok, ok ? delta : 0, home ? cs.gen_tsc[p.index] : cs.epoch_tsc, true, home);
   }
   co_return true;
@@ -1538,6 +1541,7 @@ constexpr ProtocolDef kDef = {
     .access_state_bytes = 8,  // per access: its index in the declared set
     .isolation = Isolation::kSerializable,
     .strict = true,  // every input sequenced after a commit was known comes after it (doc/txn.md)
+    .timestamp_order = true,  // (epoch, timestamp): the order every lock manager grants in
     .allowed = {.fetch = {Primitive::kOneSided, Primitive::kRpc},
                 .commit = {Primitive::kOneSided},
                 .sequence = {Primitive::kOneSided, Primitive::kRpc}},

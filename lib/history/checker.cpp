@@ -298,6 +298,10 @@ class Checker {
   }
 
   const TxnRecord& txn(uint32_t i) const { return h_.txn(i); }
+  // A commit's place in timestamp order: "ts", or "ts (epoch e)".
+  static std::string order_text(const TxnRecord& t) {
+    return std::to_string(t.commit_ts) + (t.commit_slot != 0 ? " (epoch " + std::to_string(t.commit_slot) + ")" : "");
+  }
   TxnId id(uint32_t i) const { return h_.txn(i).id; }
   const AccessRecord& access(uint32_t global) const { return h_.all_accesses()[global]; }
   uint32_t index_of(TxnId t) const { return t == kInitialTxn ? kInitialIdx : index_.find(t); }
@@ -1199,18 +1203,19 @@ void Checker::emit(Part& p, uint32_t src, uint32_t dst, EdgeKind k, uint32_t acc
   ++p.stats.edges[static_cast<size_t>(k)];
   if (Pos{dst_ord, dst} < Pos{src_ord, src}) p.backward.push_back({{dst_ord, dst}, {src_ord, src}});
   if (timestamp_order_) {
-    // ww and rw strictly forward in commit timestamps, wr not backward.
+    // ww and rw strictly forward in (epoch, commit timestamp), wr not
+    // backward.
     const TxnRecord &s = txn(src), &t = txn(dst);
-    const bool ok = s.commit_ts == 0 || t.commit_ts == 0 ||
-                    (k == EdgeKind::kWR ? s.commit_ts <= t.commit_ts : s.commit_ts < t.commit_ts);
+    const std::pair<uint32_t, uint64_t> so{s.commit_slot, s.commit_ts}, to{t.commit_slot, t.commit_ts};
+    const bool ok = s.commit_ts == 0 || t.commit_ts == 0 || (k == EdgeKind::kWR ? so <= to : so < to);
     if (!ok)
       add(p, Anomaly::kTimestampOrder, [&] {
         const CycleEdge e = d_.edge(Edge::make(src, dst, k, access_index));
         return finding(Anomaly::kTimestampOrder, {s.id, t.id},
                        "timestamp order: " + d_.txn(s.id) + " --" + d_.edge_text(e) + "--> " + d_.txn(t.id) +
-                           ", but " + d_.txn(s.id) + "'s commit timestamp " + std::to_string(s.commit_ts) +
+                           ", but " + d_.txn(s.id) + "'s commit timestamp " + order_text(s) +
                            (k == EdgeKind::kWR ? " is above " : " is not below ") + d_.txn(t.id) + "'s " +
-                           std::to_string(t.commit_ts));
+                           order_text(t));
       });
   }
   if (si_vectors_) {

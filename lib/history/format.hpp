@@ -114,7 +114,9 @@ struct TxnRecord {
   // newest commit of slot j it sees -- and the slot its commit_ts counts
   // in: a committed writer (slot, commit_ts) is in a snapshot S iff
   // commit_ts <= S[slot]. A committed attempt that wrote nothing has
-  // commit_ts 0 (it is in no snapshot).
+  // commit_ts 0 (it is in no snapshot). With kFileTimestampOrder instead,
+  // commit_slot is the epoch of the commit order (epoch, commit_ts) --
+  // CALVIN's -- or 0 where the order is commit_ts alone.
   uint16_t snapshot_words;
   uint32_t commit_slot;
 
@@ -126,9 +128,10 @@ static_assert(sizeof(TxnRecord) == 56);
 inline constexpr uint32_t kFileTruncated = 1;       // the recorder ran out of room: a prefix
 inline constexpr uint32_t kFileAbortsRecorded = 2;  // aborted attempts are in the log
 // The protocol promises timestamp order: every committed attempt has a
-// commit_ts, and every dependency goes forward in it (ww and rw strictly,
-// wr not backward: a reader may share its writer's timestamp, as SUNDIAL's
-// do). The checker verifies every edge.
+// commit_ts, and every dependency goes forward in (commit_slot: the epoch,
+// commit_ts) (ww and rw strictly, wr not backward: a reader may share its
+// writer's timestamp, as SUNDIAL's do). The checker verifies every edge.
+// Not with kFileSnapshotVectors (commit_slot is a slot there).
 inline constexpr uint32_t kFileTimestampOrder = 4;
 // Real time is recorded: each attempt's begin_tsc, and the header's clock
 // (clock_domain, tsc_hz, clock_tsc, clock_unix_ns), so that the checker

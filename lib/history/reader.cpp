@@ -83,6 +83,8 @@ Result<OpenFile> open_file(const std::string& path) {
   }
   if ((h.flags & ~kFileKnownFlags) != 0)
     return corrupt(path, "unknown flags " + std::to_string(h.flags & ~kFileKnownFlags) + " in the header");
+  if ((h.flags & kFileTimestampOrder) && (h.flags & kFileSnapshotVectors))
+    return corrupt(path, "the header says both timestamp order (flag 4) and snapshot vectors (flag 16)");
   if (h.reserved0 != 0) return corrupt(path, "reserved header bytes are not zero");
   if (h.flags & kFileRealTime) {
     if (h.tsc_hz == 0) return corrupt(path, "the header says real time is recorded, but its clock rate is 0");
@@ -135,7 +137,8 @@ bool txn_valid(const OpenFile& of, const TxnRecord& t, uint64_t accesses_left) {
          (committed ? t.abort_reason == 0 : t.abort_reason < of.names.abort_reasons.size()) &&
          t.type < of.names.types.size() && t.reserved == 0 && t.access_count <= accesses_left &&
          (vectors && committed ? t.snapshot_words != 0 && (t.commit_ts == 0 || t.commit_slot < t.snapshot_words)
-                               : t.snapshot_words == 0 && t.commit_slot == 0);
+                               : t.snapshot_words == 0 &&
+                                     (t.commit_slot == 0 || (committed && (of.h.flags & kFileTimestampOrder))));
 }
 
 bool access_valid(const OpenFile& of, const AccessRecord& a) {
@@ -167,7 +170,8 @@ Result<void> check_txn(const OpenFile& of, uint64_t i, const TxnRecord& t, uint6
                                 std::to_string(of.names.types.size()) + " type names)");
   if (t.reserved != 0) return corrupt(of.path, what + ": reserved bytes are not zero");
   if (!(of.h.flags & kFileSnapshotVectors) || !t.committed()) {
-    if (t.snapshot_words != 0 || t.commit_slot != 0)
+    if (t.snapshot_words != 0 ||
+        (t.commit_slot != 0 && !(t.committed() && (of.h.flags & kFileTimestampOrder))))
       return corrupt(of.path, what + " has a snapshot vector (" + std::to_string(t.snapshot_words) + " words, slot " +
                                   std::to_string(t.commit_slot) + "), but " +
                                   (t.committed() ? "the header says snapshot vectors are not recorded"

@@ -359,7 +359,7 @@ void Recorder::append(const TxnTrace& trace, Outcome outcome, uint16_t reason, u
   rec.commit_ts = commit_ts;
   rec.commit_tsc = env::tsc();
   rec.snapshot_words = static_cast<uint16_t>(snap.size());
-  if (snap.empty()) rec.commit_slot = 0;
+  if (snap.empty() && !options_.timestamp_order) rec.commit_slot = 0;
   if (!options_.clock.recorded()) rec.begin_tsc = 0;
   std::byte* dst = half(active_) + used_;
   std::memcpy(dst, &rec, sizeof rec);

@@ -49,6 +49,10 @@ class TxnTrace {
     snapshot_ = words;
     rec_.commit_slot = commit_slot;
   }
+  // Timestamp order (kFileTimestampOrder) in (epoch, commit timestamp):
+  // the epoch, compared before the commit timestamp (0 for protocols whose
+  // order is the commit timestamp alone).
+  void set_commit_epoch(uint32_t epoch) { rec_.commit_slot = epoch; }
 
   // A read that saw version `seen` (the writer id in the tuple).
   void read(uint32_t table, uint64_t key, Version seen) {

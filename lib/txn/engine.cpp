@@ -249,7 +249,10 @@ void Coordinator::record_outcome(uint32_t type, bool committed, uint64_t begin_t
   // Inserted rows: new keys, no version replaced.
   if (committed)
     for (uint32_t k = 0; k < txn_.inserts(); ++k) tr.insert(txn_.insert_at(k).table, txn_.insert_at(k).key, {0, 0});
-  if (!txn_.snapshot().empty()) tr.set_snapshot(txn_.snapshot(), txn_.commit_slot());
+  if (!txn_.snapshot().empty())
+    tr.set_snapshot(txn_.snapshot(), txn_.commit_slot());
+  else
+    tr.set_commit_epoch(txn_.commit_slot());
   if (committed)
     rec->commit(tr, txn_.commit_timestamp());
   else

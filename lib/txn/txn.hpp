@@ -188,7 +188,15 @@ class Txn {
     snapshot_ = vector;
     commit_slot_ = commit_slot;
   }
+  // For a protocol whose commit order is (epoch, timestamp) (CALVIN's):
+  // the attempt's place in it, which the history records.
+  void set_commit_order(uint32_t epoch, uint64_t ts) {
+    commit_slot_ = epoch;
+    commit_ts_ = ts;
+  }
   std::span<const uint64_t> snapshot() const { return snapshot_; }
+  // The vector slot of the commit timestamp, or the epoch of the commit
+  // order (0: none).
   uint32_t commit_slot() const { return commit_slot_; }
   uint32_t size() const { return n_; }
   Access& access(uint32_t i) { return acc_[i]; }

@@ -54,6 +54,12 @@ class HistoryBuilder {
       commit_ts_ = commit;
       return *this;
     }
+    // Timestamp order in (epoch, commit timestamp), as CALVIN's.
+    Txn& order(uint32_t epoch, uint64_t commit) {
+      trace_.set_commit_epoch(epoch);
+      commit_ts_ = commit;
+      return *this;
+    }
     // A vector snapshot (kFileSnapshotVectors) and the commit's slot and
     // timestamp in it (commit 0: it wrote nothing).
     Txn& snapshot(std::vector<uint64_t> vector, uint32_t slot = 0, uint64_t commit = 0) {

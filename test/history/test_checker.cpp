@@ -321,6 +321,30 @@ TEST(TimestampOrder, ForwardEdgesAndAReaderSharingItsWritersTimestampAreCertifie
   expect_only(run(b.history()), {});
 }
 
+// CALVIN's order is (epoch, timestamp): an epoch's transactions come after
+// every earlier epoch's, whatever their timestamps (taken at home, on each
+// node's clock).
+TEST(TimestampOrder, TheEpochComesBeforeTheTimestamp) {
+  {
+    HistoryBuilder b;
+    b.timestamp_order();
+    b.txn(T(1)).rmw(kChecking, 1, kInit, kInit).order(1, 100).commit();
+    b.txn(T(2)).rmw(kChecking, 1, V(T(1)), V(T(1))).order(2, 50).commit();  // ww and rw forward by epoch
+    expect_only(run(b.history()), {});
+  }
+  {
+    HistoryBuilder b;
+    b.timestamp_order();
+    b.txn(T(1)).rmw(kChecking, 1, kInit, kInit).order(2, 50).commit();
+    b.txn(T(2)).rmw(kChecking, 1, V(T(1)), V(T(1))).order(1, 100).commit();  // backward: an earlier epoch
+    CheckReport r = run(b.history());
+    expect_only(r, {{Anomaly::kTimestampOrder, 2}});  // its ww and wr edges
+    ASSERT_NE(first(r, Anomaly::kTimestampOrder), nullptr);
+    EXPECT_NE(first(r, Anomaly::kTimestampOrder)->text.find("50 (epoch 2) is "), std::string::npos)
+        << first(r, Anomaly::kTimestampOrder)->text;
+  }
+}
+
 // The late writer of MVCC's write-too-late rule made ineffective: T1 (ts 5)
 // overwrites the version T2 (ts 10) read. Serializable (T2 before T1), so no
 // cycle: only the rw edge going backward shows it.
