@@ -1532,9 +1532,12 @@ void Checker::close_by_sweeps(const SlotWriters& sw) {
       if (!open[z] || !reclose(z)) continue;
       grew_in[z] = sweep;
       grew = true;
-      if (txn(z).commit_ts != 0) {
+      if (txn(z).commit_ts != 0) {  // z's position among its slot's writers
         const uint32_t j = txn(z).commit_slot;
-        next_grown[j] = std::min(next_grown[j], sw.held(j, txn(z).commit_ts) - 1);
+        const auto& w = sw.writers[j];
+        const size_t at = static_cast<size_t>(
+            std::lower_bound(w.begin(), w.end(), std::pair<uint64_t, uint32_t>{txn(z).commit_ts, z}) - w.begin());
+        next_grown[j] = std::min(next_grown[j], static_cast<uint32_t>(at));
       }
     }
     if (!grew) break;
