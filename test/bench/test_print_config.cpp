@@ -44,8 +44,11 @@ TEST(PrintConfig, EveryPresetRoundTrips) {
     EXPECT_EQ(back->flat(), cfg->flat());
     // A key the preset gave is given again; a default the checks refuse
     // as given stays a default (a comment).
-    for (const auto& [path, spec] : schema.keys())
-      if (cfg->origin(path) != "default") EXPECT_NE(back->origin(path), "default") << path;
+    for (const auto& [path, spec] : schema.keys()) {
+      if (cfg->origin(path) != "default") {
+        EXPECT_NE(back->origin(path), "default") << path;
+      }
+    }
     // What reads a default differently from the same value given (a
     // pipeline stage the protocol maps to its own primitive) reads the same.
     const txn::Options a = txn::options_from(*cfg), b = txn::options_from(*back);
