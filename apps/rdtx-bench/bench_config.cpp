@@ -39,6 +39,9 @@ void add_cluster_schema(config::Schema& s) {
                "process mode: keep the cluster's configuration and members in ZooKeeper at "
                "zk://host:port[,host:port]/path (doc/membership.md); empty: none");
   s.add_check([](const config::Config& c) -> std::string { return check_coordinator(c); });
+  s.add_float("cluster.lease_ms", 250.0, 1.0, 60'000,
+              "with cluster.coordinator: the lease the CM grants each member over the fabric; a member that cannot "
+              "renew it fences itself, and the CM removes it from the configuration (doc/membership.md \"Leases\")");
   s.add_float("cluster.connect_timeout_s", 30.0, 0.1, 3'600,
               "process mode: how long to wait for every node to join (and for each exchange: a third of it)");
   s.add_int("cluster.nodes", 2, 1, txn::kMaxNodes,

@@ -405,6 +405,8 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan, const rdm
     bo.nodes = *parse_hosts(cfg.get_string("cluster.hosts"));  // checked with the configuration
     bo.connect_timeout_ms = static_cast<uint64_t>(cfg.get_float("cluster.connect_timeout_s") * 1000);
     bo.op_timeout_ms = std::max<uint64_t>(bo.connect_timeout_ms / 3, 1000);
+    // With cluster.coordinator the leases judge a lost peer (doc/membership.md).
+    bo.lost_peer_fatal = cfg.get_string("cluster.coordinator").empty();
     std::fprintf(stderr, "rdtx-bench: node %d of %zu, waiting for the others at %s\n", args.node, bo.nodes.size(),
                  cfg.get_string("cluster.hosts").c_str());
     auto b = cluster::Bootstrap::connect(bo);
@@ -428,13 +430,14 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan, const rdm
   // (doc/membership.md); destroyed before `boot`: node 0 removes them.
   std::unique_ptr<ZkRegistration> zk;
   if (boot && !cfg.get_string("cluster.coordinator").empty()) {
-    auto z = ZkRegistration::start(cfg, plan.run, *boot);
+    auto z = ZkRegistration::join(cfg, plan.run, *boot);
     if (!z.ok()) {
       std::fprintf(stderr, "rdtx-bench: %s\n", z.error().message.c_str());
       return 1;
     }
     zk = std::move(*z);
     std::fprintf(stderr, "rdtx-bench: %s\n", zk->summary().c_str());
+    plan.run.membership = zk.get();
   }
   std::printf("rdtx-bench %s\n", RDTX_GIT_REVISION);
   if (!args.quiet) std::printf("# resolved configuration\n%s\n", cfg.to_toml().c_str());

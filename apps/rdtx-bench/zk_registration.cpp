@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <cstring>
 #include <span>
+#include <thread>
 
 #include "membership/config_store.hpp"
 #include "membership/coordinator.hpp"
+#include "membership/lease.hpp"
 #include "membership/zk_client.hpp"
 #include "rdtx-bench/bench_config.hpp"
 #include "txn/replication.hpp"
@@ -62,22 +64,236 @@ struct ZkRegistration::State {
   std::unique_ptr<membership::ZkClient> zk;
   std::unique_ptr<membership::ConfigStore> store;
   uint32_t self = 0;
+  cluster::Bootstrap* boot = nullptr;
+  membership::Configuration config;  // the newest this node acted on
+  membership::LeaseOptions lease;
+  std::unique_ptr<membership::LeaseAgent> agent;
+  std::thread manager;
+  std::atomic<bool> stopping{false};
+  bool started = false, stopped = false;  // the main thread's
+  std::mutex mu;  // guards verdict
+  std::optional<Error> verdict;
+
+  void set_verdict(Error e) {
+    std::lock_guard lk(mu);
+    if (!verdict) verdict = std::move(e);
+  }
+  bool has_verdict() {
+    std::lock_guard lk(mu);
+    return verdict.has_value();
+  }
+  void manage();
+  void reconfigure(const std::vector<membership::Suspicion>& suspects);
+  void follow(uint64_t announced);
+  Error end_of_run(const membership::Configuration& next, const std::string& removed) const;
 };
+
+namespace {
+
+double ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+// CLOCK_REALTIME, in seconds, of a time of the lease agents' clock: to line
+// up with a kill's time in another process's log.
+double wall_of(uint64_t lease_ns) {
+  const uint64_t mono = membership::lease_clock_ns();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return wall - (static_cast<double>(mono) - static_cast<double>(lease_ns)) / 1e9;
+}
+
+std::string nodes_text(const std::vector<uint32_t>& ids) {
+  std::string s;
+  for (uint32_t id : ids) s += (s.empty() ? "" : ", ") + std::to_string(id);
+  return s;
+}
+
+}  // namespace
+
+// What configuration `next` leaves the run: partitions without a live
+// primary end it (a backup taking over is recovery, issue 48); a run that
+// goes on without a member is not there yet either.
+Error ZkRegistration::State::end_of_run(const membership::Configuration& next, const std::string& removed) const {
+  const auto lost = membership::lost_partitions(next);
+  if (!lost.empty())
+    return make_error(EHOSTDOWN,
+                      "membership: configuration %llu removed %s, which leaves partition%s %s without a live primary "
+                      "(a backup taking over is recovery, not implemented yet): the run ends",
+                      static_cast<unsigned long long>(next.number), removed.c_str(), lost.size() > 1 ? "s" : "",
+                      nodes_text(lost).c_str());
+  return make_error(ENOTSUP,
+                    "membership: configuration %llu removed %s; no partition was lost, but a run that goes on without "
+                    "a member is not implemented yet: the run ends",
+                    static_cast<unsigned long long>(next.number), removed.c_str());
+}
+
+// The CM: configuration c+1 without the suspects, written by
+// compare-and-set, announced in the grants, acknowledged by every member.
+void ZkRegistration::State::reconfigure(const std::vector<membership::Suspicion>& suspects) {
+  std::vector<uint32_t> gone;
+  std::string why;
+  for (const auto& s : suspects) {
+    gone.push_back(s.node);
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%snode %u (no renewal granted for %.1f ms, lease %.1f ms; %llu renewals before)",
+                  why.empty() ? "" : ", ", s.node, ms(s.since_grant_ns), ms(lease.lease_ns),
+                  static_cast<unsigned long long>(s.renewals));
+    why += buf;
+  }
+  const uint64_t suspected = suspects.front().at_ns;
+  std::fprintf(stderr, "rdtx-bench: membership: suspected %s at %.6f\n", why.c_str(), wall_of(suspected));
+  auto cur = store->read();
+  if (!cur.ok()) return set_verdict(cur.error());
+  auto next = membership::without(cur->config, gone);
+  if (!next.ok()) return set_verdict(next.error());
+  auto written = store->propose(*cur, *next);
+  if (!written.ok()) return set_verdict(written.error());
+  const uint64_t written_at = membership::lease_clock_ns();
+  config = *next;
+  agent->announce(config.number);
+  // Every member acknowledges within a few leases, or is suspected too.
+  const uint64_t wait_until = written_at + 4 * lease.lease_ns;
+  std::vector<uint32_t> missing;
+  for (;;) {
+    missing.clear();
+    for (const auto& [id, endpoint] : config.members)
+      if (agent->acknowledged(id) < config.number) missing.push_back(id);
+    if (missing.empty() || membership::lease_clock_ns() > wait_until || stopping.load()) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  const uint64_t acked_at = membership::lease_clock_ns();
+  std::fprintf(stderr,
+               "rdtx-bench: membership: configuration %llu (members %zu, CM node %u) written %.1f ms after the "
+               "suspicion; %s %.1f ms after it was written\n",
+               static_cast<unsigned long long>(config.number), config.members.size(), config.cm,
+               ms(written_at - suspected),
+               missing.empty() ? "acknowledged by every member"
+                               : ("not acknowledged by node(s) " + nodes_text(missing) + " within").c_str(),
+               ms(acked_at - written_at));
+  set_verdict(end_of_run(config, "node" + std::string(gone.size() > 1 ? "s " : " ") + nodes_text(gone)));
+}
+
+// A member: a newer configuration announced by the CM is read from the
+// store, acted on and acknowledged.
+void ZkRegistration::State::follow(uint64_t announced) {
+  auto cur = store->read();
+  if (!cur.ok()) return set_verdict(cur.error());
+  if (cur->config.number < announced) return;  // not visible here yet: next round
+  const membership::Configuration& next = cur->config;
+  std::vector<uint32_t> gone;
+  for (const auto& [id, endpoint] : config.members)
+    if (!next.members.contains(id)) gone.push_back(id);
+  config = next;
+  if (!config.members.contains(self))
+    return set_verdict(make_error(ECANCELED, "membership: node %u was removed from the configuration (configuration %llu)",
+                                  self, static_cast<unsigned long long>(config.number)));
+  agent->acknowledge(config.number);
+  // The acknowledgement goes out with the next renewal: wait for the one
+  // after it, so that the run (which this configuration may end) does not
+  // stop the lease agent first.
+  const uint64_t sent = agent->renewals_sent(), bound = membership::lease_clock_ns() + lease.lease_ns;
+  while (agent->renewals_sent() < sent + 2 && membership::lease_clock_ns() < bound && !agent->fenced())
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  std::fprintf(stderr, "rdtx-bench: membership: node %u acknowledged configuration %llu (without node(s) %s) at %.6f\n",
+               self, static_cast<unsigned long long>(config.number), nodes_text(gone).c_str(),
+               wall_of(membership::lease_clock_ns()));
+  set_verdict(end_of_run(config, "node" + std::string(gone.size() > 1 ? "s " : " ") + nodes_text(gone)));
+}
+
+void ZkRegistration::State::manage() {
+  while (!stopping.load(std::memory_order_acquire)) {
+    if (!has_verdict()) {
+      if (agent->is_cm()) {
+        if (auto s = agent->take_suspicions(); !s.empty()) reconfigure(s);
+      } else if (agent->fenced()) {
+        std::fprintf(stderr, "rdtx-bench: membership: node %u fenced itself at %.6f: %s\n", self,
+                     wall_of(agent->fenced_at_ns()), agent->fence_reason().c_str());
+        set_verdict(make_error(ETIMEDOUT, "membership: node %u fenced itself: %s; it stops serving, and its CM removes "
+                                          "it from the configuration",
+                               self, agent->fence_reason().c_str()));
+      } else if (const uint64_t a = agent->announced(); a > config.number) {
+        follow(a);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+Result<void> ZkRegistration::attach(cluster::Cluster& c) {
+  State& st = *state_;
+  auto a = membership::LeaseAgent::create(*c.node(st.self).device, st.self, c.nodes(), st.config.cm, st.lease,
+                                          [&st](std::span<const std::byte> m, std::string_view what) {
+                                            return st.boot->all_gather(m, what);
+                                          });
+  if (!a.ok()) return a.error();
+  st.agent = std::move(*a);
+  return {};
+}
+
+void ZkRegistration::start() {
+  State& st = *state_;
+  if (!st.agent || st.started) return;
+  st.started = true;
+  st.agent->start();
+  st.stopping.store(false);
+  st.manager = std::thread([&st] { st.manage(); });
+}
+
+std::optional<Error> ZkRegistration::verdict() {
+  std::lock_guard lk(state_->mu);
+  return state_->verdict;
+}
+
+void ZkRegistration::stop() {
+  State& st = *state_;
+  if (!st.agent || !st.started || st.stopped) return;
+  st.stopped = true;
+  st.stopping.store(true, std::memory_order_release);
+  if (st.manager.joinable()) st.manager.join();
+  st.agent->stop();
+  // The lease figures: renewals the CM saw late (more than half a lease
+  // after the one before), or this member's longest gap between two.
+  const char* prio = st.agent->realtime() ? "SCHED_FIFO" : "normal priority";
+  if (st.agent->is_cm()) {
+    std::string per;
+    uint64_t late = 0;
+    for (const auto& [id, endpoint] : st.config.members) {
+      if (id == st.self) continue;
+      const auto r = st.agent->renewal_stats(id);
+      late += r.late;
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "%snode %u %llu renewals, %llu late, longest gap %.1f ms", per.empty() ? "" : "; ",
+                    id, static_cast<unsigned long long>(r.renewals), static_cast<unsigned long long>(r.late),
+                    ms(r.max_gap_ns));
+      per += buf;
+    }
+    std::fprintf(stderr, "rdtx-bench: membership: leases of %.1f ms (CM node %u, %s): %llu late renewals: %s\n",
+                 ms(st.lease.lease_ns), st.self, prio, static_cast<unsigned long long>(late), per.c_str());
+  } else {
+    std::fprintf(stderr,
+                 "rdtx-bench: membership: node %u sent %llu renewals (%s), longest gap between two %.1f ms, %llu "
+                 "verbs failed\n",
+                 st.self, static_cast<unsigned long long>(st.agent->renewals_sent()), prio,
+                 ms(st.agent->max_send_gap_ns()), static_cast<unsigned long long>(st.agent->verb_errors()));
+  }
+}
 
 ZkRegistration::ZkRegistration(std::unique_ptr<State> s) : state_(std::move(s)) {}
 
 ZkRegistration::~ZkRegistration() {
+  if (state_) stop();
   if (!state_ || state_->self != 0 || !state_->store) return;
   if (auto r = state_->store->remove_all(); !r.ok())
     std::fprintf(stderr, "rdtx-bench: warning: the run's znodes stay behind: %s\n", r.error().message.c_str());
 }
 
-Result<std::unique_ptr<ZkRegistration>> ZkRegistration::start(const config::Config& cfg, const run::RunConfig& run,
+Result<std::unique_ptr<ZkRegistration>> ZkRegistration::join(const config::Config& cfg, const run::RunConfig& run,
                                                               cluster::Bootstrap& boot) {
   auto addr = membership::parse_coordinator(cfg.get_string("cluster.coordinator"));  // checked with the configuration
   if (!addr.ok()) return addr.error();
   auto state = std::make_unique<State>();
   state->self = boot.self();
+  state->boot = &boot;
+  state->lease.lease_ns = static_cast<uint64_t>(cfg.get_float("cluster.lease_ms") * 1e6);
   // The run id comes from node 0, so that every node claims the path for
   // the same run.
   std::string mine = state->self == 0 ? new_run_id() : "";
@@ -99,6 +315,7 @@ Result<std::unique_ptr<ZkRegistration>> ZkRegistration::start(const config::Conf
   std::unique_ptr<ZkRegistration> reg(new ZkRegistration(std::move(state)));
   State& st = *reg->state_;
   const membership::Configuration first = initial_configuration(cfg, run, run_id);
+  st.config = first;
   if (st.self == 0)
     if (auto r = st.store->create_initial(first); !r.ok()) return r.error();
   RDTX_TRY(boot.barrier("zk configuration"));

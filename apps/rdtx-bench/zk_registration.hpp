@@ -4,11 +4,16 @@
 // configuration manager) claims the coordinator's path for this run and
 // writes configuration 1 (members = cluster.hosts, CM = node 0, the
 // placement of every partition), and every node registers itself with an
-// ephemeral znode; node 0 checks that all of them did. At the end node 0
-// removes the run's znodes and every node closes its session. Leases and
-// reconfiguration (issue 47) are not here yet: peers are still watched by
-// the bootstrap's monitor.
-// Thread-safety: the main thread, between the bootstrap's collectives.
+// ephemeral znode; node 0 checks that all of them did. While the run goes
+// on, it is the run's membership service (run::RunMembership): leases
+// between the CM and every member over the fabric (membership::LeaseAgent),
+// and on a suspicion the CM writes configuration c+1 without the suspect,
+// announces it in its grants and waits for every member to acknowledge it
+// (doc/membership.md "Leases", "Reconfiguration"). At the end node 0 removes
+// the run's znodes and every node closes its session.
+// Thread-safety: start() and the RunMembership calls but verdict() on the
+// main thread, in the run's order; verdict() from any thread. A thread of
+// its own acts on suspicions and new configurations.
 #pragma once
 
 #include <cstdint>
@@ -29,23 +34,32 @@ namespace rdtx::bench {
 membership::Configuration initial_configuration(const config::Config& cfg, const run::RunConfig& run,
                                                 const std::string& run_id);
 
-class ZkRegistration {
+class ZkRegistration : public run::RunMembership {
  public:
   // Collective over `boot` (every node calls it at the same point): the
   // run id (node 0's, all_gather), the store, configuration 1, the
   // registrations. Errors name the ZooKeeper servers and path (ZooKeeper not
   // reachable, the path of another run, a member refused).
-  static Result<std::unique_ptr<ZkRegistration>> start(const config::Config& cfg, const run::RunConfig& run,
+  static Result<std::unique_ptr<ZkRegistration>> join(const config::Config& cfg, const run::RunConfig& run,
                                                        cluster::Bootstrap& boot);
   // Node 0 removes the run's znodes (a failure is printed, not fatal), also
   // when start() fails after node 0 wrote; every node's session closes,
   // which removes its registration.
-  ~ZkRegistration();
+  ~ZkRegistration() override;
   ZkRegistration(const ZkRegistration&) = delete;
   ZkRegistration& operator=(const ZkRegistration&) = delete;
 
   // One line for stderr: where the configuration is and who registered.
   const std::string& summary() const { return summary_; }
+
+  // run::RunMembership: the lease agent on the node's device (collective),
+  // its thread and the reconfiguration thread, what ends the run (this
+  // member fenced or removed, a partition without a live primary), and the
+  // lease figures on stderr at the end.
+  Result<void> attach(cluster::Cluster& c) override;
+  void start() override;
+  std::optional<Error> verdict() override;
+  void stop() override;
 
   struct State;
 

@@ -10,8 +10,12 @@ struct ZkRegistration::State {};
 
 ZkRegistration::ZkRegistration(std::unique_ptr<State> s) : state_(std::move(s)) {}
 ZkRegistration::~ZkRegistration() = default;
+Result<void> ZkRegistration::attach(cluster::Cluster&) { return make_error(ENOTSUP, "no ZooKeeper client"); }
+void ZkRegistration::join() {}
+std::optional<Error> ZkRegistration::verdict() { return std::nullopt; }
+void ZkRegistration::stop() {}
 
-Result<std::unique_ptr<ZkRegistration>> ZkRegistration::start(const config::Config&, const run::RunConfig&,
+Result<std::unique_ptr<ZkRegistration>> ZkRegistration::join(const config::Config&, const run::RunConfig&,
                                                               cluster::Bootstrap&) {
   return make_error(ENOTSUP,
                     "cluster.coordinator: this rdtx-bench was built without ZooKeeper's C client "

@@ -120,8 +120,11 @@ void Bootstrap::Impl::close_locked(Peer& p, std::string why) {
 
 void Bootstrap::Impl::lost_locked(Peer& p, std::string why, bool monitor) {
   close_locked(p, why);
-  if (monitor && !p.said_off)
+  if (monitor && !p.said_off && o.lost_peer_fatal)
     fail_locked(Error{ECONNRESET, "bootstrap: " + who(p.id) + " " + why + " while monitored (process died?)"});
+  else if (monitor && !p.said_off)
+    RDTX_LOG(log(), Warning, "bootstrap: %s %s while monitored (left to the membership service)", who(p.id).c_str(),
+             why.c_str());
   else
     RDTX_LOG(log(), Info, "bootstrap: %s %s", who(p.id).c_str(), why.c_str());
 }

@@ -75,6 +75,10 @@ struct BootstrapOptions {
   uint64_t op_timeout_ms = 10000;       // each collective (all_gather, gather, barrier, agree)
   uint64_t heartbeat_ms = 200;          // heartbeat period while monitoring
   uint64_t peer_dead_ms = 2000;         // silence after which a peer is declared dead (>= 2 heartbeats)
+  // false: a peer whose connection ends or falls silent while monitored is
+  // logged and dropped, not a failure of the run; a membership service
+  // (leases, doc/membership.md) judges it. Collectives it misses still fail.
+  bool lost_peer_fatal = true;
   // Polled (under the Bootstrap's lock, so it must be quick and must not
   // call back) whenever the Bootstrap does I/O: the number of the signal
   // that asked this process to stop, 0 while none did. Empty: the one

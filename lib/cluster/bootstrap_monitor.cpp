@@ -28,7 +28,10 @@ void Bootstrap::Impl::monitor_tick_locked() {
                   static_cast<double>(now - p.last_rx) / 1000.0, static_cast<unsigned long long>(o.peer_dead_ms));
     Error e{ETIMEDOUT, "bootstrap: " + who(p.id) + buf};
     close_locked(p, "was silent too long");
-    fail_locked(std::move(e));
+    if (o.lost_peer_fatal)
+      fail_locked(std::move(e));
+    else
+      RDTX_LOG(log(), Warning, "%s (left to the membership service)", e.message.c_str());
   }
 }
 

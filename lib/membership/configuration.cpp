@@ -58,7 +58,7 @@ Result<void> validate(const Configuration& c) {
                       c.cm);
   for (size_t p = 0; p < c.partitions.size(); ++p) {
     const Placement& pl = c.partitions[p];
-    if (!c.members.contains(pl.primary))
+    if (pl.primary != kNoPrimary && !c.members.contains(pl.primary))
       return make_error(EINVAL, "configuration %llu: partition %zu's primary, node %u, is not a member",
                         (unsigned long long)c.number, p, pl.primary);
     std::set<uint32_t> seen{pl.primary};
@@ -67,8 +67,8 @@ Result<void> validate(const Configuration& c) {
         return make_error(EINVAL, "configuration %llu: partition %zu's backup, node %u, is not a member",
                           (unsigned long long)c.number, p, b);
       if (!seen.insert(b).second)
-        return make_error(EINVAL, "configuration %llu: partition %zu names node %u twice (primary %u, backups %s)",
-                          (unsigned long long)c.number, p, b, pl.primary, node_list(pl.backups).c_str());
+        return make_error(EINVAL, "configuration %llu: partition %zu names node %u twice (backups %s)",
+                          (unsigned long long)c.number, p, b, node_list(pl.backups).c_str());
     }
   }
   return {};
@@ -82,7 +82,11 @@ std::string encode(const Configuration& c) {
       << "cm " << c.cm << '\n';
   for (const auto& [id, endpoint] : c.members) out << "member " << id << ' ' << endpoint << '\n';
   for (size_t p = 0; p < c.partitions.size(); ++p) {
-    out << "partition " << p << ' ' << c.partitions[p].primary;
+    out << "partition " << p << ' ';
+    if (c.partitions[p].primary == kNoPrimary)
+      out << '-';
+    else
+      out << c.partitions[p].primary;
     for (uint32_t b : c.partitions[p].backups) out << ' ' << b;
     out << '\n';
   }
@@ -135,7 +139,10 @@ Result<Configuration> decode(const std::string& text) {
       if (!parse_uint(f[1], p) || p != c.partitions.size())
         return bad("partition '" + f[1] + "' out of order (expected " + std::to_string(c.partitions.size()) + ")");
       Placement pl;
-      if (!parse_uint(f[2], pl.primary)) return bad("primary '" + f[2] + "' is not a node id");
+      if (f[2] == "-")
+        pl.primary = kNoPrimary;
+      else if (!parse_uint(f[2], pl.primary) || pl.primary == kNoPrimary)
+        return bad("primary '" + f[2] + "' is not a node id");
       for (size_t i = 3; i < f.size(); ++i) {
         uint32_t b = 0;
         if (!parse_uint(f[i], b)) return bad("backup '" + f[i] + "' is not a node id");
@@ -174,11 +181,39 @@ std::string first_difference(const Configuration& a, const Configuration& b, con
   for (size_t p = 0; p < a.partitions.size(); ++p)
     if (!(a.partitions[p] == b.partitions[p])) {
       auto show = [](const Placement& pl) {
-        return "primary " + std::to_string(pl.primary) + ", backups " + node_list(pl.backups);
+        return (pl.primary == kNoPrimary ? std::string("no primary") : "primary " + std::to_string(pl.primary)) +
+               ", backups " + node_list(pl.backups);
       };
       return differ("partition " + std::to_string(p), show(a.partitions[p]), show(b.partitions[p]));
     }
   return "";
+}
+
+Result<Configuration> without(const Configuration& c, const std::vector<uint32_t>& gone) {
+  Configuration n = c;
+  n.number = c.number + 1;
+  bool changed = false;
+  for (uint32_t g : gone) {
+    if (g == c.cm)
+      return make_error(EINVAL, "configuration %llu without node %u: it is the CM", (unsigned long long)c.number, g);
+    changed |= n.members.erase(g) > 0;
+    for (Placement& pl : n.partitions) {
+      if (pl.primary == g) pl.primary = kNoPrimary;
+      std::erase(pl.backups, g);
+    }
+  }
+  if (!changed)
+    return make_error(EINVAL, "configuration %llu without nodes %s: none of them is a member",
+                      (unsigned long long)c.number, node_list(gone).c_str());
+  RDTX_TRY(validate(n));
+  return n;
+}
+
+std::vector<uint32_t> lost_partitions(const Configuration& c) {
+  std::vector<uint32_t> out;
+  for (size_t p = 0; p < c.partitions.size(); ++p)
+    if (c.partitions[p].primary == kNoPrimary) out.push_back(static_cast<uint32_t>(p));
+  return out;
 }
 
 }  // namespace rdtx::membership

@@ -9,6 +9,7 @@
 //   cm <node id>
 //   member <node id> <endpoint>          one line per member, ids ascending
 //   partition <p> <primary> [<backup>...] one line per partition, p = 0, 1, ...
+//                                        (primary "-": lost, no live primary)
 //
 // Lines end with '\n'; fields are separated by one space. The run id and the
 // endpoints are non-empty printable ASCII without spaces.
@@ -27,8 +28,12 @@ namespace rdtx::membership {
 inline constexpr const char* kConfigMagic = "rdtx-config";
 inline constexpr uint32_t kConfigFormat = 1;
 
+// A partition without a live primary: its primary left the configuration
+// and no backup has taken its place (recovery, issue 48).
+inline constexpr uint32_t kNoPrimary = UINT32_MAX;
+
 struct Placement {
-  uint32_t primary = 0;
+  uint32_t primary = 0;  // kNoPrimary: lost
   std::vector<uint32_t> backups;  // in the order in which they take over
   bool operator==(const Placement&) const = default;
 };
@@ -41,6 +46,16 @@ struct Configuration {
   std::vector<Placement> partitions;        // partition p's primary and backups
   bool operator==(const Configuration&) const = default;
 };
+
+// Configuration c + 1 without `gone`: the same CM (unless gone), the other
+// members, every partition with `gone` dropped from its backups, and a
+// partition whose primary is gone without one (kNoPrimary; a backup taking
+// over is recovery, issue 48). EINVAL when the CM would be gone or nothing
+// changes.
+Result<Configuration> without(const Configuration& c, const std::vector<uint32_t>& gone);
+
+// The partitions without a live primary, ascending.
+std::vector<uint32_t> lost_partitions(const Configuration& c);
 
 // EINVAL naming the field if the configuration cannot be encoded or is not
 // self-consistent: an empty run id or endpoint, or one with a space or a

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <thread>
@@ -53,18 +54,36 @@ namespace {
 constexpr uint64_t kVirtualStart = 1'000'000'000;
 
 // Multi-process: while the run goes on, a peer that stops answering (the
-// bootstrap monitor) stops this node's run too.
+// bootstrap monitor) stops this node's run too; with a membership service,
+// its verdict does (and the bootstrap's failures other than a lost peer).
 class PeerWatch {
  public:
-  explicit PeerWatch(cluster::Bootstrap* b) {
+  PeerWatch(cluster::Bootstrap* b, RunMembership* m) {
     if (b != nullptr)
-      ticker_.emplace([b] {
+      ticker_.emplace([this, b, m] {
+        if (m != nullptr) {
+          if (auto v = m->verdict(); v.has_value() && !stopped_.exchange(true)) {
+            {
+              std::lock_guard lk(mu_);
+              error_ = std::move(*v);
+            }
+            runtime::request_shutdown();
+          }
+        }
         if (b->failed()) runtime::request_shutdown();
       });
   }
+  // The membership's verdict that ended the run, if one did.
+  std::optional<Error> error() {
+    std::lock_guard lk(mu_);
+    return error_;
+  }
 
  private:
-  std::optional<Ticker> ticker_;
+  std::mutex mu_;
+  std::optional<Error> error_;
+  std::atomic<bool> stopped_{false};
+  std::optional<Ticker> ticker_;  // last: stopped first
 };
 
 // A stop request (SIGINT, SIGTERM) while the cluster is built and loaded
@@ -483,11 +502,13 @@ Result<RunResult> run(const RunConfig& rc) {
   RDTX_TRY(start_engines(rc, c, cc, db, run_id, loading, engines));
   // Multi-process: every node loaded and listening before anyone sends;
   // from then on a node that stops answering ends the run everywhere.
+  if (rc.membership != nullptr) RDTX_TRY(rc.membership->attach(c));
   if (boot != nullptr) {
     RDTX_TRY(boot->barrier("loaded"));
     boot->start_monitor();
+    if (rc.membership != nullptr) rc.membership->start();
   }
-  PeerWatch watch(boot);
+  PeerWatch watch(boot, rc.membership);
 
   // Warm-up, then the measured window: the engines count from the moment
   // measuring is switched on, which a poller of each worker does itself.
@@ -559,13 +580,26 @@ Result<RunResult> run(const RunConfig& rc) {
   }
   telemetry.clear();  // unbound before the engines go
   if (boot != nullptr) {
+    if (rc.membership != nullptr) {
+      if (auto v = watch.error()) {
+        rc.membership->stop();
+        return *v;
+      }
+    }
     if (boot->failed()) return make_error(EPIPE, "%s", boot->failure().c_str());
     // Stop this node's coordinators; keep serving the others until every
     // node's have stopped.
     stop_workers();
     const uint64_t drain_end = env::tsc() + env::ns_to_tsc(5'000'000'000);
     while (live() > 0 && env::tsc() < drain_end && !boot->failed()) c.poll_all();
-    RDTX_TRY(while_polling(c, [boot] { return boot->barrier("drained"); }));
+    auto drained = while_polling(c, [boot] { return boot->barrier("drained"); });
+    // Leases end once every node has drained: a node still draining keeps
+    // its lease (and its CM its grants) until then.
+    if (rc.membership != nullptr) {
+      rc.membership->stop();
+      if (auto v = watch.error()) return *v;
+    }
+    RDTX_TRY(drained);
     boot->stop_monitor();
   }
   // Passive acknowledgements and releases still in flight land now.

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,25 @@
 #include "txn/engine.hpp"
 
 namespace rdtx::run {
+
+// A multi-process run's membership service (rdtx-bench's
+// cluster.coordinator: leases and configurations, doc/membership.md). With
+// one, a peer lost while the run goes on is its to judge, not the
+// bootstrap's: the run ends when verdict() says so.
+class RunMembership {
+ public:
+  virtual ~RunMembership() = default;
+  // Collective over the bootstrap, once the cluster is built and before
+  // barrier "loaded": the service's own connections over the fabric.
+  virtual Result<void> attach(cluster::Cluster& c) = 0;
+  // With the bootstrap's monitor, right after barrier "loaded".
+  virtual void start() = 0;
+  // Polled every 20 ms while the run goes on (any thread): an error ends
+  // this node's run with it.
+  virtual std::optional<Error> verdict() = 0;
+  // Before barrier "drained" (or when the run ends early).
+  virtual void stop() = 0;
+};
 
 struct RunConfig {
   cluster::ClusterConfig cluster;
@@ -66,6 +86,8 @@ struct RunConfig {
   // bootstrap->self() of the cluster; the others run the same RunConfig in
   // their own processes. nullptr: every node in this process.
   cluster::Bootstrap* bootstrap = nullptr;
+  // Multi-process: the membership service, if any (RunMembership).
+  RunMembership* membership = nullptr;
   // A progress line on stderr every this many seconds (0: none).
   double progress_interval_s = 0;
   // Identifies the run in recorded histories (options.record_history); 0
