@@ -14,6 +14,7 @@
 #include "membership/lease.hpp"
 #include "membership/zk_client.hpp"
 #include "rdtx-bench/bench_config.hpp"
+#include "runtime/shutdown.hpp"
 #include "txn/replication.hpp"
 
 namespace rdtx::bench {
@@ -294,6 +295,8 @@ Result<std::unique_ptr<ZkRegistration>> ZkRegistration::join(const config::Confi
   state->self = boot.self();
   state->boot = &boot;
   state->lease.lease_ns = static_cast<uint64_t>(cfg.get_float("cluster.lease_ms") * 1e6);
+  // A fenced node stops serving at once: its loops halt without a drain.
+  state->lease.on_fence = [] { runtime::request_halt(); };
   // The run id comes from node 0, so that every node claims the path for
   // the same run.
   std::string mine = state->self == 0 ? new_run_id() : "";

@@ -233,6 +233,7 @@ void LeaseAgent::tick(uint64_t now) {
 }
 
 void LeaseAgent::fence(uint64_t now, std::string why) {
+  if (o_.on_fence) o_.on_fence();
   {
     std::lock_guard lk(mu_);
     fence_reason_ = std::move(why);
@@ -255,13 +256,14 @@ void LeaseAgent::member_tick(uint64_t now) {
     granted_ = g;
     valid_until_ = std::max(valid_until_, sent_at_[g % kRing] + o_.lease_ns);
   }
-  if (now >= valid_until_) {
+  // Fenced a tick early: the next check would be after the lease's end.
+  if (now + o_.tick_ns >= valid_until_) {
     char buf[320];
     if (granted_ == 0)
-      std::snprintf(buf, sizeof buf, "node %u's lease lapsed: no grant from its CM, node %u, in the %.1f ms since the lease began (lease %.1f ms)",
+      std::snprintf(buf, sizeof buf, "node %u's lease ends: no grant from its CM, node %u, in the %.1f ms since the lease began (lease %.1f ms)",
                     self_, cm_, ms(now - started_ns_), ms(o_.lease_ns));
     else
-      std::snprintf(buf, sizeof buf, "node %u's lease lapsed: the newest grant from its CM, node %u, answers a renewal sent %.1f ms ago (lease %.1f ms)",
+      std::snprintf(buf, sizeof buf, "node %u's lease ends: the newest grant from its CM, node %u, answers a renewal sent %.1f ms ago (lease %.1f ms)",
                     self_, cm_, ms(now - sent_at_[granted_ % kRing]), ms(o_.lease_ns));
     std::string why = buf;
     if (!last_error_.empty()) why += "; last fabric error: " + last_error_;

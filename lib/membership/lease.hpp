@@ -19,7 +19,9 @@
 // never grants n again. A grant follows the sending of the renewal it
 // answers, so a member's lease lapses before its CM may suspect it: a member
 // that its CM removes has fenced itself by then (given clocks whose rates
-// agree within the guard).
+// agree within the guard). The member fences itself one tick before its
+// lease ends, when its next tick would come too late, so that it has
+// stopped serving when the lease lapses if its thread runs on time.
 //
 // The CM tells members a new configuration by its number in the grants
 // (announce()); a member acknowledges a number in its renewals
@@ -70,6 +72,9 @@ struct LeaseOptions {
   // runs its lease manager, when the process may (root or CAP_SYS_NICE);
   // else at normal priority. realtime() says which.
   bool realtime = true;
+  // Called once on the agent's thread when this member fences itself, before
+  // anything else it does (it must return quickly: runtime::request_halt).
+  std::function<void()> on_fence;
 };
 
 // Every node's blob, by node id (cluster::Bootstrap::all_gather).

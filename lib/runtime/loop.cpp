@@ -114,7 +114,8 @@ StopReason Loop::run(uint64_t deadline_tsc, bool stop_when_idle, DrainGroup* gro
   for (Worker* w : workers_) w->request_stop();
   // Serve the other loops' coordinators until they have stopped too.
   const uint64_t drain_end = env::hw_tsc() + env::ns_to_tsc(opts_.drain_ns);
-  while (!all_idle() && env::hw_tsc() < drain_end) run_once();
+  // (No drain after a halt: a fenced node serves nobody.)
+  while (!halt_requested() && !all_idle() && env::hw_tsc() < drain_end) run_once();
   group_ = nullptr;
   return why;
 }

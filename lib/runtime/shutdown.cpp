@@ -11,6 +11,7 @@ namespace rdtx::runtime {
 namespace {
 std::atomic<bool> g_stop{false};  // lock-free, hence usable from a handler
 static_assert(std::atomic<bool>::is_always_lock_free);
+std::atomic<bool> g_halt{false};
 std::atomic<int> g_signal{0};  // the first signal that asked to stop
 static_assert(std::atomic<int>::is_always_lock_free);
 std::atomic<int64_t> g_stop_ns{0};  // CLOCK_MONOTONIC of the first request
@@ -71,8 +72,15 @@ const char* shutdown_cause() {
   }
 }
 
+void request_halt() {
+  g_halt.store(true, std::memory_order_relaxed);
+  request_shutdown();
+}
+bool halt_requested() { return g_halt.load(std::memory_order_relaxed); }
+
 void reset_shutdown() {
   g_stop.store(false, std::memory_order_relaxed);
+  g_halt.store(false, std::memory_order_relaxed);
   g_signal.store(0, std::memory_order_relaxed);
   g_stop_ns.store(0, std::memory_order_relaxed);
 }

@@ -25,6 +25,12 @@ const char* shutdown_cause();
 // Clears a previous request (tests that run several loops in one process).
 void reset_shutdown();
 
+// A stop request after which nothing is served: loops stop at once, without
+// the drain in which they keep answering the other nodes. A node whose lease
+// lapsed (doc/membership.md "Fencing") must not serve anybody any more.
+void request_halt();
+bool halt_requested();
+
 // The work that completes a run after a stop request (its drain, its
 // checks, the report) may take this long from the request; checks still
 // going then give up (stop_grace_over()), so that a run stops within about

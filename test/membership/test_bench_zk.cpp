@@ -2,7 +2,12 @@
 // ZooKeeper"): a 2-process cluster keeps configuration 1 and its members in
 // a ZooKeeper server of the test's own while it runs and removes them at the
 // end; a path of another run and a ZooKeeper that is not running end the run
-// on every node with an error naming them. RDTX_BENCH is rdtx-bench's path.
+// on every node with an error naming them. Leases and reconfiguration
+// (doc/membership.md "Leases"): a member killed with SIGKILL in a 4-process
+// cluster is suspected by the CM no sooner than a lease after, configuration
+// 2 without it is written and acknowledged by every survivor, and the run
+// ends naming the partition left without a primary; a member stopped for
+// two leases fences itself. RDTX_BENCH is rdtx-bench's path.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -160,6 +165,21 @@ class BenchZk : public ::testing::Test {
 
   std::string coordinator(const std::string& path) const { return "zk://" + server_->servers() + path; }
 
+  // Waits until `count` members are registered under `root`, then `after_s`
+  // more (the run under way); false if a node ended first or it took 60 s.
+  bool wait_until_registered(ZkClient& zk, const std::string& root, size_t count, double after_s) {
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    size_t seen = 0;
+    while (Clock::now() < deadline && seen < count) {
+      if (reap()) return false;
+      if (auto kids = zk.children(root + "/members"); kids.ok()) seen = kids->size();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (seen < count) return false;
+    std::this_thread::sleep_for(std::chrono::duration<double>(after_s));
+    return !reap();
+  }
+
   std::string bench_;
   std::filesystem::path dir_;
   std::unique_ptr<ZkTestServer> server_;
@@ -236,6 +256,74 @@ TEST_F(BenchZk, ZooKeeperNotRunningEndsTheRunOnEveryNode) {
     EXPECT_NE(log.find("connection not established within 5 s (is ZooKeeper running there?)"), std::string::npos)
         << "node " << i << ":\n"
         << log;
+  }
+}
+
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The number after `key` in `log` (the first occurrence), or -1.
+double number_after(const std::string& log, const std::string& key) {
+  const size_t at = log.find(key);
+  if (at == std::string::npos) return -1;
+  return std::strtod(log.c_str() + at + key.size(), nullptr);
+}
+
+TEST_F(BenchZk, AKilledMemberIsSuspectedAndLeftOutOfConfigurationTwo) {
+  const std::string root = "/rdtx/kill";
+  start_cluster(4, coordinator(root), 8.0);
+  auto zk = client();
+  ASSERT_NE(zk, nullptr);
+  ASSERT_TRUE(wait_until_registered(*zk, root, 4, 1.0)) << slurp(nodes_[0].log);
+  const double killed = wall_now();
+  ::kill(nodes_[3].pid, SIGKILL);
+  const std::vector<int> rcs = wait_all(60);
+  EXPECT_EQ(rcs[3], 128 + SIGKILL);
+  for (int i = 0; i < 3; ++i) {
+    const std::string log = slurp(nodes_[i].log);
+    EXPECT_EQ(rcs[i], 1) << log;
+    EXPECT_NE(log.find("configuration 2 removed node 3, which leaves partition 3 without a live primary"),
+              std::string::npos)
+        << "node " << i << ":\n" << log;
+    if (i > 0)
+      EXPECT_NE(log.find("node " + std::to_string(i) + " acknowledged configuration 2 (without node(s) 3)"),
+                std::string::npos)
+          << log;
+  }
+  const std::string cm = slurp(nodes_[0].log);
+  EXPECT_NE(cm.find("acknowledged by every member"), std::string::npos) << cm;
+  EXPECT_NE(cm.find("late renewals: node 1 "), std::string::npos) << "no lease figures: " << cm;
+  // Suspected no sooner than a lease (250 ms) after the kill: its last grant
+  // came at most a tick (31 ms) before it, and the CM waits a lease and a
+  // tick from the grant.
+  const double suspected = number_after(cm, ") at ");
+  ASSERT_GT(suspected, 0) << cm;
+  EXPECT_GE(suspected - killed, 0.25) << cm;
+  EXPECT_LT(suspected - killed, 10.0) << cm;
+  std::printf("kill -9 to suspicion: %.1f ms\n", (suspected - killed) * 1e3);
+}
+
+TEST_F(BenchZk, AMemberStoppedForTwoLeasesFencesItself) {
+  const std::string root = "/rdtx/stop";
+  start_cluster(3, coordinator(root), 8.0);
+  auto zk = client();
+  ASSERT_NE(zk, nullptr);
+  ASSERT_TRUE(wait_until_registered(*zk, root, 3, 1.0)) << slurp(nodes_[0].log);
+  ::kill(nodes_[2].pid, SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // 2 x the 250 ms lease
+  ::kill(nodes_[2].pid, SIGCONT);
+  const std::vector<int> rcs = wait_all(60);
+  const std::string stopped = slurp(nodes_[2].log);
+  EXPECT_EQ(rcs[2], 1) << stopped;
+  EXPECT_NE(stopped.find("membership: node 2 fenced itself: node 2's lease ends: the newest grant from its CM, node 0"),
+            std::string::npos)
+      << stopped;
+  for (int i = 0; i < 2; ++i) {
+    const std::string log = slurp(nodes_[i].log);
+    EXPECT_EQ(rcs[i], 1) << log;
+    EXPECT_NE(log.find("configuration 2 removed node 2"), std::string::npos) << "node " << i << ":\n" << log;
   }
 }
 

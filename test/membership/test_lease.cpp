@@ -6,7 +6,7 @@
 // and come back in renewals; bad options are refused.
 #include <gtest/gtest.h>
 
-#include <barrier>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -117,7 +117,7 @@ TEST(Lease, AFrozenMemberFencesItselfAndIsSuspectedOnlyAfterItsLeaseLapsed) {
   EXPECT_GE(s[0].since_grant_ns, 100 * kMs);
   // The member's lease had ended before the CM suspected it.
   EXPECT_LT(c.agents[2]->lease_end_ns(), s[0].at_ns);
-  EXPECT_NE(c.agents[2]->fence_reason().find("node 2's lease lapsed"), std::string::npos)
+  EXPECT_NE(c.agents[2]->fence_reason().find("node 2's lease ends"), std::string::npos)
       << c.agents[2]->fence_reason();
   // Never granted again: still fenced, and the other member unharmed.
   sleep_ms(300);
@@ -146,7 +146,10 @@ TEST(Lease, ADeadMemberIsSuspected) {
 }
 
 TEST(Lease, EveryMemberFencesItselfWhenItsCmIsGone) {
-  Cluster c = make(3, lease_of(100));
+  std::atomic<int> fences{0};
+  LeaseOptions o = lease_of(100);
+  o.on_fence = [&fences] { fences.fetch_add(1); };
+  Cluster c = make(3, o);
   ASSERT_TRUE(c.agents[0]);
   sleep_ms(200);
   c.agents[0]->freeze(1000 * kMs);
@@ -154,7 +157,11 @@ TEST(Lease, EveryMemberFencesItselfWhenItsCmIsGone) {
     ASSERT_TRUE(eventually(500, [&] { return c.agents[n]->fenced(); })) << "node " << n;
     EXPECT_NE(c.agents[n]->fence_reason().find("the newest grant from its CM, node 0"), std::string::npos)
         << c.agents[n]->fence_reason();
+    // Running on time, a member fences itself before its lease ends.
+    EXPECT_LT(c.agents[n]->fenced_at_ns(), c.agents[n]->lease_end_ns());
   }
+  sleep_ms(100);
+  EXPECT_EQ(fences.load(), 2) << "on_fence once per member";
 }
 
 TEST(Lease, AMemberThatNeverRenewsIsSuspectedAfterTheFirstGrantWait) {

@@ -302,6 +302,34 @@ TEST(Loop, ShutdownRequestStopsAndStuckTasksAreDestroyed) {
   reset_shutdown();
 }
 
+// A halt (a fenced node, doc/membership.md "Fencing") stops the loop at
+// once: no drain pass serves anybody after it, however long the drain.
+TEST(Loop, AHaltStopsWithoutServingInTheDrain) {
+  reset_shutdown();
+  LoopOptions opts;
+  opts.drain_ns = 5'000'000'000;
+  Worker w("w");
+  Loop loop(opts);
+  loop.add_worker(&w);
+  w.spawn([]() -> Task<void> {
+    WaitGroup never(1);
+    co_await never;
+  }());
+  int served_after = 0;
+  w.add_poller([&served_after] {
+    if (halt_requested()) ++served_after;
+    request_halt();
+    return 0;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(loop.run(0), StopReason::kShutdown);
+  EXPECT_TRUE(shutdown_requested());
+  EXPECT_EQ(served_after, 0) << "a pass after the halt";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2)) << "drained after a halt";
+  reset_shutdown();
+  EXPECT_FALSE(halt_requested());
+}
+
 // The embedded cluster's drain (issue "Nothing lost under faults and load"):
 // two loops on two threads, as Cluster::run deals nodes to lcores. Loop A's
 // only coordinator stops at once; loop B's coordinator is mid-transaction
