@@ -25,6 +25,10 @@ pkgs=(
   # package adds only scripts and config, and its `default-jre` a desktop
   # Java with GTK); no service is installed or enabled.
   libzookeeper-mt-dev libzookeeper-java default-jre-headless
+  # Open MPI's launcher: test/membership starts a process cluster with
+  # mpirun (doc/deployment.md "Starting under mpirun or srun"); rdtx links
+  # nothing of MPI.
+  openmpi-bin
   # Measurement (doc/rdtx-perf.md: instruction counts with callgrind and
   # perf stat) and debugging; the tests do not need them.
   valgrind linux-perf gdb

@@ -39,6 +39,9 @@ void add_cluster_schema(config::Schema& s) {
                "process mode: keep the cluster's configuration and members in ZooKeeper at "
                "zk://host:port[,host:port]/path (doc/membership.md); empty: none");
   s.add_check([](const config::Config& c) -> std::string { return check_coordinator(c); });
+  s.add_string("cluster.host", "",
+               "process mode under mpirun or srun without cluster.hosts: the address this node's bootstrap listens on "
+               "and publishes in ZooKeeper (on a free port); empty: this machine's host name");
   s.add_float("cluster.lease_ms", 250.0, 1.0, 60'000,
               "with cluster.coordinator: the lease the CM grants each member over the fabric; a member that cannot "
               "renew it fences itself, and the CM removes it from the configuration (doc/membership.md \"Leases\")");
@@ -88,6 +91,13 @@ void add_cluster_schema(config::Schema& s) {
     const bool process = c.get_string("cluster.mode") == "process";
     const std::string& hosts = c.get_string("cluster.hosts");
     if (!process) return hosts.empty() ? "" : "cluster.hosts (" + c.origin("cluster.hosts") + ") needs cluster.mode = \"process\"";
+    // Empty with a coordinator: the endpoints rendezvous in ZooKeeper under
+    // a launcher (doc/deployment.md "Starting under mpirun or srun"); the
+    // run fills the list in and checks it then.
+    if (hosts.empty() && !c.get_string("cluster.coordinator").empty()) return "";
+    if (hosts.empty())
+      return "cluster.hosts is empty: list host:port for every node, or start the nodes with mpirun or srun and set "
+             "cluster.coordinator, through which they rendezvous (doc/deployment.md)";
     auto parsed = parse_hosts(hosts);
     if (!parsed.ok()) return "cluster.hosts = '" + hosts + "' (" + c.origin("cluster.hosts") + "): " + parsed.error().message;
     if (parsed->size() != static_cast<size_t>(c.get_int("cluster.nodes")))

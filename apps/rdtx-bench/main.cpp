@@ -146,6 +146,7 @@ Examples:
 }
 
 struct Args {
+  std::string launch_run_id;  // started by a launcher: its run id (rendezvous())
   std::string config_file;
   std::vector<std::string> overrides;  // --set and the shortcuts, in order
   std::string json_path;
@@ -430,7 +431,7 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan, const rdm
   // (doc/membership.md); destroyed before `boot`: node 0 removes them.
   std::unique_ptr<ZkRegistration> zk;
   if (boot && !cfg.get_string("cluster.coordinator").empty()) {
-    auto z = ZkRegistration::join(cfg, plan.run, *boot);
+    auto z = ZkRegistration::join(cfg, plan.run, *boot, args.launch_run_id);
     if (!z.ok()) {
       std::fprintf(stderr, "rdtx-bench: %s\n", z.error().message.c_str());
       return 1;
@@ -525,6 +526,25 @@ int main(int argc, char** argv) {
     return stdout_status(0);
   }
   const bool process = cfg->get_string("cluster.mode") == "process";
+  // Started by mpirun or srun without cluster.hosts: the node id and the
+  // endpoints come from the launcher and ZooKeeper (doc/deployment.md).
+  if (process && cfg->get_string("cluster.hosts").empty()) {
+    auto l = rendezvous(*cfg, args.node);
+    if (!l.ok()) {
+      std::fprintf(stderr, "rdtx-bench: %s\n", l.error().message.c_str());
+      return 2;
+    }
+    std::vector<std::string> overrides = args.overrides;
+    overrides.insert(overrides.end(), l->overrides.begin(), l->overrides.end());
+    cfg = config::Config::load(schema, args.config_file, overrides);
+    if (!cfg.ok()) {
+      std::fprintf(stderr, "rdtx-bench: %s\n", cfg.error().message.c_str());
+      return 2;
+    }
+    args.node = l->node;
+    args.launch_run_id = l->run_id;
+    std::fprintf(stderr, "rdtx-bench: %s\n", l->summary.c_str());
+  }
   if (process && args.node < 0) usage_error("cluster.mode = \"process\" needs --node N (this process's node)");
   if (!process && args.node >= 0) usage_error("--node needs cluster.mode = \"process\"");
   if (process && args.node >= cfg->get_int("cluster.nodes"))

@@ -1,5 +1,9 @@
 #include "rdtx-bench/zk_registration.hpp"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,11 +15,13 @@
 
 #include "membership/config_store.hpp"
 #include "membership/coordinator.hpp"
+#include "membership/launcher.hpp"
 #include "membership/lease.hpp"
 #include "membership/zk_client.hpp"
 #include "rdtx-bench/bench_config.hpp"
 #include "runtime/shutdown.hpp"
 #include "txn/replication.hpp"
+#include "txn/types.hpp"
 
 namespace rdtx::bench {
 
@@ -42,6 +48,97 @@ std::string new_run_id() {
 }
 
 }  // namespace
+
+namespace {
+
+// A free TCP port on `host`'s first address: bound to port 0 and let go.
+// (Another process may take it before the bootstrap binds it; the
+// bootstrap's "port in use" error then names it.)
+Result<uint16_t> free_port(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0)
+    return make_error(EINVAL, "cluster.host '%s' does not resolve: %s", host.c_str(), ::gai_strerror(rc));
+  const int fd = ::socket(res->ai_family, SOCK_STREAM, 0);
+  sockaddr_storage sa{};
+  socklen_t len = static_cast<socklen_t>(res->ai_addrlen);
+  std::memcpy(&sa, res->ai_addr, res->ai_addrlen);
+  ::freeaddrinfo(res);
+  if (fd < 0) return make_error(errno, "a socket for cluster.host '%s': %s", host.c_str(), std::strerror(errno));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return make_error(err, "cannot bind a port on cluster.host '%s' (is it an address of this machine?): %s",
+                      host.c_str(), std::strerror(err));
+  }
+  ::close(fd);
+  return ntohs(sa.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port
+                                        : reinterpret_cast<sockaddr_in*>(&sa)->sin_port);
+}
+
+}  // namespace
+
+Result<LaunchRendezvous> rendezvous(const config::Config& cfg, int node_arg) {
+  auto launch = membership::detect_launch(txn::kMaxNodes);
+  if (!launch.ok()) return launch.error();
+  if (!launch->has_value())
+    return make_error(EINVAL,
+                      "cluster.hosts is empty and no launcher started this process: list every node's host:port in "
+                      "cluster.hosts, or start the nodes with mpirun or srun, which give each its node id, and let "
+                      "them rendezvous in ZooKeeper (cluster.coordinator)");
+  const membership::Launch& l = **launch;
+  const std::string& coordinator = cfg.get_string("cluster.coordinator");
+  if (coordinator.empty())
+    return make_error(EINVAL,
+                      "started by %s (rank %u of %u) without cluster.hosts: the nodes' endpoints rendezvous in "
+                      "ZooKeeper: set cluster.coordinator (zk://host:port/path), or list the nodes in cluster.hosts",
+                      l.launcher.c_str(), l.rank, l.size);
+  if (node_arg >= 0 && static_cast<uint32_t>(node_arg) != l.rank)
+    return make_error(EINVAL, "--node %d, but %s started this process as rank %u: leave --node out under a launcher",
+                      node_arg, l.launcher.c_str(), l.rank);
+  LaunchRendezvous out;
+  out.node = static_cast<int>(l.rank);
+  out.run_id = l.run_id();
+  const int64_t nodes = cfg.get_int("cluster.nodes");
+  if (cfg.origin("cluster.nodes") != "default" && nodes != static_cast<int64_t>(l.size))
+    return make_error(EINVAL, "cluster.nodes = %lld (%s), but %s started %u processes: one process per node",
+                      static_cast<long long>(nodes), cfg.origin("cluster.nodes").c_str(), l.launcher.c_str(), l.size);
+  out.overrides.push_back("cluster.nodes=" + std::to_string(l.size));
+  std::string host = cfg.get_string("cluster.host");
+  if (host.empty()) {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0)
+      return make_error(errno, "cluster.host is empty and the host name is unknown: %s", std::strerror(errno));
+    host = name;
+  }
+  auto port = free_port(host);
+  if (!port.ok()) return port.error();
+  const bool v6 = host.find(':') != std::string::npos;
+  const std::string endpoint = (v6 ? "[" + host + "]" : host) + ":" + std::to_string(*port);
+
+  auto addr = membership::parse_coordinator(coordinator);  // checked with the configuration
+  if (!addr.ok()) return addr.error();
+  membership::ZkOptions o;
+  o.servers = addr->connect_string();
+  auto zk = membership::ZkClient::connect(o);
+  if (!zk.ok()) return zk.error();
+  auto store = membership::ConfigStore::open(**zk, addr->root, out.run_id);
+  if (!store.ok()) return store.error();
+  RDTX_TRY(store->publish_endpoint(l.rank, endpoint));
+  const auto timeout_ms = static_cast<uint64_t>(cfg.get_float("cluster.connect_timeout_s") * 1000);
+  auto all = store->endpoints(l.size, timeout_ms, [] { return runtime::shutdown_requested(); });
+  if (!all.ok()) return all.error();
+  std::string hosts;
+  for (const std::string& e : *all) hosts += (hosts.empty() ? "" : ",") + e;
+  out.overrides.push_back("cluster.hosts=" + hosts);
+  out.summary = "started by " + l.launcher + " as node " + std::to_string(l.rank) + " of " + std::to_string(l.size) +
+                " (run " + out.run_id + "); endpoints from zookeeper " + o.servers + " at " + addr->root +
+                "/endpoints: " + hosts;
+  return out;
+}
 
 membership::Configuration initial_configuration(const config::Config& cfg, const run::RunConfig& run,
                                                 const std::string& run_id) {
@@ -288,7 +385,7 @@ ZkRegistration::~ZkRegistration() {
 }
 
 Result<std::unique_ptr<ZkRegistration>> ZkRegistration::join(const config::Config& cfg, const run::RunConfig& run,
-                                                              cluster::Bootstrap& boot) {
+                                                              cluster::Bootstrap& boot, const std::string& launch_id) {
   auto addr = membership::parse_coordinator(cfg.get_string("cluster.coordinator"));  // checked with the configuration
   if (!addr.ok()) return addr.error();
   auto state = std::make_unique<State>();
@@ -299,7 +396,7 @@ Result<std::unique_ptr<ZkRegistration>> ZkRegistration::join(const config::Confi
   state->lease.on_fence = [] { runtime::request_halt(); };
   // The run id comes from node 0, so that every node claims the path for
   // the same run.
-  std::string mine = state->self == 0 ? new_run_id() : "";
+  std::string mine = state->self != 0 ? "" : !launch_id.empty() ? launch_id : new_run_id();
   auto ids = boot.all_gather(std::as_bytes(std::span(mine.data(), mine.size())), "zk run id");
   if (!ids.ok()) return ids.error();
   const auto& id0 = (*ids)[0];

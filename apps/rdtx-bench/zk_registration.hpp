@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/result.hpp"
 #include "cluster/bootstrap.hpp"
@@ -34,14 +35,32 @@ namespace rdtx::bench {
 membership::Configuration initial_configuration(const config::Config& cfg, const run::RunConfig& run,
                                                 const std::string& run_id);
 
+// A process cluster started by a launcher (mpirun, srun: membership::
+// detect_launch) without cluster.hosts: the node id is the launcher's rank,
+// cluster.nodes its number of processes, and every node publishes its
+// bootstrap endpoint (cluster.host, a free port) under the coordinator's
+// path and reads everybody's (doc/deployment.md "Starting under mpirun or
+// srun").
+struct LaunchRendezvous {
+  int node = -1;
+  std::vector<std::string> overrides;  // cluster.nodes, cluster.hosts
+  std::string run_id;                  // the launch's: the run's id in ZooKeeper
+  std::string summary;                 // one line for stderr
+};
+// `node_arg`: --node, or -1. Errors name what is missing or wrong: no
+// launcher, no cluster.coordinator, a --node or cluster.nodes other than the
+// launcher's, ZooKeeper, nodes that did not publish in time.
+Result<LaunchRendezvous> rendezvous(const config::Config& cfg, int node_arg);
+
 class ZkRegistration : public run::RunMembership {
  public:
   // Collective over `boot` (every node calls it at the same point): the
   // run id (node 0's, all_gather), the store, configuration 1, the
   // registrations. Errors name the ZooKeeper servers and path (ZooKeeper not
   // reachable, the path of another run, a member refused).
+  // `run_id`: a launch's (LaunchRendezvous), or "" for node 0 to make one.
   static Result<std::unique_ptr<ZkRegistration>> join(const config::Config& cfg, const run::RunConfig& run,
-                                                       cluster::Bootstrap& boot);
+                                                      cluster::Bootstrap& boot, const std::string& run_id = "");
   // Node 0 removes the run's znodes (a failure is printed, not fatal), also
   // when start() fails after node 0 wrote; every node's session closes,
   // which removes its registration.

@@ -15,8 +15,15 @@ void ZkRegistration::join() {}
 std::optional<Error> ZkRegistration::verdict() { return std::nullopt; }
 void ZkRegistration::stop() {}
 
+Result<LaunchRendezvous> rendezvous(const config::Config&, int) {
+  return make_error(ENOTSUP,
+                    "cluster.hosts is empty and this rdtx-bench was built without ZooKeeper's C client, through "
+                    "which the nodes would rendezvous (install libzookeeper-mt-dev: scripts/install-deps.sh, then "
+                    "build again; or list the nodes in cluster.hosts)");
+}
+
 Result<std::unique_ptr<ZkRegistration>> ZkRegistration::join(const config::Config&, const run::RunConfig&,
-                                                              cluster::Bootstrap&) {
+                                                              cluster::Bootstrap&, const std::string&) {
   return make_error(ENOTSUP,
                     "cluster.coordinator: this rdtx-bench was built without ZooKeeper's C client "
                     "(install libzookeeper-mt-dev: scripts/install-deps.sh, then build again)");

@@ -1,7 +1,10 @@
 #include "membership/config_store.hpp"
 
 #include <cerrno>
+#include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <thread>
 
 namespace rdtx::membership {
 
@@ -176,13 +179,66 @@ Result<std::map<uint32_t, MemberRecord>> ConfigStore::registered() {
   return out;
 }
 
+Result<void> ConfigStore::publish_endpoint(uint32_t self, const std::string& endpoint) {
+  if (endpoint.empty() || endpoint.find_first_of(" \n") != std::string::npos)
+    return error(EINVAL, endpoints_path(), "refuses endpoint '" + endpoint + "': host:port without spaces");
+  if (auto r = zk_->create(endpoints_path(), ""); !r.ok() && r.error().code != EEXIST) return r.error();
+  const std::string path = endpoints_path() + "/" + std::to_string(self);
+  auto r = zk_->create(path, endpoint);
+  if (!r.ok() && r.error().code == EEXIST)
+    return error(EEXIST, path, "exists: node " + std::to_string(self) +
+                                   " published its endpoint already (two processes with one rank, or a launch id "
+                                   "used twice?)");
+  return r;
+}
+
+Result<std::vector<std::string>> ConfigStore::endpoints(uint32_t nodes, uint64_t timeout_ms,
+                                                        const std::function<bool()>& stop) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::vector<std::string> names;
+  for (;;) {
+    auto kids = zk_->children(endpoints_path());
+    if (!kids.ok() && kids.error().code != ENOENT) return kids.error();
+    names = kids.ok() ? *kids : std::vector<std::string>{};
+    if (names.size() >= nodes) break;
+    if (stop && stop()) return error(ECANCELED, endpoints_path(), "rendezvous stopped");
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::string missing;
+      for (uint32_t n = 0; n < nodes; ++n)
+        if (std::find(names.begin(), names.end(), std::to_string(n)) == names.end())
+          missing += (missing.empty() ? "" : ", ") + std::to_string(n);
+      return error(ETIMEDOUT, endpoints_path(),
+                   "rendezvous: " + std::to_string(names.size()) + " of " + std::to_string(nodes) +
+                       " nodes published their endpoints within " + std::to_string(timeout_ms / 1000) +
+                       " s; missing: node(s) " + missing + " (not started, or started with another launch?)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::vector<std::string> out(nodes);
+  for (const std::string& name : names) {
+    uint32_t id = 0;
+    auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), id);
+    if (ec != std::errc() || p != name.data() + name.size() || id >= nodes)
+      return error(EINVAL, endpoints_path() + "/" + name,
+                   "is no node id below " + std::to_string(nodes) + " (a launch of another size?)");
+    auto node = zk_->get(endpoints_path() + "/" + name);
+    if (!node.ok()) return node.error();
+    if (node->data.empty() || node->data.find_first_of(" \n") != std::string::npos)
+      return error(EINVAL, endpoints_path() + "/" + name, "holds no host:port endpoint");
+    out[id] = node->data;
+  }
+  return out;
+}
+
 Result<void> ConfigStore::remove_all() {
-  auto kids = zk_->children(members_path());
-  if (!kids.ok() && kids.error().code != ENOENT) return kids.error();
-  if (kids.ok())
-    for (const std::string& name : *kids)
-      if (auto r = zk_->remove(members_path() + "/" + name); !r.ok() && r.error().code != ENOENT) return r.error();
-  for (const std::string& path : {members_path(), config_path(), root_})
+  for (const std::string& dir : {members_path(), endpoints_path()}) {
+    auto kids = zk_->children(dir);
+    if (!kids.ok() && kids.error().code != ENOENT) return kids.error();
+    if (kids.ok())
+      for (const std::string& name : *kids)
+        if (auto r = zk_->remove(dir + "/" + name); !r.ok() && r.error().code != ENOENT) return r.error();
+  }
+  for (const std::string& path : {members_path(), endpoints_path(), config_path(), root_})
     if (auto r = zk_->remove(path); !r.ok() && r.error().code != ENOENT) return r.error();
   return {};
 }

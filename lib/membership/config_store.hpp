@@ -6,6 +6,8 @@
 //   <root>/config           the configuration, text form (configuration.hpp)
 //   <root>/members/<id>     ephemeral, one per live member process:
 //                           "rdtx-member 1\nrun <run id>\nnode <id>\nendpoint <e>\nconfig <number>\n"
+//   <root>/endpoints/<id>   a launch's rendezvous (mpirun, srun): node id's
+//                           bootstrap endpoint "host:port", before the nodes meet
 //
 // The configuration changes only by compare-and-set: propose() writes
 // configuration c+1 on the condition that the znode still has the version
@@ -27,8 +29,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "base/result.hpp"
 #include "membership/configuration.hpp"
@@ -85,8 +89,19 @@ class ConfigStore {
   // The live members' registrations by node id.
   Result<std::map<uint32_t, MemberRecord>> registered();
 
-  // Deletes the run's znodes: the members' registrations, the configuration
-  // and the root. At the end of a run, by its CM.
+  // The rendezvous of a launch (doc/deployment.md "Starting under mpirun or
+  // srun"): node `self`'s bootstrap endpoint, persistent (a node that has
+  // read every endpoint may go on before a slower one has). EEXIST when node
+  // `self` published one already (two processes with one rank).
+  Result<void> publish_endpoint(uint32_t self, const std::string& endpoint);
+  // Every node's endpoint, by node id, once all `nodes` have published:
+  // polled until `timeout_ms`, then ETIMEDOUT naming the nodes missing (and
+  // ECANCELED as soon as `stop` says so). EINVAL for an endpoint of a node
+  // id not below `nodes`, or one that is not host:port text.
+  Result<std::vector<std::string>> endpoints(uint32_t nodes, uint64_t timeout_ms, const std::function<bool()>& stop);
+
+  // Deletes the run's znodes: the members' registrations, the endpoints,
+  // the configuration and the root. At the end of a run, by its CM.
   Result<void> remove_all();
 
   const std::string& root() const { return root_; }
@@ -98,6 +113,7 @@ class ConfigStore {
   Error error(int code, const std::string& path, const std::string& what) const;
   std::string config_path() const { return root_ + "/config"; }
   std::string members_path() const { return root_ + "/members"; }
+  std::string endpoints_path() const { return root_ + "/endpoints"; }
 
   ZkClient* zk_;
   std::string root_;

@@ -165,6 +165,52 @@ class BenchZk : public ::testing::Test {
 
   std::string coordinator(const std::string& path) const { return "zk://" + server_->servers() + path; }
 
+  // Runs `args` with `env` added to this process's environment; its exit
+  // status (-1: still running after timeout_s, then killed), output in `log`.
+  int run_with_env(const std::vector<std::string>& args, const std::vector<std::pair<std::string, std::string>>& env,
+                   const std::string& log, double timeout_s) {
+    const pid_t pid = ::fork();
+    if (pid < 0) return -2;
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+      std::FILE* out = std::fopen(log.c_str(), "w");
+      if (out != nullptr) {
+        ::dup2(fileno(out), 1);
+        ::dup2(fileno(out), 2);
+      }
+      std::vector<char*> argv;
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execvp(argv[0], argv.data());
+      ::_exit(127);
+    }
+    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (Clock::now() > deadline) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  // rdtx-bench's arguments for a small SmallBank process run of `seconds`.
+  std::vector<std::string> bench_args(double seconds, const std::vector<std::string>& sets) const {
+    std::vector<std::string> a = {bench_, "--no-huge", "--no-pci", "--no-shconf", "-m", "256", "--", "-q",
+                                  "--no-progress", "--duration", std::to_string(seconds), "--warmup", "0.2",
+                                  "--set", "cluster.mode=process", "--set", "smallbank.accounts_per_node=2000",
+                                  "--set", "smallbank.hot_accounts_per_node=20"};
+    for (const std::string& s : sets) {
+      a.push_back("--set");
+      a.push_back(s);
+    }
+    return a;
+  }
+
   // Waits until `count` members are registered under `root`, then `after_s`
   // more (the run under way); false if a node ended first or it took 60 s.
   bool wait_until_registered(ZkClient& zk, const std::string& root, size_t count, double after_s) {
@@ -325,6 +371,67 @@ TEST_F(BenchZk, AMemberStoppedForTwoLeasesFencesItself) {
     EXPECT_EQ(rcs[i], 1) << log;
     EXPECT_NE(log.find("configuration 2 removed node 2"), std::string::npos) << "node " << i << ":\n" << log;
   }
+}
+
+
+// mpirun starts the cluster: no --node, no cluster.hosts; the ranks are the
+// node ids and the endpoints meet in ZooKeeper (doc/deployment.md).
+TEST_F(BenchZk, MpirunStartsAClusterWithoutAHostList) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "needs mpirun (Debian: openmpi-bin)";
+  const std::string root = "/rdtx/mpirun", log = (dir_ / "mpirun.log").string();
+  std::vector<std::string> args = {"mpirun", "--oversubscribe", "-np", "3"};
+  if (::getuid() == 0) args.insert(args.begin() + 1, "--allow-run-as-root");
+  for (const std::string& a : bench_args(1.0, {"cluster.host=127.0.0.1", "cluster.coordinator=" + coordinator(root)}))
+    args.push_back(a);
+  const int rc = run_with_env(args, {}, log, 120);
+  const std::string out = slurp(log);
+  ASSERT_EQ(rc, 0) << out;
+  for (int i = 0; i < 3; ++i)
+    EXPECT_NE(out.find("started by Open MPI as node " + std::to_string(i) + " of 3 (run ompi-"), std::string::npos)
+        << out;
+  EXPECT_NE(out.find("CM node 0, 3 members registered, 3 partitions"), std::string::npos) << out;
+  EXPECT_NE(out.find(" late renewals: node 1 "), std::string::npos) << out;
+  auto zk = client();
+  ASSERT_NE(zk, nullptr);
+  auto left = zk->exists(root);
+  ASSERT_TRUE(left.ok());
+  EXPECT_FALSE(*left) << "the run left " << root << " behind";
+}
+
+// A launch whose other processes never publish: the rendezvous ends after
+// cluster.connect_timeout_s naming the nodes missing.
+TEST_F(BenchZk, ARendezvousMissingANodeNamesIt) {
+  const std::string log = (dir_ / "alone.log").string();
+  const int rc = run_with_env(
+      bench_args(1.0, {"cluster.host=127.0.0.1", "cluster.connect_timeout_s=1",
+                       "cluster.coordinator=" + coordinator("/rdtx/alone")}),
+      {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "3"}, {"OMPI_MCA_ess_base_jobid", "424242"}}, log, 60);
+  const std::string out = slurp(log);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("rendezvous: 1 of 3 nodes published their endpoints within 1 s; missing: node(s) 1, 2"),
+            std::string::npos)
+      << out;
+}
+
+// Under a launcher: a --node or cluster.nodes other than the launcher's, and
+// no cluster.coordinator, are refused naming them.
+TEST_F(BenchZk, ALaunchRefusesWhatContradictsTheLauncher) {
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_MCA_ess_base_jobid", "55"}};
+  const std::string log = (dir_ / "refused.log").string();
+  const std::string zk = "cluster.coordinator=" + coordinator("/rdtx/refused");
+  std::vector<std::string> args = bench_args(1.0, {zk});
+  args.push_back("--node");
+  args.push_back("0");
+  EXPECT_EQ(run_with_env(args, env, log, 60), 2);
+  EXPECT_NE(slurp(log).find("--node 0, but Open MPI started this process as rank 1"), std::string::npos) << slurp(log);
+  EXPECT_EQ(run_with_env(bench_args(1.0, {zk, "cluster.nodes=3"}), env, log, 60), 2);
+  EXPECT_NE(slurp(log).find("cluster.nodes = 3 (--set), but Open MPI started 2 processes"), std::string::npos)
+      << slurp(log);
+  EXPECT_EQ(run_with_env(bench_args(1.0, {}), env, log, 60), 2);
+  EXPECT_NE(slurp(log).find("cluster.hosts is empty: list host:port for every node, or start the nodes with mpirun"),
+            std::string::npos)
+      << slurp(log);
 }
 
 }  // namespace
