@@ -34,10 +34,12 @@ void add_cluster_schema(config::Schema& s) {
              "where the nodes run: inproc = every node in this process; process = one process per node "
              "(rdtx-bench --node N, addresses in cluster.hosts)");
   s.add_string("cluster.hosts", "",
-               "process mode: the nodes' bootstrap addresses, host:port for node 0, 1, ... separated by commas");
+               "process mode: the nodes' bootstrap addresses, host:port for node 0, 1, ... separated by commas; empty "
+               "under mpirun or srun with cluster.coordinator: published in ZooKeeper by the nodes themselves");
   s.add_string("cluster.coordinator", "",
                "process mode: keep the cluster's configuration and members in ZooKeeper at "
-               "zk://host:port[,host:port]/path (doc/membership.md); empty: none");
+               "zk://host:port[,host:port]/path, with leases between its CM and every member (doc/membership.md); "
+               "empty: none");
   s.add_check([](const config::Config& c) -> std::string { return check_coordinator(c); });
   s.add_string("cluster.host", "",
                "process mode under mpirun or srun without cluster.hosts: the address this node's bootstrap listens on "

@@ -16,6 +16,7 @@
 
 #include "txn/protocol.hpp"
 #include "cluster/bootstrap.hpp"
+#include "membership/launcher.hpp"
 #include "drivers/rdma/shm/shm.hpp"
 #include "env/eal.hpp"
 #include "rdma/driver.hpp"
@@ -67,7 +68,9 @@ Options:
   --no-steady-state    report the steady-state check without failing on it
                        (correctness runs too short to be a measurement)
   --node N             cluster.mode = "process": run node N of cluster.hosts in
-                       this process (start one process per node, same config)
+                       this process (start one process per node, same config);
+                       under mpirun or srun the launcher's rank is the node id
+                       and --node is not needed (doc/deployment.md)
   --history DIR        record the history, write it to DIR (one file per
                        worker, for rdtx-check) and check it after the run;
                        same as --set history.record=true --set history.dir=DIR
@@ -544,6 +547,23 @@ int main(int argc, char** argv) {
     args.node = l->node;
     args.launch_run_id = l->run_id;
     std::fprintf(stderr, "rdtx-bench: %s\n", l->summary.c_str());
+  }
+  // Under a launcher with cluster.hosts given: its rank is the node id.
+  if (process && args.node < 0) {
+    auto l = membership::detect_launch(txn::kMaxNodes);
+    if (!l.ok()) {
+      std::fprintf(stderr, "rdtx-bench: %s\n", l.error().message.c_str());
+      return 2;
+    }
+    if (l->has_value()) {
+      if ((*l)->size != cfg->get_int("cluster.nodes")) {
+        std::fprintf(stderr, "rdtx-bench: cluster.nodes = %lld (%s), but %s started %u processes: one process per node\n",
+                     static_cast<long long>(cfg->get_int("cluster.nodes")), cfg->origin("cluster.nodes").c_str(),
+                     (*l)->launcher.c_str(), (*l)->size);
+        return 2;
+      }
+      args.node = static_cast<int>((*l)->rank);
+    }
   }
   if (process && args.node < 0) usage_error("cluster.mode = \"process\" needs --node N (this process's node)");
   if (!process && args.node >= 0) usage_error("--node needs cluster.mode = \"process\"");
