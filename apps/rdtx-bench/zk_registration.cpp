@@ -166,6 +166,7 @@ struct ZkRegistration::State {
   membership::Configuration config;  // the newest this node acted on
   membership::LeaseOptions lease;
   std::unique_ptr<membership::LeaseAgent> agent;
+  cluster::Cluster* cluster = nullptr;  // its RPC datagrams carry the configuration number
   std::thread manager;
   std::atomic<bool> stopping{false};
   bool started = false, stopped = false;  // the main thread's
@@ -247,6 +248,8 @@ void ZkRegistration::State::reconfigure(const std::vector<membership::Suspicion>
   if (!written.ok()) return set_verdict(written.error());
   const uint64_t written_at = membership::lease_clock_ns();
   config = *next;
+  // This node refuses configuration c's datagrams from now on.
+  cluster->set_configuration(static_cast<uint32_t>(config.number));
   agent->announce(config.number);
   // Every member acknowledges within a few leases, or is suspected too.
   const uint64_t wait_until = written_at + 4 * lease.lease_ns;
@@ -284,6 +287,8 @@ void ZkRegistration::State::follow(uint64_t announced) {
   if (!config.members.contains(self))
     return set_verdict(make_error(ECANCELED, "membership: node %u was removed from the configuration (configuration %llu)",
                                   self, static_cast<unsigned long long>(config.number)));
+  // Configuration c's datagrams refused from now on; then acknowledged.
+  cluster->set_configuration(static_cast<uint32_t>(config.number));
   agent->acknowledge(config.number);
   // The acknowledgement goes out with the next renewal: wait for the one
   // after it, so that the run (which this configuration may end) does not
@@ -324,6 +329,8 @@ Result<void> ZkRegistration::attach(cluster::Cluster& c) {
                                           });
   if (!a.ok()) return a.error();
   st.agent = std::move(*a);
+  st.cluster = &c;
+  c.set_configuration(static_cast<uint32_t>(st.config.number));
   return {};
 }
 

@@ -78,7 +78,9 @@ Result<void> Cluster::build_local(const ClusterConfig& cfg, uint32_t first, uint
       if (!qp.ok()) return qp.error();
       w->qps.push_back(std::move(*qp));
     }
-    auto ep = rpc::Endpoint::create(dev, id, total, cfg.rpc);
+    rpc::EndpointConfig ecfg = cfg.rpc;
+    ecfg.configuration = &configuration_;
+    auto ep = rpc::Endpoint::create(dev, id, total, ecfg);
     if (!ep.ok()) return ep.error();
     w->rpc = std::move(*ep);
     w->rpc_timeout_ns = cfg.rpc.timeout_ns;

@@ -23,6 +23,7 @@
 // worker is used only by the lcore that runs it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -182,6 +183,12 @@ class Cluster {
   // One pass of every worker on the calling thread: for deterministic tests.
   int poll_all();
 
+  // This process's configuration number (doc/membership.md), 0 without a
+  // membership service: its RPC datagrams carry it, and datagrams of an
+  // older one are dropped (rpc::EndpointConfig::configuration). Any thread.
+  void set_configuration(uint32_t number) { configuration_.store(number, std::memory_order_relaxed); }
+  uint32_t configuration() const { return configuration_.load(std::memory_order_relaxed); }
+
  private:
   Cluster() = default;
   // Devices, workers, QPs and endpoints of nodes [first, first + count).
@@ -190,6 +197,7 @@ class Cluster {
   uint32_t first_node_ = 0;
   std::vector<Node> nodes_;
   std::vector<std::unique_ptr<WorkerContext>> workers_;
+  std::atomic<uint32_t> configuration_{0};
 };
 
 }  // namespace rdtx::cluster

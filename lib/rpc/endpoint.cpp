@@ -91,6 +91,7 @@ Result<std::unique_ptr<Endpoint>> Endpoint::create(rdma::Device& dev, uint32_t i
   ep->id_ = id;
   ep->device_ = &dev;
   ep->mtu_ = caps.max_msg_size & ~7u;
+  ep->configuration_ = cfg.configuration;
   m.mr_stride = ep->mtu_;
   m.max_inline = caps.max_inline;
 

@@ -41,6 +41,7 @@
 // Thread-safety: an Endpoint and its Batches belong to the worker's thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -90,6 +91,10 @@ struct EndpointConfig {
   uint64_t max_timeout_ns = 5'000'000'000;
   uint64_t passive_delay_ns = 20'000;  // longest wait of an ack (or owed credits) for a ride
   uint32_t signal_every = 16;     // one signaled SEND per this many
+  // The node's configuration number (doc/membership.md), read when a
+  // datagram is posted (it carries it) and when one arrives: a datagram of
+  // an older configuration than this node's is dropped. nullptr: none (0).
+  const std::atomic<uint32_t>* configuration = nullptr;
 };
 
 // Where a reply lands: owned by the caller, valid until the call completes.
@@ -149,6 +154,7 @@ struct EndpointStats {
   uint64_t datagrams_sent = 0, datagrams_received = 0, doorbells = 0;
   uint64_t timeouts = 0, passive_timeouts = 0, passive_failures = 0;
   uint64_t stale_replies = 0;   // replies to calls that already ended
+  uint64_t stale_configuration = 0;  // datagrams of an older configuration, dropped
   // The adaptive timeout (EndpointConfig::timeout_ns): the largest any peer's
   // has been, and the longest a call waited for its reply.
   uint64_t timeout_max_ns = 0, longest_reply_ns = 0;
@@ -262,6 +268,7 @@ class Endpoint {
   std::unique_ptr<rdma::QueuePair> qp_;
   uint32_t id_ = 0;
   uint32_t mtu_ = 0;
+  const std::atomic<uint32_t>* configuration_ = nullptr;  // EndpointConfig::configuration
   uint32_t passive_outstanding_ = 0;
   uint32_t calls_in_flight_ = 0;
   EndpointStats stats_;

@@ -155,6 +155,12 @@ void Endpoint::count_malformed(Malformed why) {
   }
   DatagramHeader dh;
   std::memcpy(&dh, d, sizeof dh);
+  // From an older configuration (a removed node, or one that has not
+  // learned the newest yet): refused whole, credits and all.
+  if (configuration_ != nullptr && dh.config < configuration_->load(std::memory_order_relaxed)) [[unlikely]] {
+    ++stats_.stale_configuration;
+    return;
+  }
   // A duplicate (the network delivered it twice) must not run its
   // handlers again nor return its credits twice; it is not owed either.
   if (!m.peers[dh.src].accept(dh.seq)) {

@@ -28,6 +28,7 @@ constexpr struct {
     {"passive_timeouts", &EndpointStats::passive_timeouts},
     {"passive_failures", &EndpointStats::passive_failures},
     {"stale_replies", &EndpointStats::stale_replies},
+    {"stale_configuration", &EndpointStats::stale_configuration},
     {"timeout_max_ns", &EndpointStats::timeout_max_ns},
     {"longest_reply_ns", &EndpointStats::longest_reply_ns},
     {"duplicates", &EndpointStats::duplicates},

@@ -80,6 +80,8 @@ namespace rdtx::rpc {
   std::memcpy(base + offsetof(DatagramHeader, credits), &ret, sizeof ret);
   const uint32_t seq = ++p.tx_seq;
   std::memcpy(base + offsetof(DatagramHeader, seq), &seq, sizeof seq);
+  const uint32_t config = configuration_ != nullptr ? configuration_->load(std::memory_order_relaxed) : 0;
+  std::memcpy(base + offsetof(DatagramHeader, config), &config, sizeof config);
   p.credits -= messages;
   ++(messages ? stats_.datagrams_sent : stats_.credit_returns_sent);
   rdma::WorkRequest& wr = m.wrs[n];

@@ -20,7 +20,7 @@
 namespace rdtx::rpc {
 
 inline constexpr uint16_t kMagic = 0x5254;  // "RT"
-inline constexpr uint8_t kVersion = 4;
+inline constexpr uint8_t kVersion = 5;
 
 struct DatagramHeader {
   uint16_t magic;
@@ -31,7 +31,9 @@ struct DatagramHeader {
                      // (and reposted the buffer of) since it last said so
   uint32_t seq;      // the sender's datagram number to this destination (from 1):
                      // a copy of a datagram already received is dropped
-  uint32_t reserved;
+  uint32_t config;   // the sender's configuration number when it posted it (0:
+                     // no configurations); one older than the receiver's is
+                     // dropped (doc/membership.md "Refusing the old configuration")
 };
 static_assert(sizeof(DatagramHeader) == 16);
 

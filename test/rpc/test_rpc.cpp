@@ -381,6 +381,71 @@ TEST(Rpc, CallsToASilentPeerTimeOut) {
   EXPECT_EQ(c.eps[0]->calls_in_flight(), 0u);
 }
 
+// Configuration numbers (doc/membership.md): a datagram of an older
+// configuration than the receiver's is dropped whole and counted; once the
+// sender has the newest too, calls go through again.
+TEST(Rpc, DatagramsOfAnOlderConfigurationAreDropped) {
+  std::atomic<uint32_t> config[2] = {2, 1};  // node 0 has configuration 2, node 1 still 1
+  static int seq = 0;
+  const std::string fabric = "rpc-config-" + std::to_string(getpid()) + "-" + std::to_string(seq++);
+  std::vector<std::unique_ptr<rdma::Device>> nodes;
+  std::vector<std::unique_ptr<Endpoint>> eps;
+  for (uint32_t n = 0; n < 2; ++n) {
+    auto d = rdma::open_device("shm", {n, fabric});
+    ASSERT_TRUE(d.ok()) << d.error().message;
+    nodes.push_back(std::move(*d));
+    EndpointConfig cfg = Cluster::small_config();
+    cfg.timeout_ns = 5'000'000;
+    cfg.max_timeout_ns = 5'000'000;
+    cfg.configuration = &config[n];
+    auto ep = Endpoint::create(*nodes[n], n, 2, cfg);
+    ASSERT_TRUE(ep.ok()) << ep.error().message;
+    eps.push_back(std::move(*ep));
+  }
+  for (auto& a : eps)
+    for (auto& b : eps) ASSERT_TRUE(a->connect(b->id(), b->address()).ok());
+  runtime::Loop loop;
+  std::vector<std::unique_ptr<runtime::Worker>> workers;
+  for (uint32_t i = 0; i < 2; ++i) {
+    workers.push_back(std::make_unique<runtime::Worker>("w" + std::to_string(i)));
+    Endpoint* ep = eps[i].get();
+    workers[i]->add_poller([ep] { return ep->poll(); });
+    loop.add_worker(workers[i].get());
+    Cluster::register_defaults(*ep);
+  }
+  auto call = [&](uint32_t from, uint32_t to) {
+    CallStatus st = CallStatus::kPending;
+    workers[from]->spawn([](Endpoint& ep, uint32_t to, CallStatus& st) -> Task<void> {
+      Batch b(ep);
+      uint64_t v = 7, out = 0;
+      Reply r{reinterpret_cast<std::byte*>(&out), 8};
+      b.call(to, kEcho, bytes_of(v), &r);
+      (void)co_await b.send();
+      st = r.status;
+    }(*eps[from], to, st));
+    const uint64_t end = env::tsc() + env::ns_to_tsc(2'000'000'000);
+    while (st == CallStatus::kPending && env::tsc() < end) loop.run_once();
+    return st;
+  };
+  // Node 1's request is refused by node 0; node 0's request is served by
+  // node 1, but its reply (configuration 1) is refused in turn.
+  EXPECT_EQ(call(1, 0), CallStatus::kTimeout);
+  EXPECT_GE(eps[0]->stats().stale_configuration, 1u);
+  EXPECT_EQ(eps[0]->stats().requests_handled, 0u);
+  EXPECT_EQ(call(0, 1), CallStatus::kTimeout);
+  EXPECT_EQ(eps[1]->stats().requests_handled, 1u);
+  EXPECT_EQ(eps[1]->stats().stale_configuration, 0u);
+  const uint64_t dropped = eps[0]->stats().stale_configuration;
+  EXPECT_GE(dropped, 2u);
+  // Node 1 learns configuration 2: both ways work.
+  config[1] = 2;
+  EXPECT_EQ(call(1, 0), CallStatus::kOk);
+  EXPECT_EQ(call(0, 1), CallStatus::kOk);
+  loop.run_once();
+  workers.clear();
+  eps.clear();
+}
+
 // A call's own timeout (Batch::set_timeout_ns): a server that answers
 // after the endpoint's timeout on purpose (a queued lock request) is heard
 // by a call given a longer one, while a call with the endpoint's timeout to
