@@ -184,6 +184,7 @@ struct ZkRegistration::State {
   void manage();
   void reconfigure(const std::vector<membership::Suspicion>& suspects);
   void follow(uint64_t announced);
+  void refuse(const std::vector<uint32_t>& gone);
   Error end_of_run(const membership::Configuration& next, const std::string& removed) const;
 };
 
@@ -248,8 +249,10 @@ void ZkRegistration::State::reconfigure(const std::vector<membership::Suspicion>
   if (!written.ok()) return set_verdict(written.error());
   const uint64_t written_at = membership::lease_clock_ns();
   config = *next;
-  // This node refuses configuration c's datagrams from now on.
+  // This node refuses configuration c's datagrams, and the suspects'
+  // one-sided requests, from now on.
   cluster->set_configuration(static_cast<uint32_t>(config.number));
+  refuse(gone);
   agent->announce(config.number);
   // Every member acknowledges within a few leases, or is suspected too.
   const uint64_t wait_until = written_at + 4 * lease.lease_ns;
@@ -273,6 +276,16 @@ void ZkRegistration::State::reconfigure(const std::vector<membership::Suspicion>
   set_verdict(end_of_run(config, "node" + std::string(gone.size() > 1 ? "s " : " ") + nodes_text(gone)));
 }
 
+// Every worker of this node disconnects its RC QPs to the removed nodes
+// (their one-sided requests fail), on its own thread, within a lease.
+void ZkRegistration::State::refuse(const std::vector<uint32_t>& gone) {
+  if (const uint32_t behind = cluster->remove_nodes(gone, lease.lease_ns); behind != 0)
+    std::fprintf(stderr,
+                 "rdtx-bench: membership: warning: %u worker(s) of node %u did not disconnect their QPs to node(s) %s "
+                 "within a lease (their loops not running?)\n",
+                 behind, self, nodes_text(gone).c_str());
+}
+
 // A member: a newer configuration announced by the CM is read from the
 // store, acted on and acknowledged.
 void ZkRegistration::State::follow(uint64_t announced) {
@@ -287,8 +300,10 @@ void ZkRegistration::State::follow(uint64_t announced) {
   if (!config.members.contains(self))
     return set_verdict(make_error(ECANCELED, "membership: node %u was removed from the configuration (configuration %llu)",
                                   self, static_cast<unsigned long long>(config.number)));
-  // Configuration c's datagrams refused from now on; then acknowledged.
+  // Configuration c's datagrams, and the removed nodes' one-sided
+  // requests, refused from now on; then acknowledged.
   cluster->set_configuration(static_cast<uint32_t>(config.number));
+  refuse(gone);
   agent->acknowledge(config.number);
   // The acknowledgement goes out with the next renewal: wait for the one
   // after it, so that the run (which this configuration may end) does not
@@ -331,6 +346,7 @@ Result<void> ZkRegistration::attach(cluster::Cluster& c) {
   st.agent = std::move(*a);
   st.cluster = &c;
   c.set_configuration(static_cast<uint32_t>(st.config.number));
+  c.watch_removals();
   return {};
 }
 

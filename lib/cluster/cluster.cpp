@@ -209,6 +209,48 @@ Result<void> WorkerContext::reconnect(uint32_t n, uint32_t user) {
                     index, node, n);
 }
 
+void Cluster::watch_removals() {
+  for (auto& wp : workers_) {
+    WorkerContext* w = wp.get();
+    w->worker->add_poller([this, w] {
+      const uint32_t gen = removal_gen_.load(std::memory_order_acquire);
+      if (gen == w->removal_seen.load(std::memory_order_relaxed)) return 0;
+      const uint64_t gone = removed_.load(std::memory_order_acquire) & ~w->disconnected;
+      for (uint32_t n = 0; n < nodes_.size() && n < 64; ++n) {
+        if ((gone >> n & 1) == 0) continue;
+        for (uint32_t lane = 0; lane < w->qps_per_node; ++lane)
+          if (auto r = w->qps[w->qp_index(n, lane)]->disconnect(); !r.ok())
+            RDTX_LOG(cluster_log(), Warning, "worker %u of node %u: its RC QP %u to removed node %u: %s", w->index,
+                     w->node, lane, n, r.error().message.c_str());
+        w->disconnected |= uint64_t{1} << n;
+      }
+      w->removal_seen.store(gen, std::memory_order_release);
+      return 1;
+    });
+  }
+}
+
+uint32_t Cluster::remove_nodes(const std::vector<uint32_t>& gone, uint64_t wait_ns) {
+  uint64_t mask = 0;
+  for (uint32_t n : gone)
+    if (n < 64) mask |= uint64_t{1} << n;
+  removed_.fetch_or(mask, std::memory_order_acq_rel);
+  removal_gen_.fetch_add(1, std::memory_order_acq_rel);
+  const uint64_t end = env::monotonic_ns() + wait_ns;
+  for (;;) {
+    const uint32_t behind = removal_pending();
+    if (behind == 0 || env::monotonic_ns() >= end) return behind;
+    usleep(200);
+  }
+}
+
+uint32_t Cluster::removal_pending() const {
+  const uint32_t gen = removal_gen_.load(std::memory_order_acquire);
+  uint32_t behind = 0;
+  for (const auto& w : workers_) behind += w->removal_seen.load(std::memory_order_acquire) != gen;
+  return behind;
+}
+
 int Cluster::poll_all() {
   int work = 0;
   for (auto& w : workers_) work += w->worker->poll_once();

@@ -107,6 +107,8 @@ struct WorkerContext {
   std::unique_ptr<rdma::DeviceMemory> scratch;
   rdma::MemoryRegion scratch_mr;
   bool failed_logged = false;  // reconnect() refused once already
+  uint64_t disconnected = 0;   // nodes whose QPs this worker disconnected (bit n)
+  std::atomic<uint32_t> removal_seen{0};  // the Cluster's removal generation it has applied
 
   // The RC QP to node n that `user` (a coordinator's index) posts on: one
   // user always gets the same QP, so its requests to a node stay in order.
@@ -189,6 +191,20 @@ class Cluster {
   void set_configuration(uint32_t number) { configuration_.store(number, std::memory_order_relaxed); }
   uint32_t configuration() const { return configuration_.load(std::memory_order_relaxed); }
 
+  // Removal of members (doc/membership.md "Refusing the old
+  // configuration"): watch_removals() gives every local worker a poller
+  // (before the run, on the thread that builds the cluster); remove_nodes()
+  // then has each worker disconnect its RC QPs to those nodes on its own
+  // thread (rdma::QueuePair::disconnect: their one-sided requests to this
+  // node fail) and waits up to `wait_ns` for every worker to have done so.
+  // Returns the workers that had not (0: all did). Any thread.
+  void watch_removals();
+  uint32_t remove_nodes(const std::vector<uint32_t>& gone, uint64_t wait_ns);
+  // Workers that have not applied the newest removal yet.
+  uint32_t removal_pending() const;
+  // Nodes removed so far (bit n: node n).
+  uint64_t removed_nodes() const { return removed_.load(std::memory_order_acquire); }
+
  private:
   Cluster() = default;
   // Devices, workers, QPs and endpoints of nodes [first, first + count).
@@ -198,6 +214,8 @@ class Cluster {
   std::vector<Node> nodes_;
   std::vector<std::unique_ptr<WorkerContext>> workers_;
   std::atomic<uint32_t> configuration_{0};
+  std::atomic<uint64_t> removed_{0};  // nodes removed (bit n)
+  std::atomic<uint32_t> removal_gen_{0};
 };
 
 }  // namespace rdtx::cluster

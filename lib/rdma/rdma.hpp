@@ -184,6 +184,16 @@ class QueuePair {
   // that went to the error state back to ready; for a UD QP that is all it
   // does (pass the QP's own address).
   virtual Result<void> connect(const QpAddress& remote) = 0;
+  // RC: moves the QP to the error state, as a node does to the QPs that
+  // connect it to a member removed from the configuration
+  // (doc/membership.md): its own requests, posted or later, are flushed, and
+  // the peer's requests through the QP connected to it fail (verbs: this
+  // responder drops them and the peer's retries run out,
+  // kGeneralError; shm: they fail at once with kGeneralError). connect()
+  // undoes it. On the thread that owns the QP.
+  virtual Result<void> disconnect() {
+    return make_error(ENOTSUP, "QP %u: this driver cannot disconnect a QP", qp_num());
+  }
   // Posts a linked list of work requests with one doorbell. Returns 0, or a
   // negative errno with *bad set to the first request not posted (-ENOMEM:
   // send queue full; -EINVAL: malformed request, e.g. SEND on RC).

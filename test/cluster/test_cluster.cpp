@@ -175,6 +175,56 @@ TEST(Cluster, EveryWorkerCallsEveryWorker) {
   EXPECT_EQ(checked, 6);
 }
 
+// Removing a member (doc/membership.md "Refusing the old configuration"):
+// every worker disconnects its QPs to the removed node on its own thread,
+// so that node's one-sided requests to the others fail and touch nothing,
+// while the others still reach each other.
+TEST(Cluster, ARemovedNodesOneSidedRequestsFail) {
+  auto cl = cluster::Cluster::create_embedded(three_nodes_two_workers());
+  ASSERT_TRUE(cl.ok()) << cl.error().message;
+  cluster::Cluster& c = **cl;
+  c.watch_removals();
+  // A counter on node 0 (worker 0's context: the QPs of worker 0 of every
+  // node reach it).
+  auto mem = c.node(0).device->alloc_memory(4096);
+  ASSERT_TRUE(mem.ok());
+  std::memset((*mem)->data(), 0, 4096);
+  auto mr = c.worker(0, 0).device->reg_mr((*mem)->data(), 4096, rdma::kAccessAll);
+  ASSERT_TRUE(mr.ok());
+  auto* counter = static_cast<uint64_t*>((*mem)->data());
+  auto faa_from = [&](uint32_t node) {
+    cluster::WorkerContext& w = c.worker(node, 0);
+    rdma::WorkRequest faa;
+    faa.opcode = rdma::Opcode::kFetchAdd;
+    faa.flags = rdma::kSignaled;
+    faa.local = w.scratch->data();
+    faa.length = 8;
+    faa.lkey = w.scratch_mr.lkey;
+    faa.remote_addr = mr->remote_addr(0);
+    faa.rkey = mr->rkey;
+    faa.compare_add = 1;
+    rdma::WorkRequest* bad = nullptr;
+    if (w.qp_to(0)->post_send(&faa, &bad) != 0) return rdma::Status::kLocalQpOperationError;
+    rdma::Completion wc;
+    const uint64_t end = env::tsc() + env::ns_to_tsc(2'000'000'000);
+    while (env::tsc() < end)
+      if (w.cq->poll(&wc, 1) == 1) return wc.status;
+    return rdma::Status::kLocalLengthError;
+  };
+  EXPECT_EQ(faa_from(2), rdma::Status::kSuccess);
+  EXPECT_EQ(*counter, 1u);
+  // Nobody polls: nobody has disconnected yet when the wait ends.
+  EXPECT_EQ(c.remove_nodes({2}, 1'000'000), c.workers());
+  EXPECT_EQ(c.removed_nodes(), uint64_t{1} << 2);
+  c.poll_all();
+  EXPECT_EQ(c.removal_pending(), 0u) << "every worker applied the removal in one pass";
+  EXPECT_EQ(faa_from(2), rdma::Status::kGeneralError) << "the removed node reached node 0";
+  EXPECT_EQ(*counter, 1u);
+  EXPECT_EQ(faa_from(1), rdma::Status::kSuccess) << "a member no longer reaches node 0";
+  EXPECT_EQ(*counter, 2u);
+  ASSERT_TRUE(c.worker(0, 0).device->dereg_mr(*mr).ok());
+}
+
 TEST(Cluster, BadShapeIsAnError) {
   cluster::ClusterConfig cfg;
   cfg.nodes = 0;

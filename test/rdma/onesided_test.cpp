@@ -298,6 +298,47 @@ TEST_P(OneSided, AQpConnectedToItselfRunsAtomicsOnItsOwnMemory) {
   EXPECT_EQ(std::atomic_ref<uint64_t>(*word).load(), 41u);
 }
 
+// QueuePair::disconnect (a node removing a member, doc/membership.md): the
+// peer's requests through the QP connected to a disconnected one fail and
+// touch nothing; the disconnected QP's own are flushed; connecting both
+// again restores the link. A loopback pair on node 0 (verbs: the requester's
+// retries run out, so this takes the RC transport's timeout).
+TEST_P(OneSided, APeersRequestsToADisconnectedQpFail) {
+  auto cq = dev().create_cq(8);
+  ASSERT_TRUE(cq.ok()) << cq.error().message;
+  QpInit init;
+  init.type = QpType::kRc;
+  init.send_cq = cq->get();
+  init.max_send_wr = 2;
+  init.max_inline = 0;
+  auto a = dev().create_qp(init), b = dev().create_qp(init);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->connect((*b)->address()).ok());
+  ASSERT_TRUE((*b)->connect((*a)->address()).ok());
+  auto* word = reinterpret_cast<uint64_t*>(local_buf(8192));
+  std::atomic_ref<uint64_t>(*word).store(5);
+  const uint64_t addr = reinterpret_cast<uint64_t>(word);
+  auto status = [&](QueuePair& qp, WorkRequest wr) {
+    wr.flags = kSignaled;
+    WorkRequest* bad = nullptr;
+    if (qp.post_send(&wr, &bad) != 0) return Status::kLocalQpOperationError;
+    auto wc = poll_for(**cq, 1, std::chrono::seconds(60));
+    return wc.size() == 1 ? wc[0].status : Status::kLocalLengthError;
+  };
+  EXPECT_EQ(status(**a, faa_wr(64, addr, lmr().rkey, 1)), Status::kSuccess);
+  EXPECT_EQ(std::atomic_ref<uint64_t>(*word).load(), 6u);
+  ASSERT_TRUE((*b)->disconnect().ok());
+  EXPECT_EQ(status(**a, faa_wr(64, addr, lmr().rkey, 1)), Status::kGeneralError) << "a request to a disconnected QP";
+  EXPECT_EQ(std::atomic_ref<uint64_t>(*word).load(), 6u) << "a refused FAA was applied";
+  EXPECT_EQ(status(**b, faa_wr(64, addr, lmr().rkey, 1)), Status::kFlushed) << "the disconnected QP's own request";
+  EXPECT_EQ(std::atomic_ref<uint64_t>(*word).load(), 6u);
+  // Both ends again (the requester went to the error state too).
+  ASSERT_TRUE((*b)->connect((*a)->address()).ok());
+  ASSERT_TRUE((*a)->connect((*b)->address()).ok());
+  EXPECT_EQ(status(**a, faa_wr(64, addr, lmr().rkey, 1)), Status::kSuccess);
+  EXPECT_EQ(std::atomic_ref<uint64_t>(*word).load(), 7u);
+}
+
 TEST_P(OneSided, WrongRkeyFailsAndTouchesNothing) {
   RcLink link = connect_rc();
   std::vector<uint8_t> before(64);

@@ -21,7 +21,7 @@ namespace rdtx::rdma::shm {
 namespace {
 constexpr int kOpenAttempts = 40;
 constexpr useconds_t kLockRetryUs = 500;  // peers hold a shared lock for microseconds to test liveness
-constexpr uint32_t kMaxQpSeq = (1u << 20) - 1;
+constexpr uint32_t kMaxQpSeq = kQpSeqMask;
 
 bool process_alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
 
@@ -341,11 +341,21 @@ Result<RemoteRecvQueue> Node::remote_queue(uint32_t node_id, uint32_t qpn, uint6
   return q;
 }
 
+void Node::set_refused(uint32_t qpn, bool refused) {
+  auto* words = reinterpret_cast<uint64_t*>(segment_.data() + kRefusedOffset);
+  const uint32_t seq = qpn & kQpSeqMask;
+  const uint64_t bit = uint64_t{1} << (seq % 64);
+  if (refused)
+    __atomic_fetch_or(&words[seq / 64], bit, __ATOMIC_RELEASE);
+  else
+    __atomic_fetch_and(&words[seq / 64], ~bit, __ATOMIC_RELEASE);
+}
+
 Result<uint32_t> Node::next_qpn() {
   std::lock_guard lock(mu_);
   if (qp_seq_ == kMaxQpSeq) return make_error(ENOSPC, "node %u: QP numbers exhausted", node_id_);
   // Unique within a fabric of up to 4096 nodes, which helps reading traces.
-  return (node_id_ << 20) | ++qp_seq_;
+  return (node_id_ << kQpSeqBits) | ++qp_seq_;
 }
 
 }  // namespace rdtx::rdma::shm

@@ -93,6 +93,10 @@ class Node {
   Result<RemoteRecvQueue> remote_queue(uint32_t node_id, uint32_t qpn, uint64_t token);
 
   Result<uint32_t> next_qpn();
+  // Marks RC QP `qpn` of this node refused (disconnected) or not, in the
+  // control segment, where its peers look before they access this node
+  // through a QP connected to it (PeerNode::refuses). Any thread.
+  void set_refused(uint32_t qpn, bool refused);
 
   Node(MappedFile segment, MappedFile nic, MappedFile atomics, const ShmConfig& cfg, uint32_t node_id,
        const std::string& fabric, uint64_t token, uint64_t seed);

@@ -62,6 +62,15 @@ class PeerNode {
     return in_mapping(r, addr - r.base, len);
   }
 
+  // Whether the node disconnected its RC QP `qpn` (Node::set_refused):
+  // requests through a QP connected to it then fail, as a verbs responder
+  // QP in the error state drops them and the requester's retries run out.
+  bool refuses(uint32_t qpn) const {
+    const auto* words = reinterpret_cast<const uint64_t*>(segment_.data() + kRefusedOffset);
+    const uint32_t seq = qpn & kQpSeqMask;
+    return (__atomic_load_n(&words[seq / 64], __ATOMIC_ACQUIRE) >> (seq % 64) & 1) != 0;
+  }
+
   // Maps every memory file the node has now, so verbs need not map later.
   void map_live_memory() const;
 

@@ -5,6 +5,8 @@
 //   offset 0       SegmentHeader (one page)
 //   kRegionsOffset RegionEntry[kMaxRegions]   rkey = index | generation << 12
 //   kMemsOffset    MemEntry[kMaxMemFiles]     memory files from alloc_memory()
+//   kRefusedOffset uint64_t[kMaxQpSeq / 64]   a bit per RC QP (by qpn & kQpSeqMask) the
+//                                             owner disconnected: peers' requests to it fail
 //
 // Every other file of the node shares the prefix "rdtx.<fabric>.n<node>.":
 // memory files "<prefix>m<id>-<gen>", UD receive queues "<prefix>q<qpn>" and
@@ -25,8 +27,9 @@
 namespace rdtx::rdma::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x31'4d'48'53'58'54'44'52;  // "RDTXSHM1"
-// 2: regions carry their protection domain; 3: receive queues count injected faults
-inline constexpr uint32_t kLayoutVersion = 3;
+// 2: regions carry their protection domain; 3: receive queues count injected faults;
+// 4: the refused-QP bitmap
+inline constexpr uint32_t kLayoutVersion = 4;
 
 // Region keys: the low bits index the region table (O(1) lookup), the high
 // bits are a generation, so a key of a deregistered region never matches a
@@ -79,9 +82,15 @@ struct MemEntry {
 inline constexpr size_t kPageSize = 4096;
 inline constexpr size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+// QP numbers: node id << 20 | a sequence number below 2^20 (Node::next_qpn).
+inline constexpr uint32_t kQpSeqBits = 20;
+inline constexpr uint32_t kQpSeqMask = (1u << kQpSeqBits) - 1;
+
 inline constexpr size_t kRegionsOffset = kPageSize;
 inline constexpr size_t kMemsOffset = kRegionsOffset + kMaxRegions * sizeof(RegionEntry);
-inline constexpr size_t kSegmentSize = round_up(kMemsOffset + kMaxMemFiles * sizeof(MemEntry), kPageSize);
+inline constexpr size_t kRefusedOffset = round_up(kMemsOffset + kMaxMemFiles * sizeof(MemEntry), kPageSize);
+inline constexpr size_t kRefusedWords = (size_t{1} << kQpSeqBits) / 64;
+inline constexpr size_t kSegmentSize = round_up(kRefusedOffset + kRefusedWords * sizeof(uint64_t), kPageSize);
 static_assert(sizeof(SegmentHeader) <= kPageSize);
 
 // File names. A fabric name is [A-Za-z0-9_-]{1,64}, so no fabric's prefix is

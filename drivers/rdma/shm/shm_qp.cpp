@@ -118,10 +118,22 @@ Result<void> ShmQp::connect(const QpAddress& remote) {
     peer_ref_ = std::move(*peer);
     peer_ = peer_ref_.get();
     peer_pd_ = w.pd;
+    peer_qpn_ = w.qpn;
+    node_->set_refused(qpn_, false);
   }
   // Like verbs' trip through RESET: whatever was outstanding is flushed.
   if (timed_) flush_timed();
   state_ = State::kReady;
+  return {};
+}
+
+Result<void> ShmQp::disconnect() {
+  if (type_ != QpType::kRc) return make_error(EINVAL, "qp %u: only an RC QP can be disconnected", qpn_);
+  // The peer's requests to this QP fail from now on; this QP's own, posted
+  // or later, are flushed (the error state).
+  node_->set_refused(qpn_, true);
+  if (timed_) flush_timed();
+  state_ = State::kError;
   return {};
 }
 
@@ -158,6 +170,7 @@ Status ShmQp::read(const WorkRequest& wr) {
   if (wr.length == 0) return Status::kSuccess;
   uint8_t* dst = local(wr, kLocalWrite);
   if (dst == nullptr) return Status::kLocalProtectionError;
+  if (peer_->refuses(peer_qpn_)) [[unlikely]] return Status::kGeneralError;
   const uint8_t* src = peer_->translate(wr.remote_addr, wr.length, wr.rkey, kRemoteRead, peer_pd_);
   if (src == nullptr) return Status::kRemoteAccessError;
   if (read_order_ == WordOrder::kAscending)
@@ -171,6 +184,7 @@ Status ShmQp::write(const WorkRequest& wr) {
   if (wr.length == 0) return Status::kSuccess;
   const uint8_t* src = (wr.flags & kInline) != 0 ? static_cast<const uint8_t*>(wr.local) : local(wr, 0);
   if (src == nullptr) return Status::kLocalProtectionError;
+  if (peer_->refuses(peer_qpn_)) [[unlikely]] return Status::kGeneralError;
   uint8_t* dst = peer_->translate(wr.remote_addr, wr.length, wr.rkey, kRemoteWrite, peer_pd_);
   if (dst == nullptr) return Status::kRemoteAccessError;
   if (write_order_ == WordOrder::kAscending)
@@ -184,6 +198,7 @@ Status ShmQp::atomic(const WorkRequest& wr) {
   uint8_t* result = local(wr, kLocalWrite);
   if (result == nullptr) return Status::kLocalProtectionError;
   if ((wr.remote_addr & 7) != 0) return Status::kRemoteInvalidRequest;
+  if (peer_->refuses(peer_qpn_)) [[unlikely]] return Status::kGeneralError;
   uint8_t* target = peer_->translate(wr.remote_addr, 8, wr.rkey, kRemoteAtomic, peer_pd_);
   if (target == nullptr) return Status::kRemoteAccessError;
   // The peer's mapping offset comes from shared memory: check it kept the

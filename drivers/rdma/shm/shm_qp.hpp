@@ -73,6 +73,7 @@ class ShmQp final : public QueuePair {
   QpAddress address() const override;
   uint32_t qp_num() const override { return qpn_; }
   Result<void> connect(const QpAddress& remote) override;
+  Result<void> disconnect() override;
   int post_send(WorkRequest* list, WorkRequest** bad) override;
   int post_recv(RecvRequest* list, RecvRequest** bad) override;
 
@@ -122,6 +123,7 @@ class ShmQp final : public QueuePair {
   // Fast-path state first.
   const PeerNode* peer_ = nullptr;  // RC: the connected node
   uint32_t peer_pd_ = 0;            // RC: the connected QP's protection domain
+  uint32_t peer_qpn_ = 0;           // RC: the connected QP (refused when its node disconnected it)
   CqCore* send_cq_;
   RegionTable local_regions_;
   const uint32_t pd_;

@@ -281,6 +281,20 @@ Result<void> VerbsQp::connect(const QpAddress& remote) {
   return type_ == QpType::kRc ? bring_up_rc(w) : bring_up_ud();
 }
 
+Result<void> VerbsQp::disconnect() {
+  if (type_ != QpType::kRc)
+    return make_error(EINVAL, "%s QP 0x%x: only an RC QP can be disconnected", type_name(type_), qpn_);
+  // ERR: posted requests complete flushed; requests that arrive are dropped,
+  // so the peer's retries run out (IBV_WC_RETRY_EXC_ERR there).
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  if (int rc = ibv_modify_qp(qp_, &a, IBV_QP_STATE); rc != 0)
+    return make_error(rc, "RC QP 0x%x on %s: cannot move it to the error state: %s", qpn_, ctx_->name().c_str(),
+                      std::strerror(rc));
+  left_reset_ = true;
+  return {};
+}
+
 bool VerbsQp::check_stall(uint64_t now_ns, uint64_t bound_ns) {
   // Waiting: a signaled request is posted and not yet retired (a request
   // the provider refused at post is not posted).

@@ -67,6 +67,7 @@ class VerbsQp final : public QueuePair {
   QpAddress address() const override;
   uint32_t qp_num() const override { return qpn_; }
   Result<void> connect(const QpAddress& remote) override;
+  Result<void> disconnect() override;
   int post_send(WorkRequest* list, WorkRequest** bad) override;
   int post_recv(RecvRequest* list, RecvRequest** bad) override;
 
