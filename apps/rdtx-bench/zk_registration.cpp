@@ -183,7 +183,10 @@ struct ZkRegistration::State {
   }
   void manage();
   void reconfigure(const std::vector<membership::Suspicion>& suspects);
-  void follow(uint64_t announced);
+  void adopt(const membership::Configuration& next);
+  bool elect();
+  Error fenced_error(const std::string& more) const;
+  std::vector<uint32_t> await_acks(uint64_t written_at);
   void refuse(const std::vector<uint32_t>& gone);
   Error end_of_run(const membership::Configuration& next, const std::string& removed) const;
 };
@@ -243,6 +246,16 @@ void ZkRegistration::State::reconfigure(const std::vector<membership::Suspicion>
   std::fprintf(stderr, "rdtx-bench: membership: suspected %s at %.6f\n", why.c_str(), wall_of(suspected));
   auto cur = store->read();
   if (!cur.ok()) return set_verdict(cur.error());
+  if (cur->config.cm != self) {
+    // Deposed: while this node was stopped, a member took over.
+    runtime::request_halt();
+    return set_verdict(make_error(ECANCELED,
+                                  "membership: node %u is no longer the CM: configuration %llu names node %u (a "
+                                  "member took over while this node did not run); it stops serving",
+                                  self, static_cast<unsigned long long>(cur->config.number), cur->config.cm));
+  }
+  std::erase_if(gone, [&](uint32_t n) { return !cur->config.members.contains(n); });
+  if (gone.empty()) return;
   auto next = membership::without(cur->config, gone);
   if (!next.ok()) return set_verdict(next.error());
   auto written = store->propose(*cur, *next);
@@ -255,15 +268,7 @@ void ZkRegistration::State::reconfigure(const std::vector<membership::Suspicion>
   refuse(gone);
   agent->announce(config.number);
   // Every member acknowledges within a few leases, or is suspected too.
-  const uint64_t wait_until = written_at + 4 * lease.lease_ns;
-  std::vector<uint32_t> missing;
-  for (;;) {
-    missing.clear();
-    for (const auto& [id, endpoint] : config.members)
-      if (agent->acknowledged(id) < config.number) missing.push_back(id);
-    if (missing.empty() || membership::lease_clock_ns() > wait_until || stopping.load()) break;
-    std::this_thread::sleep_for(std::chrono::microseconds(500));
-  }
+  const std::vector<uint32_t> missing = await_acks(written_at);
   const uint64_t acked_at = membership::lease_clock_ns();
   std::fprintf(stderr,
                "rdtx-bench: membership: configuration %llu (members %zu, CM node %u) written %.1f ms after the "
@@ -279,27 +284,28 @@ void ZkRegistration::State::reconfigure(const std::vector<membership::Suspicion>
 // Every worker of this node disconnects its RC QPs to the removed nodes
 // (their one-sided requests fail), on its own thread, within a lease.
 void ZkRegistration::State::refuse(const std::vector<uint32_t>& gone) {
-  if (const uint32_t behind = cluster->remove_nodes(gone, lease.lease_ns); behind != 0)
+  // A halted node's loops no longer run (nor serve): nothing to wait for.
+  const bool halted = runtime::halt_requested();
+  if (const uint32_t behind = cluster->remove_nodes(gone, halted ? 0 : lease.lease_ns); behind != 0 && !halted)
     std::fprintf(stderr,
                  "rdtx-bench: membership: warning: %u worker(s) of node %u did not disconnect their QPs to node(s) %s "
                  "within a lease (their loops not running?)\n",
                  behind, self, nodes_text(gone).c_str());
 }
 
-// A member: a newer configuration announced by the CM is read from the
-// store, acted on and acknowledged.
-void ZkRegistration::State::follow(uint64_t announced) {
-  auto cur = store->read();
-  if (!cur.ok()) return set_verdict(cur.error());
-  if (cur->config.number < announced) return;  // not visible here yet: next round
-  const membership::Configuration& next = cur->config;
+// A member: a newer configuration, written by its CM or by a new one, is
+// acted on and acknowledged (to whichever CM it names).
+void ZkRegistration::State::adopt(const membership::Configuration& next) {
   std::vector<uint32_t> gone;
   for (const auto& [id, endpoint] : config.members)
     if (!next.members.contains(id)) gone.push_back(id);
   config = next;
-  if (!config.members.contains(self))
+  if (!config.members.contains(self)) {
+    runtime::request_halt();
     return set_verdict(make_error(ECANCELED, "membership: node %u was removed from the configuration (configuration %llu)",
                                   self, static_cast<unsigned long long>(config.number)));
+  }
+  if (agent->cm() != config.cm) agent->switch_cm(config.cm);
   // Configuration c's datagrams, and the removed nodes' one-sided
   // requests, refused from now on; then acknowledged.
   cluster->set_configuration(static_cast<uint32_t>(config.number));
@@ -308,28 +314,122 @@ void ZkRegistration::State::follow(uint64_t announced) {
   // The acknowledgement goes out with the next renewal: wait for the one
   // after it, so that the run (which this configuration may end) does not
   // stop the lease agent first.
-  const uint64_t sent = agent->renewals_sent(), bound = membership::lease_clock_ns() + lease.lease_ns;
-  while (agent->renewals_sent() < sent + 2 && membership::lease_clock_ns() < bound && !agent->fenced())
+  const uint64_t sent = agent->renewals_sent(), bound = membership::lease_clock_ns() + 2 * lease.lease_ns;
+  while (agent->renewals_sent() < sent + 2 && membership::lease_clock_ns() < bound)
     std::this_thread::sleep_for(std::chrono::microseconds(500));
-  std::fprintf(stderr, "rdtx-bench: membership: node %u acknowledged configuration %llu (without node(s) %s) at %.6f\n",
-               self, static_cast<unsigned long long>(config.number), nodes_text(gone).c_str(),
+  std::fprintf(stderr,
+               "rdtx-bench: membership: node %u acknowledged configuration %llu (CM node %u, without node(s) %s) at "
+               "%.6f\n",
+               self, static_cast<unsigned long long>(config.number), config.cm, nodes_text(gone).c_str(),
                wall_of(membership::lease_clock_ns()));
   set_verdict(end_of_run(config, "node" + std::string(gone.size() > 1 ? "s " : " ") + nodes_text(gone)));
 }
 
+// A member whose CM's beat stood still for a lease: it tries to become the
+// CM of configuration c+1 without the old CM, by the store's compare-and-set
+// (of several members that try, one wins; the others adopt its
+// configuration). Returns whether anything was decided.
+Error ZkRegistration::State::fenced_error(const std::string& more) const {
+  return make_error(ETIMEDOUT,
+                    "membership: node %u fenced itself: %s; it stops serving, and its CM removes it from the "
+                    "configuration%s",
+                    self, agent->fence_reason().c_str(), more.c_str());
+}
+
+bool ZkRegistration::State::elect() {
+  auto cur = store->read();
+  if (!cur.ok()) {
+    set_verdict(cur.error().code == ENOENT
+                    ? fenced_error("; the run's configuration is gone from the store (its CM ended the run)")
+                    : cur.error());
+    return true;
+  }
+  if (cur->config.number > config.number) {
+    adopt(cur->config);
+    return true;
+  }
+  const uint32_t old = config.cm;
+  const uint64_t silent = agent->cm_silent_ns();
+  membership::Configuration mine = cur->config;
+  mine.cm = self;
+  auto next = membership::without(mine, {old});
+  if (!next.ok()) {
+    set_verdict(next.error());
+    return true;
+  }
+  auto written = store->propose(*cur, *next);
+  if (!written.ok()) {
+    if (written.error().code == ESTALE) return false;  // another member won: adopt its configuration next round
+    set_verdict(written.error());
+    return true;
+  }
+  const uint64_t written_at = membership::lease_clock_ns();
+  std::fprintf(stderr,
+               "rdtx-bench: membership: node %u takes over as CM: the beat of CM node %u stood still for %.1f ms "
+               "(lease %.1f ms); configuration %llu without it written at %.6f\n",
+               self, old, ms(silent), ms(lease.lease_ns), static_cast<unsigned long long>(next->number),
+               wall_of(written_at));
+  config = *next;
+  agent->switch_cm(self);
+  agent->forget(old);
+  cluster->set_configuration(static_cast<uint32_t>(config.number));
+  refuse({old});
+  agent->announce(config.number);
+  const std::vector<uint32_t> missing = await_acks(written_at);
+  std::fprintf(stderr, "rdtx-bench: membership: configuration %llu (members %zu, CM node %u) %s %.1f ms after it was written\n",
+               static_cast<unsigned long long>(config.number), config.members.size(), config.cm,
+               missing.empty() ? "acknowledged by every member"
+                               : ("not acknowledged by node(s) " + nodes_text(missing) + " within").c_str(),
+               ms(membership::lease_clock_ns() - written_at));
+  set_verdict(end_of_run(config, "node " + std::to_string(old) + " (the CM)"));
+  return true;
+}
+
+// The CM: the members of its configuration that have not acknowledged it,
+// once all have or four leases after `written_at`.
+std::vector<uint32_t> ZkRegistration::State::await_acks(uint64_t written_at) {
+  const uint64_t wait_until = written_at + 4 * lease.lease_ns;
+  std::vector<uint32_t> missing;
+  for (;;) {
+    missing.clear();
+    for (const auto& [id, endpoint] : config.members)
+      if (agent->acknowledged(id) < config.number) missing.push_back(id);
+    if (missing.empty() || membership::lease_clock_ns() > wait_until || stopping.load()) return missing;
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+}
+
 void ZkRegistration::State::manage() {
+  uint64_t fenced_seen = 0, next_read = 0;
   while (!stopping.load(std::memory_order_acquire)) {
     if (!has_verdict()) {
+      const uint64_t now = membership::lease_clock_ns();
       if (agent->is_cm()) {
         if (auto s = agent->take_suspicions(); !s.empty()) reconfigure(s);
       } else if (agent->fenced()) {
-        std::fprintf(stderr, "rdtx-bench: membership: node %u fenced itself at %.6f: %s\n", self,
-                     wall_of(agent->fenced_at_ns()), agent->fence_reason().c_str());
-        set_verdict(make_error(ETIMEDOUT, "membership: node %u fenced itself: %s; it stops serving, and its CM removes "
-                                          "it from the configuration",
-                               self, agent->fence_reason().c_str()));
+        // Fenced (halted already): either the CM is gone, and a member takes
+        // over, or it runs and removes this node; the store says which.
+        if (fenced_seen == 0) {
+          fenced_seen = now;
+          std::fprintf(stderr, "rdtx-bench: membership: node %u fenced itself at %.6f: %s\n", self,
+                       wall_of(agent->fenced_at_ns()), agent->fence_reason().c_str());
+        }
+        if (agent->cm_silent_ns() > lease.lease_ns) {
+          (void)elect();
+        } else if (now >= next_read) {
+          next_read = now + lease.lease_ns / 8;
+          auto cur = store->read();
+          if (cur.ok() && cur->config.number > config.number)
+            adopt(cur->config);
+          else if (!cur.ok() && cur.error().code == ENOENT)
+            set_verdict(fenced_error("; the run's configuration is gone from the store (its CM ended the run)"));
+        }
+        if (!has_verdict() && now - fenced_seen > 8 * lease.lease_ns) set_verdict(fenced_error(""));
       } else if (const uint64_t a = agent->announced(); a > config.number) {
-        follow(a);
+        if (auto cur = store->read(); !cur.ok())
+          set_verdict(cur.error());
+        else if (cur->config.number >= a)
+          adopt(cur->config);
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -357,6 +457,18 @@ void ZkRegistration::start() {
   st.agent->start();
   st.stopping.store(false);
   st.manager = std::thread([&st] { st.manage(); });
+}
+
+Error ZkRegistration::await_verdict() {
+  // A fenced member decides within eight leases (its CM removes it, or a
+  // member takes over and removes the CM); then the store's answers.
+  const uint64_t end = membership::lease_clock_ns() + 12 * state_->lease.lease_ns + 10'000'000'000ull;
+  while (membership::lease_clock_ns() < end) {
+    if (auto v = verdict()) return *v;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return make_error(ETIMEDOUT, "membership: node %u halted and no verdict came within %.1f s", state_->self,
+                    (12 * state_->lease.lease_ns + 10'000'000'000ull) / 1e9);
 }
 
 std::optional<Error> ZkRegistration::verdict() {

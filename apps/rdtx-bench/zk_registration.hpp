@@ -79,6 +79,7 @@ class ZkRegistration : public run::RunMembership {
   void start() override;
   std::optional<Error> verdict() override;
   void stop() override;
+  Error await_verdict() override;
 
   struct State;
 

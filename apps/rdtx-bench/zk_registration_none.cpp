@@ -14,6 +14,7 @@ Result<void> ZkRegistration::attach(cluster::Cluster&) { return make_error(ENOTS
 void ZkRegistration::join() {}
 std::optional<Error> ZkRegistration::verdict() { return std::nullopt; }
 void ZkRegistration::stop() {}
+Error ZkRegistration::await_verdict() { return Error{ENOTSUP, "no ZooKeeper client"}; }
 
 Result<LaunchRendezvous> rendezvous(const config::Config&, int) {
   return make_error(ENOTSUP,

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +15,7 @@ namespace rdtx::membership {
 namespace {
 
 constexpr size_t kSlot = 64;
+constexpr uint64_t kReadTag = uint64_t{1} << 32;  // wr_id of a READ of the CM's beat
 constexpr uint32_t kMaxOutstanding = 8;  // per QP: beyond it the peer is too slow to need more
 
 uint64_t mono_ns() { return lease_clock_ns(); }
@@ -45,8 +47,10 @@ struct LeaseAgent::Peer {
   uint64_t seen_seq = 0;      // newest renewal seen
   uint64_t seen_at = 0;       // when it was seen (0: none yet)
   uint64_t granted_at = 0;    // when the newest grant was posted (start() before the first)
+  uint64_t watched_from = 0;  // when this CM began to watch it (start(), or its switch)
   bool suspected = false;
   std::atomic<bool> revoked{false};
+  std::atomic<bool> gone{false};  // forget(): no member
 };
 
 Result<std::unique_ptr<LeaseAgent>> LeaseAgent::create(rdma::Device& device, uint32_t self, uint32_t nodes, uint32_t cm,
@@ -65,7 +69,7 @@ Result<std::unique_ptr<LeaseAgent>> LeaseAgent::create(rdma::Device& device, uin
                       ms(a->o_.tick_ns), ms(a->o_.lease_ns));
   a->self_ = self;
   a->nodes_ = nodes;
-  a->cm_ = cm;
+  a->cm_.store(cm, std::memory_order_relaxed);
   a->peers_ = std::vector<Peer>(nodes);
   a->stats_.resize(nodes);
 
@@ -137,7 +141,10 @@ void LeaseAgent::start() {
   started_ns_ = mono_ns();
   valid_until_ = started_ns_ + o_.lease_ns;
   last_send_ = started_ns_;
-  for (Peer& p : peers_) p.granted_at = started_ns_ + o_.first_grant_ns - o_.lease_ns;
+  for (Peer& p : peers_) {
+    p.granted_at = started_ns_ + o_.first_grant_ns - o_.lease_ns;
+    p.watched_from = started_ns_;
+  }
   acked_.store(0, std::memory_order_relaxed);
   stop_.store(false, std::memory_order_relaxed);
   thread_ = std::thread([this] { run(); });
@@ -157,10 +164,9 @@ void LeaseAgent::run() {
   uint64_t next = mono_ns();
   while (!stop_.load(std::memory_order_acquire)) {
     if (const uint64_t f = freeze_ns_.exchange(0, std::memory_order_acq_rel); f != 0) {
+      // In steps, so that stop() need not wait for the whole freeze.
       const uint64_t until = mono_ns() + f;
-      timespec ts{static_cast<time_t>(until / 1'000'000'000ull), static_cast<long>(until % 1'000'000'000ull)};
-      while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
-      }
+      while (!stop_.load(std::memory_order_acquire) && mono_ns() < until) ::usleep(1000);
     }
     tick(mono_ns());
     next += o_.tick_ns;
@@ -186,6 +192,12 @@ uint64_t LeaseAgent::acknowledged(uint32_t n) const {
 
 void LeaseAgent::revoke(uint32_t n) {
   if (n < nodes_) peers_[n].revoked.store(true, std::memory_order_release);
+}
+
+void LeaseAgent::forget(uint32_t n) {
+  if (n >= nodes_) return;
+  peers_[n].revoked.store(true, std::memory_order_release);
+  peers_[n].gone.store(true, std::memory_order_release);
 }
 
 void LeaseAgent::post_write(uint32_t to, size_t slot, uint64_t w0, uint64_t w1) {
@@ -217,6 +229,17 @@ void LeaseAgent::reap() {
     for (int i = 0; i < n; ++i) {
       const uint32_t to = static_cast<uint32_t>(wc[i].wr_id);
       if (to < nodes_ && peers_[to].outstanding > 0) --peers_[to].outstanding;
+      if ((wc[i].wr_id & kReadTag) != 0) {
+        probe_outstanding_ = false;
+        // The CM's beat landed in word 3 of slot 0: moved, or not.
+        if (wc[i].status == rdma::Status::kSuccess) {
+          const uint64_t b = word(0, 3);
+          if (b != cm_beat_) {
+            cm_beat_ = b;
+            cm_beat_moved_.store(lease_clock_ns(), std::memory_order_release);
+          }
+        }
+      }
       if (wc[i].status != rdma::Status::kSuccess) {
         verb_errors_.fetch_add(1, std::memory_order_relaxed);
         last_error_ = std::string("a WRITE to node ") + std::to_string(to) + " completed with " + rdma::to_string(wc[i].status);
@@ -226,6 +249,8 @@ void LeaseAgent::reap() {
 
 void LeaseAgent::tick(uint64_t now) {
   reap();
+  if (const uint32_t n = switch_to_.exchange(kNoSwitch, std::memory_order_acq_rel); n != kNoSwitch && n < nodes_)
+    apply_switch(now, n);
   if (is_cm())
     cm_tick(now);
   else
@@ -248,8 +273,59 @@ std::string LeaseAgent::fence_reason() const {
   return fence_reason_;
 }
 
+void LeaseAgent::apply_switch(uint64_t now, uint32_t n) {
+  cm_.store(n, std::memory_order_release);
+  if (n == self_) {
+    // Every member gets first_grant_ns to renew with its new CM; renewals
+    // already in the slots are not new.
+    for (uint32_t p = 0; p < nodes_; ++p) {
+      if (p == self_) continue;
+      Peer& peer = peers_[p];
+      peer.seen_seq = word(1 + p, 0);
+      peer.seen_at = 0;
+      peer.granted_at = now + o_.first_grant_ns - o_.lease_ns;
+      peer.watched_from = now;
+      peer.suspected = false;
+    }
+    return;
+  }
+  // A member of the new CM: its lease starts again, with the new CM's grants.
+  // Renewals keep their numbers; grants of the old CM are not the new one's.
+  granted_ = seq_;
+  valid_until_ = now + o_.first_grant_ns;
+  cm_beat_moved_.store(0, std::memory_order_release);
+  fenced_.store(false, std::memory_order_release);
+}
+
+uint64_t LeaseAgent::cm_silent_ns() const {
+  const uint64_t moved = cm_beat_moved_.load(std::memory_order_acquire);
+  return moved == 0 ? 0 : lease_clock_ns() - moved;
+}
+
+// A READ of the CM's beat (slot 0 word 2 there) into slot 0 word 3 here.
+void LeaseAgent::probe_cm(uint64_t now) {
+  if (cm_beat_moved_.load(std::memory_order_relaxed) == 0) cm_beat_moved_.store(now, std::memory_order_release);
+  const uint32_t cm = cm_.load(std::memory_order_relaxed);
+  Peer& p = peers_[cm];
+  if (probe_outstanding_ || p.outstanding >= kMaxOutstanding) return;
+  rdma::WorkRequest wr;
+  wr.wr_id = kReadTag | cm;
+  wr.opcode = rdma::Opcode::kRead;
+  wr.flags = rdma::kSignaled;
+  wr.local = static_cast<std::byte*>(mem_->data()) + 3 * sizeof(uint64_t);
+  wr.length = sizeof(uint64_t);
+  wr.lkey = mr_.lkey;
+  wr.remote_addr = p.remote_addr + 2 * sizeof(uint64_t);
+  wr.rkey = p.rkey;
+  rdma::WorkRequest* bad = nullptr;
+  if (p.qp->post_send(&wr, &bad) == 0) {
+    ++p.outstanding;
+    probe_outstanding_ = true;
+  }
+}
+
 void LeaseAgent::member_tick(uint64_t now) {
-  if (fenced_.load(std::memory_order_relaxed)) return;
+  if (fenced_.load(std::memory_order_relaxed)) return probe_cm(now);
   // The newest grant: the lease runs from the sending of the renewal it answers.
   const uint64_t g = word(0, 0);
   if (g > granted_ && g <= seq_ && seq_ - g < kRing) {
@@ -261,10 +337,10 @@ void LeaseAgent::member_tick(uint64_t now) {
     char buf[320];
     if (granted_ == 0)
       std::snprintf(buf, sizeof buf, "node %u's lease ends: no grant from its CM, node %u, in the %.1f ms since the lease began (lease %.1f ms)",
-                    self_, cm_, ms(now - started_ns_), ms(o_.lease_ns));
+                    self_, cm(), ms(now - started_ns_), ms(o_.lease_ns));
     else
       std::snprintf(buf, sizeof buf, "node %u's lease ends: the newest grant from its CM, node %u, answers a renewal sent %.1f ms ago (lease %.1f ms)",
-                    self_, cm_, ms(now - sent_at_[granted_ % kRing]), ms(o_.lease_ns));
+                    self_, cm(), ms(now - sent_at_[granted_ % kRing]), ms(o_.lease_ns));
     std::string why = buf;
     if (!last_error_.empty()) why += "; last fabric error: " + last_error_;
     fence(now, std::move(why));
@@ -276,21 +352,23 @@ void LeaseAgent::member_tick(uint64_t now) {
   last_send_ = now;
   ++seq_;
   sent_at_[seq_ % kRing] = now;
-  post_write(cm_, 1 + self_, seq_, acked_.load(std::memory_order_acquire));
+  post_write(cm_.load(std::memory_order_relaxed), 1 + self_, seq_, acked_.load(std::memory_order_acquire));
   sent_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void LeaseAgent::cm_tick(uint64_t now) {
+  // The beat members READ when they wonder whether their CM still runs.
+  __atomic_store_n(reinterpret_cast<uint64_t*>(mem_->data()) + 2, ++beat_, __ATOMIC_RELEASE);
   const uint64_t config = announced_out_.load(std::memory_order_acquire);
   for (uint32_t n = 0; n < nodes_; ++n) {
     if (n == self_) continue;
     Peer& p = peers_[n];
-    if (p.suspected) continue;
+    if (p.suspected || p.gone.load(std::memory_order_acquire)) continue;
     const uint64_t s = word(1 + n, 0);
     if (s != p.seen_seq) {
       std::lock_guard lk(mu_);
       RenewalStats& st = stats_[n];
-      const uint64_t gap = now - (p.seen_at != 0 ? p.seen_at : started_ns_);
+      const uint64_t gap = now - (p.seen_at != 0 ? p.seen_at : p.watched_from);
       if (p.seen_at != 0 && gap > o_.lease_ns / 2) ++st.late;
       st.max_gap_ns = std::max(st.max_gap_ns, gap);
       ++st.renewals;

@@ -6,7 +6,9 @@
 // QP, CQ or doorbell is shared), one completion queue, an RC QP to every
 // other node and one registered region of 64-byte slots:
 //
-//   slot 0          grant: the CM's newest answer to this node, {seq, config}
+//   slot 0          grant: the CM's newest answer to this node, {seq, config};
+//                   then, as CM, its beat (a tick count), and the landing word
+//                   of this node's READs of its CM's beat
 //   slot 1 + n      renewal of member n (read by the CM): {seq, acknowledged config}
 //
 // A member WRITEs renewal k into the CM's slot 1 + self every tick and
@@ -22,6 +24,10 @@
 // agree within the guard). The member fences itself one tick before its
 // lease ends, when its next tick would come too late, so that it has
 // stopped serving when the lease lapses if its thread runs on time.
+//
+// A fenced member READs its CM's beat every tick: cm_silent_ns() says how
+// long it has not moved (a CM that died, or one stopped), which is when a
+// member may try to become the CM through the store (switch_cm()).
 //
 // The CM tells members a new configuration by its number in the grants
 // (announce()); a member acknowledges a number in its renewals
@@ -114,8 +120,17 @@ class LeaseAgent {
   void stop();
 
   uint32_t self() const { return self_; }
-  uint32_t cm() const { return cm_; }
-  bool is_cm() const { return self_ == cm_; }
+  uint32_t cm() const { return cm_.load(std::memory_order_acquire); }
+  bool is_cm() const { return self_ == cm(); }
+  // A new CM (the store's configuration named it): from the agent's next
+  // tick, this node renews with `n`, or, if it is `n`, grants every member
+  // that renews (each gets first_grant_ns to renew before a suspicion). A
+  // fenced member is no longer fenced (its lease starts again: whether it
+  // serves again is its caller's decision). Any thread.
+  void switch_cm(uint32_t n) { switch_to_.store(n, std::memory_order_release); }
+  // Member, once fenced: how long its CM's beat has not moved (0 before
+  // it fenced itself).
+  uint64_t cm_silent_ns() const;
   const LeaseOptions& options() const { return o_; }
   bool realtime() const { return realtime_.load(std::memory_order_relaxed); }
 
@@ -138,6 +153,9 @@ class LeaseAgent {
   uint64_t acknowledged(uint32_t n) const;
   // CM: stops granting member n (it will fence itself); a suspicion does it.
   void revoke(uint32_t n);
+  // CM: node n is no member any more (a configuration left it out): no
+  // grant, no suspicion. Any thread.
+  void forget(uint32_t n);
   // CM: what it saw of member n's renewals so far.
   RenewalStats renewal_stats(uint32_t n) const;
   // Member: renewals sent, and the longest time between two (its thread's
@@ -164,9 +182,18 @@ class LeaseAgent {
   void reap();
   uint64_t word(size_t slot, int i) const;
   void fence(uint64_t now, std::string why);
+  void apply_switch(uint64_t now, uint32_t n);
+  void probe_cm(uint64_t now);
 
   LeaseOptions o_;
-  uint32_t self_ = 0, nodes_ = 0, cm_ = 0;
+  uint32_t self_ = 0, nodes_ = 0;
+  std::atomic<uint32_t> cm_{0};
+  static constexpr uint32_t kNoSwitch = UINT32_MAX;
+  std::atomic<uint32_t> switch_to_{kNoSwitch};
+  uint64_t beat_ = 0;             // as CM: its ticks, published in slot 0 word 2
+  uint64_t cm_beat_ = 0;          // member: the CM's beat as last read
+  std::atomic<uint64_t> cm_beat_moved_{0};  // member: when it last changed (0: not probing)
+  bool probe_outstanding_ = false;
   std::unique_ptr<rdma::Device> ctx_;
   std::unique_ptr<rdma::DeviceMemory> mem_;
   rdma::MemoryRegion mr_;

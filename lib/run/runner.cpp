@@ -581,6 +581,13 @@ Result<RunResult> run(const RunConfig& rc) {
   telemetry.clear();  // unbound before the engines go
   if (boot != nullptr) {
     if (rc.membership != nullptr) {
+      // Halted (fenced, removed, deposed): it serves nobody, no drain; the
+      // membership says why.
+      if (runtime::halt_requested()) {
+        Error v = rc.membership->await_verdict();
+        rc.membership->stop();
+        return v;
+      }
       if (auto v = watch.error()) {
         rc.membership->stop();
         return *v;

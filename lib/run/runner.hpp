@@ -49,6 +49,9 @@ class RunMembership {
   virtual std::optional<Error> verdict() = 0;
   // Before barrier "drained" (or when the run ends early).
   virtual void stop() = 0;
+  // This node halted (runtime::request_halt: fenced, removed, deposed):
+  // waits, within a bound of the service's, for the verdict that says why.
+  virtual Error await_verdict() = 0;
 };
 
 struct RunConfig {
