@@ -62,13 +62,13 @@ class PeerNode {
     return in_mapping(r, addr - r.base, len);
   }
 
-  // Whether the node disconnected its RC QP `qpn` (Node::set_refused):
-  // requests through a QP connected to it then fail, as a verbs responder
-  // QP in the error state drops them and the requester's retries run out.
-  bool refuses(uint32_t qpn) const {
-    const auto* words = reinterpret_cast<const uint64_t*>(segment_.data() + kRefusedOffset);
-    const uint32_t seq = qpn & kQpSeqMask;
-    return (__atomic_load_n(&words[seq / 64], __ATOMIC_ACQUIRE) >> (seq % 64) & 1) != 0;
+  // The node's refused-QP bitmap (Node::set_refused): requests through a QP
+  // connected to a refused one fail, as a verbs responder QP in the error
+  // state drops them and the requester's retries run out.
+  // The word that holds QP `qpn`'s bit (bit qpn % 64), for a poster to
+  // test on every request without recomputing it.
+  const uint64_t* refused_word(uint32_t qpn) const {
+    return reinterpret_cast<const uint64_t*>(segment_.data() + kRefusedOffset) + (qpn & kQpSeqMask) / 64;
   }
 
   // Maps every memory file the node has now, so verbs need not map later.

@@ -118,7 +118,8 @@ Result<void> ShmQp::connect(const QpAddress& remote) {
     peer_ref_ = std::move(*peer);
     peer_ = peer_ref_.get();
     peer_pd_ = w.pd;
-    peer_qpn_ = w.qpn;
+    peer_refused_word_ = peer_->refused_word(w.qpn);
+    peer_refused_bit_ = uint64_t{1} << ((w.qpn & kQpSeqMask) % 64);
     node_->set_refused(qpn_, false);
   }
   // Like verbs' trip through RESET: whatever was outstanding is flushed.
@@ -170,7 +171,7 @@ Status ShmQp::read(const WorkRequest& wr) {
   if (wr.length == 0) return Status::kSuccess;
   uint8_t* dst = local(wr, kLocalWrite);
   if (dst == nullptr) return Status::kLocalProtectionError;
-  if (peer_->refuses(peer_qpn_)) [[unlikely]] return Status::kGeneralError;
+  if (peer_refuses()) [[unlikely]] return Status::kGeneralError;
   const uint8_t* src = peer_->translate(wr.remote_addr, wr.length, wr.rkey, kRemoteRead, peer_pd_);
   if (src == nullptr) return Status::kRemoteAccessError;
   if (read_order_ == WordOrder::kAscending)
@@ -184,7 +185,7 @@ Status ShmQp::write(const WorkRequest& wr) {
   if (wr.length == 0) return Status::kSuccess;
   const uint8_t* src = (wr.flags & kInline) != 0 ? static_cast<const uint8_t*>(wr.local) : local(wr, 0);
   if (src == nullptr) return Status::kLocalProtectionError;
-  if (peer_->refuses(peer_qpn_)) [[unlikely]] return Status::kGeneralError;
+  if (peer_refuses()) [[unlikely]] return Status::kGeneralError;
   uint8_t* dst = peer_->translate(wr.remote_addr, wr.length, wr.rkey, kRemoteWrite, peer_pd_);
   if (dst == nullptr) return Status::kRemoteAccessError;
   if (write_order_ == WordOrder::kAscending)
@@ -198,7 +199,7 @@ Status ShmQp::atomic(const WorkRequest& wr) {
   uint8_t* result = local(wr, kLocalWrite);
   if (result == nullptr) return Status::kLocalProtectionError;
   if ((wr.remote_addr & 7) != 0) return Status::kRemoteInvalidRequest;
-  if (peer_->refuses(peer_qpn_)) [[unlikely]] return Status::kGeneralError;
+  if (peer_refuses()) [[unlikely]] return Status::kGeneralError;
   uint8_t* target = peer_->translate(wr.remote_addr, 8, wr.rkey, kRemoteAtomic, peer_pd_);
   if (target == nullptr) return Status::kRemoteAccessError;
   // The peer's mapping offset comes from shared memory: check it kept the

@@ -123,7 +123,11 @@ class ShmQp final : public QueuePair {
   // Fast-path state first.
   const PeerNode* peer_ = nullptr;  // RC: the connected node
   uint32_t peer_pd_ = 0;            // RC: the connected QP's protection domain
-  uint32_t peer_qpn_ = 0;           // RC: the connected QP (refused when its node disconnected it)
+  // RC: the word and bit of the connected QP in its node's refused-QP
+  // bitmap (set when that node disconnected it: requests then fail).
+  const uint64_t* peer_refused_word_ = nullptr;
+  uint64_t peer_refused_bit_ = 0;
+  bool peer_refuses() const { return (__atomic_load_n(peer_refused_word_, __ATOMIC_ACQUIRE) & peer_refused_bit_) != 0; }
   CqCore* send_cq_;
   RegionTable local_regions_;
   const uint32_t pd_;
