@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -55,7 +56,9 @@ struct Cluster {
   std::vector<std::unique_ptr<LeaseAgent>> agents;
 };
 
-Cluster make(uint32_t nodes, LeaseOptions o, uint32_t cm = 0) {
+// `before_start`: called with the agents made, before any starts.
+Cluster make(uint32_t nodes, LeaseOptions o, uint32_t cm = 0,
+             const std::function<void(Cluster&)>& before_start = nullptr) {
   static int seq = 0;
   const std::string fabric = "lease-test-" + std::to_string(::getpid()) + "-" + std::to_string(seq++);
   Cluster c;
@@ -75,6 +78,7 @@ Cluster make(uint32_t nodes, LeaseOptions o, uint32_t cm = 0) {
       if (a.ok()) c.agents[n] = std::move(*a);
     });
   for (auto& t : ts) t.join();
+  if (before_start) before_start(c);
   for (auto& a : c.agents)
     if (a) a->start();
   return c;
@@ -217,10 +221,12 @@ TEST(Lease, AFencedMemberSeesALiveCmsBeatMove) {
 TEST(Lease, AMemberThatNeverRenewsIsSuspectedAfterTheFirstGrantWait) {
   LeaseOptions o = lease_of(50);
   o.first_grant_ns = 300 * kMs;
-  Cluster c = make(2, o);
-  ASSERT_TRUE(c.agents[1]);
-  c.agents[1]->freeze(700 * kMs);
   const uint64_t t0 = lease_clock_ns();
+  // Frozen before its first tick: it never renews.
+  Cluster c = make(2, o, 0, [](Cluster& c) {
+    if (c.agents[1]) c.agents[1]->freeze(700 * kMs);
+  });
+  ASSERT_TRUE(c.agents[1]);
   std::vector<Suspicion> s;
   ASSERT_TRUE(eventually(1500, [&] {
     s = c.agents[0]->take_suspicions();
