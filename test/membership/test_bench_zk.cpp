@@ -44,6 +44,25 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+// Starts `args` (a path, or a name on PATH) with `env` added and its output
+// in `log`; killed if this test process dies. The pid, or -1.
+pid_t spawn(const std::vector<std::string>& args, const std::vector<std::pair<std::string, std::string>>& env,
+            const std::string& log) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+  if (std::FILE* out = std::fopen(log.c_str(), "w"); out != nullptr) {
+    ::dup2(fileno(out), 1);
+    ::dup2(fileno(out), 2);
+  }
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  ::_exit(127);
+}
+
 class BenchZk : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -107,21 +126,8 @@ class BenchZk : public ::testing::Test {
                                              "smallbank.hot_accounts_per_node=20",
                                              "--set",
                                              "cluster.coordinator=" + coordinator};
-      n.pid = ::fork();
+      n.pid = spawn(args, {}, n.log);
       ASSERT_GE(n.pid, 0);
-      if (n.pid == 0) {
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        std::FILE* out = std::fopen(n.log.c_str(), "w");
-        if (out != nullptr) {
-          ::dup2(fileno(out), 1);
-          ::dup2(fileno(out), 2);
-        }
-        std::vector<char*> argv;
-        for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-        argv.push_back(nullptr);
-        ::execv(argv[0], argv.data());
-        ::_exit(127);
-      }
       nodes_.push_back(n);
     }
   }
@@ -169,22 +175,8 @@ class BenchZk : public ::testing::Test {
   // status (-1: still running after timeout_s, then killed), output in `log`.
   int run_with_env(const std::vector<std::string>& args, const std::vector<std::pair<std::string, std::string>>& env,
                    const std::string& log, double timeout_s) {
-    const pid_t pid = ::fork();
+    const pid_t pid = spawn(args, env, log);
     if (pid < 0) return -2;
-    if (pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-      std::FILE* out = std::fopen(log.c_str(), "w");
-      if (out != nullptr) {
-        ::dup2(fileno(out), 1);
-        ::dup2(fileno(out), 2);
-      }
-      std::vector<char*> argv;
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execvp(argv[0], argv.data());
-      ::_exit(127);
-    }
     const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
     int status = 0;
     while (::waitpid(pid, &status, WNOHANG) == 0) {
