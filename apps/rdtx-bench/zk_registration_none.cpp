@@ -11,7 +11,7 @@ struct ZkRegistration::State {};
 ZkRegistration::ZkRegistration(std::unique_ptr<State> s) : state_(std::move(s)) {}
 ZkRegistration::~ZkRegistration() = default;
 Result<void> ZkRegistration::attach(cluster::Cluster&) { return make_error(ENOTSUP, "no ZooKeeper client"); }
-void ZkRegistration::join() {}
+void ZkRegistration::start() {}
 std::optional<Error> ZkRegistration::verdict() { return std::nullopt; }
 void ZkRegistration::stop() {}
 Error ZkRegistration::await_verdict() { return Error{ENOTSUP, "no ZooKeeper client"}; }
