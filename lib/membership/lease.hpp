@@ -21,9 +21,10 @@
 // never grants n again. A grant follows the sending of the renewal it
 // answers, so a member's lease lapses before its CM may suspect it: a member
 // that its CM removes has fenced itself by then (given clocks whose rates
-// agree within the guard). The member fences itself one tick before its
-// lease ends, when its next tick would come too late, so that it has
-// stopped serving when the lease lapses if its thread runs on time.
+// agree within the guard). The member fences itself when its next tick
+// would come too late (a tick and a quarter before its lease ends), so that
+// it has stopped serving when the lease lapses if its thread wakes within a
+// quarter tick of its timer.
 //
 // A fenced member READs its CM's beat every tick: cm_silent_ns() says how
 // long it has not moved (a CM that died, or one stopped), which is when a
