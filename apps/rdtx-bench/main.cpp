@@ -461,6 +461,7 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan, const rdm
   rep.device = *caps;
   rep.type_names = plan.workload->type_names();
   rep.interrupted = runtime::shutdown_requested();
+  if (zk) rep.leases = zk->lease_figures();
   HistoryResult hist = handle_history(cfg, *result, boot.get());
   rep.history = &hist;
   rep.checks = run_checks(*result, rep.interrupted, &hist, plan.run.warmup_s);

@@ -379,6 +379,14 @@ void print_report(std::FILE* out, const Report& rep) {
     const uint32_t workers = rep.run->cluster.nodes * rep.run->cluster.workers_per_node;
     std::fprintf(out, "idle policy    %s%s\n", runtime::to_string(r.idle),
                  rep.run->idle == runtime::IdlePolicy::kAuto ? " (run.idle = auto)" : "");
+    if (const auto& l = rep.leases; l && l->cm)
+      std::fprintf(out, "leases         %.1f ms, this node the CM (%s): %s renewals seen, %s late, longest gap %.1f ms\n",
+                   l->lease_ms, l->realtime ? "SCHED_FIFO" : "normal priority", grouped(l->renewals).c_str(),
+                   grouped(l->late).c_str(), l->longest_gap_ms);
+    else if (l)
+      std::fprintf(out, "leases         %.1f ms, this node a member (%s): %s renewals sent, longest gap %.1f ms\n",
+                   l->lease_ms, l->realtime ? "SCHED_FIFO" : "normal priority", grouped(l->renewals).c_str(),
+                   l->longest_gap_ms);
     std::fprintf(out, "lcore busy    ");
     for (size_t k = 0; k < r.loops.size(); ++k)
       std::fprintf(out, " lcore %u: %.1f %% (%u worker(s))%s", k < lcores.size() ? lcores[k] : 0u,
@@ -597,6 +605,13 @@ std::string report_json(const Report& rep) {
       {"idle_policy", r.loops.empty() ? "n/a" : runtime::to_string(r.idle)},
       {"checks", std::move(checks)},
   };
+  if (rep.leases)
+    doc.insert("leases", toml::table{{"lease_ms", rep.leases->lease_ms},
+                                   {"cm", rep.leases->cm},
+                                   {"realtime", rep.leases->realtime},
+                                   {"renewals", i64(rep.leases->renewals)},
+                                   {"late", i64(rep.leases->late)},
+                                   {"longest_gap_ms", rep.leases->longest_gap_ms}});
   if (const HistoryResult* h = rep.history; h && h->recorded) {
     toml::table ht{{"txns", i64(h->txns)},
                    {"accesses", i64(h->accesses)},

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,21 @@ struct HistoryResult {
 HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r, cluster::Bootstrap* boot = nullptr);
 
 // Everything the report says about one run.
+// The leases of a run with cluster.coordinator (doc/membership.md
+// "Leases"), as this node saw them: the CM the renewals of its members,
+// a member its own.
+struct LeaseFigures {
+  double lease_ms = 0;
+  bool cm = false;          // this node was the CM at the end
+  bool realtime = false;    // the agent's thread ran at SCHED_FIFO
+  uint64_t renewals = 0;    // CM: renewals seen from all members; member: renewals sent
+  uint64_t late = 0;        // CM: seen more than half a lease after the one before (member: 0)
+  double longest_gap_ms = 0;
+};
+
 struct Report {
   const config::Config* cfg = nullptr;
+  std::optional<LeaseFigures> leases;  // with cluster.coordinator
   const run::RunConfig* run = nullptr;
   const run::RunResult* result = nullptr;
   rdma::DeviceCaps device;

@@ -170,6 +170,7 @@ struct ZkRegistration::State {
   std::thread manager;
   std::atomic<bool> stopping{false};
   bool started = false, stopped = false;  // the main thread's
+  std::optional<LeaseFigures> figures;    // set by stop()
   std::mutex mu;  // guards verdict
   std::optional<Error> verdict;
 
@@ -459,6 +460,8 @@ void ZkRegistration::start() {
   st.manager = std::thread([&st] { st.manage(); });
 }
 
+std::optional<LeaseFigures> ZkRegistration::lease_figures() const { return state_->figures; }
+
 Error ZkRegistration::await_verdict() {
   // A fenced member decides within eight leases (its CM removes it, or a
   // member takes over and removes the CM); then the store's answers.
@@ -486,6 +489,10 @@ void ZkRegistration::stop() {
   // The lease figures: renewals the CM saw late (more than half a lease
   // after the one before), or this member's longest gap between two.
   const char* prio = st.agent->realtime() ? "SCHED_FIFO" : "normal priority";
+  LeaseFigures f;
+  f.lease_ms = ms(st.lease.lease_ns);
+  f.cm = st.agent->is_cm();
+  f.realtime = st.agent->realtime();
   if (st.agent->is_cm()) {
     std::string per;
     uint64_t late = 0;
@@ -493,12 +500,15 @@ void ZkRegistration::stop() {
       if (id == st.self) continue;
       const auto r = st.agent->renewal_stats(id);
       late += r.late;
+      f.renewals += r.renewals;
+      f.longest_gap_ms = std::max(f.longest_gap_ms, ms(r.max_gap_ns));
       char buf[128];
       std::snprintf(buf, sizeof buf, "%snode %u %llu renewals, %llu late, longest gap %.1f ms", per.empty() ? "" : "; ",
                     id, static_cast<unsigned long long>(r.renewals), static_cast<unsigned long long>(r.late),
                     ms(r.max_gap_ns));
       per += buf;
     }
+    f.late = late;
     std::fprintf(stderr, "rdtx-bench: membership: leases of %.1f ms (CM node %u, %s): %llu late renewals: %s\n",
                  ms(st.lease.lease_ns), st.self, prio, static_cast<unsigned long long>(late), per.c_str());
   } else {
@@ -507,7 +517,10 @@ void ZkRegistration::stop() {
                  "verbs failed\n",
                  st.self, static_cast<unsigned long long>(st.agent->renewals_sent()), prio,
                  ms(st.agent->max_send_gap_ns()), static_cast<unsigned long long>(st.agent->verb_errors()));
+    f.renewals = st.agent->renewals_sent();
+    f.longest_gap_ms = ms(st.agent->max_send_gap_ns());
   }
+  st.figures = f;
 }
 
 ZkRegistration::ZkRegistration(std::unique_ptr<State> s) : state_(std::move(s)) {}

@@ -25,6 +25,7 @@
 #include "cluster/bootstrap.hpp"
 #include "config/config.hpp"
 #include "membership/configuration.hpp"
+#include "rdtx-bench/report.hpp"
 #include "run/runner.hpp"
 
 namespace rdtx::bench {
@@ -80,6 +81,8 @@ class ZkRegistration : public run::RunMembership {
   std::optional<Error> verdict() override;
   void stop() override;
   Error await_verdict() override;
+  // After stop(): the leases as this node saw them (for the report).
+  std::optional<LeaseFigures> lease_figures() const;
 
   struct State;
 

@@ -442,6 +442,8 @@ TEST_F(BenchZk, MpirunStartsAClusterWithoutAHostList) {
         << out;
   EXPECT_NE(out.find("CM node 0, 3 members registered, 3 partitions"), std::string::npos) << out;
   EXPECT_NE(out.find(" late renewals: node 1 "), std::string::npos) << out;
+  // The report's line (node 0's: the CM's).
+  EXPECT_NE(out.find("leases         250.0 ms, this node the CM ("), std::string::npos) << out;
   auto zk = client();
   ASSERT_NE(zk, nullptr);
   auto left = zk->exists(root);
