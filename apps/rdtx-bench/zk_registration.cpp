@@ -415,7 +415,10 @@ void ZkRegistration::State::manage() {
           std::fprintf(stderr, "rdtx-bench: membership: node %u fenced itself at %.6f: %s\n", self,
                        wall_of(agent->fenced_at_ns()), agent->fence_reason().c_str());
         }
-        if (agent->cm_silent_ns() > lease.lease_ns) {
+        // A take-over needs the CM silent for a lease and a majority of the
+        // configuration's members (this one included) whose beats move.
+        const uint32_t live = agent->live_nodes(lease.lease_ns);
+        if (agent->cm_silent_ns() > lease.lease_ns && 2 * live > config.members.size()) {
           (void)elect();
         } else if (now >= next_read) {
           next_read = now + lease.lease_ns / 8;
@@ -425,7 +428,12 @@ void ZkRegistration::State::manage() {
           else if (!cur.ok() && cur.error().code == ENOENT)
             set_verdict(fenced_error("; the run's configuration is gone from the store (its CM ended the run)"));
         }
-        if (!has_verdict() && now - fenced_seen > 8 * lease.lease_ns) set_verdict(fenced_error(""));
+        if (!has_verdict() && now - fenced_seen > 8 * lease.lease_ns)
+          set_verdict(fenced_error(agent->cm_silent_ns() > lease.lease_ns
+                                       ? "; its CM is silent, but only " + std::to_string(live) + " of the " +
+                                             std::to_string(config.members.size()) +
+                                             " members answer, no majority to take over with"
+                                       : std::string()));
       } else if (const uint64_t a = agent->announced(); a > config.number) {
         if (auto cur = store->read(); !cur.ok())
           set_verdict(cur.error());

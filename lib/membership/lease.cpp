@@ -15,7 +15,7 @@ namespace rdtx::membership {
 namespace {
 
 constexpr size_t kSlot = 64;
-constexpr uint64_t kReadTag = uint64_t{1} << 32;  // wr_id of a READ of the CM's beat
+constexpr uint64_t kReadTag = uint64_t{1} << 32;  // wr_id of a READ of a node's beat
 constexpr uint32_t kMaxOutstanding = 8;  // per QP: beyond it the peer is too slow to need more
 
 uint64_t mono_ns() { return lease_clock_ns(); }
@@ -49,6 +49,10 @@ struct LeaseAgent::Peer {
   uint64_t granted_at = 0;    // when the newest grant was posted (start() before the first)
   uint64_t watched_from = 0;  // when this CM began to watch it (start(), or its switch)
   bool suspected = false;
+  // Its beat, as this node last READ it (member, fenced).
+  uint64_t beat = 0;
+  bool beat_read = false, reading = false;
+  std::atomic<uint64_t> beat_moved{0};  // when it was last seen to move (0: never)
   std::atomic<bool> revoked{false};
   std::atomic<bool> gone{false};  // forget(): no member
 };
@@ -229,15 +233,15 @@ void LeaseAgent::reap() {
     for (int i = 0; i < n; ++i) {
       const uint32_t to = static_cast<uint32_t>(wc[i].wr_id);
       if (to < nodes_ && peers_[to].outstanding > 0) --peers_[to].outstanding;
-      if ((wc[i].wr_id & kReadTag) != 0) {
-        probe_outstanding_ = false;
-        // The CM's beat landed in word 3 of slot 0: moved, or not.
+      if ((wc[i].wr_id & kReadTag) != 0 && to < nodes_) {
+        Peer& p = peers_[to];
+        p.reading = false;
+        // Its beat landed in word 4 of slot 1 + to: moved, or not.
         if (wc[i].status == rdma::Status::kSuccess) {
-          const uint64_t b = word(0, 3);
-          if (b != cm_beat_) {
-            cm_beat_ = b;
-            cm_beat_moved_.store(lease_clock_ns(), std::memory_order_release);
-          }
+          const uint64_t b = word(1 + to, 4);
+          if (p.beat_read && b != p.beat) p.beat_moved.store(lease_clock_ns(), std::memory_order_release);
+          p.beat = b;
+          p.beat_read = true;
         }
       }
       if (wc[i].status != rdma::Status::kSuccess) {
@@ -248,6 +252,8 @@ void LeaseAgent::reap() {
 }
 
 void LeaseAgent::tick(uint64_t now) {
+  // The beat others READ when they wonder whether this node still runs.
+  __atomic_store_n(reinterpret_cast<uint64_t*>(mem_->data()) + 2, ++beat_, __ATOMIC_RELEASE);
   reap();
   if (const uint32_t n = switch_to_.exchange(kNoSwitch, std::memory_order_acq_rel); n != kNoSwitch && n < nodes_)
     apply_switch(now, n);
@@ -293,39 +299,55 @@ void LeaseAgent::apply_switch(uint64_t now, uint32_t n) {
   // Renewals keep their numbers; grants of the old CM are not the new one's.
   granted_ = seq_;
   valid_until_ = now + o_.first_grant_ns;
-  cm_beat_moved_.store(0, std::memory_order_release);
+  probing_since_.store(0, std::memory_order_release);
   fenced_.store(false, std::memory_order_release);
 }
 
 uint64_t LeaseAgent::cm_silent_ns() const {
-  const uint64_t moved = cm_beat_moved_.load(std::memory_order_acquire);
-  return moved == 0 ? 0 : lease_clock_ns() - moved;
+  const uint64_t since = probing_since_.load(std::memory_order_acquire);
+  if (since == 0) return 0;
+  const uint64_t moved = peers_[cm()].beat_moved.load(std::memory_order_acquire);
+  return lease_clock_ns() - std::max(since, moved);
 }
 
-// A READ of the CM's beat (slot 0 word 2 there) into slot 0 word 3 here.
-void LeaseAgent::probe_cm(uint64_t now) {
-  if (cm_beat_moved_.load(std::memory_order_relaxed) == 0) cm_beat_moved_.store(now, std::memory_order_release);
-  const uint32_t cm = cm_.load(std::memory_order_relaxed);
-  Peer& p = peers_[cm];
-  if (probe_outstanding_ || p.outstanding >= kMaxOutstanding) return;
-  rdma::WorkRequest wr;
-  wr.wr_id = kReadTag | cm;
-  wr.opcode = rdma::Opcode::kRead;
-  wr.flags = rdma::kSignaled;
-  wr.local = static_cast<std::byte*>(mem_->data()) + 3 * sizeof(uint64_t);
-  wr.length = sizeof(uint64_t);
-  wr.lkey = mr_.lkey;
-  wr.remote_addr = p.remote_addr + 2 * sizeof(uint64_t);
-  wr.rkey = p.rkey;
-  rdma::WorkRequest* bad = nullptr;
-  if (p.qp->post_send(&wr, &bad) == 0) {
-    ++p.outstanding;
-    probe_outstanding_ = true;
+uint32_t LeaseAgent::live_nodes(uint64_t within_ns) const {
+  const uint64_t now = lease_clock_ns();
+  uint32_t live = 1;  // itself
+  for (uint32_t n = 0; n < nodes_; ++n) {
+    if (n == self_) continue;
+    const uint64_t moved = peers_[n].beat_moved.load(std::memory_order_acquire);
+    live += moved != 0 && now - moved <= within_ns;
+  }
+  return live;
+}
+
+// READs of every node's beat (slot 0 word 2 there) into word 4 of its slot
+// here, one at a time per node.
+void LeaseAgent::probe(uint64_t now) {
+  if (probing_since_.load(std::memory_order_relaxed) == 0) probing_since_.store(now, std::memory_order_release);
+  for (uint32_t n = 0; n < nodes_; ++n) {
+    if (n == self_) continue;
+    Peer& p = peers_[n];
+    if (p.reading || p.outstanding >= kMaxOutstanding) continue;
+    rdma::WorkRequest wr;
+    wr.wr_id = kReadTag | n;
+    wr.opcode = rdma::Opcode::kRead;
+    wr.flags = rdma::kSignaled;
+    wr.local = static_cast<std::byte*>(mem_->data()) + (1 + n) * kSlot + 4 * sizeof(uint64_t);
+    wr.length = sizeof(uint64_t);
+    wr.lkey = mr_.lkey;
+    wr.remote_addr = p.remote_addr + 2 * sizeof(uint64_t);
+    wr.rkey = p.rkey;
+    rdma::WorkRequest* bad = nullptr;
+    if (p.qp->post_send(&wr, &bad) == 0) {
+      ++p.outstanding;
+      p.reading = true;
+    }
   }
 }
 
 void LeaseAgent::member_tick(uint64_t now) {
-  if (fenced_.load(std::memory_order_relaxed)) return probe_cm(now);
+  if (fenced_.load(std::memory_order_relaxed)) return probe(now);
   // The newest grant: the lease runs from the sending of the renewal it answers.
   const uint64_t g = word(0, 0);
   if (g > granted_ && g <= seq_ && seq_ - g < kRing) {
@@ -358,8 +380,6 @@ void LeaseAgent::member_tick(uint64_t now) {
 }
 
 void LeaseAgent::cm_tick(uint64_t now) {
-  // The beat members READ when they wonder whether their CM still runs.
-  __atomic_store_n(reinterpret_cast<uint64_t*>(mem_->data()) + 2, ++beat_, __ATOMIC_RELEASE);
   const uint64_t config = announced_out_.load(std::memory_order_acquire);
   for (uint32_t n = 0; n < nodes_; ++n) {
     if (n == self_) continue;

@@ -7,9 +7,9 @@
 // other node and one registered region of 64-byte slots:
 //
 //   slot 0          grant: the CM's newest answer to this node, {seq, config};
-//                   then, as CM, its beat (a tick count), and the landing word
-//                   of this node's READs of its CM's beat
-//   slot 1 + n      renewal of member n (read by the CM): {seq, acknowledged config}
+//                   then its beat (its agent's tick count)
+//   slot 1 + n      renewal of member n (read by the CM): {seq, acknowledged config};
+//                   word 4: where this node's READs of node n's beat land
 //
 // A member WRITEs renewal k into the CM's slot 1 + self every tick and
 // remembers when it sent it; the CM's agent polls its renewal slots every
@@ -26,9 +26,10 @@
 // it has stopped serving when the lease lapses if its thread wakes within a
 // quarter tick of its timer.
 //
-// A fenced member READs its CM's beat every tick: cm_silent_ns() says how
-// long it has not moved (a CM that died, or one stopped), which is when a
-// member may try to become the CM through the store (switch_cm()).
+// A fenced member READs every node's beat every tick: cm_silent_ns() says
+// how long its CM's has not moved (a CM that died, or one stopped), which
+// is when a member may try to become the CM through the store
+// (switch_cm()), and live_nodes() how many nodes' beats move.
 //
 // The CM tells members a new configuration by its number in the grants
 // (announce()); a member acknowledges a number in its renewals
@@ -132,6 +133,10 @@ class LeaseAgent {
   // Member, once fenced: how long its CM's beat has not moved (0 before
   // it fenced itself).
   uint64_t cm_silent_ns() const;
+  // Member, once fenced: the nodes whose beat moved within the last
+  // `within_ns`, itself included (a would-be CM takes over only with a
+  // majority of its configuration's members, as FaRM's CM probes).
+  uint32_t live_nodes(uint64_t within_ns) const;
   const LeaseOptions& options() const { return o_; }
   bool realtime() const { return realtime_.load(std::memory_order_relaxed); }
 
@@ -184,17 +189,15 @@ class LeaseAgent {
   uint64_t word(size_t slot, int i) const;
   void fence(uint64_t now, std::string why);
   void apply_switch(uint64_t now, uint32_t n);
-  void probe_cm(uint64_t now);
+  void probe(uint64_t now);
 
   LeaseOptions o_;
   uint32_t self_ = 0, nodes_ = 0;
   std::atomic<uint32_t> cm_{0};
   static constexpr uint32_t kNoSwitch = UINT32_MAX;
   std::atomic<uint32_t> switch_to_{kNoSwitch};
-  uint64_t beat_ = 0;             // as CM: its ticks, published in slot 0 word 2
-  uint64_t cm_beat_ = 0;          // member: the CM's beat as last read
-  std::atomic<uint64_t> cm_beat_moved_{0};  // member: when it last changed (0: not probing)
-  bool probe_outstanding_ = false;
+  uint64_t beat_ = 0;                      // its ticks, published in slot 0 word 2
+  std::atomic<uint64_t> probing_since_{0};  // member, fenced: when it began to READ the beats (0: not)
   std::unique_ptr<rdma::Device> ctx_;
   std::unique_ptr<rdma::DeviceMemory> mem_;
   rdma::MemoryRegion mr_;

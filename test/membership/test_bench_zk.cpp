@@ -425,6 +425,29 @@ TEST_F(BenchZk, AStoppedCmFindsItselfDeposed) {
   EXPECT_EQ(rcs[2], 1);
 }
 
+// The CM and one member stopped together: the other member sees its CM
+// silent but only itself alive, no majority of three, so it does not take
+// over; it ends with its fence, saying so.
+TEST_F(BenchZk, AMemberWithoutAMajorityDoesNotTakeOver) {
+  const std::string root = "/rdtx/nomajority";
+  start_cluster(3, coordinator(root), 8.0);
+  auto zk = client();
+  ASSERT_NE(zk, nullptr);
+  ASSERT_TRUE(wait_until_registered(*zk, root, 3, 1.0)) << slurp(nodes_[0].log);
+  ::kill(nodes_[0].pid, SIGSTOP);
+  ::kill(nodes_[2].pid, SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // past node 1's eight leases
+  ::kill(nodes_[0].pid, SIGCONT);
+  ::kill(nodes_[2].pid, SIGCONT);
+  const std::vector<int> rcs = wait_all(60);
+  const std::string alone = slurp(nodes_[1].log);
+  EXPECT_EQ(rcs[1], 1) << alone;
+  EXPECT_EQ(alone.find("takes over as CM"), std::string::npos) << alone;
+  EXPECT_NE(alone.find("its CM is silent, but only 1 of the 3 members answer, no majority to take over with"),
+            std::string::npos)
+      << alone;
+}
+
 // mpirun starts the cluster: no --node, no cluster.hosts; the ranks are the
 // node ids and the endpoints meet in ZooKeeper (doc/deployment.md).
 TEST_F(BenchZk, MpirunStartsAClusterWithoutAHostList) {

@@ -189,9 +189,10 @@ TEST(Lease, AMemberTakesOverAsCmOnceTheCmsBeatStandsStill) {
   sleep_ms(200);
   c.agents[0]->freeze(3000 * kMs);
   for (uint32_t n = 1; n < 3; ++n) ASSERT_TRUE(eventually(500, [&] { return c.agents[n]->fenced(); }));
-  // Fenced members probe the CM: its beat does not move.
+  // Fenced members probe the CM: its beat does not move; each other's do.
   ASSERT_TRUE(eventually(500, [&] { return c.agents[1]->cm_silent_ns() > 100 * kMs; }));
   EXPECT_GT(c.agents[2]->cm_silent_ns(), 0u);
+  EXPECT_EQ(c.agents[1]->live_nodes(100 * kMs), 2u) << "itself and node 2: a majority of 3";
   for (uint32_t n = 1; n < 3; ++n) c.agents[n]->switch_cm(1);
   c.agents[1]->forget(0);
   ASSERT_TRUE(eventually(500, [&] { return c.agents[1]->is_cm() && !c.agents[2]->fenced(); }));
@@ -205,6 +206,19 @@ TEST(Lease, AMemberTakesOverAsCmOnceTheCmsBeatStandsStill) {
   c.agents[2]->acknowledge(2);
   ASSERT_TRUE(eventually(500, [&] { return c.agents[1]->acknowledged(2) == 2; }));
   EXPECT_TRUE(c.agents[1]->take_suspicions().empty()) << "the forgotten old CM, or node 2, suspected";
+}
+
+// With the CM and the other member both stopped, a member sees only itself:
+// no majority, so it must not take over.
+TEST(Lease, AMemberAloneSeesNoMajority) {
+  Cluster c = make(3, lease_of(100));
+  ASSERT_TRUE(c.agents[2]);
+  sleep_ms(200);
+  c.agents[0]->freeze(1500 * kMs);
+  c.agents[2]->freeze(1500 * kMs);
+  ASSERT_TRUE(eventually(500, [&] { return c.agents[1]->fenced(); }));
+  ASSERT_TRUE(eventually(500, [&] { return c.agents[1]->cm_silent_ns() > 100 * kMs; }));
+  EXPECT_EQ(c.agents[1]->live_nodes(100 * kMs), 1u);
 }
 
 // A member whose CM runs does not see it silent: its beat moves.
