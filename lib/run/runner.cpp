@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <thread>
@@ -60,30 +59,13 @@ class PeerWatch {
  public:
   PeerWatch(cluster::Bootstrap* b, RunMembership* m) {
     if (b != nullptr)
-      ticker_.emplace([this, b, m] {
-        if (m != nullptr) {
-          if (auto v = m->verdict(); v.has_value() && !stopped_.exchange(true)) {
-            {
-              std::lock_guard lk(mu_);
-              error_ = std::move(*v);
-            }
-            runtime::request_shutdown();
-          }
-        }
-        if (b->failed()) runtime::request_shutdown();
+      ticker_.emplace([b, m] {
+        if (b->failed() || (m != nullptr && m->verdict().has_value())) runtime::request_shutdown();
       });
-  }
-  // The membership's verdict that ended the run, if one did.
-  std::optional<Error> error() {
-    std::lock_guard lk(mu_);
-    return error_;
   }
 
  private:
-  std::mutex mu_;
-  std::optional<Error> error_;
-  std::atomic<bool> stopped_{false};
-  std::optional<Ticker> ticker_;  // last: stopped first
+  std::optional<Ticker> ticker_;
 };
 
 // A stop request (SIGINT, SIGTERM) while the cluster is built and loaded
@@ -588,7 +570,7 @@ Result<RunResult> run(const RunConfig& rc) {
         rc.membership->stop();
         return v;
       }
-      if (auto v = watch.error()) {
+      if (auto v = rc.membership->verdict()) {
         rc.membership->stop();
         return *v;
       }
@@ -604,7 +586,7 @@ Result<RunResult> run(const RunConfig& rc) {
     // its lease (and its CM its grants) until then.
     if (rc.membership != nullptr) {
       rc.membership->stop();
-      if (auto v = watch.error()) return *v;
+      if (auto v = rc.membership->verdict()) return *v;
     }
     RDTX_TRY(drained);
     boot->stop_monitor();
