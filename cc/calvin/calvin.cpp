@@ -80,7 +80,8 @@
 #include "env/log.hpp"
 #include "env/tsc.hpp"
 #include "runtime/shutdown.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
+#include "txn/stages/toolkit.hpp"
 #include "txn/stages/copy_check.hpp"
 
 namespace rdtx::cc::calvin {
@@ -703,20 +704,8 @@ Task<bool> Calvin::broadcast(Coordinator& c, uint64_t epoch, uint32_t count, boo
         if (d == me_) continue;
         const RegionDescriptor& rd = e_.db().region(d, e_.ctx().index);
         const uint64_t remote = rd.addr + g_.crb(co, me_, epoch);
-        rdma::WorkRequest* w = b.add(d);
-        w->opcode = rdma::Opcode::kWrite;
-        w->local = st + 24;  // the checksum, then the CRs
-        w->length = static_cast<uint32_t>(8 + bytes);
-        w->lkey = lkey_;
-        w->remote_addr = remote + 8;
-        w->rkey = rd.rkey;
-        rdma::WorkRequest* h = b.add(d);
-        h->opcode = rdma::Opcode::kWrite;
-        h->local = st + 16;  // the received word
-        h->length = 8;
-        h->lkey = lkey_;
-        h->remote_addr = remote;
-        h->rkey = rd.rkey;
+        b.write({d, remote + 8, rd.rkey}, st + 24, static_cast<uint32_t>(8 + bytes), 0, lkey_);  // the checksum, then the CRs
+        b.write({d, remote, rd.rkey}, st + 16, 8, 0, lkey_);  // the received word
       }
       if (co_await b.execute()) co_return true;
       // A failed WRITE (its QP was reconnected): send the whole batch again.
@@ -937,20 +926,8 @@ Task<bool> Calvin::forward(Coordinator& c, uint32_t k, uint32_t len, uint64_t ta
         if (!(targets >> d & 1)) continue;
         const RegionDescriptor& rd = e_.db().region(d, e_.ctx().index);
         const uint64_t remote = rd.addr + g_.cfb(co, k, me_);
-        rdma::WorkRequest* w = b.add(d);
-        w->opcode = rdma::Opcode::kWrite;
-        w->local = st + 24;  // checksum, then the values
-        w->length = 8 + len;
-        w->lkey = lkey_;
-        w->remote_addr = remote + 8;
-        w->rkey = rd.rkey;
-        rdma::WorkRequest* h = b.add(d);
-        h->opcode = rdma::Opcode::kWrite;
-        h->local = st + 16;  // the ready word
-        h->length = 8;
-        h->lkey = lkey_;
-        h->remote_addr = remote;
-        h->rkey = rd.rkey;
+        b.write({d, remote + 8, rd.rkey}, st + 24, 8 + len, 0, lkey_);  // checksum, then the values
+        b.write({d, remote, rd.rkey}, st + 16, 8, 0, lkey_);            // the ready word
       }
       if (co_await b.execute()) co_return true;
       if (stalled(c, since, "the completion of a values WRITE", me_)) co_return false;

@@ -548,26 +548,15 @@ Task<bool> fetch(Farm& p, Coordinator& c, Txn& t, uint32_t from) {
 }
 
 void add_write(Farm& p, OneSidedBatch& batch, uint32_t node, std::byte* local, uint32_t len, uint64_t remote) {
-  rdma::WorkRequest* wr = batch.add(node);
-  wr->opcode = rdma::Opcode::kWrite;
-  wr->local = local;
-  wr->length = len;
-  wr->lkey = p.mr.lkey;
-  wr->remote_addr = remote;
-  wr->rkey = p.rkey_of(node);
+  batch.write({node, remote, p.rkey_of(node)}, local, len, 0, p.mr.lkey);
 }
 
 // READs this worker's request log head on `node` (room freed there).
 Task<bool> read_request_head(Farm& p, Coordinator& c, uint32_t node) {
   std::byte* dst = p.stage_of(c.index()) + p.per_co - 8;
   OneSidedBatch& batch = c.onesided();
-  rdma::WorkRequest* wr = batch.add(node);
-  wr->opcode = rdma::Opcode::kRead;
-  wr->local = dst;
-  wr->length = 8;
-  wr->lkey = p.mr.lkey;
-  wr->remote_addr = p.e.db().region(node, p.e.ctx().index).addr + p.layout.head(request_ring(p.e.node()));
-  wr->rkey = p.rkey_of(node);
+  batch.read({node, p.e.db().region(node, p.e.ctx().index).addr + p.layout.head(request_ring(p.e.node())), p.rkey_of(node)},
+             dst, 8, 0, p.mr.lkey);
   if (!co_await batch.execute()) co_return false;
   uint64_t h;
   std::memcpy(&h, dst, 8);

@@ -2,7 +2,8 @@
 // papers/003_*.txt) over per-pair message logs. See farm.cpp for the steps.
 #pragma once
 
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
+#include "txn/stages/toolkit.hpp"
 
 namespace rdtx::cc::farm {
 extern const txn::ProtocolDef kDef;

@@ -45,7 +45,7 @@
 #include <cstring>
 
 #include "store/tuple.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 #include "txn/item_batch.hpp"
 #include "txn/locate.hpp"
 #include "txn/stages/copy_check.hpp"
@@ -452,30 +452,11 @@ Task<bool> finish_reads(Mvcc& p, Coordinator& c, Txn& t, ItemList pending) {
       cas[k] = tts > st.rts;
       if (cas[k]) {  // b7
         set_copy_word(x, 0, kNever);
-        rdma::WorkRequest* wr = batch.add(a.node);
-        wr->opcode = rdma::Opcode::kCompareSwap;
-        wr->local = x;
-        wr->length = 8;
-        wr->remote_addr = a.tuple_addr + kRtsOff;
-        wr->rkey = rkey;
-        wr->compare_add = st.rts;
-        wr->swap = tts;
+        batch.cas({a.node, a.tuple_addr + kRtsOff, rkey}, x, st.rts, tts);
       }
       // b4: the lock word, then wts[0..3], at their tuple offsets in x.
-      rdma::WorkRequest* lk = batch.add(a.node);
-      lk->opcode = rdma::Opcode::kRead;
-      lk->flags = rdma::kFence;  // after the CAS
-      lk->local = x + 8;
-      lk->length = 8;
-      lk->remote_addr = a.tuple_addr + kLockOff;
-      lk->rkey = rkey;
-      rdma::WorkRequest* wr = batch.add(a.node);
-      wr->opcode = rdma::Opcode::kRead;
-      wr->flags = rdma::kFence;  // after the lock word
-      wr->local = x + kWtsOff;
-      wr->length = 8 * kVersions;
-      wr->remote_addr = a.tuple_addr + kWtsOff;
-      wr->rkey = rkey;
+      batch.read({a.node, a.tuple_addr + kLockOff, rkey}, x + 8, 8, rdma::kFence);                // after the CAS
+      batch.read({a.node, a.tuple_addr + kWtsOff, rkey}, x + kWtsOff, 8 * kVersions, rdma::kFence);  // after the lock word
     }
     if (!co_await batch.execute()) {
       t.fail(AbortReason::kNetwork);

@@ -3,7 +3,8 @@
 // and every choice the paper leaves open.
 #pragma once
 
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
+#include "txn/stages/toolkit.hpp"
 
 namespace rdtx::cc::mvcc {
 extern const txn::ProtocolDef kDef;

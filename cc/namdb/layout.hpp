@@ -11,7 +11,8 @@
 #include <cstring>
 
 #include "store/tuple.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
+#include "txn/stages/toolkit.hpp"
 #include "txn/stages/copy_check.hpp"
 
 namespace rdtx::cc::namdb {

@@ -65,7 +65,7 @@
 #include "cc/namdb/version_mover.hpp"
 #include "env/tsc.hpp"
 #include "store/tuple.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 #include "txn/service.hpp"
 #include "txn/stages/copy_check.hpp"
 #include "txn/stages/toolkit.hpp"
@@ -241,29 +241,17 @@ Verdict accept_copy(Coordinator& c, Txn& t, Access& a) {
   return Verdict::kAccept;
 }
 
-// A one-sided request added to `b`. No step adds more than four per access,
-// and a batch holds OneSidedBatch::kMaxWrs = 4 x Txn::kMaxAccesses: never full.
-rdma::WorkRequest* add_verb(OneSidedBatch& b, uint32_t node, rdma::Opcode op, const void* local, uint32_t length,
-                            uint64_t remote, uint32_t rkey) {
-  static_assert(OneSidedBatch::kMaxWrs >= 4 * Txn::kMaxAccesses);
-  rdma::WorkRequest* wr = b.add(node);
-  wr->opcode = op;
-  wr->local = const_cast<void*>(local);
-  wr->length = length;
-  wr->remote_addr = remote;
-  wr->rkey = rkey;
-  return wr;
-}
+// No step adds more than four one-sided requests per access, and a batch
+// holds OneSidedBatch::kMaxWrs = 4 x Txn::kMaxAccesses: never full.
+static_assert(OneSidedBatch::kMaxWrs >= 4 * Txn::kMaxAccesses);
 
 // The read timestamp: one READ of the vector into this coordinator's snapshot.
 Task<bool> take_snapshot(Namdb& p, Coordinator& c, Txn& t) {
   const RegionDescriptor& r = p.e.db().region(p.s.oracle_node, p.worker());
   OneSidedBatch& b = c.onesided();
-  rdma::WorkRequest* wr =
-      add_verb(b, p.s.oracle_node, rdma::Opcode::kRead,
-               p.e.db().local_region(p.e.node(), p.worker()) + p.g.snapshot_off(p.worker(), c.index()), 8 * p.g.slots,
-               r.addr, r.rkey);
-  wr->lkey = p.e.db().local_region_lkey(p.e.node(), p.worker());
+  b.read({p.s.oracle_node, r.addr, r.rkey},
+         p.e.db().local_region(p.e.node(), p.worker()) + p.g.snapshot_off(p.worker(), c.index()), 8 * p.g.slots, 0,
+         p.e.db().local_region_lkey(p.e.node(), p.worker()));
   if (!co_await b.execute()) {
     t.fail(AbortReason::kNetwork);
     co_return false;
@@ -293,8 +281,7 @@ Task<bool> read_overflow(Namdb& p, Coordinator& c, Txn& t, uint32_t i, int64_t w
   // fetch is on it.
   {
     OneSidedBatch& b = c.onesided();
-    add_verb(b, a.node, rdma::Opcode::kRead, c.extra(i), 8, a.tuple_addr + kOverflowOff,
-             c.descriptor(a.node, a.table).rkey);
+    b.read({a.node, a.tuple_addr + kOverflowOff, c.descriptor(a.node, a.table).rkey}, c.extra(i), 8);
     if (!co_await b.execute()) {
       t.fail(AbortReason::kNetwork);
       co_return false;
@@ -305,9 +292,7 @@ Task<bool> read_overflow(Namdb& p, Coordinator& c, Txn& t, uint32_t i, int64_t w
   for (uint32_t step = 0; step < kMaxChain && next != 0 && want >= 0; ++step) {
     const uint64_t pos = next - 1;
     OneSidedBatch& b = c.onesided();
-    rdma::WorkRequest* wr = add_verb(b, a.node, rdma::Opcode::kRead, buf, kOvHeadBytes + data_bytes,
-                                     r.addr + p.g.ring_entry_off(pos), r.rkey);
-    wr->lkey = lkey;
+    b.read({a.node, r.addr + p.g.ring_entry_off(pos), r.rkey}, buf, kOvHeadBytes + data_bytes, 0, lkey);
     if (!co_await b.execute()) {
       t.fail(AbortReason::kNetwork);
       co_return false;
@@ -353,9 +338,8 @@ Task<bool> read_old_versions(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
       Access& a = t.access(old.idx[k]);
       const auto& l = c.db().layout(a.table);
       const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
-      add_verb(b, a.node, rdma::Opcode::kRead, c.extra(old.idx[k]) + kCountOff, kMetaBytes - kCountOff,
-               a.tuple_addr + kCountOff, rkey);
-      add_verb(b, a.node, rdma::Opcode::kRead, a.copy + l.state_offset(), 8, a.tuple_addr + l.state_offset(), rkey);
+      b.read({a.node, a.tuple_addr + kCountOff, rkey}, c.extra(old.idx[k]) + kCountOff, kMetaBytes - kCountOff);
+      b.read({a.node, a.tuple_addr + l.state_offset(), rkey}, a.copy + l.state_offset(), 8);
     }
     if (!co_await b.execute()) {
       t.fail(AbortReason::kNetwork);
@@ -401,11 +385,10 @@ Task<bool> read_old_versions(Namdb& p, Coordinator& c, Txn& t, uint32_t from) {
       const auto& l = c.db().layout(a.table);
       const uint32_t s = static_cast<uint32_t>(slot[k]);
       const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
-      add_verb(b, a.node, rdma::Opcode::kRead, c.extra(i), kEntryBytes, a.tuple_addr + entry_off(s), rkey);
-      add_verb(b, a.node, rdma::Opcode::kRead, a.copy + l.slot_offset(1), record_words(l),
-               a.tuple_addr + l.slot_offset(1 + s), rkey);
+      b.read({a.node, a.tuple_addr + entry_off(s), rkey}, c.extra(i), kEntryBytes);
+      b.read({a.node, a.tuple_addr + l.slot_offset(1 + s), rkey}, a.copy + l.slot_offset(1), record_words(l));
       if (recording(l)) {
-        add_verb(b, a.node, rdma::Opcode::kRead, c.extra(i) + kEntryBytes, 8, a.tuple_addr + writer_off(1 + s), rkey);
+        b.read({a.node, a.tuple_addr + writer_off(1 + s), rkey}, c.extra(i) + kEntryBytes, 8);
       }
     }
     if (!b.empty() && !co_await b.execute()) {
@@ -500,12 +483,9 @@ Task<void> finish_ts(Namdb& p, Coordinator& c) {
   const uint32_t on = p.s.oracle_node;
   const RegionDescriptor& r = p.e.db().region(on, p.worker());
   if (!co_await until_done(c, [&](OneSidedBatch& b) {
-        rdma::WorkRequest* f =
-            add_verb(b, on, rdma::Opcode::kFetchAdd,
-                     p.e.db().local_region(p.e.node(), p.worker()) + p.g.faa_off(p.worker(), c.index()), 8,
-                     r.addr + 8 * p.slot_of(c), r.rkey);
-        f->lkey = p.e.db().local_region_lkey(p.e.node(), p.worker());
-        f->compare_add = delta;
+        b.faa({on, r.addr + 8 * p.slot_of(c), r.rkey},
+              p.e.db().local_region(p.e.node(), p.worker()) + p.g.faa_off(p.worker(), c.index()), delta, 0,
+              p.e.db().local_region_lkey(p.e.node(), p.worker()));
       }))
     ++c.engine().stats().commit_errors;
 }
@@ -532,12 +512,8 @@ Task<bool> lock(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
       Access& a = t.access(i);
       const AccessState& st = t.state<AccessState>(i);
       const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
-      rdma::WorkRequest* cas =
-          add_verb(b, a.node, rdma::Opcode::kCompareSwap, c.extra(i), 8, a.tuple_addr + kHdrOff, rkey);
-      cas->compare_add = st.hdr;
-      cas->swap = st.hdr | kLocked;
-      add_verb(b, a.node, rdma::Opcode::kRead, c.extra(i) + 8, kMetaBytes - kCountOff + (rec ? 8 : 0),
-               a.tuple_addr + kCountOff, rkey);
+      b.cas({a.node, a.tuple_addr + kHdrOff, rkey}, c.extra(i), st.hdr, st.hdr | kLocked);
+      b.read({a.node, a.tuple_addr + kCountOff, rkey}, c.extra(i) + 8, kMetaBytes - kCountOff + (rec ? 8 : 0));
     }
     if (!co_await b.execute()) {
       // Which CASes took is unknown (a failed QP flushes its requests,
@@ -550,8 +526,7 @@ Task<bool> lock(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
       const bool read_back = co_await until_done(c, [&](OneSidedBatch& rb) {
         for (uint32_t k = 0; k < w.n; ++k) {
           Access& a = t.access(w.idx[k]);
-          add_verb(rb, a.node, rdma::Opcode::kRead, c.extra(w.idx[k]), 8, a.tuple_addr + kHdrOff,
-                   c.descriptor(a.node, a.table).rkey);
+          rb.read({a.node, a.tuple_addr + kHdrOff, c.descriptor(a.node, a.table).rkey}, c.extra(w.idx[k]), 8);
         }
       });
       for (uint32_t k = 0; k < w.n; ++k) {
@@ -572,10 +547,7 @@ Task<bool> lock(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
     if (found != st.hdr && !p.correct && (found & kLocked) == 0) {
       // The broken variant: lock whatever version is current.
       OneSidedBatch& b = c.onesided();
-      rdma::WorkRequest* cas = add_verb(b, a.node, rdma::Opcode::kCompareSwap, c.extra(i), 8, a.tuple_addr + kHdrOff,
-                                        c.descriptor(a.node, a.table).rkey);
-      cas->compare_add = found;
-      cas->swap = found | kLocked;
+      b.cas({a.node, a.tuple_addr + kHdrOff, c.descriptor(a.node, a.table).rkey}, c.extra(i), found, found | kLocked);
       if (co_await b.execute() && copy_word(c.extra(i), 0) == found) {
         st.hdr = found;
         st.count = copy_word(x, 8);  // as read after the first CAS: the version did not move since
@@ -631,20 +603,18 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
       set_copy_word(x, 32, st.hdr & kVersionMask);
       set_copy_word(x, 40, st.count);
       set_copy_word(x, 48, entry_sum(st.hdr, st.count, writer, a.key, a.copy + l.slot_offset(1), record_words(l)));
-      add_verb(b, a.node, rdma::Opcode::kWrite, a.copy + l.slot_offset(1), record_words(l),
-               a.tuple_addr + l.slot_offset(1 + s), rkey);
+      b.write({a.node, a.tuple_addr + l.slot_offset(1 + s), rkey}, a.copy + l.slot_offset(1), record_words(l));
       if (rec) {
-        add_verb(b, a.node, rdma::Opcode::kWrite, a.copy + writer_off(0), 8, a.tuple_addr + writer_off(1 + s), rkey);
+        b.write({a.node, a.tuple_addr + writer_off(1 + s), rkey}, a.copy + writer_off(0), 8);
       }
-      add_verb(b, a.node, rdma::Opcode::kWrite, x + 32, kEntryBytes, a.tuple_addr + entry_off(s), rkey);
+      b.write({a.node, a.tuple_addr + entry_off(s), rkey}, x + 32, kEntryBytes);
       // The tuple's dirty byte on its node: the version mover's worklist.
       static const uint8_t kDirty = 1;
       const store::TableDescriptor& td = c.descriptor(a.node, a.table);
       const RegionDescriptor& nr = p.e.db().region(a.node, p.worker());
       const uint64_t tuple = (a.tuple_addr - td.heap_addr) / td.tuple_bytes;
       const uint64_t d = p.dirty_prefix[a.table] + tuple % p.dirty_span[a.table];
-      add_verb(b, a.node, rdma::Opcode::kWrite, &kDirty, 1, nr.addr + p.g.dirty_off + d, nr.rkey)->flags =
-          rdma::kInline;
+      b.write({a.node, nr.addr + p.g.dirty_off + d, nr.rkey}, &kDirty, 1, rdma::kInline);
     }
   });
   if (!ok) {
@@ -674,14 +644,12 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
       Access& a = t.access(w.idx[k]);
       const auto& l = c.db().layout(a.table);
       const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
-      add_verb(b, a.node, rdma::Opcode::kWrite, a.copy + l.record_offset(), record_words(l),
-               a.tuple_addr + l.record_offset(), rkey);
+      b.write({a.node, a.tuple_addr + l.record_offset(), rkey}, a.copy + l.record_offset(), record_words(l));
       if (rec) {
-        add_verb(b, a.node, rdma::Opcode::kWrite, a.copy + writer_off(0), 8, a.tuple_addr + writer_off(0), rkey);
+        b.write({a.node, a.tuple_addr + writer_off(0), rkey}, a.copy + writer_off(0), 8);
       }
-      add_verb(b, a.node, rdma::Opcode::kWrite, a.copy + kSumOff, 16, a.tuple_addr + kSumOff,
-               rkey);  // checksum, counter
-      add_verb(b, a.node, rdma::Opcode::kWrite, a.copy + kHdrOff, 8, a.tuple_addr + kHdrOff, rkey);
+      b.write({a.node, a.tuple_addr + kSumOff, rkey}, a.copy + kSumOff, 16);  // checksum, counter
+      b.write({a.node, a.tuple_addr + kHdrOff, rkey}, a.copy + kHdrOff, 8);
     }
   });
   for (uint32_t k = 0; k < w.n; ++k) t.access(w.idx[k]).locked = false;
@@ -693,9 +661,7 @@ Task<bool> commit(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
     co_await finish_ts(p, c);
   } else {
     if (!co_await until_done(c, [&](OneSidedBatch& b) {
-          rdma::WorkRequest* wr =
-              add_verb(b, on, rdma::Opcode::kWrite, &p.last[c.index()], 8, r.addr + 8 * p.slot_of(c), r.rkey);
-          wr->flags = rdma::kInline;
+          b.write({on, r.addr + 8 * p.slot_of(c), r.rkey}, &p.last[c.index()], 8, rdma::kInline);
           p.last[c.index()] = ts;  // the inline payload is copied at post time
         }))
       ++c.engine().stats().commit_errors;
@@ -712,9 +678,8 @@ Task<bool> release(Namdb& p, Coordinator& c, Txn& t, uint32_t) {
     for (uint32_t i = 0; i < t.size(); ++i) {
       Access& a = t.access(i);
       if (!a.locked) continue;
-      rdma::WorkRequest* wr = add_verb(b, a.node, rdma::Opcode::kWrite, &t.state<AccessState>(i).hdr, 8,
-                                       a.tuple_addr + kHdrOff, c.descriptor(a.node, a.table).rkey);
-      wr->flags = rdma::kInline;
+      b.write({a.node, a.tuple_addr + kHdrOff, c.descriptor(a.node, a.table).rkey}, &t.state<AccessState>(i).hdr, 8,
+              rdma::kInline);
     }
   });
   for (uint32_t i = 0; i < t.size(); ++i) t.access(i).locked = false;

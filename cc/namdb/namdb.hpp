@@ -7,7 +7,8 @@
 // choices the paper leaves open.
 #pragma once
 
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
+#include "txn/stages/toolkit.hpp"
 
 namespace rdtx::cc::namdb {
 extern const txn::ProtocolDef kDef;

@@ -27,7 +27,7 @@
 
 #include "cc/occ/occ.hpp"
 #include "store/tuple.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 #include "txn/stages/copy_check.hpp"
 #include "txn/stages/toolkit.hpp"
 

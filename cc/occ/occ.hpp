@@ -2,7 +2,8 @@
 #pragma once
 
 #include "runtime/task.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
+#include "txn/stages/toolkit.hpp"
 
 namespace rdtx::cc::occ {
 

@@ -83,7 +83,7 @@
 #include <cstring>
 
 #include "store/tuple.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 #include "txn/item_batch.hpp"
 #include "txn/locate.hpp"
 #include "txn/stages/copy_check.hpp"
@@ -320,12 +320,8 @@ Task<bool> renew_onesided(Sundial&, Coordinator& c, Txn& t, const ItemList& r, u
       set_copy_word(a.copy, kWtsOff, s.wts);
       set_copy_word(a.copy, kRtsOff, s.rts);
       set_copy_word(a.copy, kSumOff, checksum(a.copy, l));
-      rdma::WorkRequest* wr = batch.add(a.node);
-      wr->opcode = rdma::Opcode::kWrite;
-      wr->local = a.copy + kRtsOff;  // rts, checksum
-      wr->length = 16;
-      wr->remote_addr = a.tuple_addr + kRtsOff;
-      wr->rkey = c.descriptor(a.node, a.table).rkey;
+      batch.write({a.node, a.tuple_addr + kRtsOff, c.descriptor(a.node, a.table).rkey}, a.copy + kRtsOff,
+                  16);  // rts, checksum
     }
     batch.add_unlock(a);
     a.locked = false;

@@ -2,7 +2,8 @@
 // steps, the metadata and the consistency argument.
 #pragma once
 
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
+#include "txn/stages/toolkit.hpp"
 
 namespace rdtx::cc::sundial {
 extern const txn::ProtocolDef kDef;

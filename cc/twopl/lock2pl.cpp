@@ -67,7 +67,7 @@
 #include "cc/twopl/twopl.hpp"
 #include "env/tsc.hpp"
 #include "runtime/deadline.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 #include "txn/item_batch.hpp"
 #include "txn/ring_log.hpp"
 #include "txn/stages/copy_check.hpp"
@@ -230,13 +230,7 @@ Task<bool> mailbox_call(Lock2pl& p, Coordinator& c, ItemBatch& b) {
       mc[k].seq = ++p.mail_seq[co];
       ringlog::seal_entry(st, bytes, 1, MailboxLayout::pos(mc[k].seq));
       const txn::RegionDescriptor& rd = e.db().region(m, i);
-      rdma::WorkRequest* wr = w.add(m);
-      wr->opcode = rdma::Opcode::kWrite;
-      wr->local = st;
-      wr->length = bytes;
-      wr->lkey = e.db().local_region_lkey(me, i);
-      wr->remote_addr = rd.addr + L.request(me, co, j);
-      wr->rkey = rd.rkey;
+      w.write({m, rd.addr + L.request(me, co, j), rd.rkey}, st, bytes, 0, e.db().local_region_lkey(me, i));
       mc[k].sent = true;
     }
     ok = co_await w.execute();
@@ -495,16 +489,12 @@ Task<bool> commit(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) {
       const uint64_t id = t.id();
       std::memcpy(a.copy + c.db().history_word_offset(), &id, 8);
     }
-    rdma::WorkRequest* w = batch.add(a.node);
-    if (w == nullptr) {
+    const Remote to{a.node, a.tuple_addr + meta, c.descriptor(a.node, a.table).rkey};
+    const uint32_t length = c.db().tuple_bytes(a.table) - meta;
+    if (batch.write(to, a.copy + meta, length) == nullptr) {  // full: post what it holds first
       if (!co_await batch.execute()) ++c.engine().stats().commit_errors;
-      w = batch.add(a.node);
+      batch.write(to, a.copy + meta, length);
     }
-    w->opcode = rdma::Opcode::kWrite;
-    w->local = a.copy + meta;
-    w->length = c.db().tuple_bytes(a.table) - meta;
-    w->remote_addr = a.tuple_addr + meta;
-    w->rkey = c.descriptor(a.node, a.table).rkey;
   }
   // Failed WRITEs are commit errors, which fail the run (the transaction
   // committed: its locks were all held).

@@ -25,7 +25,7 @@
 #include <cstring>
 
 #include "cc/twopl/twopl.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 #include "txn/locate.hpp"
 #include "txn/stages/toolkit.hpp"
 

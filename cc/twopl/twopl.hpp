@@ -4,7 +4,8 @@
 // And "2pl": locks in a lock table with modes and three deadlock policies.
 #pragma once
 
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
+#include "txn/stages/toolkit.hpp"
 
 namespace rdtx::cc::twopl {
 extern const txn::ProtocolDef kNoWait;

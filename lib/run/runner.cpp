@@ -20,6 +20,7 @@
 #include "run/telemetry.hpp"
 #include "runtime/shutdown.hpp"
 #include "runtime/virtual_loop.hpp"
+#include "txn/coordinator.hpp"
 #include "txn/replication.hpp"
 
 namespace rdtx::run {
@@ -100,7 +101,7 @@ Result<void> exchange_log_regions(cluster::Cluster& c, std::vector<std::unique_p
                                   cluster::Bootstrap* boot) {
   const uint32_t nodes = c.nodes(), wpn = c.config().workers_per_node;
   std::vector<txn::LogRegionDesc> mine;
-  for (auto& e : engines) mine.push_back(e->own_log_region());
+  for (auto& e : engines) mine.push_back(e->log_regions().own);
   std::vector<txn::LogRegionDesc> all = mine;
   if (boot != nullptr) {
     auto got = boot->all_gather(std::as_bytes(std::span(mine)), "log regions");
@@ -137,7 +138,7 @@ Result<void> exchange_log_regions(cluster::Cluster& c, std::vector<std::unique_p
   for (auto& e : engines) {
     std::vector<txn::LogRegionDesc> peers(nodes);
     for (uint32_t n = 0; n < nodes; ++n) peers[n] = by[n * wpn + e->ctx().index];
-    e->set_peer_log_regions(std::move(peers));
+    e->log_regions().peers = std::move(peers);
   }
   return {};
 }

@@ -1,6 +1,6 @@
 #include "txn/item_batch.hpp"
 
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 
 namespace rdtx::txn {
 

@@ -4,7 +4,7 @@
 
 #include "store/hash_index.hpp"
 #include "store/tuple.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 
 namespace rdtx::txn {
 
@@ -37,12 +37,7 @@ runtime::Task<bool> locate(Coordinator& c, Txn& t, uint32_t from, uint32_t to, c
     for (uint32_t k = 0; k < npending; ++k) {
       Access& a = t.access(pending[k]);
       const store::TableDescriptor& d = c.descriptor(a.node, a.table);
-      rdma::WorkRequest* wr = batch.add(a.node);
-      wr->opcode = rdma::Opcode::kRead;
-      wr->local = c.extra(pending[k]);
-      wr->length = store::kBucketBytes;
-      wr->remote_addr = d.bucket_addr(bucket[pending[k]]);
-      wr->rkey = d.rkey;
+      batch.read({a.node, d.bucket_addr(bucket[pending[k]]), d.rkey}, c.extra(pending[k]), store::kBucketBytes);
     }
     if (!co_await batch.execute()) {
       t.fail(AbortReason::kNetwork);

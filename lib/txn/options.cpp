@@ -1,6 +1,6 @@
 #include "txn/options.hpp"
 
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 
 #include <algorithm>
 #include <cstdlib>

@@ -3,7 +3,8 @@
 // the protocol's release module on any failure. Phase timing is done here,
 // once for every protocol; verbs are counted by the batches the stage
 // modules use; history is recorded by Coordinator::run from the Txn.
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
+#include "txn/stages/toolkit.hpp"
 #include "txn/item_batch.hpp"
 
 namespace rdtx::txn {

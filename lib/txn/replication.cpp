@@ -9,7 +9,8 @@
 
 #include "env/log.hpp"
 #include "store/tuple.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
+#include "txn/stages/toolkit.hpp"
 #include "txn/item_batch.hpp"
 #include "txn/ring_log.hpp"
 
@@ -186,8 +187,8 @@ class LogApplier final : public Service {
     if (!mr.ok()) return make_error(mr.error().code, "log rings: %s", mr.error().message.c_str());
     mr_ = *mr;
     copy_.resize(cap_ / 8);
-    e_.set_own_log_region({reinterpret_cast<uint64_t>(mem_->data()), mr_.rkey, layout_.rings, e_.node(),
-                           e_.ctx().index, cap_});
+    e_.log_regions().own = LogRegionDesc{reinterpret_cast<uint64_t>(mem_->data()), mr_.rkey, layout_.rings, e_.node(),
+                                         e_.ctx().index, cap_};
     return {};
   }
   void stop() override {
@@ -583,7 +584,7 @@ class LogStage final : public StageModule {
       OneSidedBatch& batch = c.onesided();
       for (uint32_t b = 0; b < nodes; ++b) {
         if (count[b] == 0) continue;
-        const LogRegionDesc& r = c.engine().peer_log_region(b);
+        const LogRegionDesc& r = c.engine().log_regions().peer(b);
         const uint64_t ring = r.addr + RegionLayout{r.senders, r.ring_bytes}.ring(sender_id());
         ringlog::seal_for_write(stage + at[b], bytes[b], count[b], pos[b], cap_,
                                 [&](std::byte* local, uint32_t len, uint64_t off) {
@@ -605,27 +606,15 @@ class LogStage final : public StageModule {
   }
 
   void add_write(OneSidedBatch& batch, uint32_t node, std::byte* local, uint32_t len, uint64_t remote, uint32_t rkey) {
-    rdma::WorkRequest* wr = batch.add(node);
-    wr->opcode = rdma::Opcode::kWrite;
-    wr->local = local;
-    wr->length = len;
-    wr->lkey = mr_.lkey;
-    wr->remote_addr = remote;
-    wr->rkey = rkey;
+    batch.write({node, remote, rkey}, local, len, 0, mr_.lkey);
   }
 
   // READs this worker's head word on backup b (into the staging's end).
   Task<bool> read_head(Coordinator& c, uint32_t b) {
-    const LogRegionDesc& r = c.engine().peer_log_region(b);
+    const LogRegionDesc& r = c.engine().log_regions().peer(b);
     std::byte* dst = static_cast<std::byte*>(staging_->data()) + per_co_ * c.index() + per_co_ - 8;
     OneSidedBatch& batch = c.onesided();
-    rdma::WorkRequest* wr = batch.add(b);
-    wr->opcode = rdma::Opcode::kRead;
-    wr->local = dst;
-    wr->length = 8;
-    wr->lkey = mr_.lkey;
-    wr->remote_addr = r.addr + RegionLayout{r.senders, r.ring_bytes}.head(sender_id());
-    wr->rkey = r.rkey;
+    batch.read({b, r.addr + RegionLayout{r.senders, r.ring_bytes}.head(sender_id()), r.rkey}, dst, 8, 0, mr_.lkey);
     if (!co_await batch.execute()) co_return false;
     uint64_t h;
     std::memcpy(&h, dst, 8);
@@ -672,7 +661,7 @@ Result<std::unique_ptr<StageModule>> create_log_stage(WorkerEngine& e) {
       out.finish();
     });
     if (!h.ok()) return h.error();
-    e.set_own_log_region({0, 0, 0, e.node(), e.ctx().index, 0});  // none: the runner expects none
+    e.log_regions().own = LogRegionDesc{0, 0, 0, e.node(), e.ctx().index, 0};  // none: the runner expects none
   }
   // A memory node runs no coordinator: no log stage.
   if (e.options().stage(Stage::kLog) == Primitive::kOff || !e.db().coordinates(e.node()))

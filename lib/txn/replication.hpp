@@ -57,6 +57,15 @@ struct LogRegionDesc {
   uint64_t ring_bytes = 0;  // per ring (txn.log_ring_kb)
 };
 
+// A worker's log regions: its own (set by its applier at start) and those
+// of the workers of the same index on every node, which the runner hands
+// out once every engine has started (indexed by node).
+struct LogRegions {
+  LogRegionDesc own;
+  std::vector<LogRegionDesc> peers;
+  const LogRegionDesc& peer(uint32_t node) const { return peers[node]; }
+};
+
 // Backup k (1 .. replicas - 1) of partition p, among `data_nodes` nodes
 // that hold data (Database::data_nodes()).
 inline uint32_t backup_node(uint32_t partition, uint32_t k, uint32_t data_nodes) {

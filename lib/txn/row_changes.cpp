@@ -16,7 +16,7 @@
 #include <cstring>
 
 #include "env/log.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 #include "txn/item_batch.hpp"
 
 namespace rdtx::txn {

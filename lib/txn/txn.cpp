@@ -1,7 +1,8 @@
 #include "txn/txn.hpp"
 
 
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
+#include "txn/stages/toolkit.hpp"
 
 namespace rdtx::txn {
 

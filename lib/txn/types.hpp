@@ -35,6 +35,8 @@ inline constexpr uint32_t kMaxWorkersPerNode = 256;
 inline constexpr uint64_t kExclusiveBit = uint64_t{1} << 63;
 inline constexpr uint32_t kMaxCoroutines = 64;
 inline constexpr uint32_t kMaxNodesTs = 64;
+// Nodes of a cluster at most (per-node arrays of a worker and a coordinator).
+inline constexpr uint32_t kMaxNodes = 64;
 
 // A transaction timestamp: (clock << 20) | node(6) | worker(8) | coroutine(6).
 // The clock part is the TSC since `epoch` divided by 64 (25 ns at 2.6 GHz;

@@ -34,7 +34,7 @@
 #include "runtime/worker.hpp"
 #include "store/loader.hpp"
 #include "store/tuple.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 #include "run/runner.hpp"
 
 namespace rdtx::testing_stepper {

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "test/txn/stepper.hpp"
+#include "txn/stages/toolkit.hpp"
 #include "txn/stages/lock_wait_list.hpp"
 #include "txn/stages/owner_status.hpp"
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "test/txn/contention.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 #include "txn/service.hpp"
 
 using namespace rdtx;

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <utility>
 
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 #include "txn/item_batch.hpp"
 #include "txn/locate.hpp"
 #include "txn/stages/owner_status.hpp"
@@ -49,21 +49,10 @@ Task<bool> lock_read_onesided(Coordinator& c, Txn& t, std::span<const uint32_t> 
     std::byte* x = c.extra(i);
     const uint64_t never = UINT64_MAX;  // stays if the CAS never executed
     std::memcpy(x, &never, 8);
-    rdma::WorkRequest* cas = batch.add(a.node);
-    cas->opcode = rdma::Opcode::kCompareSwap;
-    cas->local = x;
-    cas->length = 8;
-    cas->remote_addr = a.tuple_addr;
-    cas->rkey = d.rkey;
-    cas->compare_add = 0;
-    cas->swap = value;
-    rdma::WorkRequest* rd = batch.add(a.node);
-    rd->opcode = rdma::Opcode::kRead;
-    rd->flags = rdma::kFence;  // after the CAS: the version read under the lock
-    rd->local = span_base(c, a, i, span) + span.offset;
-    rd->length = span_length(c, a, span);
-    rd->remote_addr = a.tuple_addr + span.offset;
-    rd->rkey = d.rkey;
+    batch.cas({a.node, a.tuple_addr, d.rkey}, x, 0, value);
+    // Fenced after the CAS: the version read under the lock.
+    batch.read({a.node, a.tuple_addr + span.offset, d.rkey}, span_base(c, a, i, span) + span.offset,
+               span_length(c, a, span), rdma::kFence);
   }
   const bool posted = co_await batch.execute();
   bool stale_locked = false;
@@ -129,21 +118,10 @@ Task<bool> lock_read_onesided_shared(Coordinator& c, Txn& t, std::span<const uin
     std::byte* x = c.extra(i);
     const uint64_t never = UINT64_MAX;  // stays if the CAS never executed
     std::memcpy(x, &never, 8);
-    rdma::WorkRequest* cas = batch.add(a.node);
-    cas->opcode = rdma::Opcode::kCompareSwap;
-    cas->local = x;
-    cas->length = 8;
-    cas->remote_addr = a.tuple_addr;
-    cas->rkey = d.rkey;
-    cas->compare_add = expect[k];
-    cas->swap = a.mode == AccessMode::kRead ? expect[k] + 1 : value;
-    rdma::WorkRequest* rd = batch.add(a.node);
-    rd->opcode = rdma::Opcode::kRead;
-    rd->flags = rdma::kFence;  // after the CAS: the version read under the lock
-    rd->local = span_base(c, a, i, span) + span.offset;
-    rd->length = span_length(c, a, span);
-    rd->remote_addr = a.tuple_addr + span.offset;
-    rd->rkey = d.rkey;
+    batch.cas({a.node, a.tuple_addr, d.rkey}, x, expect[k], a.mode == AccessMode::kRead ? expect[k] + 1 : value);
+    // Fenced after the CAS: the version read under the lock.
+    batch.read({a.node, a.tuple_addr + span.offset, d.rkey}, span_base(c, a, i, span) + span.offset,
+               span_length(c, a, span), rdma::kFence);
   };
   bool stale_locked = false;
   bool posted = true;

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "env/tsc.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 #include "txn/stages/toolkit.hpp"
 
 namespace rdtx::txn {

@@ -7,7 +7,7 @@
 
 #include "env/tsc.hpp"
 #include "store/tuple.hpp"
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 #include "txn/item_batch.hpp"
 #include "txn/stages/lock_wait_list.hpp"
 #include "txn/stages/owner_status.hpp"

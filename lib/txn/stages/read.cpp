@@ -1,7 +1,7 @@
 // read_tuples and read_meta, coordinator side: copies without locks.
 #include <cstring>
 
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 #include "txn/item_batch.hpp"
 #include "txn/locate.hpp"
 #include "txn/stages/owner_status.hpp"
@@ -84,12 +84,8 @@ Task<bool> read_tuples(Coordinator& c, Txn& t, Primitive p, uint32_t from, Accep
     for (uint32_t i = from; i < t.size(); ++i) {
       Access& a = t.access(i);
       if (a.fetched || !a.located) continue;
-      rdma::WorkRequest* wr = batch.add(a.node);
-      wr->opcode = rdma::Opcode::kRead;
-      wr->local = a.copy;
-      wr->length = slots == 0 ? c.db().tuple_bytes(a.table) : c.db().layout(a.table).slot_offset(slots);
-      wr->remote_addr = a.tuple_addr;
-      wr->rkey = c.descriptor(a.node, a.table).rkey;
+      batch.read({a.node, a.tuple_addr, c.descriptor(a.node, a.table).rkey}, a.copy,
+                 slots == 0 ? c.db().tuple_bytes(a.table) : c.db().layout(a.table).slot_offset(slots));
     }
     if (!co_await batch.execute()) {
       t.fail(AbortReason::kNetwork);
@@ -148,20 +144,9 @@ Task<bool> read_meta(Coordinator& c, Txn& t, Primitive p, std::span<const uint32
   for (uint32_t i : items) {
     Access& a = t.access(i);
     const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
-    rdma::WorkRequest* lk = batch.add(a.node);
-    lk->opcode = rdma::Opcode::kRead;
-    lk->local = c.extra(i);
-    lk->length = 8;
-    lk->remote_addr = a.tuple_addr;
-    lk->rkey = rkey;
+    batch.read({a.node, a.tuple_addr, rkey}, c.extra(i), 8);
     if (length <= 8) continue;
-    rdma::WorkRequest* rd = batch.add(a.node);
-    rd->opcode = rdma::Opcode::kRead;
-    rd->flags = rdma::kFence;  // after the lock word
-    rd->local = c.extra(i) + 8;
-    rd->length = length - 8;
-    rd->remote_addr = a.tuple_addr + 8;
-    rd->rkey = rkey;
+    batch.read({a.node, a.tuple_addr + 8, rkey}, c.extra(i) + 8, length - 8, rdma::kFence);  // after the lock word
   }
   if (!co_await batch.execute()) {
     t.fail(AbortReason::kNetwork);

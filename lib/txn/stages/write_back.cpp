@@ -2,7 +2,7 @@
 // of a passively acknowledged one (retried until every owner answered).
 #include <cstring>
 
-#include "txn/engine.hpp"
+#include "txn/coordinator.hpp"
 #include "txn/item_batch.hpp"
 #include "txn/stages/owner_status.hpp"
 #include "txn/stages/toolkit.hpp"
@@ -101,22 +101,13 @@ Task<bool> write_back_onesided(Coordinator& c, Txn& t, WriteBackSpec spec) {
     if (!a.locked) continue;
     if (a.mode == AccessMode::kWrite) {
       const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
-      rdma::WorkRequest* body = batch.add(a.node);
-      body->opcode = rdma::Opcode::kWrite;
-      body->local = a.copy + spec.body_offset;
-      body->length = c.db().tuple_bytes(a.table) - spec.body_offset;
-      body->remote_addr = a.tuple_addr + spec.body_offset;
-      body->rkey = rkey;
+      batch.write({a.node, a.tuple_addr + spec.body_offset, rkey}, a.copy + spec.body_offset,
+                  c.db().tuple_bytes(a.table) - spec.body_offset);
       if (spec.version_offset != 0) {
         // After the body, on the same QP: a copy showing the new version
         // was read after the body landed (see the protocol's consistency
         // proof for copies read while the body was landing).
-        rdma::WorkRequest* ver = batch.add(a.node);
-        ver->opcode = rdma::Opcode::kWrite;
-        ver->local = a.copy + spec.version_offset;
-        ver->length = 8;
-        ver->remote_addr = a.tuple_addr + spec.version_offset;
-        ver->rkey = rkey;
+        batch.write({a.node, a.tuple_addr + spec.version_offset, rkey}, a.copy + spec.version_offset, 8);
       }
     }
     if (a.shared)
