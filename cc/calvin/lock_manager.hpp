@@ -1,7 +1,7 @@
-// CALVIN's lock manager: one per shard of a node's records (calvin.cpp's
+// CALVIN's lock manager: one per shard of a node's records (lock_service.hpp's
 // LockShards: shard s holds the records whose (table, key) hash to s),
 // shared by the node's CALVIN groups (every coordinator coroutine of every
-// worker), run by a service of worker s (LockManagerService in calvin.cpp).
+// worker), run by a service of worker s (LockManagerService, lock_service.hpp).
 // It grants the locks of its records in ONE GLOBAL ORDER, (epoch,
 // timestamp), the same on every node and in every shard
 // (Calvin [28]'s rule, not RCC's abort-and-retry; doc/txn.md "CALVIN"):
