@@ -174,7 +174,8 @@ inline uint32_t Checker::find_install(uint32_t w, const AccessRecord& a, uint16_
   return install;
 }
 
-void Checker::link_same_keys(Part& p, uint32_t i) {
+// inline: called from this file only, as find_install().
+inline void Checker::link_same_keys(Part& p, uint32_t i) {
   // prev[j], next[j]: the attempt's previous and next access of the same
   // key as its access j (kNone if none), so that an attempt naming one
   // version twice counts once.
@@ -568,7 +569,8 @@ void Checker::describe_forks(std::vector<Part>& parts) {
     }
 }
 
-void Checker::bucket_events(Part& p) {
+// inline: called from this file only, as find_install().
+inline void Checker::bucket_events(Part& p) {
   // Grouped by shard (a counting sort), each shard's in attempt order.
   std::vector<Event> raw = std::move(p.events);
   p.shard_begin.assign(kPieces + 1, 0);
@@ -721,7 +723,8 @@ void Checker::find_segments(std::vector<Part>& parts) {
   }
 }
 
-void Checker::process_group(Part& p, const std::vector<Event>& ev, size_t gb, size_t ge, int /*final_seq*/) {
+// inline: called from this file only, as find_install().
+inline void Checker::process_group(Part& p, const std::vector<Event>& ev, size_t gb, size_t ge, int /*final_seq*/) {
   // The initial version of one key: its replacers, then its readers, each
   // by attempt.
   const Event& g = ev[gb];
