@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 
 #include "runtime/shutdown.hpp"
 #include "txn/types.hpp"
@@ -109,6 +110,13 @@ std::vector<Check> verdict(const RunResult& r, const VerdictOptions& o) {
       c.push_back({"history_complete", "history complete", h->committed, h->committed >= r.total.commits,
                    h->committed >= r.total.commits ? "" : "the history holds fewer commits than the run counted"});
   }
+  // The proof that every suite decides by this list: with the variable set,
+  // one more check, which always fails, as a newly added one would on a
+  // broken run; test/run/verdict_everywhere.py runs a case of every suite
+  // with it and expects each to fail naming it.
+  if (std::getenv("RDTX_TEST_EXTRA_CHECK") != nullptr)
+    c.push_back({"test_extra_check", "test extra check", 0, false,
+                 "RDTX_TEST_EXTRA_CHECK is set: a check added to run::verdict() is checked here"});
   return c;
 }
 
