@@ -717,7 +717,7 @@ def command_blocks(docs):
 # A block whose commands exit 0 can still show a failure: a node started
 # with & (whose status `wait` drops) prints a failed report or an error.
 FAILED_OUTPUT = re.compile(r"^(result: FAILED|.*\bNOT CERTIFIED\b|rdtx-sweep: error: "
-                           r"|rdtx-(bench|perf|check): (?!node \d+ of \d+, waiting for the others))", re.M)
+                           r"|rdtx-(bench|perf|check): (?!node \d+ of \d+, waiting for the others|checking the history: ))", re.M)
 
 
 def run_blocks(root, build, docs, tools, timeout, fail, verbose):
