@@ -84,6 +84,18 @@ bool cycle_shown(const Outcome& out) {
   return false;
 }
 
+// A cycle, or (for a protocol that promises timestamp order) an edge that
+// runs against the commit timestamps, named with both its transactions: an
+// anomaly shown either way. (A slow build -- ASan -- commits a few hundred
+// transactions of MVCC without rts, whose backward rw edges then seldom
+// close a cycle before the timestamp-order check names them.)
+bool anomaly_shown(const Outcome& out) {
+  for (const auto& f : out.check.findings)
+    if (!f.cycle.empty() || (f.kind == history::Anomaly::kTimestampOrder && f.txns.size() >= 2 && !f.text.empty()))
+      return true;
+  return false;
+}
+
 // The checker is not vacuous: OCC with its validation removed keeps running
 // under the same contention, on every registered workload, and the history
 // it records is caught, with a cycle (or a lost update: a write that
@@ -108,9 +120,7 @@ TEST(BrokenProtocol, MvccWithoutReadTimestampIsCaught) {
       auto out = until_caught(cb);
       ASSERT_TRUE(out.ok()) << out.error().message;
       EXPECT_TRUE(caught(*out)) << what_caught(*out);
-      if (!out->check.certified) {
-      EXPECT_TRUE(cycle_shown(*out)) << out->check_text;
-    }
+      if (!out->check.certified) EXPECT_TRUE(anomaly_shown(*out)) << out->check_text;
     }
 }
 
