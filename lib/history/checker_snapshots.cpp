@@ -150,8 +150,13 @@ void Checker::close_by_sweeps(const SlotWriters& sw) {
   parallel(checkpoints, [&](size_t c) {  // each checkpoint's own block, then the suffix
     uint64_t* m = suffix_min.data() + c * slots;
     for (size_t k = c * kStride; k < std::min<size_t>(by_sum.size(), (c + 1) * kStride); ++k) {
-      const uint64_t* x = h_.snapshot(by_sum[k].second).data();
-      for (uint32_t j = 0; j < slots; ++j) m[j] = std::min(m[j], x[j]);
+      // Only the snapshots the sweeps test: committed ones, whole (an
+      // aborted attempt may have none, and reading `slots` words there
+      // read past the history's words).
+      const uint32_t id = by_sum[k].second;
+      const std::span<const uint64_t> snap = h_.snapshot(id);
+      if (!txn(id).committed() || snap.size() < slots) continue;
+      for (uint32_t j = 0; j < slots; ++j) m[j] = std::min(m[j], snap[j]);
     }
   });
   for (size_t c = checkpoints; c-- > 1;)
