@@ -629,7 +629,8 @@ TEST(Csv, OnlyRegularFilesAreAcceptedBeforeTheRun) {
 // (a 300 MB file without a newline was): refused, naming the bound.
 TEST(Csv, AnOverlongFirstLineIsRefusedNotReadWhole) {
   Loaded l = load({});
-  const Report rep = report_of(l, passing_run());
+  const run::RunResult r = passing_run();  // the report points to it: it must outlive the report
+  const Report rep = report_of(l, r);
   char path[] = "/tmp/rdtx-test-bench-XXXXXX";
   const int fd = mkstemp(path);
   ASSERT_GE(fd, 0);
