@@ -1,9 +1,10 @@
 // One-sided verbs of a coordinator, batched: OneSidedBatch collects typed
 // requests (read, write, cas, faa; a lock's release) per node and posts them
-// with one doorbell per QP and one wait; QpAck and PendingCommit are what a
-// worker keeps of its QPs' posts for passive acknowledgements
-// (txn.options.passive_ack, unsignaled_commit). Every stage of every
-// protocol posts its one-sided verbs through here.
+// with one doorbell per QP and one wait, numbering each QP's posts in the
+// worker's QpAck (engine.hpp); PendingCommit is a commit left in flight for
+// passive acknowledgement (txn.options.passive_ack, unsignaled_commit).
+// Every coordinator posts its one-sided verbs through here (services that
+// post outside a coordinator build their own request).
 //
 // Thread-safety: everything here belongs to the worker's thread.
 #pragma once
