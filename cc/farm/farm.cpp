@@ -137,7 +137,8 @@ struct Farm final : public Protocol {
         validating(validating),
         nodes(e.db().nodes()),
         cap(e.options().log_ring_bytes),
-        layout(region_layout(nodes, cap)) {}
+        layout(region_layout(nodes, cap)),
+        lock_timers(e.add_message_timers()) {}
   ~Farm() override {
     if (staging) (void)e.ctx().device->dereg_mr(mr);
   }
@@ -150,6 +151,8 @@ struct Farm final : public Protocol {
   const uint32_t nodes;
   const uint64_t cap;  // bytes per message log
   const RegionLayout layout;
+  // The wait for LOCK replies: adaptive timeouts (txn/message_timers.hpp).
+  MessageTimers& lock_timers;
 
   // Coordinator side. Per coroutine: LOCK entries (and their skip markers),
   // then the decision entries, then the word a head READ lands in.
@@ -665,16 +668,24 @@ Task<bool> lock(Farm& p, Coordinator& c, Txn& t, uint32_t) {
     t.fail(AbortReason::kNetwork);
     co_return false;
   }
-  // The replies. A primary that does not answer within the RPC timeout
-  // (stalled) fails the attempt: the release's ABORT frees whatever its
-  // LOCK took, whenever it is processed (after the LOCK: log order). Time
-  // this coroutine was not resumed (a descheduled thread) moves the
-  // deadline on, as the RPC layer does (runtime::Deadline).
-  runtime::Deadline deadline(p.e.ctx().rpc_timeout_ns);
+  // The replies. Primaries that do not answer within the timeout their
+  // round trips have earned (txn::MessageTimers: adaptive, above the RPC
+  // timeout) fail the attempt, counted as a timed-out call: the release's
+  // ABORT frees whatever its LOCK took, whenever it is processed (after the
+  // LOCK: log order). Time this coroutine was not resumed (a descheduled
+  // thread) moves the deadline on, as the RPC layer does (runtime::Deadline).
+  MessageTimers& timers = p.lock_timers;
+  const uint64_t sent_ns = env::tsc_to_ns(env::tsc());
+  runtime::Deadline deadline(timers.timeout_ns(mask));
   while (slot.got < slot.expected) {
     co_await runtime::poll_wait();
     if (deadline.passed()) break;
   }
+  const uint64_t now_ns = env::tsc_to_ns(env::tsc());
+  if (slot.got < slot.expected)
+    timers.timed_out(mask, sent_ns, now_ns);
+  else
+    timers.answered(mask, now_ns - sent_ns, true);
   const uint16_t status = slot.got < slot.expected ? static_cast<uint16_t>(kRefused) : slot.status;
   slot.txn = 0;  // late replies are dropped
   switch (status) {

@@ -187,6 +187,10 @@ class Lock2pl final : public Protocol {
     bool sent, came;
   };
   std::vector<MailCall> mail_calls;
+  // The waits for mailbox replies and for 2PC votes, each kind with its own
+  // adaptive timeouts (the engine's; see txn/message_timers.hpp).
+  MessageTimers* mail_timers = nullptr;
+  MessageTimers* vote_timers = nullptr;
   MailCall* mail_calls_of(uint32_t co) { return mail_calls.data() + size_t{co} * ItemBatch::kMaxCalls; }
 };
 
@@ -238,11 +242,17 @@ Task<bool> mailbox_call(Lock2pl& p, Coordinator& c, ItemBatch& b) {
     // The replies land silently in the slots: the worker checks them every
     // pass (poll_until; see vote()).
     // Each wave has the whole call timeout, as each RPC call has (a wave's
-    // grant may wait 2pl.wait_ms at its shard), and time this worker was
-    // not running (a descheduled thread) moves the deadline on, as the RPC
-    // layer does (runtime::Deadline).
+    // grant may wait 2pl.wait_ms at its shard), or more if the round trips
+    // to its nodes have earned more (txn::MessageTimers: a wait that
+    // includes a lock wait is not a sample, but undoes doublings), and time
+    // this worker was not running (a descheduled thread) moves the deadline
+    // on, as the RPC layer does (runtime::Deadline).
+    uint64_t nodes = 0;
+    for (uint32_t q = 0; q < nwave; ++q) nodes |= uint64_t{1} << (b.call_dest(mc[q].wave) / workers);
+    MessageTimers& timers = *p.mail_timers;
+    const uint64_t sent_ns = env::tsc_to_ns(env::tsc());
     uint32_t left = nwave;
-    runtime::Deadline deadline(p.call_timeout_ns);
+    runtime::Deadline deadline(std::max(p.call_timeout_ns, timers.timeout_ns(nodes)));
     co_await runtime::poll_until([&] {
       for (uint32_t q = 0; q < nwave; ++q) {
         const uint32_t k = mc[q].wave;
@@ -266,6 +276,15 @@ Task<bool> mailbox_call(Lock2pl& p, Coordinator& c, ItemBatch& b) {
       return left == 0 || deadline.passed();
     });
     ok = left == 0;
+    const uint64_t now_ns = env::tsc_to_ns(env::tsc());
+    if (ok) {
+      timers.answered(nodes, now_ns - sent_ns, false);
+    } else {
+      uint64_t silent = 0;  // the nodes whose reply did not come
+      for (uint32_t q = 0; q < nwave; ++q)
+        if (!mc[mc[q].wave].came) silent |= uint64_t{1} << (b.call_dest(mc[q].wave) / workers);
+      timers.timed_out(silent, sent_ns, now_ns);
+    }
   }
   for (uint32_t k = 0; k < ncalls; ++k)
     if (!mc[k].came) b.set_reply(k, false, 0);
@@ -564,7 +583,13 @@ Task<bool> vote(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) {
   }
   c.count_doorbell();
   c.count_round_trip();
-  const uint64_t deadline = env::tsc() + env::ns_to_tsc(e.ctx().rpc_timeout_ns);
+  // The votes' wait: as long as the round trips to the participants' nodes
+  // have earned (txn::MessageTimers, above the RPC timeout).
+  uint64_t nodes = 0;
+  for (uint32_t k = 0; k < n; ++k) nodes |= uint64_t{1} << (part[k] / workers);
+  MessageTimers& timers = *p.vote_timers;
+  const uint64_t sent_ns = env::tsc_to_ns(env::tsc());
+  const uint64_t deadline = env::tsc() + env::ns_to_tsc(timers.timeout_ns(nodes));
   uint64_t yes = 0, no = 0;
   // The votes land silently in memory: the worker checks the count every
   // pass (poll_until), so the idle policy gives the CPU away while votes
@@ -579,6 +604,11 @@ Task<bool> vote(Lock2pl& p, Coordinator& c, Txn& t, uint32_t) {
     }
     return yes + no >= n || (p.first_yes && yes > 0) || env::tsc() > deadline;
   });
+  const uint64_t now_ns = env::tsc_to_ns(env::tsc());
+  if (yes + no >= n)
+    timers.answered(nodes, now_ns - sent_ns, true);
+  else if (!(p.first_yes && yes > 0))
+    timers.timed_out(nodes, sent_ns, now_ns);
   if (no == 0 && (yes == n || (p.first_yes && yes > 0))) co_return true;
   // An abort vote, a count short of the participants (a lost request or
   // vote) or past them (a late vote of an earlier attempt): no commit.
@@ -647,7 +677,9 @@ Result<std::unique_ptr<Protocol>> make(WorkerEngine& e, LockMode write_mode, boo
                                   e.options().coroutines);
     e.add_service(std::move(*svc));
     p->set_stage(Stage::kValidate, *p, vote);
+    p->vote_timers = &e.add_message_timers();
     if (cfg.mailbox) {
+      p->mail_timers = &e.add_message_timers();
       p->mail = MailboxLayout::of(e.db().nodes(), e.workers_per_node(), e.options().coroutines);
       p->mail_buf.resize(MailboxLayout::kSlotBytes / 8);
       p->mail_calls.resize(size_t{e.options().coroutines} * ItemBatch::kMaxCalls);

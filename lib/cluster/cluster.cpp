@@ -84,6 +84,7 @@ Result<void> Cluster::build_local(const ClusterConfig& cfg, uint32_t first, uint
     if (!ep.ok()) return ep.error();
     w->rpc = std::move(*ep);
     w->rpc_timeout_ns = cfg.rpc.timeout_ns;
+    w->rpc_max_timeout_ns = std::max(cfg.rpc.timeout_ns, cfg.rpc.max_timeout_ns);
     auto mem = dev.alloc_memory(cfg.scratch_bytes);
     if (!mem.ok()) return mem.error();
     w->scratch = std::move(*mem);

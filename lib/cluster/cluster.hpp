@@ -103,7 +103,8 @@ struct WorkerContext {
   std::vector<rdma::QpAddress> peer_qps;              // what each of qps is connected to
   std::unique_ptr<runtime::CqPoller> cq_poller;
   std::unique_ptr<rpc::Endpoint> rpc;
-  uint64_t rpc_timeout_ns = 0;  // how long a call may take before it fails
+  uint64_t rpc_timeout_ns = 0;      // how long a call may take before it fails (the adaptive timeout's floor)
+  uint64_t rpc_max_timeout_ns = 0;  // and at most, after doublings
   std::unique_ptr<rdma::DeviceMemory> scratch;
   rdma::MemoryRegion scratch_mr;
   bool failed_logged = false;  // reconnect() refused once already

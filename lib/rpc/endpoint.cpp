@@ -143,7 +143,7 @@ Result<std::unique_ptr<Endpoint>> Endpoint::create(rdma::Device& dev, uint32_t i
   for (uint32_t i = cfg.max_calls; i-- > 0;) m.free_calls.push_back(i);
   m.timeout_tsc = env::ns_to_tsc(cfg.timeout_ns);
   m.max_timeout_tsc = std::max(m.timeout_tsc, env::ns_to_tsc(cfg.max_timeout_ns));
-  for (auto& p : m.peers) p.rto = m.timeout_tsc;
+  for (auto& p : m.peers) p.rtt.rto = m.timeout_tsc;
   ep->stats_.timeout_max_ns = cfg.timeout_ns;
   m.passive_delay_tsc = env::ns_to_tsc(cfg.passive_delay_ns);
   m.scan_interval_tsc = std::min(m.timeout_tsc / 4 + 1, env::ns_to_tsc(1'000'000));
@@ -212,7 +212,7 @@ uint32_t Endpoint::credits(uint32_t peer) const {
 uint64_t Endpoint::settled_timeout_ns() const {
   const Impl& m = *impl_;
   uint64_t t = m.timeout_tsc;
-  for (const Impl::Peer& p : m.peers) t = std::max(t, p.rto);
+  for (const Impl::Peer& p : m.peers) t = std::max(t, p.rtt.rto);
   return env::tsc_to_ns(t);
 }
 

@@ -21,6 +21,7 @@
 #include "env/log.hpp"
 #include "env/tsc.hpp"
 #include "rpc/endpoint.hpp"
+#include "rpc/round_trip_timer.hpp"
 
 namespace rdtx::rpc {
 
@@ -106,14 +107,8 @@ struct Endpoint::Impl {
     uint32_t tx_seq = 0;
     uint32_t rx_high = 0;
     uint64_t rx_seen = 0;
-    // The adaptive timeout (RFC 6298): smoothed round trip and its
-    // variation (0 before the first sample), the timeout they give, and
-    // the doublings after calls that timed out (reset by any reply).
-    // A call that times out doubles the timeout if it was sent after the
-    // last doubling (backoff_tsc): the calls of one burst double it once.
-    uint64_t srtt = 0, rttvar = 0, rto = 0;
-    uint8_t backoff = 0;
-    uint64_t backoff_tsc = 0;
+    // The adaptive timeout (RFC 6298; round_trip_timer.hpp).
+    RoundTripTimer rtt;
     // True (and recorded) if datagram `seq` from this peer is new; false for
     // a copy already received, or one older than the window (treated as lost).
     bool accept(uint32_t seq) {
@@ -168,29 +163,8 @@ struct Endpoint::Impl {
   uint64_t timeout_tsc = 0, passive_delay_tsc = 0, scan_interval_tsc = 0, next_scan_tsc = 0;
   uint64_t max_timeout_tsc = 0;
 
-  // A call's timeout to `p` now: its adaptive timeout, doubled once per
-  // call that timed out since its last reply, at most max_timeout_tsc.
-  uint64_t timeout_for(const Peer& p) const {
-    const uint64_t base = std::max(p.rto, timeout_tsc);
-    return p.backoff >= 63 || (base << p.backoff) >> p.backoff != base ? max_timeout_tsc
-                                                                         : std::min(max_timeout_tsc, base << p.backoff);
-  }
-  // A reply after `rtt` ticks to a call that timed the round trip
-  // (RFC 6298, section 2, with alpha 1/8 and beta 1/4). The margin over the
-  // smoothed round trip is 4 x its variation but at least the round trip
-  // itself: steady round trips drive the variation to 0, and a timeout of
-  // one round trip would then expire on any jitter.
-  void rtt_sample(Peer& p, uint64_t rtt) {
-    if (p.srtt == 0) {
-      p.srtt = std::max<uint64_t>(rtt, 1);
-      p.rttvar = rtt / 2;
-    } else {
-      const uint64_t diff = p.srtt > rtt ? p.srtt - rtt : rtt - p.srtt;
-      p.rttvar = (3 * p.rttvar + diff) / 4;
-      p.srtt = std::max<uint64_t>((7 * p.srtt + rtt) / 8, 1);
-    }
-    p.rto = std::min(max_timeout_tsc, std::max(timeout_tsc, p.srtt + std::max(4 * p.rttvar, p.srtt)));
-  }
+  // A call's timeout to `p` now (RoundTripTimer::timeout).
+  uint64_t timeout_for(const Peer& p) const { return p.rtt.timeout(timeout_tsc, max_timeout_tsc); }
   uint64_t last_poll_tsc = 0;  // the previous poll pass (unpolled time is not counted)
 
   std::array<Handler, kMaxHandlers> handlers;

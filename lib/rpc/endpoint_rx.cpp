@@ -94,11 +94,11 @@ void Endpoint::count_malformed(Malformed why) {
   // The peer is alive: its timeout drops back from any doubling, and a
   // call that timed the round trip updates it.
   Impl::Peer& peer = m.peers[src];
-  peer.backoff = 0;
+  peer.rtt.answered();
   if (c.sample && now > c.sent) {
     const uint64_t rtt = now - c.sent;
-    m.rtt_sample(peer, rtt);
-    const uint64_t rtt_ns = env::tsc_to_ns(rtt), rto_ns = env::tsc_to_ns(peer.rto);
+    peer.rtt.sample(rtt, m.timeout_tsc, m.max_timeout_tsc);
+    const uint64_t rtt_ns = env::tsc_to_ns(rtt), rto_ns = env::tsc_to_ns(peer.rtt.rto);
     if (rtt_ns > stats_.longest_reply_ns) stats_.longest_reply_ns = rtt_ns;
     if (rto_ns > stats_.timeout_max_ns) stats_.timeout_max_ns = rto_ns;
   }

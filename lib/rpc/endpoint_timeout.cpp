@@ -1,9 +1,9 @@
 // Timeouts: a call or passive request not answered by its deadline ends
 // (a call with kTimeout). UD may drop datagrams; this is what turns a loss
 // into a failed call instead of a hang. The deadline adapts to each peer's
-// measured round trips (Impl::rtt_sample, RFC 6298) above the configured
+// measured round trips (RoundTripTimer::sample, RFC 6298) above the configured
 // floor, and doubles for a peer after each call to it that timed out, until
-// a reply comes (Impl::timeout_for): a slow or briefly stalled peer sees a
+// a reply comes (RoundTripTimer::timeout): a slow or briefly stalled peer sees a
 // few timeouts at most, a silent one keeps timing out. A scan runs a few times per timeout
 // (not on every poll) over the call slots that may be in use: free slots
 // are reused lowest first, so those are the first few (Impl::calls_high),
@@ -41,10 +41,7 @@ int Endpoint::expire_calls(uint64_t now) {
       continue;
     }
     Impl::Peer& peer = m.peers[c.dest];
-    if (c.sent >= peer.backoff_tsc && peer.backoff < 63) {
-      ++peer.backoff;
-      peer.backoff_tsc = now;
-    }
+    peer.rtt.timed_out(c.sent, now);
     if (const uint64_t t = env::tsc_to_ns(m.timeout_for(peer)); t > stats_.timeout_max_ns) stats_.timeout_max_ns = t;
     if (c.state == CallState::kWaiting) {
       ++stats_.timeouts;

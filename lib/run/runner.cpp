@@ -405,10 +405,17 @@ Result<void> collect(const RunConfig& rc, const cluster::ClusterConfig& cc, clus
       res.cache.stale += cache->stats().stale;
     }
     res.rpc_malformed += e->ctx().rpc->stats().malformed_total();
+    // Calls through the endpoint and waits outside it (message_timers.hpp).
     res.rpc_timeouts += e->ctx().rpc->stats().timeouts;
     res.rpc_timeout_settled_ns = std::max(res.rpc_timeout_settled_ns, e->ctx().rpc->settled_timeout_ns());
     res.rpc_timeout_max_ns = std::max(res.rpc_timeout_max_ns, e->ctx().rpc->stats().timeout_max_ns);
     res.rpc_longest_reply_ns = std::max(res.rpc_longest_reply_ns, e->ctx().rpc->stats().longest_reply_ns);
+    for (const txn::MessageTimers& mt : e->message_timers()) {
+      res.rpc_timeouts += mt.stats().timeouts;
+      res.rpc_timeout_settled_ns = std::max(res.rpc_timeout_settled_ns, mt.settled_ns());
+      res.rpc_timeout_max_ns = std::max(res.rpc_timeout_max_ns, mt.stats().timeout_max_ns);
+      res.rpc_longest_reply_ns = std::max(res.rpc_longest_reply_ns, mt.stats().longest_reply_ns);
+    }
     res.rpc_passive_timeouts += e->ctx().rpc->stats().passive_timeouts;
     res.rpc_passive_failures += e->ctx().rpc->stats().passive_failures;
     if (history::Recorder* h = e->recorder()) {

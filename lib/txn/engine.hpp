@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +27,7 @@
 #include "stats/published.hpp"
 #include "store/location_cache.hpp"
 #include "txn/database.hpp"
+#include "txn/message_timers.hpp"
 #include "txn/options.hpp"
 #include "txn/protocol.hpp"
 #include "txn/replication.hpp"
@@ -107,6 +109,14 @@ class WorkerEngine {
   void serve_rows(rpc::Request& r);
   store::LocationCache* cache() { return opts_.location_cache ? &cache_ : nullptr; }
   WorkerStats& stats() { return stats_; }
+  // Timeouts of a kind of wait for other nodes outside the RPC endpoint
+  // (message_timers.hpp): one set per kind, since their round trips differ
+  // (a reply that an owner writes differs from a vote an RPC asked for),
+  // made when a protocol is made; the run reports them all.
+  MessageTimers& add_message_timers() {
+    return message_timers_.emplace_back(w_.rpc_timeout_ns, w_.rpc_max_timeout_ns);
+  }
+  const std::deque<MessageTimers>& message_timers() const { return message_timers_; }
   // Live figures, published by the worker every ~50 ms (publish_live()).
   const stats::Published<LiveStats>& live() const { return *live_; }
   // Publishes the live figures, and the counters of the worker's RPC
@@ -169,6 +179,7 @@ class WorkerEngine {
   rpc::HandlerId rows_handler_ = 0;
   std::optional<history::Recorder> recorder_;
   WorkerStats stats_;
+  std::deque<MessageTimers> message_timers_;  // stable addresses
   std::vector<QpAck> qp_acks_;  // by WorkerContext::qp_index
   LiveStats live_counts_;  // the worker's own copy, counted as it goes
   std::unique_ptr<stats::Published<LiveStats>> live_;

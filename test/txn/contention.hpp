@@ -380,7 +380,9 @@ inline Result<Outcome> run_contended(const Combo& c, uint64_t seed, double secon
   // they are posted, so coroutines interleave at every step. (With zero
   // latency one thread serialises them so tightly that even OCC without
   // validation keeps the invariant.)
-  rc.cluster.devargs = "shm,latency_ns=1000" + (c.faults.empty() ? "" : "," + c.faults);
+  // The latency model's 1 us, unless the faults give another.
+  const bool latency = c.faults.find("latency_ns=") != std::string::npos;
+  rc.cluster.devargs = std::string(latency ? "shm" : "shm,latency_ns=1000") + (c.faults.empty() ? "" : "," + c.faults);
   // RDTX_TEST_DEVARGS: the same runs on another device (scripts/rdma-field-test
   // runs the protocol suite's combinations over verbs on Soft-RoCE with it).
   // shm's faults and latency model do not exist there: a case that asks for

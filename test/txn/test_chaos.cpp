@@ -139,3 +139,49 @@ TEST(ChaosStall, StalledQueuePairFailsItsRequestsInsteadOfHanging) {
   EXPECT_GT(r.total.aborts[static_cast<int>(AbortReason::kNetwork)] + r.total.commit_errors, 0u) << "no stall was felt: the model injected none?";
   EXPECT_GT(r.total.commits, 0u);
 }
+
+// A slow but live peer, and a stalled one (issue 44, item 5). The waits
+// outside the RPC endpoint — FaRM's LOCK replies in its message logs, 2PL's
+// mailbox waves and 2PC vote counts — adapt to their round trips as the
+// endpoint's calls do (txn::MessageTimers), and a wait that timed out
+// counts as a timed-out call: the attempts it aborted are noted, not failed.
+// Slow: each pass of the test's thread over the workers takes 100 us, so a
+// 2PC vote's round trip (two passes) outlasts the RPC timeout's floor
+// (50 us): a few votes time out before the first sample, then few, and the
+// timeout settles above the floor (with the fixed timeout nearly every vote
+// timed out). FaRM's LOCK reply comes within one pass, so it is tried
+// stalled only. Stalled: node 1 stops for 200 ms, 100 times the 2 ms floor:
+// each worker's timeout to it doubles once per burst of waits (the fixed
+// one timed every waiting coroutine out every 2 ms), and the run passes.
+TEST(SlowPeer, WaitsOutsideTheEndpointAdaptToTheRoundTrip) {
+  Combo farm{"smallbank", "farm"};
+  Combo mail{"smallbank", "2pl/bounded_wait"};
+  mail.fetch = Primitive::kMailbox;
+  {
+    Combo cb = mail;
+    SCOPED_TRACE("slow: " + name_of(cb));
+    cb.pass_ns = 100'000;
+    cb.rpc_timeout_ns = 50'000;
+    auto out = run_contended(cb, seed(), 0.3);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    const run::RunResult& r = out->run;
+    SCOPED_TRACE(summary(r));
+    EXPECT_EQ(verdict_failures(*out), "");
+    EXPECT_GT(r.total.commits, 20u);
+    EXPECT_GT(r.rpc_timeout_settled_ns, 100'000u) << "the timeout did not adapt to the round trips";
+    EXPECT_LT(r.rpc_timeouts, r.total.commits / 4) << "waits kept timing out after the round trips were measured";
+  }
+  for (Combo cb : {farm, mail}) {
+    SCOPED_TRACE("stalled: " + name_of(cb));
+    cb.faults = "pause_node=1,pause_at_ms=50,pause_ms=200,seed=" + std::to_string(seed());
+    cb.rpc_timeout_ns = 2'000'000;
+    cb.warmup_s = 0.35;
+    auto out = run_contended(cb, seed(), 0.3);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    const run::RunResult& r = out->run;
+    SCOPED_TRACE(summary(r));
+    EXPECT_EQ(verdict_failures(*out), "");
+    EXPECT_GT(r.total.commits, 20u);
+    EXPECT_LT(r.rpc_timeouts, 200u) << "the waits for the stalled node did not double";
+  }
+}
