@@ -31,16 +31,29 @@ void Checker::setup_real_time() {
     });
     return;
   }
-  std::map<uint64_t, uint32_t> domains;
-  for (const Source& src : h_.sources) domains.emplace(src.clock.domain, static_cast<uint32_t>(domains.size()));
+  // Each host's clock (domain): its group, and the (ticks, wall clock) pair
+  // of its first source, through which every source of that host maps its
+  // ticks: they read one counter, so they must compare by it. Each
+  // process's own pair was read at another moment, its two clocks perhaps
+  // microseconds apart (milliseconds in an emulated guest), which would
+  // misplace one process's ticks against another's.
+  struct Domain {
+    uint32_t group;
+    const Clock* ref;
+  };
+  std::map<uint64_t, Domain> domains;
+  for (const Source& src : h_.sources)
+    domains.emplace(src.clock.domain, Domain{static_cast<uint32_t>(domains.size()), &src.clock});
   raw_ticks_ = domains.size() == 1;
   // Across hosts, ticks compare through the wall clocks, and only beyond
   // their bound of disagreement; without one, not at all.
   const bool across = !raw_ticks_ && o_.clock_skew_ns > 0;
   margin_ = across ? o_.clock_skew_ns : 0;
-  for (const Source& src : h_.sources)
+  for (const Source& src : h_.sources) {
+    const Domain& d = domains[src.clock.domain];
     source_time_[uint32_t{src.node} << 10 | src.worker] =
-        SourceTime{across ? 0 : domains[src.clock.domain], src.clock.tsc, src.clock.unix_ns, src.clock.tsc_hz};
+        SourceTime{across ? 0 : d.group, d.ref->tsc, d.ref->unix_ns, d.ref->tsc_hz};
+  }
   d_.real_time_gap_ns = [this](uint32_t src, uint32_t dst) {
     const SourceTime &a = time_of(src), &b = time_of(dst);
     const uint64_t end = timeline(a, txn(src).commit_tsc), begin = timeline(b, txn(dst).begin_tsc);
