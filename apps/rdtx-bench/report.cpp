@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -261,6 +262,38 @@ void print_header(std::FILE* out, const config::Config& cfg, const run::RunConfi
                run.virtual_time.on ? (" (" + time_of(run) + ")").c_str() : "");
 }
 
+// The timeline's bins the measured window ran (the last one of
+// WorkerStats::timeline holds what came just after it), and what they show.
+struct TimelineSummary {
+  size_t bins = 0;
+  uint32_t bin_ms = 1;
+  uint32_t median = 0, lowest = 0, highest = 0;
+  size_t lowest_at = 0;                  // bin
+  size_t empty_run = 0, empty_at = 0;    // longest run of bins with no commit, and where it began
+};
+
+TimelineSummary summarize_timeline(const Report& rep) {
+  const txn::WorkerStats& t = rep.result->total;
+  TimelineSummary s;
+  s.bin_ms = t.timeline_bin_ms;
+  if (t.timeline.empty()) return s;
+  const double window_ms = rep.seconds() * 1000;
+  s.bins = std::min<size_t>(t.timeline.size() - 1,
+                            static_cast<size_t>(std::ceil(window_ms / static_cast<double>(s.bin_ms))));
+  if (s.bins == 0) return s;
+  std::vector<uint32_t> sorted(t.timeline.begin(), t.timeline.begin() + static_cast<ptrdiff_t>(s.bins));
+  std::sort(sorted.begin(), sorted.end());
+  s.median = sorted[sorted.size() / 2];
+  s.highest = sorted.back();
+  s.lowest = UINT32_MAX;
+  for (size_t k = 0, run = 0; k < s.bins; ++k) {
+    if (t.timeline[k] < s.lowest) s.lowest = t.timeline[k], s.lowest_at = k;
+    run = t.timeline[k] == 0 ? run + 1 : 0;
+    if (run > s.empty_run) s.empty_run = run, s.empty_at = k + 1 - run;
+  }
+  return s;
+}
+
 void print_report(std::FILE* out, const Report& rep) {
   const run::RunResult& r = *rep.result;
   const txn::WorkerStats& t = r.total;
@@ -330,6 +363,15 @@ void print_report(std::FILE* out, const Report& rep) {
                    grouped(static_cast<uint64_t>(per_s(nodes[nd].commits, secs))).c_str(),
                    grouped(static_cast<uint64_t>(messages_per_s(nodes[nd], secs))).c_str(),
                    nd + 1 < nodes.size() ? ";" : "");
+    std::fprintf(out, "\n");
+  }
+  if (const TimelineSummary tl = summarize_timeline(rep); tl.bins > 0 && r.total.commits > 0) {
+    std::fprintf(out, "timeline       commits per %u ms: median %s, highest %s, lowest %s (at %s ms)", tl.bin_ms,
+                 grouped(uint64_t{tl.median}).c_str(), grouped(uint64_t{tl.highest}).c_str(), grouped(uint64_t{tl.lowest}).c_str(),
+                 grouped(tl.lowest_at * tl.bin_ms).c_str());
+    if (tl.empty_run > 0)
+      std::fprintf(out, "; longest time with none %s ms (from %s ms)", grouped(tl.empty_run * tl.bin_ms).c_str(),
+                   grouped(tl.empty_at * tl.bin_ms).c_str());
     std::fprintf(out, "\n");
   }
   const uint64_t lookups = r.cache.hits + r.cache.misses;
@@ -559,6 +601,23 @@ std::string report_json(const Report& rep) {
     time.insert("worker_busy_share", std::move(busy));
   }
 
+  // The timeline: commits per bin of the measured window (bins the window
+  // ran; node 0's aggregate adds every node's, each from its own window's
+  // start, which the nodes open within a bootstrap barrier of each other).
+  toml::table timeline;
+  {
+    const TimelineSummary tl = summarize_timeline(rep);
+    toml::array bins;
+    for (size_t k = 0; k < tl.bins; ++k) bins.push_back(i64(t.timeline[k]));
+    timeline.insert("bin_ms", static_cast<int64_t>(tl.bin_ms));
+    timeline.insert("committed", std::move(bins));
+    timeline.insert("longest_empty_ms", i64(tl.empty_run * tl.bin_ms));
+    // Counted after the window's end, before a worker's next pass closed
+    // it (the last bin): with the listed bins, every commit of `committed`.
+    uint64_t after = 0;
+    for (size_t k = tl.bins; k < t.timeline.size(); ++k) after += t.timeline[k];
+    timeline.insert("after_window", i64(after));
+  }
   toml::table doc{
       {"tool", "rdtx-bench"},
       {"git_revision", RDTX_GIT_REVISION},
@@ -586,6 +645,7 @@ std::string report_json(const Report& rep) {
       {"counters", std::move(counters)},
       {"latency_us", std::move(latency)},
       {"round_trips_per_commit", ratio(t.net_committed.round_trips, t.commits)},
+      {"timeline", std::move(timeline)},
       {"commits_by_type", std::move(types)},
       {"per_node", std::move(nodes)},
       {"stages_us", std::move(stages)},

@@ -24,6 +24,8 @@ void put_worker_stats(Writer& w, const txn::WorkerStats& s) {
   w.put(s.phase_sum_tsc);
   w.put(s.net_committed);
   w.put(s.net_all);
+  w.put(s.timeline_bin_ms);
+  w.put_vector(s.timeline);
 }
 
 bool get_worker_stats(Reader& r, txn::WorkerStats* s) {
@@ -37,7 +39,8 @@ bool get_worker_stats(Reader& r, txn::WorkerStats* s) {
   return r.get(&s->aborts) && r.get_vector(&s->commits_by_type) && r.get_vector(&s->attempts_by_type) &&
          r.get_vector(&s->issued_by_type) &&
          r.get_vector(&s->latency_by_type) && r.get(&s->latency_tsc) && r.get(&s->phase_tsc) &&
-         r.get(&s->phase_sum_tsc) && r.get(&s->net_committed) && r.get(&s->net_all);
+         r.get(&s->phase_sum_tsc) && r.get(&s->net_committed) && r.get(&s->net_all) &&
+         r.get(&s->timeline_bin_ms) && r.get_vector(&s->timeline, txn::WorkerStats::kMaxTimelineBins + 1);
 }
 
 Result<void> exchange_results(cluster::Bootstrap& boot, txn::Database& db, const txn::Workload& wl, RunResult& res) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -318,6 +319,7 @@ Result<void> start_engines(const RunConfig& rc, cluster::Cluster& c, const clust
   for (uint32_t id = 0; id < c.workers(); ++id) {
     engines.push_back(std::make_unique<WorkerEngine>(c.worker(id), db, rc.options, *rc.protocol, *rc.workload));
     engines.back()->set_workers_per_node(cc.workers_per_node);
+    engines.back()->set_timeline(static_cast<uint64_t>(std::ceil(rc.duration_s * 1000)));
     // (Node n's clock ahead of the last node's by (nodes - 1 - n) lags.)
     engines.back()->set_epoch(epoch - env::ns_to_tsc(rc.node_clock_lag_ns * (c.nodes() - 1 - c.worker(id).node)));
   }

@@ -154,7 +154,9 @@ void Coordinator::account(const TxnInput& in, bool ok, int64_t delta, uint64_t s
     ++live.commits;
     if (measuring) {
       ++st.commits;
-      const uint64_t lat = env::tsc() - start;
+      const uint64_t now = env::tsc();
+      const uint64_t lat = now - start;
+      e_.count_in_timeline(now);
       st.latency_tsc.record(lat);
       if (in.type < st.commits_by_type.size()) {
         ++st.commits_by_type[in.type];

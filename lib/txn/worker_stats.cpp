@@ -24,6 +24,10 @@ void WorkerStats::merge(const WorkerStats& s) {
     phase_tsc[p].merge(s.phase_tsc[p]);
     phase_sum_tsc[p] += s.phase_sum_tsc[p];
   }
+  // (Every worker of a run has the same bins.)
+  if (!s.timeline.empty()) timeline_bin_ms = s.timeline_bin_ms;
+  if (timeline.size() < s.timeline.size()) timeline.resize(s.timeline.size());
+  for (size_t k = 0; k < s.timeline.size(); ++k) timeline[k] += s.timeline[k];
   net_committed.add(s.net_committed);
   net_all.add(s.net_all);
 }

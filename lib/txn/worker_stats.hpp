@@ -66,6 +66,14 @@ struct WorkerStats {
   stats::Histogram phase_tsc[kPhases];
   uint64_t phase_sum_tsc[kPhases] = {};
   uint64_t sampled_commits = 0, sampled_aborts = 0;
+  // Commits per timeline_bin_ms of the measured window, from its start
+  // (1 ms unless the window is longer than kMaxTimelineBins ms: the
+  // timeline of a recovery experiment, as FaRM and Motor plot it, where a
+  // stall or a failure shows as the bins it emptied). Sized before the run
+  // (WorkerEngine::set_timeline); a commit past the last bin counts in it.
+  static constexpr size_t kMaxTimelineBins = 1'000'000;
+  std::vector<uint32_t> timeline;
+  uint32_t timeline_bin_ms = 1;
   stats::VerbCounts net_committed;  // verbs, round trips etc. of the committed attempts
   stats::VerbCounts net_all;        // of every attempt: message rates
   uint64_t aborts_total() const;
