@@ -10,14 +10,21 @@
 // header of the inserter's commit version); an erase the protocol versions
 // itself (ProtocolDef::versions_erases) is left to its commit stage.
 //
-// A call that gets no answer is not sent again: whether its rows changed
-// is unknown, so the run fails (insert_errors for an insert, commit_errors
-// for a change), never silently.
+// A call that gets no answer (a slow or stalled owner, a lost datagram) is
+// sent again until its owner answers, as write-backs and releases are
+// (stages/write_back.cpp, retry_unlocks; counted in commit_retries): the
+// rows are applied once, and a re-sent copy that finds its insert's key
+// present, or its erased row gone, finds the work of an earlier copy (the
+// protocol lets no other transaction insert that key or erase that row
+// while this attempt holds them). Only a stopping worker gives up
+// (StopBudget): whether its rows changed is then unknown, so the run fails
+// (insert_errors for an insert, commit_errors for a change), never silently.
 #include <cstring>
 
 #include "env/log.hpp"
 #include "txn/coordinator.hpp"
 #include "txn/item_batch.hpp"
+#include "txn/stages/toolkit.hpp"
 
 namespace rdtx::txn {
 
@@ -57,6 +64,22 @@ const char* why_insert_failed(int rc) {
                            : strerror(-rc);
 }
 
+// Sends b's calls, then again those that got no answer, until every owner
+// answered or the stopping worker's budget is spent. resent[k]: call k was
+// sent more than once, so an earlier copy may have applied its rows.
+runtime::Task<void> call_until_answered(Coordinator& c, ItemBatch& b, bool* resent) {
+  (void)co_await b.call();
+  for (uint32_t k = 0; k < b.calls(); ++k) resent[k] = false;
+  for (StopBudget budget;;) {
+    bool unanswered = false;
+    for (uint32_t k = 0; k < b.calls(); ++k)
+      if (b.call_failed(k)) unanswered = resent[k] = true;
+    if (!unanswered || budget.spent()) co_return;
+    ++c.engine().stats().commit_retries;
+    (void)co_await b.retry_failed();
+  }
+}
+
 }  // namespace
 
 bool Coordinator::row_is_local(uint32_t node) const {
@@ -93,10 +116,13 @@ runtime::Task<bool> Coordinator::apply_inserts(Txn& t) {
                         has_word ? &pw.value : nullptr);
     }
     if (fits) {
-      (void)co_await b.call();
-      b.for_each_reply([&](uint32_t k, const ItemReply& r, std::span<const std::byte>) {
-        if (k < t.inserts()) rc[k] = r.status;
-      });
+      bool resent[ItemBatch::kMaxCalls];
+      co_await call_until_answered(*this, b, resent);
+      for (uint32_t call = 0; call < b.calls(); ++call)
+        b.for_each_reply_of(call, [&](uint32_t k, const ItemReply& r, std::span<const std::byte>) {
+          // Present already, to a copy sent again: an earlier copy put it in.
+          if (k < t.inserts()) rc[k] = resent[call] && r.status == -EEXIST ? 0 : r.status;
+        });
     } else {
       for (uint32_t k = 0; k < t.inserts(); ++k)
         if (rc[k] == kNoAnswer) rc[k] = kNotSent;
@@ -146,10 +172,15 @@ runtime::Task<void> Coordinator::erase_inserted(Txn& t, const bool* which) {
     if (which[k] && !row_is_local(in.node)) fits = b.add_item(in.node, k, in.table, in.key, kOpErase, t.id(), {}, 0);
   }
   bool ok = fits;
-  // (One await per statement: GCC 12 leaks the frame of a co_await operand
-  // inside && or ?:.)
-  if (ok) ok = co_await b.call();
-  b.for_each_reply([&](uint32_t, const ItemReply& r, std::span<const std::byte>) { ok &= r.status == 0; });
+  bool resent[ItemBatch::kMaxCalls] = {};
+  if (ok) co_await call_until_answered(*this, b, resent);
+  for (uint32_t call = 0; ok && call < b.calls(); ++call) {
+    ok &= !b.call_failed(call);
+    // Gone already, to a copy sent again: an earlier copy erased it.
+    b.for_each_reply_of(call, [&](uint32_t, const ItemReply& r, std::span<const std::byte>) {
+      ok &= r.status == 0 || (resent[call] && r.status == -ENOENT);
+    });
+  }
   // A row left in that no transaction committed: the run fails.
   if (!ok && e_.stats().commit_errors++ == 0)
     RDTX_LOG(kLog, Error, "a failed attempt's inserted rows could not all be erased again on their owners");
@@ -204,10 +235,15 @@ runtime::Task<void> Coordinator::apply_row_changes(Txn& t) {
   int32_t rc[Txn::kMaxAccesses];
   for (uint32_t i = 0; i < t.size(); ++i) rc[i] = fits ? kNoAnswer : kNotSent;
   if (fits) {
-    (void)co_await b.call();
-    b.for_each_reply([&](uint32_t i, const ItemReply& r, std::span<const std::byte>) {
-      if (i < t.size()) rc[i] = r.status;
-    });
+    bool resent[ItemBatch::kMaxCalls];
+    co_await call_until_answered(*this, b, resent);
+    for (uint32_t call = 0; call < b.calls(); ++call)
+      b.for_each_reply_of(call, [&](uint32_t i, const ItemReply& r, std::span<const std::byte>) {
+        // An erased row gone already, to a copy sent again: an earlier copy
+        // erased it.
+        if (i < t.size())
+          rc[i] = resent[call] && r.status == -ENOENT && t.access(i).change == RowChange::kErase ? 0 : r.status;
+      });
   }
   for (uint32_t i = 0; i < t.size(); ++i)
     if (mine(t.access(i)) && !row_is_local(t.access(i).node)) changed(t, i, rc[i]);
