@@ -193,6 +193,31 @@ void add_run_schema(config::Schema& s) {
   });
 }
 
+// Crash injection (doc/rdtx-bench.md "Crash injection"): a node process
+// kills itself, as a machine that dies, at a time of the measured window.
+void add_fault_schema(config::Schema& s) {
+  s.add_int("fault.kill_node", -1, -1, txn::kMaxNodes - 1,
+            "cluster.mode = \"process\": this node's process kills itself (SIGKILL: no cleanup, as a machine that "
+            "dies) fault.kill_at_s into the measured window; the others report what they measured (-1: none)");
+  s.add_float("fault.kill_at_s", 1.0, 0.0, 86'400, "seconds into the measured window when fault.kill_node dies");
+  s.add_check([](const config::Config& c) -> std::string {
+    const int64_t node = c.get_int("fault.kill_node");
+    if (node < 0) return "";
+    const std::string named = "fault.kill_node = " + std::to_string(node) + " (" + c.origin("fault.kill_node") + ")";
+    if (c.get_string("cluster.mode") != "process")
+      return named + " needs cluster.mode = \"process\": in one process the kill would take every node";
+    if (node >= c.get_int("cluster.nodes"))
+      return named + " is not a node of the cluster (0.." + std::to_string(c.get_int("cluster.nodes") - 1) + ")";
+    if (c.get_float("fault.kill_at_s") >= c.get_float("run.duration_s")) {
+      char why[256];
+      std::snprintf(why, sizeof why, "fault.kill_at_s = %g (%s) is not within the measured window (run.duration_s = %g)",
+                    c.get_float("fault.kill_at_s"), c.origin("fault.kill_at_s").c_str(), c.get_float("run.duration_s"));
+      return why;
+    }
+    return "";
+  });
+}
+
 // What rdtx-bench does with a recorded history (history.record and the
 // recorder's own keys are the engine's: txn/options.cpp).
 void add_history_schema(config::Schema& s) {
@@ -358,6 +383,7 @@ config::Schema make_schema() {
   add_rpc_schema(s);
   add_run_schema(s);
   add_history_schema(s);
+  add_fault_schema(s);
   txn::add_schema(s, txn::protocols());
   for (const txn::WorkloadDef* w : txn::workloads()) w->add_schema(s);
   return s;

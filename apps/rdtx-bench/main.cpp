@@ -429,6 +429,8 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan, const rdm
       return 2;
     }
     plan.run.bootstrap = boot.get();
+    if (cfg.get_int("fault.kill_node") == static_cast<int64_t>(boot->self()))
+      plan.run.crash_at_s = cfg.get_float("fault.kill_at_s");
   }
   // cluster.coordinator: configuration 1 and the members in ZooKeeper
   // (doc/membership.md); destroyed before `boot`: node 0 removes them.
@@ -454,6 +456,10 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan, const rdm
     std::fprintf(stderr, "rdtx-bench: %s\n", result.error().message.c_str());
     return 1;
   }
+  // Cut short by a lost peer: said as an error would be, then this node's
+  // own figures up to then (the check `cluster` fails the run).
+  if (!result->cut_short.empty())
+    std::fprintf(stderr, "rdtx-bench: %s (this node's figures follow)\n", result->cut_short.c_str());
   Report rep;
   rep.cfg = &cfg;
   rep.run = &plan.run;

@@ -189,6 +189,13 @@ HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r,
     }
     h.dir = dir;
   }
+  if (!r.cut_short.empty()) {
+    // A peer was lost: no barrier (it would wait for the dead), and this
+    // node's files alone are no history to check.
+    h.error = "not checked: the run was cut short (" + r.cut_short + ")" +
+              (h.dir.empty() ? "" : "; this node's files are in " + h.dir);
+    return h;
+  }
   if (boot != nullptr) {
     // Every node's files are in the directory once all have passed here.
     if (auto b = boot->barrier("history written"); !b.ok()) {
@@ -476,7 +483,8 @@ void print_report(std::FILE* out, const Report& rep) {
   std::fprintf(out, "checks\n");
   for (const Check& c : rep.checks) {
     const char* verdict = c.not_checked ? "NOT CHECKED" : c.ok ? "OK" : "FAILED";
-    if (std::string(c.key) == "invariants" || std::string(c.key) == "history" || std::string(c.key) == "replicas")
+    if (std::string(c.key) == "invariants" || std::string(c.key) == "history" || std::string(c.key) == "replicas" ||
+        std::string(c.key) == "cluster")
       std::fprintf(out, "  %-20s %s%s%s\n", c.label, verdict, c.message.empty() ? "" : ": ", c.message.c_str());
     else
       std::fprintf(out, "  %-20s %14s  %s%s%s\n", c.label, grouped(c.value).c_str(), verdict,
@@ -576,7 +584,8 @@ std::string report_json(const Report& rep) {
   for (const Check& c : rep.checks) {
     toml::table entry{{"ok", c.ok}};
     if (c.not_checked) entry.insert("not_checked", true);
-    if (std::string(c.key) == "invariants" || std::string(c.key) == "history" || std::string(c.key) == "replicas")
+    if (std::string(c.key) == "invariants" || std::string(c.key) == "history" || std::string(c.key) == "replicas" ||
+        std::string(c.key) == "cluster")
       entry.insert("message", c.message);
     else
       entry.insert("value", i64(c.value));

@@ -3,8 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <csignal>
+#include <ctime>
+#include <mutex>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -68,6 +73,44 @@ class PeerWatch {
 
  private:
   std::optional<Ticker> ticker_;
+};
+
+// RunConfig::crash_at_s: a thread that kills the process at that time of
+// the measured window, unless the run ends first.
+class Crash {
+ public:
+  Crash(double at_s, uint64_t measure_at, uint32_t node) {
+    if (at_s < 0) return;
+    const uint64_t now = env::tsc();
+    const auto wait = std::chrono::nanoseconds(
+        (measure_at > now ? static_cast<int64_t>(env::tsc_to_ns(measure_at - now)) : 0) +
+        static_cast<int64_t>(at_s * 1e9));
+    thread_ = std::thread([this, wait, at_s, node] {
+      std::unique_lock lk(mu_);
+      if (cv_.wait_for(lk, wait, [this] { return cancelled_; })) return;
+      timespec ts{};
+      clock_gettime(CLOCK_REALTIME, &ts);
+      std::fprintf(stderr, "rdtx-bench: fault: node %u kills itself (SIGKILL) %.3f s into the measured window, at %lld.%06ld\n",
+                   node, at_s, static_cast<long long>(ts.tv_sec), ts.tv_nsec / 1000);
+      std::fflush(stderr);
+      ::raise(SIGKILL);
+    });
+  }
+  ~Crash() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lk(mu_);
+      cancelled_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool cancelled_ = false;
+  std::thread thread_;
 };
 
 // A stop request (SIGINT, SIGTERM) while the cluster is built and loaded
@@ -445,6 +488,15 @@ Result<void> collect(const RunConfig& rc, const cluster::ClusterConfig& cc, clus
   if (rc.bootstrap == nullptr) {
     res.invariants = rc.workload->check(db, res.total.committed_delta);
     res.replicas_equal = txn::compare_replicas(db, txn::replica_digests(db));
+  } else if (!res.cut_short.empty()) {
+    // This node's figures alone; the invariants and replicas span the
+    // cluster, whose other shares are not here (verdict: not checked).
+    res.node = c.first_local_node();
+    res.aggregate = false;
+    res.coordinates = cc.coordinates(res.node);
+    res.invariants = make_error(ENOTCONN, "not checked: they span every node's partition, and a peer was lost");
+    res.replicas_equal = make_error(ENOTCONN, "not compared: a peer was lost");
+    return {};
   } else {
     res.node = c.first_local_node();
     RDTX_TRY(exchange_results(*rc.bootstrap, db, *rc.workload, res));
@@ -509,6 +561,7 @@ Result<RunResult> run(const RunConfig& rc) {
   const uint64_t end = measure_at + env::ns_to_tsc(static_cast<uint64_t>(rc.duration_s * 1e9));
   std::atomic<uint64_t> measured_until{end};
   add_window_pollers(engines, measure_at, end, rc.virtual_time.on, measured_until);
+  Crash crash(boot != nullptr ? rc.crash_at_s : -1, measure_at, boot != nullptr ? boot->self() : 0);
   RunResult res;
   res.load_seconds = loaded->seconds;
   res.table_bytes = loaded->table_bytes;
@@ -582,10 +635,20 @@ Result<RunResult> run(const RunConfig& rc) {
       }
       if (auto v = rc.membership->verdict()) {
         rc.membership->stop();
-        return *v;
+        res.cut_short = v->message;
       }
     }
-    if (boot->failed()) return make_error(EPIPE, "%s", boot->failure().c_str());
+    if (res.cut_short.empty() && boot->failed()) res.cut_short = boot->failure();
+  }
+  if (boot != nullptr && !res.cut_short.empty()) {
+    // A peer lost: this node reports what it measured (its timeline shows
+    // when), without the collectives that would wait for the dead. Its
+    // coordinators stop; those waiting on the lost peer get a bounded
+    // drain, and what it leaves is counted (tasks left).
+    stop_workers();
+    const uint64_t drain_end = env::tsc() + env::ns_to_tsc(2'000'000'000);
+    while (live() > 0 && env::tsc() < drain_end) c.poll_all();
+  } else if (boot != nullptr) {
     // Stop this node's coordinators; keep serving the others until every
     // node's have stopped.
     stop_workers();

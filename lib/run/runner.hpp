@@ -91,6 +91,10 @@ struct RunConfig {
   cluster::Bootstrap* bootstrap = nullptr;
   // Multi-process: the membership service, if any (RunMembership).
   RunMembership* membership = nullptr;
+  // Multi-process: this process kills itself (SIGKILL, no cleanup: a
+  // machine that dies) this many seconds into the measured window, saying
+  // when on stderr first (rdtx-bench's fault.kill_node). Negative: never.
+  double crash_at_s = -1;
   // A progress line on stderr every this many seconds (0: none).
   double progress_interval_s = 0;
   // Identifies the run in recorded histories (options.record_history); 0
@@ -148,6 +152,11 @@ struct RunResult {
   // Coroutines (coordinators, services) still running when the drain
   // gave up: a run that did not end cleanly (a stalled peer, lost messages).
   uint64_t tasks_left = 0;
+  // Multi-process: why the run was cut short, when a peer was lost (the
+  // bootstrap's monitor) or the membership ended it (a member removed, its
+  // store lost): this node's figures alone then (aggregate false), the
+  // cluster's checks not made. "" for a run that ended as planned.
+  std::string cut_short;
   Result<void> invariants;  // the workload's check
   // What the check found that the run's isolation level allows
   // (Workload::check_note(): writeskew's pairs below 0 under snapshot

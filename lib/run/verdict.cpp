@@ -13,7 +13,12 @@ namespace rdtx::run {
 std::vector<Check> verdict(const RunResult& r, const VerdictOptions& o) {
   const bool interrupted = o.interrupted;
   std::vector<Check> c;
-  if (!r.invariants.ok() && r.invariants.error().code == ECANCELED)
+  // Cut short by a lost peer (process mode): the figures are this node's,
+  // up to then; the cluster's checks could not be made.
+  if (!r.cut_short.empty()) c.push_back({"cluster", "cluster", 0, false, r.cut_short});
+  if (!r.cut_short.empty())
+    c.push_back({"invariants", "invariants", 0, false, r.invariants.ok() ? "" : r.invariants.error().message, true});
+  else if (!r.invariants.ok() && r.invariants.error().code == ECANCELED)
     c.push_back({"invariants", "invariants", 0, false, std::string("stopped by ") + runtime::shutdown_cause(), true});
   else
     c.push_back({"invariants", "invariants", 0, r.invariants.ok(),
@@ -24,7 +29,7 @@ std::vector<Check> verdict(const RunResult& r, const VerdictOptions& o) {
   c.push_back({"tasks_left", "tasks left running", r.tasks_left, r.tasks_left == 0 || interrupted,
                r.tasks_left == 0 ? "" : "coroutines still running when the drain gave up: the run did not end cleanly"});
   if (r.replicas > 1) {
-    c.push_back({"replicas", "replicas equal", 0, r.replicas_equal.ok(),
+    c.push_back({"replicas", "replicas equal", 0, r.replicas_equal.ok() && r.cut_short.empty(),
                  r.replicas_equal.ok() ? "" : r.replicas_equal.error().message});
     c.push_back({"log_errors", "log errors", r.total.log_errors, r.total.log_errors == 0, ""});
   }
