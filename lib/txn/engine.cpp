@@ -44,6 +44,28 @@ WorkerEngine::WorkerEngine(cluster::WorkerContext& w, Database& db, const Option
   qp_acks_.resize(w.qps.size());
 }
 
+void WorkerEngine::set_measuring(bool on) {
+  if (on && !measuring_) {
+    timeline_start_ = env::tsc();
+    timeline_per_bin_ = std::max<uint64_t>(env::ns_to_tsc(uint64_t{stats_.timeline_bin_ms} * 1'000'000), 1);
+  }
+  measuring_ = on;
+}
+
+void WorkerEngine::set_timeline(uint64_t window_ms) {
+  const uint64_t bin =
+      std::max<uint64_t>(1, (window_ms + WorkerStats::kMaxTimelineBins - 2) / (WorkerStats::kMaxTimelineBins - 1));
+  stats_.timeline_bin_ms = static_cast<uint32_t>(bin);
+  stats_.timeline.assign((window_ms + bin - 1) / bin + 1, 0);
+}
+
+void WorkerEngine::count_in_timeline(uint64_t now) {
+  std::vector<uint32_t>& t = stats_.timeline;
+  if (t.empty()) return;
+  const uint64_t bin = now > timeline_start_ ? (now - timeline_start_) / timeline_per_bin_ : 0;
+  ++t[std::min<uint64_t>(bin, t.size() - 1)];
+}
+
 WorkerEngine::~WorkerEngine() {
   for (RunningService& r : services_) {
     // The cluster may have torn its workers down already (with their pollers).

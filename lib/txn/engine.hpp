@@ -13,7 +13,6 @@
 // Thread-safety: everything here belongs to the worker's thread.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -23,7 +22,6 @@
 
 #include "base/result.hpp"
 #include "cluster/cluster.hpp"
-#include "env/tsc.hpp"
 #include "history/recorder.hpp"
 #include "runtime/task.hpp"
 #include "stats/published.hpp"
@@ -151,31 +149,17 @@ class WorkerEngine {
   // The worker's history (recording only; nullptr otherwise).
   history::Recorder* recorder() { return recorder_ ? &*recorder_ : nullptr; }
   // Opening the window (on the worker's thread) starts the timeline.
-  void set_measuring(bool on) {
-    if (on && !measuring_) {
-      timeline_start_ = env::tsc();
-      timeline_per_bin_ = std::max<uint64_t>(env::ns_to_tsc(uint64_t{stats_.timeline_bin_ms} * 1'000'000), 1);
-    }
-    measuring_ = on;
-  }
+  void set_measuring(bool on);
   bool measuring() const { return measuring_; }
   // The timeline's bins (WorkerStats::timeline) for a window of
   // `window_ms`, and one for a commit just after its end (the window closes
   // at the worker's next pass): allocated before the run, nothing on the
   // hot path.
-  void set_timeline(uint64_t window_ms) {
-    const uint64_t bin = std::max<uint64_t>(1, (window_ms + WorkerStats::kMaxTimelineBins - 2) /
-                                                   (WorkerStats::kMaxTimelineBins - 1));
-    stats_.timeline_bin_ms = static_cast<uint32_t>(bin);
-    stats_.timeline.assign((window_ms + bin - 1) / bin + 1, 0);
-  }
+  // (GCC 12 at -march=x86-64-v2 with -Wall crashed compiling CALVIN's
+  // executor coroutine with these three defined here: engine.cpp.)
+  void set_timeline(uint64_t window_ms);
   // A commit at `now` (measuring): one more in its bin.
-  void count_in_timeline(uint64_t now) {
-    std::vector<uint32_t>& t = stats_.timeline;
-    if (t.empty()) return;
-    const uint64_t bin = now > timeline_start_ ? (now - timeline_start_) / timeline_per_bin_ : 0;
-    ++t[std::min<uint64_t>(bin, t.size() - 1)];
-  }
+  void count_in_timeline(uint64_t now);
 
   // Per-coroutine slice of the worker's registered scratch memory.
   size_t scratch_per_coroutine() const { return scratch_per_co_; }
