@@ -90,7 +90,8 @@ void Bootstrap::Impl::wake_io() {
 }
 
 void Bootstrap::Impl::queue_locked(Peer& p, uint16_t type, std::span<const std::byte> payload) {
-  if (p.fd < 0) return;
+  // An excluded node is owed nothing (and need not read what it was owed).
+  if (p.fd < 0 || p.excluded) return;
   p.out.push_back(make_frame(type, o.self, payload));
   wake_io();
 }
@@ -120,22 +121,38 @@ void Bootstrap::Impl::close_locked(Peer& p, std::string why) {
 
 void Bootstrap::Impl::lost_locked(Peer& p, std::string why, bool monitor) {
   close_locked(p, why);
-  if (monitor && !p.said_off && o.lost_peer_fatal)
+  if (p.excluded) {
+    RDTX_LOG(log(), Info, "bootstrap: %s %s (excluded from the run)", who(p.id).c_str(), why.c_str());
+  } else if (monitor && !p.said_off && o.lost_peer_fatal) {
     fail_locked(Error{ECONNRESET, "bootstrap: " + who(p.id) + " " + why + " while monitored (process died?)"});
-  else if (monitor && !p.said_off)
+  } else if (monitor && !p.said_off) {
+    p.left_to_membership = true;
     RDTX_LOG(log(), Warning, "bootstrap: %s %s while monitored (left to the membership service)", who(p.id).c_str(),
              why.c_str());
-  else
+  } else
     RDTX_LOG(log(), Info, "bootstrap: %s %s", who(p.id).c_str(), why.c_str());
 }
 
 void Bootstrap::Impl::bad_message_locked(Peer& p, const std::string& why) {
   Error e{EPROTO, "bootstrap: " + who(p.id) + " sent an invalid message: " + why};
   close_locked(p, "sent an invalid message");
-  fail_locked(std::move(e));
+  // An excluded node's stream is nothing this run reads any more.
+  if (p.excluded)
+    RDTX_LOG(log(), Warning, "%s (excluded from the run: connection closed, no failure)", e.message.c_str());
+  else
+    fail_locked(std::move(e));
 }
 
 void Bootstrap::Impl::dispatch_locked(Peer& p, Frame f) {
+  // Late messages of an excluded node (a contribution to a collective that
+  // no longer counts it, a heartbeat, a stop notice) are read and dropped.
+  if (p.excluded) {
+    if (!p.drop_logged)
+      RDTX_LOG(log(), Warning, "bootstrap: dropped a message (type %u) from %s, which was excluded from the run; "
+               "later ones are dropped silently", unsigned{f.type}, who(p.id).c_str());
+    p.drop_logged = true;
+    return;
+  }
   if (f.from != p.id) return bad_message_locked(p, "a message from node " + std::to_string(f.from));
   switch (f.type) {
     case kHeartbeat: {

@@ -37,9 +37,19 @@
 // (host:port) stopped by SIGTERM": a node other than 0 sends node 0 a stop
 // notice, and node 0 forwards the failure to all, as with any failure.
 //
+// Exclusion: a membership service that removed node n from the run and
+// resolved its transactions lets the run go on without it: every survivor
+// calls exclude(n). Node 0 decides every collective (its wait is the one
+// that matters): it stops waiting for n, answers with n's slot empty, and
+// drops whatever n sends later. A node other than 0 only records n; it has
+// no connection to n and waits for node 0 alone, so the survivors may call
+// exclude(n) in any order and at different times without disagreeing
+// (doc/bootstrap.md, "Excluding a node").
+//
 // Thread-safety: connect(), the collectives, start_monitor() and
 // stop_monitor() are called from one thread at a time (the owner).
-// failed() and failure() may be called from any thread. The collectives
+// failed(), failure(), exclude() and excluded() may be called from any
+// thread (exclude() also while the owner waits in a collective). The collectives
 // also work while the monitor runs (its thread then does the socket I/O).
 #pragma once
 
@@ -77,7 +87,9 @@ struct BootstrapOptions {
   uint64_t peer_dead_ms = 2000;         // silence after which a peer is declared dead (>= 2 heartbeats)
   // false: a peer whose connection ends or falls silent while monitored is
   // logged and dropped, not a failure of the run; a membership service
-  // (leases, doc/membership.md) judges it. Collectives it misses still fail.
+  // (leases, doc/membership.md) judges it. A collective on node 0 that
+  // needs it waits for the service's exclude() until op_timeout_ms, and
+  // fails naming it if none came.
   bool lost_peer_fatal = true;
   // Polled (under the Bootstrap's lock, so it must be quick and must not
   // call back) whenever the Bootstrap does I/O: the number of the signal
@@ -134,6 +146,21 @@ class Bootstrap {
   // signal (ECANCELED); each names the
   // node, its address and the operation, e.g. "bootstrap: node 1
   // (127.0.0.1:7001) closed the connection during barrier 'loaded'".
+
+  // Leaves node `node` out of the run from now on (any thread, also while
+  // the owner waits in a collective and while the monitor runs). On node 0:
+  // no collective waits for it (one waiting now re-evaluates and completes
+  // once the others have contributed), its slot in every result is an empty
+  // blob, nothing more is sent to it, and what it sends is dropped (logged
+  // once); its connection ending or its silence is no failure. On another
+  // node it is recorded (excluded()): that node waits for node 0 alone,
+  // whose results carry the slots node 0 left empty. Excluding a node twice
+  // is no error. Errors (EINVAL): node 0 (every collective goes through it:
+  // losing it ends the run), this node itself, an id out of range.
+  Result<void> exclude(uint32_t node);
+  // The excluded nodes: bit n set for node n (nodes 0..63; exclude()
+  // refuses higher ids). Lock-free.
+  uint64_t excluded() const;
 
   // Starts the heartbeat thread (no-op if running or already failed).
   void start_monitor();

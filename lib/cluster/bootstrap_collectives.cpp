@@ -42,7 +42,9 @@ Result<void> Bootstrap::Impl::check_name(OpKind kind, std::string_view what) con
 }
 
 // Node 0: waits for every joiner's contribution to this operation and
-// returns all contributions by node id (its own at [0]).
+// returns all contributions by node id (its own at [0]). An excluded node
+// is not waited for and its slot is empty, also when exclude() comes while
+// this waits (it notifies the wait, which re-evaluates).
 Result<std::vector<std::vector<std::byte>>> Bootstrap::Impl::root_collect(OpKind kind, std::string_view what,
                                                                           std::span<const std::byte> mine) {
   RDTX_TRY(check_name(kind, what));
@@ -64,7 +66,7 @@ Result<std::vector<std::vector<std::byte>>> Bootstrap::Impl::root_collect(OpKind
       [&] {
         if (failed.load(std::memory_order_relaxed)) return true;
         for (uint32_t i = 1; i < n; ++i)
-          if (peers[i].inbox.empty() && peers[i].fd >= 0) return false;
+          if (awaited_locked(peers[i])) return false;
         return true;
       },
       deadline);
@@ -81,12 +83,16 @@ Result<std::vector<std::vector<std::byte>>> Bootstrap::Impl::root_collect(OpKind
   std::optional<Error> err;
   for (uint32_t i = 1; i < n && !err; ++i) {
     Peer& p = peers[i];
+    if (p.excluded) continue;  // its slot stays empty
     if (p.inbox.empty()) {
-      if (p.fd < 0) {
+      if (p.fd < 0 && p.left_to_membership) {
+        err = Error{ECONNRESET, "bootstrap: " + who(i) + " " + p.gone + " during " + op + " (lost while monitored; the membership service " +
+                                    "did not exclude it within the operation's " + seconds(o.op_timeout_ms) + ")"};
+      } else if (p.fd < 0) {
         err = Error{ECONNRESET, "bootstrap: " + who(i) + " " + p.gone + " during " + op};
       } else {
         uint32_t late = 0;
-        for (uint32_t k = i + 1; k < n; ++k) late += peers[k].inbox.empty();
+        for (uint32_t k = i + 1; k < n; ++k) late += peers[k].inbox.empty() && !peers[k].excluded;
         err = Error{ETIMEDOUT, "bootstrap: " + who(i) + " did not reach " + op + " within " + seconds(o.op_timeout_ms) +
                                    (late ? " (nor did " + std::to_string(late) + " more)" : std::string())};
       }
@@ -125,7 +131,7 @@ Result<void> Bootstrap::Impl::root_respond(OpKind kind, std::string_view what, s
   if (!flush(now_ms() + static_cast<int64_t>(o.op_timeout_ms))) {
     std::unique_lock lk(mu);
     for (uint32_t i = 1; i < n; ++i)
-      if (peers[i].fd >= 0 && !peers[i].out.empty()) {
+      if (peers[i].fd >= 0 && !peers[i].excluded && !peers[i].out.empty()) {
         Error e{ETIMEDOUT,
                 "bootstrap: " + who(i) + " did not read the result of " + op + " within " + seconds(o.op_timeout_ms)};
         lk.unlock();
@@ -251,6 +257,7 @@ Result<void> Bootstrap::agree(const std::vector<std::pair<std::string, std::stri
   auto blobs = m.root_collect(OpKind::kAgree, kWhat, mine);
   if (!blobs.ok()) return blobs.error();
   for (uint32_t i = 1; i < m.n; ++i) {
+    if (i < 64 && (m.excluded_mask.load(std::memory_order_acquire) >> i & 1)) continue;  // its slot is empty
     auto theirs = decode_config((*blobs)[i]);
     if (!theirs)
       return m.fail(Error{EPROTO, "bootstrap: " + m.who(i) + " sent an invalid message: a malformed config"});

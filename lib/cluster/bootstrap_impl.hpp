@@ -8,7 +8,8 @@
 //   bootstrap_join.cpp          connect(): options, listening, node 0 accepting
 //                               hellos, the other nodes joining node 0
 //   bootstrap_collectives.cpp   all_gather, gather, barrier, agree
-//   bootstrap_monitor.cpp       heartbeats, dead and silent peers, stop signals
+//   bootstrap_monitor.cpp       heartbeats, dead and silent peers, stop
+//                               signals, excluded nodes
 //
 // Locking: `mu` guards the peers, the failure and the I/O thread's state.
 // The thread that runs step() (the monitor thread while it runs, else the
@@ -67,6 +68,13 @@ struct Peer {
   int64_t last_rx = 0;
   bool armed = false;     // its monitor runs: it sends heartbeats, silence is death
   bool said_off = false;  // it left the monitored phase: its exit is no failure
+  // Lost while monitored with lost_peer_fatal = false: a collective on node
+  // 0 waits (until its deadline) for the membership service to exclude it.
+  bool left_to_membership = false;
+  // Bootstrap::exclude(): nothing is sent to it or awaited from it, and
+  // what it sends is dropped (the first message with a warning).
+  bool excluded = false;
+  bool drop_logged = false;
 };
 
 // Reads up to `burst` bytes of what is there: 0 while the connection is
@@ -103,6 +111,9 @@ struct Bootstrap::Impl {
   // it lock-free (acquire).
   std::atomic<bool> failed{false};
   Error failure;
+  // Bit n: node n excluded (Peer::excluded); written under mu, read
+  // lock-free by excluded().
+  std::atomic<uint64_t> excluded_mask{0};
 
   explicit Impl(BootstrapOptions opts);
   ~Impl();
@@ -154,6 +165,12 @@ struct Bootstrap::Impl {
   Result<void> join_root(int64_t deadline);
 
   // --- collectives (bootstrap_collectives.cpp) ---
+  // Node 0: whether a collective still waits for joiner p's contribution:
+  // none arrived, it is not excluded, and it is connected or was lost to
+  // the membership service (which may yet exclude it).
+  bool awaited_locked(const Peer& p) const {
+    return p.inbox.empty() && !p.excluded && (p.fd >= 0 || p.left_to_membership);
+  }
   Result<void> check_name(detail::OpKind kind, std::string_view what) const;
   Result<std::vector<std::vector<std::byte>>> root_collect(detail::OpKind kind, std::string_view what,
                                                            std::span<const std::byte> mine);

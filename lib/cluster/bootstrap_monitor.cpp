@@ -3,7 +3,12 @@
 // heartbeat_ms, and declares a peer dead when its connection ends or it is
 // silent longer than peer_dead_ms (doc/bootstrap.md, "Liveness"). And stop
 // signals: a node that a signal stops tells the run so, rather than leaving
-// its peers to find it gone or late (doc/bootstrap.md, "Signals").
+// its peers to find it gone or late (doc/bootstrap.md, "Signals"). And
+// excluded nodes, which the monitor and the collectives leave out
+// (doc/bootstrap.md, "Excluding a node").
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 
 #include "cluster/bootstrap_impl.hpp"
@@ -59,7 +64,7 @@ void Bootstrap::start_monitor() {
     const int64_t now = now_ms();
     const std::byte on{1};
     for (Peer& p : m.peers) {
-      if (!p.joined) continue;
+      if (!p.joined || p.excluded) continue;
       if (p.fd < 0 && !p.said_off) {
         Error e{ECONNRESET, "bootstrap: " + m.who(p.id) + " " + p.gone + " before the monitor started"};
         lk.unlock();
@@ -90,5 +95,45 @@ void Bootstrap::stop_monitor() {
   }
   m.flush(m.short_deadline());
 }
+
+Result<void> Bootstrap::exclude(uint32_t node) {
+  Impl& m = *impl_;
+  if (node >= m.n)
+    return make_error(EINVAL, "bootstrap: cannot exclude node %u: out of range for %u nodes (0..%u)", node, m.n,
+                      m.n - 1);
+  if (node == 0)
+    return Error{EINVAL, "bootstrap: cannot exclude " + m.who(0) +
+                             ": every collective goes through node 0, so losing it ends the run"};
+  if (node == m.o.self)
+    return Error{EINVAL, "bootstrap: " + m.who(node) +
+                             " cannot exclude itself: a node removed from the run stops, and the others exclude it"};
+  if (node >= 64)
+    return Error{EINVAL, "bootstrap: cannot exclude " + m.who(node) + ": excluded() holds nodes 0..63 only"};
+  std::lock_guard lk(m.mu);
+  Peer& p = m.peers[node];
+  if (p.excluded) return {};
+  p.excluded = true;
+  // Nothing more is awaited from it: no heartbeats, no contribution (one
+  // that arrived for a collective not yet entered no longer counts), and
+  // nothing is sent to it (a frame half sent stays half sent: the node is
+  // out of the run). Its socket stays open and is read, so that what it
+  // still sends is dropped here rather than blocking it; only the I/O
+  // thread closes sockets (bootstrap_impl.hpp).
+  p.armed = false;
+  p.inbox.clear();
+  p.out.clear();
+  p.out_off = 0;
+  m.excluded_mask.fetch_or(uint64_t{1} << node, std::memory_order_release);
+  RDTX_LOG(log(), Info, "bootstrap: %s excluded from the run%s", m.who(node).c_str(),
+           m.o.self == 0 ? ": no collective waits for it any more" : "");
+  // A collective waiting for it re-evaluates: on the monitor's notification
+  // while it runs, else the owner's poll() returns (step()).
+  char c = 0;
+  (void)!::write(m.wake[1], &c, 1);
+  m.cv.notify_all();
+  return {};
+}
+
+uint64_t Bootstrap::excluded() const { return impl_->excluded_mask.load(std::memory_order_acquire); }
 
 }  // namespace rdtx::cluster

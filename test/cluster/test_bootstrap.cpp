@@ -848,6 +848,212 @@ TEST(Bootstrap, PeerGoneBeforeTheMonitorStartsIsAFailure) {
   EXPECT_TRUE(lost(nodes[1].b->failure(), "node 2 (" + addr(ports[2]) + ")"));
 }
 
+// --- excluding a node (a membership service removed it; the run goes on) ---
+
+TEST(Bootstrap, ExcludedNodeIsLeftOutOfCollectives) {
+  auto ports = free_ports(3);
+  auto nodes = connect_all(ports);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  nodes[2].b.reset();  // gone, as a killed compute node
+  for (uint32_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(nodes[i].b->exclude(2).ok());
+    EXPECT_TRUE(nodes[i].b->exclude(2).ok()) << "excluding twice is no error";
+    EXPECT_EQ(nodes[i].b->excluded(), uint64_t{1} << 2);
+  }
+  on_all(2, [&](uint32_t i) {
+    Bootstrap& b = *nodes[i].b;
+    auto r = b.all_gather(pattern(i, 100 + i), "qps");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    ASSERT_EQ(r->size(), 3u);
+    EXPECT_EQ((*r)[0], pattern(0, 100));
+    EXPECT_EQ((*r)[1], pattern(1, 101));
+    EXPECT_TRUE((*r)[2].empty());
+    auto g = b.gather(pattern(i, 7), "results");
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    if (i == 0) {
+      ASSERT_EQ(g->size(), 3u);
+      EXPECT_EQ((*g)[1], pattern(1, 7));
+      EXPECT_TRUE((*g)[2].empty());
+    }
+    auto d = b.barrier("drained");
+    EXPECT_TRUE(d.ok()) << d.error().message;
+    auto a = b.agree({{"a", "1"}});
+    EXPECT_TRUE(a.ok()) << a.error().message;
+  });
+  for (uint32_t i = 0; i < 2; ++i) EXPECT_FALSE(nodes[i].b->failed()) << nodes[i].b->failure();
+}
+
+TEST(Bootstrap, ExcludeReleasesACollectiveWaitingForTheNode) {
+  auto ports = free_ports(3);
+  auto nodes = connect_all(ports);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  for (auto& j : nodes) j.b->start_monitor();
+  on_all(3, [&](uint32_t i) { EXPECT_TRUE(nodes[i].b->barrier("monitoring").ok()); });
+  // Node 2 lives (its heartbeats go on) but never enters the barrier; the
+  // others are waiting in it when a membership thread excludes node 2,
+  // node 1 first (which alone releases nothing: node 0 decides).
+  std::vector<std::string> err(2, "not returned");
+  std::vector<int64_t> took(2);
+  const int64_t t0 = now_ms();
+  std::thread membership([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_TRUE(nodes[1].b->exclude(2).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_TRUE(nodes[0].b->exclude(2).ok());
+  });
+  on_all(2, [&](uint32_t i) {
+    auto r = nodes[i].b->barrier("drained");
+    err[i] = r.ok() ? "" : r.error().message;
+    took[i] = now_ms() - t0;
+  });
+  membership.join();
+  for (uint32_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(err[i], "") << "node " << i;
+    EXPECT_GE(took[i], 550) << "node " << i << " returned before node 0 excluded node 2";
+    EXPECT_LT(took[i], 3000) << "node " << i << ": not released by the exclusion (op_timeout_ms is 5 s)";
+    EXPECT_FALSE(nodes[i].b->failed()) << nodes[i].b->failure();
+  }
+  // Node 2's heartbeats are dropped, and the monitor no longer expects them.
+  nodes[2].b->stop_monitor();
+  nodes[2].b.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));  // > peer_dead_ms
+  on_all(2, [&](uint32_t i) {
+    auto r = nodes[i].b->all_gather(pattern(i, 5), "after");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_TRUE((*r)[2].empty());
+    nodes[i].b->stop_monitor();
+  });
+  for (uint32_t i = 0; i < 2; ++i) EXPECT_FALSE(nodes[i].b->failed()) << nodes[i].b->failure();
+}
+
+TEST(Bootstrap, ExcludeRefusesNodeZeroItselfAndOutOfRangeIds) {
+  auto ports = free_ports(3);
+  auto nodes = connect_all(ports);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  auto zero = nodes[1].b->exclude(0);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.error().code, EINVAL);
+  EXPECT_EQ(zero.error().message, "bootstrap: cannot exclude node 0 (" + addr(ports[0]) +
+                                      "): every collective goes through node 0, so losing it ends the run");
+  EXPECT_FALSE(nodes[0].b->exclude(0).ok());
+  auto self = nodes[1].b->exclude(1);
+  ASSERT_FALSE(self.ok());
+  EXPECT_EQ(self.error().code, EINVAL);
+  EXPECT_NE(self.error().message.find("node 1 (" + addr(ports[1]) + ") cannot exclude itself"), std::string::npos)
+      << self.error().message;
+  auto far = nodes[2].b->exclude(99);
+  ASSERT_FALSE(far.ok());
+  EXPECT_EQ(far.error().code, EINVAL);
+  EXPECT_EQ(far.error().message, "bootstrap: cannot exclude node 99: out of range for 3 nodes (0..2)");
+  for (auto& j : nodes) EXPECT_EQ(j.b->excluded(), 0u);
+  // Refusals break nothing.
+  on_all(3, [&](uint32_t i) { EXPECT_TRUE(nodes[i].b->barrier("still").ok()); });
+  for (auto& j : nodes) EXPECT_FALSE(j.b->failed());
+}
+
+TEST(Bootstrap, LateMessagesOfAnExcludedNodeAreDropped) {
+  auto ports = free_ports(3);
+  std::atomic<int> signal2{0};
+  std::vector<BootstrapOptions> opts;
+  for (uint32_t i = 0; i < 3; ++i) opts.push_back(options(i, ports));
+  opts[2].op_timeout_ms = 200;
+  opts[2].stop_signal = [&] { return signal2.load(); };
+  auto nodes = connect_nodes(opts);
+  for (auto& j : nodes) ASSERT_TRUE(j.b) << j.err.message;
+  for (uint32_t i = 0; i < 2; ++i) ASSERT_TRUE(nodes[i].b->exclude(2).ok());
+  // Node 2, which does not know, contributes to the barrier the others
+  // run, then, while it waits there, a signal makes it send a stop notice
+  // (which would otherwise end the run on every node, doc/bootstrap.md
+  // "Signals"), and it exits.
+  std::thread late([&] {
+    std::thread signaller([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      signal2 = SIGTERM;
+    });
+    auto r = nodes[2].b->barrier("drained");
+    signaller.join();
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("node 2 (" + addr(ports[2]) + ") stopped by SIGTERM"), std::string::npos)
+        << r.error().message;
+    nodes[2].b.reset();  // flushes the notice, then closes
+  });
+  on_all(2, [&](uint32_t i) {
+    auto d = nodes[i].b->barrier("drained");
+    EXPECT_TRUE(d.ok()) << d.error().message;
+  });
+  late.join();
+  on_all(2, [&](uint32_t i) {
+    auto r = nodes[i].b->all_gather(pattern(i, 9), "results");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_TRUE((*r)[2].empty());
+    EXPECT_TRUE(nodes[i].b->barrier("history written").ok());
+  });
+  for (uint32_t i = 0; i < 2; ++i) EXPECT_FALSE(nodes[i].b->failed()) << nodes[i].b->failure();
+}
+
+namespace {
+
+// Nodes 0..2 monitoring with lost_peer_fatal = false (a membership service
+// judges lost peers); node 2 then dies without stop_monitor().
+std::vector<Joined> trio_losing_node_two(const std::vector<uint16_t>& ports) {
+  std::vector<BootstrapOptions> opts;
+  for (uint32_t i = 0; i < 3; ++i) {
+    opts.push_back(options(i, ports));
+    opts.back().op_timeout_ms = 1500;
+    opts.back().lost_peer_fatal = false;
+  }
+  auto nodes = connect_nodes(opts);
+  for (auto& j : nodes)
+    if (j.b) j.b->start_monitor();
+  on_all(3, [&](uint32_t i) {
+    if (!nodes[i].b) return;
+    EXPECT_TRUE(nodes[i].b->barrier("monitoring").ok());
+  });
+  if (nodes[2].b) nodes[2].b.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // its EOF seen
+  return nodes;
+}
+
+}  // namespace
+
+// Node 0 in a collective before its membership thread excluded the dead
+// node: it waits for the exclusion (up to op_timeout_ms) rather than fail.
+TEST(Bootstrap, ANodeLostToTheMembershipIsAwaitedUntilExcluded) {
+  auto ports = free_ports(3);
+  auto nodes = trio_losing_node_two(ports);
+  ASSERT_TRUE(nodes[0].b && nodes[1].b);
+  std::thread membership([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_TRUE(nodes[0].b->exclude(2).ok());
+    EXPECT_TRUE(nodes[1].b->exclude(2).ok());
+  });
+  on_all(2, [&](uint32_t i) {
+    auto r = nodes[i].b->barrier("drained");
+    EXPECT_TRUE(r.ok()) << r.error().message;
+  });
+  membership.join();
+  for (uint32_t i = 0; i < 2; ++i) EXPECT_FALSE(nodes[i].b->failed()) << nodes[i].b->failure();
+}
+
+TEST(Bootstrap, ANodeLostToTheMembershipAndNeverExcludedFailsTheCollective) {
+  auto ports = free_ports(3);
+  auto nodes = trio_losing_node_two(ports);
+  ASSERT_TRUE(nodes[0].b && nodes[1].b);
+  std::vector<std::string> err(2);
+  const int64_t t0 = now_ms();
+  on_all(2, [&](uint32_t i) {
+    auto r = nodes[i].b->barrier("drained");
+    if (!r.ok()) err[i] = r.error().message;
+  });
+  EXPECT_GE(now_ms() - t0, 1400);  // waited for the membership service
+  for (uint32_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(lost(err[i], "node 2 (" + addr(ports[2]) + ")", " during barrier 'drained'"));
+    EXPECT_NE(err[i].find("the membership service did not exclude it within the operation's 1.5 s"),
+              std::string::npos)
+        << err[i];
+  }
+}
+
 // --- the wire codec and the message decoders (no sockets) ---
 
 namespace {
