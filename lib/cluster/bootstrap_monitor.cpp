@@ -33,10 +33,12 @@ void Bootstrap::Impl::monitor_tick_locked() {
                   static_cast<double>(now - p.last_rx) / 1000.0, static_cast<unsigned long long>(o.peer_dead_ms));
     Error e{ETIMEDOUT, "bootstrap: " + who(p.id) + buf};
     close_locked(p, "was silent too long");
-    if (o.lost_peer_fatal)
+    if (o.lost_peer_fatal) {
       fail_locked(std::move(e));
-    else
+    } else {
+      p.left_to_membership = true;
       RDTX_LOG(log(), Warning, "%s (left to the membership service)", e.message.c_str());
+    }
   }
 }
 

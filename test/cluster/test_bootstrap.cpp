@@ -1035,6 +1035,37 @@ TEST(Bootstrap, ANodeLostToTheMembershipIsAwaitedUntilExcluded) {
   for (uint32_t i = 0; i < 2; ++i) EXPECT_FALSE(nodes[i].b->failed()) << nodes[i].b->failure();
 }
 
+// The same for a node that falls silent (stopped, hung): the monitor closes
+// its connection, and node 0's barrier waits for the exclusion.
+TEST(Bootstrap, ASilentNodeLeftToTheMembershipIsAwaitedUntilExcluded) {
+  auto ports = free_ports(3);
+  std::vector<BootstrapOptions> opts;
+  for (uint32_t i = 0; i < 3; ++i) {
+    opts.push_back(options(i, ports));
+    opts.back().op_timeout_ms = 3000;
+    opts.back().lost_peer_fatal = false;
+  }
+  Child proc;
+  proc.pid = spawn_monitored_node(opts[2]);
+  auto two = connect_nodes({opts[0], opts[1]});
+  ASSERT_TRUE(two[0].b && two[1].b);
+  for (auto& j : two) j.b->start_monitor();
+  on_all(2, [&](uint32_t i) { EXPECT_TRUE(two[i].b->barrier("monitoring").ok()); });
+  ::kill(proc.pid, SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600 + 500));  // > peer_dead_ms: declared silent
+  std::thread membership([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_TRUE(two[0].b->exclude(2).ok());
+    EXPECT_TRUE(two[1].b->exclude(2).ok());
+  });
+  on_all(2, [&](uint32_t i) {
+    auto r = two[i].b->barrier("drained");
+    EXPECT_TRUE(r.ok()) << r.error().message;
+  });
+  membership.join();
+  for (auto& j : two) EXPECT_FALSE(j.b->failed()) << j.b->failure();
+}
+
 TEST(Bootstrap, ANodeLostToTheMembershipAndNeverExcludedFailsTheCollective) {
   auto ports = free_ports(3);
   auto nodes = trio_losing_node_two(ports);
