@@ -205,6 +205,16 @@ HistoryResult handle_history(const config::Config& cfg, const run::RunResult& r,
     if (boot->self() != 0 || !cfg.get_bool("history.check")) return h;
   }
   if (!cfg.get_bool("history.check")) return h;
+  if (!r.removed.empty()) {
+    // A node removed during the run took its files with it: the survivors'
+    // files alone are no whole history (its transactions' reads and writes
+    // are in the others' data).
+    const bool one = r.removed.size() == 1;
+    h.error = "not checked: " + run::removed_text(r.removed) + (one ? " was" : " were") +
+              " removed during the run, and " + (one ? "its" : "their") + " history files went with " +
+              (one ? "it" : "them");
+    return h;
+  }
   // A long run's check takes seconds after the run: with the progress line
   // on, a line says what is going on.
   if (cfg.get_float("run.progress_s") > 0)
@@ -310,6 +320,16 @@ void print_report(std::FILE* out, const Report& rep) {
     std::fprintf(out,
                  "node %u: the figures are this node's workers; node 0 reports the cluster (checks: the cluster's)\n",
                  r.node);
+  if (!r.removed.empty()) {
+    // (Another node's figures are its own anyway.)
+    const bool one = r.removed.size() == 1;
+    std::fprintf(out, "removed       %s during the run, which went on without %s", run::removed_text(r.removed).c_str(),
+                 one ? "it" : "them");
+    if (r.aggregate)
+      std::fprintf(out, ": %s figures up to %s removal are not in the totals", one ? "its" : "their",
+                   one ? "its" : "their");
+    std::fprintf(out, "\n");
+  }
   if (rep.interrupted && secs > 0) std::fprintf(out, "interrupted: the figures cover %.2f s\n", secs);
   if (rep.interrupted && secs == 0) std::fprintf(out, "interrupted during the warm-up: nothing was measured\n");
   std::fprintf(out, "committed     %14s txn/s  (%s in %.2f s%s)\n",
@@ -580,6 +600,8 @@ std::string report_json(const Report& rep) {
     lcores.push_back(toml::table{{"lcore", static_cast<int64_t>(k < ids.size() ? ids[k] : 0)},
                                  {"workers", static_cast<int64_t>(workers_on_loop(workers, k, r.loops.size()))},
                                  {"busy_share", r.loops[k].busy_share()}});
+  toml::array removed;
+  for (uint32_t n : r.removed) removed.push_back(static_cast<int64_t>(n));
   toml::table checks{{"passed", rep.passed()}};
   for (const Check& c : rep.checks) {
     toml::table entry{{"ok", c.ok}};
@@ -643,6 +665,7 @@ std::string report_json(const Report& rep) {
       {"interrupted", rep.interrupted},
       {"node", static_cast<int64_t>(r.node)},
       {"aggregate", r.aggregate},
+      {"removed", std::move(removed)},
       {"seconds", rep.seconds()},
       {"time", std::move(time)},
       {"committed", i64(t.commits)},

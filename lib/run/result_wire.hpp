@@ -28,6 +28,12 @@ bool get_worker_stats(cluster::WireReader& r, txn::WorkerStats* s);
 // every worker's figures into res (per_worker, total, RPC and cache
 // counters). Errors: the bootstrap's, or EPROTO naming a node that sent
 // malformed bytes.
+// Nodes removed during the run (Bootstrap::exclude()) are left out: their
+// slots are empty (node 0 decides); res.removed lists them, the figures are
+// the survivors', and the checks are made over the survivors. A removed
+// node that held data fails the invariants and replicas (EIO, naming it);
+// a removed coordinator's committed deltas are not known, so an invariant
+// sum that does not match is not checked (ENODATA, RunResult::removed).
 Result<void> exchange_results(cluster::Bootstrap& boot, txn::Database& db, const txn::Workload& wl, RunResult& res);
 
 }  // namespace rdtx::run

@@ -494,6 +494,8 @@ Result<void> collect(const RunConfig& rc, const cluster::ClusterConfig& cc, clus
     res.node = c.first_local_node();
     res.aggregate = false;
     res.coordinates = cc.coordinates(res.node);
+    for (uint32_t n = 0; n < 64 && n < c.nodes(); ++n)
+      if (rc.bootstrap->excluded() >> n & 1) res.removed.push_back(n);
     res.invariants = make_error(ENOTCONN, "they span every node's partition, and a peer was lost");
     res.replicas_equal = make_error(ENOTCONN, "not compared: a peer was lost");
     return {};

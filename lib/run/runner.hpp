@@ -157,6 +157,11 @@ struct RunResult {
   // store lost): this node's figures alone then (aggregate false), the
   // cluster's checks not made. "" for a run that ended as planned.
   std::string cut_short;
+  // Multi-process: the nodes removed during the run that the run went on
+  // without (cluster::Bootstrap::excluded() at its end, and the slots node
+  // 0 left empty in the results exchange), sorted. Their figures up to
+  // their removal are not in this result; the checks are the survivors'.
+  std::vector<uint32_t> removed;
   Result<void> invariants;  // the workload's check
   // What the check found that the run's isolation level allows
   // (Workload::check_note(): writeskew's pairs below 0 under snapshot
@@ -204,6 +209,10 @@ struct RunResult {
                           : 0;
   }
 };
+
+// RunResult::removed as text: "node 3", "nodes 2 and 3", "nodes 1, 2 and
+// 3"; "" for none.
+std::string removed_text(const std::vector<uint32_t>& removed);
 
 // Signals (runtime::shutdown_requested()): one while the cluster is built
 // and loaded fails the run with ECANCELED, "stopped by SIGTERM during

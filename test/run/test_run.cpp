@@ -5,12 +5,19 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cstdlib>
+#include <functional>
+#include <thread>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cluster/bootstrap.hpp"
+#include "cluster/cluster.hpp"
 #include "cluster/wire_codec.hpp"
 #include "env/eal.hpp"
 #include "env/telemetry.hpp"
@@ -18,8 +25,11 @@
 #include "rpc/endpoint.hpp"
 #include "run/result_wire.hpp"
 #include "run/telemetry.hpp"
+#include "run/verdict.hpp"
 #include "runtime/worker.hpp"
 #include "store/location_cache.hpp"
+#include "txn/database.hpp"
+#include "txn/workload.hpp"
 #include "test/env/telemetry_client.hpp"
 
 using namespace rdtx;
@@ -188,6 +198,208 @@ TEST(StoreTelemetry, ListsNamedLocationCaches) {
             "\"evictions\":0,\"hit_rate_ppm\":750000}}}");
   named.reset();
   EXPECT_EQ(c.query("/rdtx/store/location_cache"), "{\"/rdtx/store/location_cache\":{}}");
+}
+
+// --- a run that went on without removed nodes (cluster::Bootstrap::exclude) ---
+
+TEST(RemovedNodes, AreNamedInOrder) {
+  EXPECT_EQ(run::removed_text({}), "");
+  EXPECT_EQ(run::removed_text({3}), "node 3");
+  EXPECT_EQ(run::removed_text({2, 3}), "nodes 2 and 3");
+  EXPECT_EQ(run::removed_text({1, 2, 3}), "nodes 1, 2 and 3");
+}
+
+namespace {
+
+const run::Check* check_of(const std::vector<run::Check>& checks, std::string_view key) {
+  for (const run::Check& c : checks)
+    if (key == c.key) return &c;
+  return nullptr;
+}
+
+}  // namespace
+
+// A removed coordinator took the deltas of what it committed with it: an
+// invariant sum that does not match the survivors' deltas is undecided,
+// not failed and not passed; anything else stays as it was.
+TEST(RemovedNodes, MissingDeltasLeaveTheInvariantsNotChecked) {
+  run::RunResult r;
+  r.total.commits = 1;
+  r.removed = {3};
+  r.invariants = make_error(ENODATA, "node 3 was removed during the run, and the deltas ...");
+  auto checks = run::verdict(r, {});
+  const run::Check* inv = check_of(checks, "invariants");
+  ASSERT_NE(inv, nullptr);
+  EXPECT_FALSE(inv->ok);
+  EXPECT_TRUE(inv->not_checked);
+  EXPECT_EQ(inv->message, "node 3 was removed during the run, and the deltas ...");
+  EXPECT_FALSE(run::passed(checks));
+
+  // ENODATA without a removed node is a failure like any other.
+  r.removed.clear();
+  inv = check_of(checks = run::verdict(r, {}), "invariants");
+  ASSERT_NE(inv, nullptr);
+  EXPECT_FALSE(inv->ok);
+  EXPECT_FALSE(inv->not_checked);
+
+  // A removed node that held data: failed, naming it.
+  r.removed = {1};
+  r.invariants = make_error(EIO, "node 1 held data and was removed during the run: its share ...");
+  inv = check_of(checks = run::verdict(r, {}), "invariants");
+  ASSERT_NE(inv, nullptr);
+  EXPECT_FALSE(inv->ok);
+  EXPECT_FALSE(inv->not_checked);
+
+  // A sum that matched: passed, removed node or not.
+  r.invariants = {};
+  inv = check_of(checks = run::verdict(r, {}), "invariants");
+  ASSERT_NE(inv, nullptr);
+  EXPECT_TRUE(inv->ok);
+  EXPECT_TRUE(run::passed(checks));
+}
+
+// --- the results exchange without a removed node (run::exchange_results) ---
+
+namespace {
+
+// A workload whose check is arithmetic: every partition's share is 100, and
+// the total must be 100 per partition plus the committed deltas.
+class SharesWorkload : public txn::Workload {
+ public:
+  const char* name() const override { return "shares"; }
+  std::vector<txn::TableDef> tables(uint32_t) const override { return {}; }
+  Result<void> load(store::Store&, uint32_t) const override { return {}; }
+  std::vector<std::string> type_names() const override { return {"t"}; }
+  void generate(txn::Rng&, uint32_t, txn::TxnInput&) const override {}
+  runtime::Task<bool> execute(txn::Txn&, const txn::TxnInput&, int64_t*) const override { co_return false; }
+  Result<int64_t> check_node(txn::Database&, uint32_t) const override { return int64_t{100}; }
+  Result<void> check_total(int64_t sum, uint32_t nodes, int64_t delta) const override {
+    if (sum != 100 * static_cast<int64_t>(nodes) + delta)
+      return make_error(EIO, "shares: sum %lld, expected %lld", static_cast<long long>(sum),
+                        static_cast<long long>(100 * static_cast<int64_t>(nodes) + delta));
+    return {};
+  }
+};
+
+std::vector<uint16_t> free_ports(size_t k) {
+  std::vector<int> fds;
+  std::vector<uint16_t> ports;
+  for (size_t i = 0; i < k; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ports.push_back(ntohs(a.sin_port));
+    fds.push_back(fd);
+  }
+  for (int fd : fds) ::close(fd);
+  return ports;
+}
+
+// Three nodes' results exchanged by nodes 0 and 1 after node 2 was removed
+// (excluded on both): each node's share of the invariant and its one
+// worker's figures (node n committed 10 (n + 1)), one embedded database
+// standing for every node's. `delta1`: node 1's committed deltas.
+struct Exchanged {
+  run::RunResult res[2];
+  Error err[2];
+};
+
+Exchanged exchange_without_node_two(uint32_t memory_nodes, int64_t delta1) {
+  Exchanged out;
+  cluster::ClusterConfig cc;
+  cc.nodes = 3;
+  cc.memory_nodes = memory_nodes;
+  auto c = cluster::Cluster::create_embedded(cc);
+  if (!c.ok()) {
+    ADD_FAILURE() << c.error().message;
+    return out;
+  }
+  auto db = txn::Database::create(**c, {}, txn::TupleShape{}, false);
+  if (!db.ok()) {
+    ADD_FAILURE() << db.error().message;
+    return out;
+  }
+  SharesWorkload wl;
+  auto ports = free_ports(3);
+  std::unique_ptr<cluster::Bootstrap> boot[3];
+  std::vector<std::thread> ts;
+  for (uint32_t i = 0; i < 3; ++i)
+    ts.emplace_back([&, i] {
+      cluster::BootstrapOptions o;
+      o.self = i;
+      for (uint32_t k = 0; k < 3; ++k) o.nodes.push_back({k, "127.0.0.1", ports[k]});
+      o.connect_timeout_ms = 5000;
+      o.op_timeout_ms = 5000;
+      auto b = cluster::Bootstrap::connect(o);
+      if (b.ok()) boot[i] = std::move(*b);
+      else ADD_FAILURE() << b.error().message;
+    });
+  for (auto& t : ts) t.join();
+  ts.clear();
+  if (!boot[0] || !boot[1] || !boot[2]) return out;
+  boot[2].reset();  // removed, and gone
+  for (uint32_t i = 0; i < 2; ++i) EXPECT_TRUE(boot[i]->exclude(2).ok());
+  for (uint32_t i = 0; i < 2; ++i)
+    ts.emplace_back([&, i] {
+      run::RunResult& r = out.res[i];
+      txn::WorkerStats s;
+      s.commits = 10 * (i + 1);
+      s.committed_delta = i == 1 ? delta1 : 0;
+      r.per_worker = {s};
+      r.total = s;
+      auto e = run::exchange_results(*boot[i], **db, wl, r);
+      if (!e.ok()) out.err[i] = e.error();
+    });
+  for (auto& t : ts) t.join();
+  return out;
+}
+
+}  // namespace
+
+TEST(RemovedNodes, ExchangeCoversTheSurvivorsOfAComputeNodesRemoval) {
+  Exchanged x = exchange_without_node_two(1, 0);  // node 0 memory, nodes 1 and 2 compute
+  for (uint32_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(x.err[i].message, "") << "node " << i;
+    EXPECT_EQ(x.res[i].removed, std::vector<uint32_t>{2}) << "node " << i;
+    EXPECT_TRUE(x.res[i].invariants.ok()) << x.res[i].invariants.error().message;
+    EXPECT_TRUE(x.res[i].replicas_equal.ok());
+  }
+  const run::RunResult& r = x.res[0];
+  EXPECT_TRUE(r.aggregate);
+  EXPECT_EQ(r.total.commits, 10u + 20u);  // the survivors'
+  ASSERT_EQ(r.per_worker.size(), 3u);     // still indexed by node: node 2's stands empty
+  EXPECT_EQ(r.per_worker[1].commits, 20u);
+  EXPECT_EQ(r.per_worker[2].commits, 0u);
+}
+
+TEST(RemovedNodes, ExchangeLeavesTheInvariantsUndecidedWithoutTheRemovedNodesDeltas) {
+  Exchanged x = exchange_without_node_two(1, 5);  // the survivors' deltas no longer add up
+  for (uint32_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(x.err[i].message, "") << "node " << i;
+    ASSERT_FALSE(x.res[i].invariants.ok());
+    EXPECT_EQ(x.res[i].invariants.error().code, ENODATA);
+    EXPECT_EQ(x.res[i].invariants.error().message,
+              "node 2 was removed during the run, and the deltas of the transactions it committed went with it "
+              "(the survivors' check: shares: sum 100, expected 105)");
+    const run::Check* inv = check_of(run::verdict(x.res[i], {}), "invariants");
+    ASSERT_NE(inv, nullptr);
+    EXPECT_TRUE(inv->not_checked);
+  }
+}
+
+TEST(RemovedNodes, ExchangeFailsTheInvariantsNamingARemovedNodeThatHeldData) {
+  Exchanged x = exchange_without_node_two(0, 0);  // symmetric: node 2 held partition 2
+  for (uint32_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(x.err[i].message, "") << "node " << i;
+    ASSERT_FALSE(x.res[i].invariants.ok());
+    EXPECT_EQ(x.res[i].invariants.error().code, EIO);
+    EXPECT_EQ(x.res[i].invariants.error().message,
+              "node 2 held data and was removed during the run: its share of the invariant went with it");
+  }
 }
 
 namespace {
