@@ -600,6 +600,61 @@ TEST(Report, VirtualTimeIsSaidAndItsTicksAreNanoseconds) {
   EXPECT_NEAR(p50, 20.0, 20.0 * 0.0625) << json;
 }
 
+// A run that went on without a node the membership service removed
+// (cluster::Bootstrap::exclude): the report names it and says its figures
+// are missing, the JSON lists it, and the history is not checked.
+TEST(Report, RemovedNodesAreNamedAndTheirHistoryIsNotChecked) {
+  char dir[] = "/tmp/rdtx-test-removed-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  Loaded l = load({"history.record=true", std::string("history.dir=") + dir});
+  run::RunResult r = passing_run();
+  r.removed = {3};
+  history::RecorderOptions ro;
+  ro.node = 1;
+  ro.node_workers = 1;
+  ro.cluster_nodes = 4;
+  auto rec = history::Recorder::create(ro);
+  ASSERT_TRUE(rec.ok()) << rec.error().message;
+  r.histories.push_back(std::move(*rec));
+  HistoryResult h = handle_history(l.cfg, r, nullptr);
+  EXPECT_FALSE(h.checked);
+  EXPECT_EQ(h.error, "not checked: node 3 was removed during the run, and its history files went with it");
+  EXPECT_EQ(h.dir, dir) << "the survivors' files are still written";
+  EXPECT_FALSE(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+
+  Report rep = report_of(l, r);
+  rep.history = &h;
+  rep.checks = run_checks(r, false, &h);
+  const Check* hc = find(rep.checks, "history");
+  ASSERT_NE(hc, nullptr);
+  EXPECT_FALSE(hc->ok);
+  EXPECT_FALSE(rep.passed());
+  const std::string text = report_text(rep);
+  EXPECT_NE(text.find("removed       node 3 during the run, which went on without it: its figures up to its removal "
+                      "are not in the totals\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  history              FAILED: not checked: node 3 was removed during the run, and its history "
+                      "files went with it\n"),
+            std::string::npos)
+      << text;
+  const std::string json = report_json(rep);
+  EXPECT_NE(json.find("\"removed\" : [\n        3\n    ],"), std::string::npos) << json;
+
+  // Several, and none.
+  r.removed = {2, 3};
+  r.histories.clear();
+  const std::string two = report_text(report_of(l, r));
+  EXPECT_NE(two.find("removed       nodes 2 and 3 during the run, which went on without them: their figures up to "
+                     "their removal are not in the totals\n"),
+            std::string::npos)
+      << two;
+  r.removed.clear();
+  EXPECT_EQ(report_text(report_of(l, r)).find("removed  "), std::string::npos);
+  EXPECT_NE(report_json(report_of(l, r)).find("\"removed\" : []"), std::string::npos);
+}
+
 #include <sys/stat.h>
 
 // --csv FILE: a device or a FIFO would never end the read of its header
