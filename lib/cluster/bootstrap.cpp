@@ -129,8 +129,9 @@ void Bootstrap::Impl::lost_locked(Peer& p, std::string why, bool monitor) {
     p.left_to_membership = true;
     RDTX_LOG(log(), Warning, "bootstrap: %s %s while monitored (left to the membership service)", who(p.id).c_str(),
              why.c_str());
-  } else
+  } else {
     RDTX_LOG(log(), Info, "bootstrap: %s %s", who(p.id).c_str(), why.c_str());
+  }
 }
 
 void Bootstrap::Impl::bad_message_locked(Peer& p, const std::string& why) {

@@ -86,8 +86,9 @@ Result<std::vector<std::vector<std::byte>>> Bootstrap::Impl::root_collect(OpKind
     if (p.excluded) continue;  // its slot stays empty
     if (p.inbox.empty()) {
       if (p.fd < 0 && p.left_to_membership) {
-        err = Error{ECONNRESET, "bootstrap: " + who(i) + " " + p.gone + " during " + op + " (lost while monitored; the membership service " +
-                                    "did not exclude it within the operation's " + seconds(o.op_timeout_ms) + ")"};
+        err = Error{ECONNRESET, "bootstrap: " + who(i) + " " + p.gone + " during " + op +
+                                    " (lost while monitored; the membership service did not exclude it within the "
+                                    "operation's " + seconds(o.op_timeout_ms) + ")"};
       } else if (p.fd < 0) {
         err = Error{ECONNRESET, "bootstrap: " + who(i) + " " + p.gone + " during " + op};
       } else {
