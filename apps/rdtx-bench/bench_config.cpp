@@ -200,6 +200,13 @@ void add_fault_schema(config::Schema& s) {
             "cluster.mode = \"process\": this node's process kills itself (SIGKILL: no cleanup, as a machine that "
             "dies) fault.kill_at_s into the measured window; the others report what they measured (-1: none)");
   s.add_float("fault.kill_at_s", 1.0, 0.0, 86'400, "seconds into the measured window when fault.kill_node dies");
+  s.add_enum("fault.kill_point", "time", {"time", "log", "commit"},
+             "where fault.kill_node dies: at fault.kill_at_s (time), or at the first attempt after it whose one-sided "
+             "log stage has entries for two backup nodes (log: it WRITEs one, then dies) or whose one-sided commit "
+             "stage writes back two records (commit: it writes one, then dies)");
+  s.add_bool("fault.broken_recovery", false,
+             "tests only: recovery of a removed node's transactions releases their committed writes without "
+             "installing them (the replicas check must catch it)");
   s.add_check([](const config::Config& c) -> std::string {
     const int64_t node = c.get_int("fault.kill_node");
     if (node < 0) return "";

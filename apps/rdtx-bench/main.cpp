@@ -430,8 +430,15 @@ int run_bench(const Args& args, const config::Config& cfg, Plan& plan, const rdm
     }
     plan.run.bootstrap = boot.get();
     if (cfg.get_int("fault.kill_node") == static_cast<int64_t>(boot->self()))
+    {
       plan.run.crash_at_s = cfg.get_float("fault.kill_at_s");
+      const std::string point = cfg.get_string("fault.kill_point");
+      plan.run.crash_point = point == "log"      ? txn::fault::KillPoint::kLog
+                             : point == "commit" ? txn::fault::KillPoint::kCommit
+                                                 : txn::fault::KillPoint::kNone;
+    }
   }
+  plan.run.broken_recovery = cfg.get_bool("fault.broken_recovery");
   // cluster.coordinator: configuration 1 and the members in ZooKeeper
   // (doc/membership.md); destroyed before `boot`: node 0 removes them.
   std::unique_ptr<ZkRegistration> zk;

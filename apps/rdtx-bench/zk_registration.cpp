@@ -173,6 +173,7 @@ struct ZkRegistration::State {
   std::optional<LeaseFigures> figures;    // set by stop()
   std::mutex mu;  // guards verdict
   std::optional<Error> verdict;
+  Recover recover;  // set before start()
 
   void set_verdict(Error e) {
     std::lock_guard lk(mu);
@@ -190,6 +191,7 @@ struct ZkRegistration::State {
   std::vector<uint32_t> await_acks(uint64_t written_at);
   void refuse(const std::vector<uint32_t>& gone);
   Error end_of_run(const membership::Configuration& next, const std::string& removed) const;
+  void after_removal(const std::vector<uint32_t>& gone);
 };
 
 namespace {
@@ -225,9 +227,44 @@ Error ZkRegistration::State::end_of_run(const membership::Configuration& next, c
                       static_cast<unsigned long long>(next.number), removed.c_str(), lost.size() > 1 ? "s" : "",
                       nodes_text(lost).c_str());
   return make_error(ENOTSUP,
-                    "membership: configuration %llu removed %s; no partition was lost, but a run that goes on without "
-                    "a member is not implemented yet: the run ends",
+                    "membership: configuration %llu removed %s; no partition was lost, but this run cannot resolve "
+                    "a removed node's transactions: the run ends",
                     static_cast<unsigned long long>(next.number), removed.c_str());
+}
+
+// Configuration `config` removed `gone`: a lost partition ends the run;
+// otherwise every survivor resolves the removed nodes' transactions
+// (txn/recovery.hpp) through the store, and the run goes on without them.
+void ZkRegistration::State::after_removal(const std::vector<uint32_t>& gone) {
+  const std::string removed = "node" + std::string(gone.size() > 1 ? "s " : " ") + nodes_text(gone);
+  if (!membership::lost_partitions(config).empty() || !recover) return set_verdict(end_of_run(config, removed));
+  uint64_t mask = 0;
+  for (uint32_t n : gone) mask |= n < 64 ? uint64_t{1} << n : 0;
+  std::vector<uint32_t> members;
+  for (const auto& [id, endpoint] : config.members) members.push_back(id);
+  const uint64_t t0 = membership::lease_clock_ns();
+  const uint64_t number = config.number;
+  // Each phase waits for every member, at most a few leases (a member that
+  // does not answer is suspected meanwhile, and this recovery fails).
+  const uint64_t timeout_ms = std::max<uint64_t>(1000, 8 * lease.lease_ns / 1'000'000);
+  auto line = recover(mask, [&](const std::string& phase, const std::string& mine) {
+    return store->exchange(number, phase, self, mine, members, timeout_ms,
+                           [this] { return stopping.load(std::memory_order_acquire); });
+  });
+  if (!line.ok())
+    return set_verdict(make_error(line.error().code,
+                                  "membership: configuration %llu removed %s; resolving its transactions failed: %s: "
+                                  "the run ends",
+                                  static_cast<unsigned long long>(number), removed.c_str(),
+                                  line.error().message.c_str()));
+  for (uint32_t n : gone)
+    if (auto r = boot->exclude(n); !r.ok())
+      return set_verdict(make_error(r.error().code, "membership: %s", r.error().message.c_str()));
+  std::fprintf(stderr,
+               "rdtx-bench: membership: node %u resolved the transactions of %s %.1f ms after acknowledging "
+               "configuration %llu: %s; the run goes on with %zu members\n",
+               self, removed.c_str(), ms(membership::lease_clock_ns() - t0), static_cast<unsigned long long>(number),
+               line->c_str(), members.size());
 }
 
 // The CM: configuration c+1 without the suspects, written by
@@ -279,7 +316,7 @@ void ZkRegistration::State::reconfigure(const std::vector<membership::Suspicion>
                missing.empty() ? "acknowledged by every member"
                                : ("not acknowledged by node(s) " + nodes_text(missing) + " within").c_str(),
                ms(acked_at - written_at));
-  set_verdict(end_of_run(config, "node" + std::string(gone.size() > 1 ? "s " : " ") + nodes_text(gone)));
+  after_removal(gone);
 }
 
 // Every worker of this node disconnects its RC QPs to the removed nodes
@@ -323,7 +360,7 @@ void ZkRegistration::State::adopt(const membership::Configuration& next) {
                "%.6f\n",
                self, static_cast<unsigned long long>(config.number), config.cm, nodes_text(gone).c_str(),
                wall_of(membership::lease_clock_ns()));
-  set_verdict(end_of_run(config, "node" + std::string(gone.size() > 1 ? "s " : " ") + nodes_text(gone)));
+  after_removal(gone);
 }
 
 // A member whose CM's beat stood still for a lease: it tries to become the
@@ -469,6 +506,8 @@ void ZkRegistration::start() {
 }
 
 std::optional<LeaseFigures> ZkRegistration::lease_figures() const { return state_->figures; }
+
+void ZkRegistration::set_recovery(Recover recover) { state_->recover = std::move(recover); }
 
 Error ZkRegistration::await_verdict() {
   // A fenced member decides within eight leases (its CM removes it, or a

@@ -81,6 +81,10 @@ class ZkRegistration : public run::RunMembership {
   std::optional<Error> verdict() override;
   void stop() override;
   Error await_verdict() override;
+  // A removal that leaves every partition its primary is resolved with
+  // `recover` over ZooKeeper (ConfigStore::exchange), after which the run
+  // goes on without the removed nodes (Bootstrap::exclude).
+  void set_recovery(Recover recover) override;
   // After stop(): the leases as this node saw them (for the report).
   std::optional<LeaseFigures> lease_figures() const;
 

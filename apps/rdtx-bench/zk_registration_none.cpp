@@ -14,6 +14,7 @@ Result<void> ZkRegistration::attach(cluster::Cluster&) { return make_error(ENOTS
 void ZkRegistration::start() {}
 std::optional<Error> ZkRegistration::verdict() { return std::nullopt; }
 void ZkRegistration::stop() {}
+void ZkRegistration::set_recovery(Recover) {}
 std::optional<LeaseFigures> ZkRegistration::lease_figures() const { return std::nullopt; }
 Error ZkRegistration::await_verdict() { return Error{ENOTSUP, "no ZooKeeper client"}; }
 

@@ -23,6 +23,7 @@
 // record, never written) is never the new side of a torn copy, so a copy
 // showing version 0 needs no checksum. Cost: one multiply-xor per record
 // word at write-back and at fetch.
+#include <algorithm>
 #include <cstring>
 
 #include "cc/occ/occ.hpp"
@@ -213,6 +214,39 @@ Result<std::unique_ptr<Protocol>> create_stale_reads(WorkerEngine& e) { return m
 
 }  // namespace
 
+// Recovery of a removed coordinator's transactions (txn/recovery.hpp):
+// the lock word holds the attempt id; a committed write is installed as
+// commit() writes it back (body and checksum, then the version; the unlock
+// comes with release()), so that lock-free readers see it as any other
+// commit.
+namespace {
+uint64_t recovery_holder(const std::byte* tuple, const store::TupleLayout&) {
+  return store::load_word(reinterpret_cast<const uint64_t*>(tuple + kLockOff), std::memory_order_acquire);
+}
+void recovery_release(std::byte* tuple, const store::TupleLayout&) {
+  store::store_word(reinterpret_cast<uint64_t*>(tuple + kLockOff), 0, std::memory_order_release);
+}
+void recovery_install(std::byte* tuple, const store::TupleLayout& l, const Database& db,
+                      std::span<const std::byte> record, uint64_t seq, uint64_t writer) {
+  auto word = [tuple](uint32_t off) { return reinterpret_cast<uint64_t*>(tuple + off); };
+  const uint64_t version = store::load_word(word(kSeqOff), std::memory_order_acquire) + 1;
+  // Word by word (lock-free readers load words): the last word keeps the
+  // slot's bytes past the record.
+  uint64_t* dst = word(l.record_offset());
+  const size_t n = record.size();
+  for (size_t off = 0; off < n; off += 8) {
+    uint64_t w = off + 8 <= n ? 0 : store::load_word(dst + off / 8, std::memory_order_relaxed);
+    std::memcpy(&w, record.data() + off, std::min<size_t>(8, n - off));
+    store::store_word(dst + off / 8, w, std::memory_order_relaxed);
+  }
+  store::store_word(word(db.replication_word_offset()), seq, std::memory_order_relaxed);
+  if (db.recording()) store::store_word(word(db.history_word_offset()), writer, std::memory_order_relaxed);
+  store::store_word(word(kSumOff), checksum(tuple, version, l), std::memory_order_relaxed);
+  store::store_word(word(kSeqOff), version, std::memory_order_release);
+}
+}  // namespace
+
+constexpr RecoveryHooks kRecovery = {recovery_holder, recovery_install, recovery_release};
 constexpr ProtocolDef kDef = {
     .name = "occ",
     .summary = "optimistic: read without locks; at commit lock writes, validate reads, write back (RTX / DrTM+H)",
@@ -226,6 +260,7 @@ constexpr ProtocolDef kDef = {
                 .commit = {Primitive::kOneSided, Primitive::kRpc}},
     .abort_reasons = kReasons,
     .lock_held = lock_word0_held,
+    .recovery = &kRecovery,
     .create = create,
 };
 

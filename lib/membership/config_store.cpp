@@ -230,7 +230,48 @@ Result<std::vector<std::string>> ConfigStore::endpoints(uint32_t nodes, uint64_t
   return out;
 }
 
+Result<std::vector<std::string>> ConfigStore::exchange(uint64_t config, const std::string& phase, uint32_t self,
+                                                      const std::string& mine, const std::vector<uint32_t>& members,
+                                                      uint64_t timeout_ms, const std::function<bool()>& stop) {
+  const std::string dir = recovery_path() + "/c" + std::to_string(config) + "/" + phase;
+  RDTX_TRY(zk_->create_path(dir));
+  if (auto r = zk_->create(dir + "/" + std::to_string(self), mine); !r.ok() && r.error().code != EEXIST)
+    return r.error();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    auto kids = zk_->children(dir);
+    if (!kids.ok()) return kids.error();
+    std::string missing;
+    for (uint32_t m : members)
+      if (std::find(kids->begin(), kids->end(), std::to_string(m)) == kids->end())
+        missing += (missing.empty() ? "" : ", ") + std::to_string(m);
+    if (missing.empty()) break;
+    if (stop && stop()) return error(ECANCELED, dir, "recovery's exchange stopped");
+    if (std::chrono::steady_clock::now() >= deadline)
+      return error(ETIMEDOUT, dir,
+                   "recovery's '" + phase + "' exchange: node(s) " + missing + " did not answer within " +
+                       std::to_string(timeout_ms) + " ms");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::vector<std::string> out;
+  for (uint32_t m : members) {
+    auto node = zk_->get(dir + "/" + std::to_string(m));
+    if (!node.ok()) return node.error();
+    out.push_back(std::move(node->data));
+  }
+  return out;
+}
+
+Result<void> ConfigStore::remove_tree(const std::string& path) {
+  auto kids = zk_->children(path);
+  if (!kids.ok()) return kids.error().code == ENOENT ? Result<void>{} : Result<void>(kids.error());
+  for (const std::string& k : *kids) RDTX_TRY(remove_tree(path + "/" + k));
+  if (auto r = zk_->remove(path); !r.ok() && r.error().code != ENOENT) return r.error();
+  return {};
+}
+
 Result<void> ConfigStore::remove_all() {
+  RDTX_TRY(remove_tree(recovery_path()));
   for (const std::string& dir : {members_path(), endpoints_path()}) {
     auto kids = zk_->children(dir);
     if (!kids.ok() && kids.error().code != ENOENT) return kids.error();

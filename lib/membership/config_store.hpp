@@ -100,8 +100,18 @@ class ConfigStore {
   // id not below `nodes`, or one that is not host:port text.
   Result<std::vector<std::string>> endpoints(uint32_t nodes, uint64_t timeout_ms, const std::function<bool()>& stop);
 
+  // A collective among `members` (recovery's phases, txn/recovery.hpp):
+  // node `self`'s blob is written to <root>/recovery/c<config>/<phase>/<self>,
+  // and every member's is returned once all are there (polled every 2 ms):
+  // ETIMEDOUT after `timeout_ms` naming the members missing, ECANCELED as
+  // soon as `stop` says so. A blob is at most ZooKeeper's 1 MiB.
+  Result<std::vector<std::string>> exchange(uint64_t config, const std::string& phase, uint32_t self,
+                                            const std::string& mine, const std::vector<uint32_t>& members,
+                                            uint64_t timeout_ms, const std::function<bool()>& stop);
+
   // Deletes the run's znodes: the members' registrations, the endpoints,
-  // the configuration and the root. At the end of a run, by its CM.
+  // recovery's exchanges, the configuration and the root. At the end of a
+  // run, by its CM.
   Result<void> remove_all();
 
   const std::string& root() const { return root_; }
@@ -114,6 +124,8 @@ class ConfigStore {
   std::string config_path() const { return root_ + "/config"; }
   std::string members_path() const { return root_ + "/members"; }
   std::string endpoints_path() const { return root_ + "/endpoints"; }
+  std::string recovery_path() const { return root_ + "/recovery"; }
+  Result<void> remove_tree(const std::string& path);
 
   ZkClient* zk_;
   std::string root_;

@@ -79,19 +79,28 @@ class PeerWatch {
 // the measured window, unless the run ends first.
 class Crash {
  public:
-  Crash(double at_s, uint64_t measure_at, uint32_t node) {
+  Crash(double at_s, txn::fault::KillPoint point, uint64_t measure_at, uint32_t node) {
     if (at_s < 0) return;
     const uint64_t now = env::tsc();
     const auto wait = std::chrono::nanoseconds(
         (measure_at > now ? static_cast<int64_t>(env::tsc_to_ns(measure_at - now)) : 0) +
         static_cast<int64_t>(at_s * 1e9));
-    thread_ = std::thread([this, wait, at_s, node] {
+    thread_ = std::thread([this, wait, at_s, node, point] {
       std::unique_lock lk(mu_);
       if (cv_.wait_for(lk, wait, [this] { return cancelled_; })) return;
+      const char* why = "";
+      if (point != txn::fault::KillPoint::kNone) {
+        // The next attempt at the point dies there; none within 5 s: now.
+        txn::fault::armed.store(static_cast<uint8_t>(point), std::memory_order_relaxed);
+        if (cv_.wait_for(lk, std::chrono::seconds(5), [this] { return cancelled_; })) return;
+        why = " (no attempt reached fault.kill_point within 5 s)";
+      }
       timespec ts{};
       clock_gettime(CLOCK_REALTIME, &ts);
-      std::fprintf(stderr, "rdtx-bench: fault: node %u kills itself (SIGKILL) %.3f s into the measured window, at %lld.%06ld\n",
-                   node, at_s, static_cast<long long>(ts.tv_sec), ts.tv_nsec / 1000);
+      std::fprintf(stderr,
+                   "rdtx-bench: fault: node %u kills itself (SIGKILL) %.3f s into the measured window%s, at "
+                   "%lld.%06ld\n",
+                   node, at_s, why, static_cast<long long>(ts.tv_sec), ts.tv_nsec / 1000);
       std::fflush(stderr);
       ::raise(SIGKILL);
     });
@@ -548,7 +557,23 @@ Result<RunResult> run(const RunConfig& rc) {
   RDTX_TRY(start_engines(rc, c, cc, db, run_id, loading, engines));
   // Multi-process: every node loaded and listening before anyone sends;
   // from then on a node that stops answering ends the run everywhere.
-  if (rc.membership != nullptr) RDTX_TRY(rc.membership->attach(c));
+  if (rc.membership != nullptr) {
+    RDTX_TRY(rc.membership->attach(c));
+    // A removed node's transactions, resolved on the membership's thread
+    // while the workers run (txn/recovery.hpp).
+    rc.membership->set_recovery([&db, &rc](uint64_t removed, const txn::RecoveryExchange& ex) -> Result<std::string> {
+      auto f = txn::resolve_removed(db, *rc.protocol, removed, 1'000'000'000, ex, rc.broken_recovery);
+      if (!f.ok()) return f.error();
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "%llu transaction(s) holding locks, %llu of them committed; here %llu lock(s) released, %llu "
+                    "write(s) completed, %llu backup image(s) undone",
+                    static_cast<unsigned long long>(f->transactions), static_cast<unsigned long long>(f->committed),
+                    static_cast<unsigned long long>(f->locks_released), static_cast<unsigned long long>(f->installed),
+                    static_cast<unsigned long long>(f->reverted));
+      return std::string(line);
+    });
+  }
   if (boot != nullptr) {
     RDTX_TRY(boot->barrier("loaded"));
     boot->start_monitor();
@@ -563,7 +588,7 @@ Result<RunResult> run(const RunConfig& rc) {
   const uint64_t end = measure_at + env::ns_to_tsc(static_cast<uint64_t>(rc.duration_s * 1e9));
   std::atomic<uint64_t> measured_until{end};
   add_window_pollers(engines, measure_at, end, rc.virtual_time.on, measured_until);
-  Crash crash(boot != nullptr ? rc.crash_at_s : -1, measure_at, boot != nullptr ? boot->self() : 0);
+  Crash crash(boot != nullptr ? rc.crash_at_s : -1, rc.crash_point, measure_at, boot != nullptr ? boot->self() : 0);
   RunResult res;
   res.load_seconds = loaded->seconds;
   res.table_bytes = loaded->table_bytes;

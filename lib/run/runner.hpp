@@ -29,6 +29,8 @@
 #include "history/recorder.hpp"
 #include "runtime/loop.hpp"
 #include "txn/engine.hpp"
+#include "txn/fault.hpp"
+#include "txn/recovery.hpp"
 
 namespace rdtx::run {
 
@@ -52,6 +54,12 @@ class RunMembership {
   // This node halted (runtime::request_halt: fenced, removed, deposed):
   // waits, within a bound of the service's, for the verdict that says why.
   virtual Error await_verdict() = 0;
+  // Before start(): how this node resolves the transactions of nodes a new
+  // configuration removed (txn::resolve_removed over the service's
+  // collective among the survivors); returns a line for the log. Unset: a
+  // removal ends the run.
+  using Recover = std::function<Result<std::string>(uint64_t removed, const txn::RecoveryExchange& exchange)>;
+  virtual void set_recovery(Recover) {}
 };
 
 struct RunConfig {
@@ -95,6 +103,12 @@ struct RunConfig {
   // machine that dies) this many seconds into the measured window, saying
   // when on stderr first (rdtx-bench's fault.kill_node). Negative: never.
   double crash_at_s = -1;
+  // Where it dies then: at that time (kNone), or, armed then, at the next
+  // attempt that reaches a point of the commit protocol (txn/fault.hpp).
+  txn::fault::KillPoint crash_point = txn::fault::KillPoint::kNone;
+  // Tests only (fault.broken_recovery): recovery drops a removed
+  // coordinator's committed writes (txn::resolve_removed's skip_install).
+  bool broken_recovery = false;
   // A progress line on stderr every this many seconds (0: none).
   double progress_interval_s = 0;
   // Identifies the run in recorded histories (options.record_history); 0

@@ -148,6 +148,23 @@ struct AbortReasonName {
   const char* text;  // for people: "lock conflict"
 };
 
+// What recovery (recovery.hpp) needs of a protocol's tuples on a primary.
+// Called on the recovery thread beside the running workers, on tuples only
+// a removed node's transaction holds.
+struct RecoveryHooks {
+  // The attempt id (types.hpp) whose exclusive lock the tuple holds; 0 if
+  // none (or one that cannot be attributed).
+  uint64_t (*holder)(const std::byte* tuple, const store::TupleLayout& l);
+  // Installs a committed write as the holder's commit stage would have:
+  // `record`, the replication sequence `seq` (at db.replication_word_offset())
+  // and, recording, the writer id `writer` (history word); the lock stays
+  // held (release() follows once recovery has checked the copies).
+  void (*install)(std::byte* tuple, const store::TupleLayout& l, const Database& db, std::span<const std::byte> record,
+                  uint64_t seq, uint64_t writer);
+  // Releases the holder's lock, the record unchanged (an aborted write).
+  void (*release)(std::byte* tuple, const store::TupleLayout& l);
+};
+
 // The default "is this tuple locked" test: metadata word 0 is not 0.
 bool lock_word0_held(const std::byte* meta);
 
@@ -245,6 +262,10 @@ struct ProtocolDef {
   // share, the protocol tells its engine: WorkerEngine::set_atomic_stages.)
   // True if a tuple's metadata shows a lock held ("locks left" after a run).
   bool (*lock_held)(const std::byte* meta) = nullptr;
+  // How recovery resolves the transactions of a removed node's
+  // coordinators on their primaries (recovery.hpp); nullptr: not
+  // implemented for this protocol, and a run that loses a coordinator ends.
+  const struct RecoveryHooks* recovery = nullptr;
   // Fails with a message naming what was wrong (e.g. a resource).
   Result<std::unique_ptr<Protocol>> (*create)(WorkerEngine& e) = nullptr;
   // A deliberately broken variant: registered for the tests that prove

@@ -1,15 +1,21 @@
 #include "txn/replication.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <map>
+#include <chrono>
+#include <functional>
+#include <thread>
 #include <tuple>
 
 #include "env/log.hpp"
+#include "env/tsc.hpp"
 #include "store/tuple.hpp"
 #include "txn/coordinator.hpp"
+#include "txn/fault.hpp"
 #include "txn/stages/toolkit.hpp"
 #include "txn/item_batch.hpp"
 #include "txn/ring_log.hpp"
@@ -173,7 +179,9 @@ class LogApplier final : public Service {
         cap_(e.options().log_ring_bytes),
         layout_{senders, cap_},
         head_(senders),
-        rpc_tail_(senders) {}
+        rpc_tail_(senders),
+        window_(senders),
+        entries_(senders) {}
 
   Result<void> start() override {
     rdma::Device& dev = *e_.ctx().device;
@@ -187,6 +195,10 @@ class LogApplier final : public Service {
     if (!mr.ok()) return make_error(mr.error().code, "log rings: %s", mr.error().message.c_str());
     mr_ = *mr;
     copy_.resize(cap_ / 8);
+    // The positions of the entries a ring holds: at most one per smallest
+    // entry (a head, one record of 8 bytes, the trailer).
+    window_mask_ = std::bit_ceil(cap_ / (kEntryOverhead + sizeof(LogRecord) + 8) + 1) - 1;
+    for (auto& w : window_) w.assign(window_mask_ + 1, 0);
     e_.log_regions().own = LogRegionDesc{reinterpret_cast<uint64_t>(mem_->data()), mr_.rkey, layout_.rings, e_.node(),
                                          e_.ctx().index, cap_};
     return {};
@@ -203,8 +215,37 @@ class LogApplier final : public Service {
   // never completed (a WRITE that never landed) is an error.
   void settle() override {
     apply_all();
+    // A frozen ring's sender was removed: an entry it began and never
+    // completed belongs to a transaction that recovery aborted.
     for (uint32_t s = 0; s < layout_.rings; ++s)
-      if (ringlog::begun(ring_of(s), cap_, head_[s])) ++e_.stats().log_errors;
+      if (!is_frozen(s) && ringlog::begun(ring_of(s), cap_, head_[s])) ++e_.stats().log_errors;
+  }
+
+  // Recovery (any thread): the rings of the senders in `mask` are applied
+  // as far as they are complete, then frozen (never applied again).
+  void request_freeze(uint64_t mask) { freeze_req_.fetch_or(mask, std::memory_order_acq_rel); }
+  bool frozen_all(uint64_t mask) const { return (frozen_.load(std::memory_order_acquire) & mask) == mask; }
+  // fn(txn, record, data) for every record of the frozen rings' entries
+  // still in their rings (after frozen_all(): the worker no longer touches
+  // them).
+  template <typename Fn>
+  void for_each_frozen_record(Fn&& fn) {
+    const uint64_t frozen = frozen_.load(std::memory_order_acquire);
+    std::vector<uint64_t> copy(cap_ / 8);
+    for (uint32_t s = 0; s < layout_.rings; ++s) {
+      if (!(frozen >> s & 1)) continue;
+      const uint64_t n = std::min<uint64_t>(entries_[s], window_mask_ + 1);
+      for (uint64_t i = entries_[s] - n; i < entries_[s]; ++i) {
+        EntryHead eh;
+        uint64_t advance = 0;
+        // Overwritten by a later lap: its position no longer matches.
+        if (ringlog::scan(ring_of(s), cap_, window_[s][i & window_mask_], copy.data(), &eh, &advance) !=
+            ringlog::Scan::kEntry)
+          continue;
+        const std::byte* p = reinterpret_cast<const std::byte*>(copy.data());
+        for_each_record(p, eh, [&](const LogRecord& rec, const std::byte* data) { fn(rec, data); });
+      }
+    }
   }
 
   // The RPC form: appends request `r`'s records as one entry to the
@@ -220,7 +261,7 @@ class LogApplier final : public Service {
     ItemHeader h;
     std::span<const std::byte> data;
     uint32_t n = 0;
-    if (s >= layout_.rings || r.src() % wpn != e_.ctx().index || !in.valid()) status = kLogRefused;
+    if (s >= layout_.rings || r.src() % wpn != e_.ctx().index || !in.valid() || is_frozen(s)) status = kLogRefused;
     while (status == kLogOk && in.next(&h, &data)) {
       if (!db_.has_table(h.table) || data.size() != db_.def(h.table).record_bytes) status = kLogRefused;
       bytes += sizeof(LogRecord) + pad8(static_cast<uint32_t>(data.size()));
@@ -257,9 +298,15 @@ class LogApplier final : public Service {
  private:
   std::byte* ring_of(uint32_t s) { return static_cast<std::byte*>(mem_->data()) + layout_.ring(s); }
 
+  bool is_frozen(uint32_t s) const { return s < 64 && (frozen_.load(std::memory_order_relaxed) >> s & 1); }
+
   int apply_all() {
     int done = 0;
+    // Rings recovery asked to freeze: applied below as far as complete,
+    // then marked (the recovery thread reads them from then on).
+    const uint64_t freeze = freeze_req_.load(std::memory_order_relaxed) & ~frozen_.load(std::memory_order_relaxed);
     for (uint32_t s = 0; s < layout_.rings; ++s) {
+      if (is_frozen(s)) continue;
       const uint64_t before = head_[s];
       for (;;) {
         EntryHead eh;
@@ -267,6 +314,7 @@ class LogApplier final : public Service {
         const ringlog::Scan got = ringlog::scan(ring_of(s), cap_, head_[s], copy_.data(), &eh, &advance);
         if (got == ringlog::Scan::kNone) break;
         if (got == ringlog::Scan::kEntry) {
+          window_[s][entries_[s]++ & window_mask_] = head_[s];
           apply_entry(reinterpret_cast<const std::byte*>(copy_.data()), eh);
           ++done;
         }
@@ -276,26 +324,30 @@ class LogApplier final : public Service {
         store::store_word(reinterpret_cast<uint64_t*>(static_cast<std::byte*>(mem_->data()) + layout_.head(s)), head_[s],
                           std::memory_order_release);
     }
+    if (freeze != 0) frozen_.fetch_or(freeze, std::memory_order_release);
     return done;
   }
 
-  void apply_entry(const std::byte* p, const EntryHead& eh) {
+  // fn(record, data) for each well-formed record of an entry; false at
+  // the first malformed one.
+  template <typename Fn>
+  bool for_each_record(const std::byte* p, const EntryHead& eh, Fn&& fn) const {
     uint32_t off = sizeof eh;
     for (uint32_t k = 0; k < eh.count; ++k) {
       LogRecord rec;
-      if (off + sizeof rec > eh.bytes - 8) {
-        ++e_.stats().log_errors;
-        return;
-      }
+      if (off + sizeof rec > eh.bytes - 8) return false;
       std::memcpy(&rec, p + off, sizeof rec);
       const std::byte* data = p + off + sizeof rec;
       off += sizeof rec + pad8(rec.len);
-      if (off > eh.bytes - 8 || !db_.has_table(rec.table) || rec.len != db_.def(rec.table).record_bytes) {
-        ++e_.stats().log_errors;
-        return;
-      }
-      apply_record(rec, data);
+      if (off > eh.bytes - 8 || !db_.has_table(rec.table) || rec.len != db_.def(rec.table).record_bytes) return false;
+      fn(rec, data);
     }
+    return true;
+  }
+
+  void apply_entry(const std::byte* p, const EntryHead& eh) {
+    if (!for_each_record(p, eh, [&](const LogRecord& rec, const std::byte* data) { apply_record(rec, data); }))
+      ++e_.stats().log_errors;
   }
 
   // One record image: the backup's tuple takes it if it is newer than what
@@ -311,8 +363,12 @@ class LogApplier final : public Service {
     }
     store::TupleRef ref;
     int rc = tab->lookup(rec.key, &ref);
+    // Every record names its transaction (recovery finds a removed
+    // coordinator's entries by it); the copy keeps it when histories are
+    // recorded, as the primary's history word does, else 0.
+    const uint64_t writer = db_.recording() ? rec.writer : 0;
     if (rc == -ENOENT) {
-      const store::Table::MetaWord meta[2] = {{kBackupSeqOffset, rec.seq}, {kBackupWriterOffset, rec.writer}};
+      const store::Table::MetaWord meta[2] = {{kBackupSeqOffset, rec.seq}, {kBackupWriterOffset, writer}};
       rc = tab->insert(rec.key, {data, rec.len}, nullptr, meta);
       if (rc == 0) {
         ++e_.stats().log_applied;
@@ -337,7 +393,7 @@ class LogApplier final : public Service {
       }
       if (seq.compare_exchange_weak(cur, rec.seq | kBusy, std::memory_order_acquire)) {
         std::memcpy(ref.tuple + tab->layout().record_offset(), data, rec.len);
-        store::store_word(reinterpret_cast<uint64_t*>(ref.tuple + kBackupWriterOffset), rec.writer,
+        store::store_word(reinterpret_cast<uint64_t*>(ref.tuple + kBackupWriterOffset), writer,
                           std::memory_order_relaxed);
         seq.store(rec.seq, std::memory_order_release);
         ++e_.stats().log_applied;
@@ -355,6 +411,12 @@ class LogApplier final : public Service {
   std::vector<uint64_t> head_;      // per sender: bytes applied (published in the head words)
   std::vector<uint64_t> rpc_tail_;  // per sender, RPC form: bytes appended
   std::vector<uint64_t> copy_;      // an entry copied out of its ring, then checked
+  // Per sender: the positions of its last entries (a ring's worth), for
+  // recovery to find a removed coordinator's entries by.
+  std::vector<std::vector<uint64_t>> window_;
+  std::vector<uint64_t> entries_;  // per sender: entries applied
+  uint64_t window_mask_ = 0;
+  std::atomic<uint64_t> freeze_req_{0}, frozen_{0};  // bit s: sender s's ring
 };
 
 // The coordinator side: one redo entry per backup node, by RPC or by one-
@@ -451,7 +513,7 @@ class LogStage final : public StageModule {
 
   Task<bool> log_rpc(Coordinator& c, Txn& t, bool skip) {
     Database& db = c.db();
-    const uint64_t writer = db.recording() ? t.id() : 0;
+    const uint64_t writer = t.id();  // every record names its transaction (recovery)
     WorkerStats& st = c.engine().stats();
     ItemBatch& batch = c.items(handler_);
     bool fits = true;
@@ -509,7 +571,7 @@ class LogStage final : public StageModule {
   Task<bool> log_onesided(Coordinator& c, Txn& t, bool skip) {
     Database& db = c.db();
     const uint32_t nodes = db.nodes(), data_nodes = db.data_nodes();
-    const uint64_t writer = db.recording() ? t.id() : 0;
+    const uint64_t writer = t.id();  // every record names its transaction (recovery)
     WorkerStats& st = c.engine().stats();
     std::byte* stage = static_cast<std::byte*>(staging_->data()) + per_co_ * c.index();
     // Entry bytes and record count per backup node.
@@ -579,10 +641,18 @@ class LogStage final : public StageModule {
       }
       co_await runtime::sleep_for(kApplyPeriodNs);
     }
+    // Crash injection (fault.hpp, kLog): the entry to one backup node only.
+    uint32_t cut_after = UINT32_MAX;
+    if (fault::armed_at(fault::KillPoint::kLog)) [[unlikely]] {
+      uint32_t targets = 0, first = 0;
+      for (uint32_t b = nodes; b-- > 0;)
+        if (count[b] != 0) ++targets, first = b;
+      if (targets >= 2) cut_after = first;
+    }
     // Seal and WRITE.
     for (StopBudget budget;;) {
       OneSidedBatch& batch = c.onesided();
-      for (uint32_t b = 0; b < nodes; ++b) {
+      for (uint32_t b = 0; b < nodes && b <= cut_after; ++b) {
         if (count[b] == 0) continue;
         const LogRegionDesc& r = c.engine().log_regions().peer(b);
         const uint64_t ring = r.addr + RegionLayout{r.senders, r.ring_bytes}.ring(sender_id());
@@ -594,6 +664,10 @@ class LogStage final : public StageModule {
           ++st.log_entries;
           st.log_bytes += bytes[b];
         }
+      }
+      if (cut_after != UINT32_MAX) {
+        co_await batch.execute();
+        fault::die_at(fault::KillPoint::kLog, t.id(), "its entry WRITten to one backup node of several");
       }
       if (co_await batch.execute()) break;
       // A failed QP was reconnected: WRITE the same bytes again.
@@ -638,6 +712,97 @@ class LogStage final : public StageModule {
 
 }  // namespace
 
+namespace {
+
+// A node's appliers, for recovery (Database::node_state "log-appliers").
+struct NodeAppliers {
+  std::vector<LogApplier*> list;
+};
+
+NodeAppliers* appliers_of(Database& db, uint32_t node) {
+  return static_cast<NodeAppliers*>(db.node_state(node, "log-appliers").get());
+}
+
+}  // namespace
+
+bool freeze_log_senders(Database& db, uint32_t node, uint64_t senders, uint64_t wait_ns) {
+  NodeAppliers* a = appliers_of(db, node);
+  if (a == nullptr) return true;  // no rings here
+  for (LogApplier* l : a->list) l->request_freeze(senders);
+  const uint64_t end = env::monotonic_ns() + wait_ns;
+  for (;;) {
+    bool all = true;
+    for (LogApplier* l : a->list) all = all && l->frozen_all(senders);
+    if (all) return true;
+    if (env::monotonic_ns() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+void for_each_frozen_record(Database& db, uint32_t node, const std::function<void(const LoggedRecord&)>& fn) {
+  NodeAppliers* a = appliers_of(db, node);
+  if (a == nullptr) return;
+  for (LogApplier* l : a->list)
+    l->for_each_frozen_record([&](const LogRecord& rec, const std::byte* data) {
+      fn(LoggedRecord{rec.writer, rec.table, rec.key, rec.seq, {data, rec.len}});
+    });
+}
+
+bool logged_row_change(uint64_t seq) { return seq == 0 || (seq & kErased) != 0; }
+
+bool read_backup_record(Database& db, uint32_t node, TableId table, Key key, uint64_t* seq,
+                        std::vector<std::byte>* record) {
+  store::Store* st = db.backup(node, db.owner(table, key));
+  store::Table* tab = st ? st->table(table) : nullptr;
+  store::TupleRef ref;
+  if (tab == nullptr || tab->lookup(key, &ref) != 0) return false;
+  const std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(ref.tuple + kBackupSeqOffset));
+  const uint32_t len = tab->layout().record_bytes;
+  record->resize(len);
+  for (;;) {
+    const uint64_t before = word.load(std::memory_order_acquire);
+    if (before & kBusy) continue;
+    std::vector<uint64_t> words((len + 7) / 8);
+    store::load_words(words.data(), reinterpret_cast<const uint64_t*>(ref.tuple + tab->layout().record_offset()),
+                      words.size());
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (word.load(std::memory_order_relaxed) != before) continue;
+    std::memcpy(record->data(), words.data(), len);
+    *seq = before;
+    return true;
+  }
+}
+
+Result<void> revert_backup_record(Database& db, uint32_t node, TableId table, Key key, uint64_t expect_seq,
+                                  uint64_t seq, uint64_t writer, std::span<const std::byte> record) {
+  store::Store* st = db.backup(node, db.owner(table, key));
+  store::Table* tab = st ? st->table(table) : nullptr;
+  if (tab == nullptr)
+    return make_error(ENOENT, "node %u holds no backup of table '%s' key %llu", node, db.def(table).name.c_str(),
+                      static_cast<unsigned long long>(key));
+  store::TupleRef ref;
+  if (tab->lookup(key, &ref) != 0)
+    return make_error(ENOENT, "node %u's backup of table '%s' has no key %llu", node, db.def(table).name.c_str(),
+                      static_cast<unsigned long long>(key));
+  if (record.size() != tab->layout().record_bytes) return make_error(EINVAL, "record size");
+  std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(ref.tuple + kBackupSeqOffset));
+  uint64_t cur = word.load(std::memory_order_acquire);
+  for (;;) {
+    if (cur & kBusy) {
+      cur = word.load(std::memory_order_acquire);
+      continue;
+    }
+    // It holds another image than the one to undo: nothing to revert.
+    if (cur != expect_seq) return {};
+    if (word.compare_exchange_weak(cur, cur | kBusy, std::memory_order_acquire)) break;
+  }
+  std::memcpy(ref.tuple + tab->layout().record_offset(), record.data(), record.size());
+  store::store_word(reinterpret_cast<uint64_t*>(ref.tuple + kBackupWriterOffset), db.recording() ? writer : 0,
+                    std::memory_order_relaxed);
+  word.store(seq, std::memory_order_release);
+  return {};
+}
+
 Result<std::unique_ptr<StageModule>> create_log_stage(WorkerEngine& e) {
   const uint32_t senders = e.db().nodes();  // one ring per node: its worker of this index
   // The handler is registered on every worker (handler ids agree across
@@ -650,6 +815,9 @@ Result<std::unique_ptr<StageModule>> create_log_stage(WorkerEngine& e) {
     LogApplier* a = applier.get();
     h = e.register_handler("log.append", [a](rpc::Request& r) { a->append(r); });
     if (!h.ok()) return h.error();
+    std::shared_ptr<void>& slot = e.db().node_state(e.node(), "log-appliers");
+    if (!slot) slot = std::make_shared<NodeAppliers>();
+    static_cast<NodeAppliers*>(slot.get())->list.push_back(a);
     e.add_service(std::move(applier));
   } else {
     h = e.register_handler("log.append", [](rpc::Request& r) {

@@ -33,6 +33,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,6 +101,42 @@ Result<void> compare_replicas(const Database& db, const std::vector<ReplicaDiges
 // worker's applier service, and returns the stage module for Stage::kLog
 // (nullptr with txn.pipeline.log = off).
 Result<std::unique_ptr<StageModule>> create_log_stage(WorkerEngine& e);
+
+// Recovery (recovery.hpp) of the transactions of coordinators whose node
+// was removed. Every logged record names its transaction (its writer
+// field: the attempt id, whether or not histories are recorded).
+//
+// Freezes the rings the senders in `senders` (bit n: node n) log to, on
+// every applier of local node `node`: each applies what is complete in them
+// and then never touches them again (an entry begun and never completed is
+// no log error then). Waits up to wait_ns; false if an applier did not
+// answer in time (its worker's loop not running).
+bool freeze_log_senders(Database& db, uint32_t node, uint64_t senders, uint64_t wait_ns);
+// A record of an entry in a frozen ring.
+struct LoggedRecord {
+  uint64_t txn;  // the attempt id of the transaction that logged it
+  TableId table;
+  Key key;
+  uint64_t seq;  // its replication sequence (0: an inserted row; logged_row_change())
+  std::span<const std::byte> record;
+};
+// fn(record) for every record of the entries still in node `node`'s frozen
+// rings (each ring remembers the positions of a ring's worth of its last
+// entries; one overwritten by a later lap is not found). After
+// freeze_log_senders() returned true.
+void for_each_frozen_record(Database& db, uint32_t node, const std::function<void(const LoggedRecord&)>& fn);
+// An inserted or erased row (a logged sequence 0, or the erased flag).
+bool logged_row_change(uint64_t seq);
+// Node `node`'s backup copy of (table, key): its sequence (with the erased
+// flag) and record, read consistently beside the appliers. False if the
+// node holds no such copy.
+bool read_backup_record(Database& db, uint32_t node, TableId table, Key key, uint64_t* seq,
+                        std::vector<std::byte>* record);
+// Undoes an applied image on node `node`'s backup copy of (table, key): if
+// its sequence is `expect_seq`, the copy takes (seq, writer, record), the
+// primary's; otherwise it is left alone. Safe beside the appliers.
+Result<void> revert_backup_record(Database& db, uint32_t node, TableId table, Key key, uint64_t expect_seq,
+                                  uint64_t seq, uint64_t writer, std::span<const std::byte> record);
 
 // How long entries may wait in a ring before the applier applies them.
 inline constexpr uint64_t kApplyPeriodNs = 50'000;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "txn/coordinator.hpp"
+#include "txn/fault.hpp"
 #include "txn/item_batch.hpp"
 #include "txn/stages/owner_status.hpp"
 #include "txn/stages/toolkit.hpp"
@@ -93,12 +94,25 @@ Task<bool> unlock_rpc(Coordinator& c, Txn& t, WriteBackSpec spec, uint64_t value
 
 namespace {
 
+// Crash injection (fault.hpp, kCommit): the attempt's first written record
+// written back and unlocked, the others left locked, then the process dies.
+bool cut_here(const Txn& t) {
+  if (!fault::armed_at(fault::KillPoint::kCommit)) [[likely]]
+    return false;
+  uint32_t writes = 0;
+  for (uint32_t i = 0; i < t.size(); ++i)
+    writes += t.access(i).locked && !t.access(i).shared && t.access(i).mode == AccessMode::kWrite;
+  return writes >= 2;
+}
+
 Task<bool> write_back_onesided(Coordinator& c, Txn& t, WriteBackSpec spec) {
   const Options& o = c.engine().options();
   OneSidedBatch& batch = c.onesided();
+  const bool cut = cut_here(t);
   for (uint32_t i = 0; i < t.size(); ++i) {
     Access& a = t.access(i);
     if (!a.locked) continue;
+    if (cut && (a.shared || a.mode != AccessMode::kWrite || !batch.empty())) continue;
     if (a.mode == AccessMode::kWrite) {
       const uint32_t rkey = c.descriptor(a.node, a.table).rkey;
       batch.write({a.node, a.tuple_addr + spec.body_offset, rkey}, a.copy + spec.body_offset,
@@ -117,6 +131,10 @@ Task<bool> write_back_onesided(Coordinator& c, Txn& t, WriteBackSpec spec) {
     a.locked = a.shared = false;
   }
   if (batch.empty()) co_return true;
+  if (cut) {
+    co_await batch.execute();
+    fault::die_at(fault::KillPoint::kCommit, t.id(), "one written record written back, the others still locked");
+  }
   if (o.passive_ack && batch.fits_in_flight()) {
     if (!batch.post_only(c.pending_commit())) ++c.engine().stats().commit_errors;
     co_return true;
