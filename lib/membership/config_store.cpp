@@ -233,17 +233,23 @@ Result<std::vector<std::string>> ConfigStore::endpoints(uint32_t nodes, uint64_t
 Result<std::vector<std::string>> ConfigStore::exchange(uint64_t config, const std::string& phase, uint32_t self,
                                                       const std::string& mine, const std::vector<uint32_t>& members,
                                                       uint64_t timeout_ms, const std::function<bool()>& stop) {
-  const std::string dir = recovery_path() + "/c" + std::to_string(config) + "/" + phase;
-  RDTX_TRY(zk_->create_path(dir));
-  if (auto r = zk_->create(dir + "/" + std::to_string(self), mine); !r.ok() && r.error().code != EEXIST)
-    return r.error();
+  // One write a phase (ZooKeeper's writes are its slow operations): the
+  // phases' nodes side by side, <phase>-<node>, under the configuration's.
+  const std::string dir = recovery_path() + "/c" + std::to_string(config);
+  const std::string prefix = phase + "-";
+  auto r = zk_->create(dir + "/" + prefix + std::to_string(self), mine);
+  if (!r.ok() && r.error().code == ENOENT) {
+    RDTX_TRY(zk_->create_path(dir));
+    r = zk_->create(dir + "/" + prefix + std::to_string(self), mine);
+  }
+  if (!r.ok() && r.error().code != EEXIST) return r.error();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     auto kids = zk_->children(dir);
     if (!kids.ok()) return kids.error();
     std::string missing;
     for (uint32_t m : members)
-      if (std::find(kids->begin(), kids->end(), std::to_string(m)) == kids->end())
+      if (std::find(kids->begin(), kids->end(), prefix + std::to_string(m)) == kids->end())
         missing += (missing.empty() ? "" : ", ") + std::to_string(m);
     if (missing.empty()) break;
     if (stop && stop()) return error(ECANCELED, dir, "recovery's exchange stopped");
@@ -255,7 +261,7 @@ Result<std::vector<std::string>> ConfigStore::exchange(uint64_t config, const st
   }
   std::vector<std::string> out;
   for (uint32_t m : members) {
-    auto node = zk_->get(dir + "/" + std::to_string(m));
+    auto node = zk_->get(dir + "/" + prefix + std::to_string(m));
     if (!node.ok()) return node.error();
     out.push_back(std::move(node->data));
   }

@@ -101,7 +101,7 @@ class ConfigStore {
   Result<std::vector<std::string>> endpoints(uint32_t nodes, uint64_t timeout_ms, const std::function<bool()>& stop);
 
   // A collective among `members` (recovery's phases, txn/recovery.hpp):
-  // node `self`'s blob is written to <root>/recovery/c<config>/<phase>/<self>,
+  // node `self`'s blob is written to <root>/recovery/c<config>/<phase>-<self>,
   // and every member's is returned once all are there (polled every 2 ms):
   // ETIMEDOUT after `timeout_ms` naming the members missing, ECANCELED as
   // soon as `stop` says so. A blob is at most ZooKeeper's 1 MiB.

@@ -564,13 +564,13 @@ Result<RunResult> run(const RunConfig& rc) {
     rc.membership->set_recovery([&db, &rc](uint64_t removed, const txn::RecoveryExchange& ex) -> Result<std::string> {
       auto f = txn::resolve_removed(db, *rc.protocol, removed, 1'000'000'000, ex, rc.broken_recovery);
       if (!f.ok()) return f.error();
-      char line[256];
+      char line[512];
       std::snprintf(line, sizeof line,
                     "%llu transaction(s) holding locks, %llu of them committed; here %llu lock(s) released, %llu "
-                    "write(s) completed, %llu backup image(s) undone",
+                    "write(s) completed, %llu backup image(s) undone (ms: %s)",
                     static_cast<unsigned long long>(f->transactions), static_cast<unsigned long long>(f->committed),
                     static_cast<unsigned long long>(f->locks_released), static_cast<unsigned long long>(f->installed),
-                    static_cast<unsigned long long>(f->reverted));
+                    static_cast<unsigned long long>(f->reverted), f->timing.c_str());
       return std::string(line);
     });
   }

@@ -8,6 +8,7 @@
 #include <thread>
 #include <tuple>
 
+#include "env/tsc.hpp"
 #include "store/tuple.hpp"
 #include "txn/replication.hpp"
 
@@ -108,6 +109,21 @@ Result<RecoveryFigures> resolve_removed(Database& db, const ProtocolDef& p, uint
                       p.name);
   const RecoveryHooks& hooks = *p.recovery;
   RecoveryFigures fig;
+  uint64_t mark = env::monotonic_ns();
+  auto lap = [&](const char* what) {
+    const uint64_t now = env::monotonic_ns();
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%s%s %.1f", fig.timing.empty() ? "" : ", ", what,
+                  static_cast<double>(now - mark) / 1e6);
+    fig.timing += buf;
+    mark = now;
+  };
+  // Each exchange, timed.
+  auto exchange_timed = [&](const char* phase, const std::string& blob) {
+    auto r = exchange(phase, blob);
+    lap(phase);
+    return r;
+  };
   std::vector<uint32_t> local;  // this process's nodes that hold data
   for (uint32_t n = 0; n < db.data_nodes(); ++n)
     if (db.is_local(n)) local.push_back(n);
@@ -136,7 +152,8 @@ Result<RecoveryFigures> resolve_removed(Database& db, const ProtocolDef& p, uint
           put(mine, Held{holder, t, n, h.key});
       }
     }
-  auto blobs = exchange("locks", mine);
+  lap("freeze and scan");
+  auto blobs = exchange_timed("locks", mine);
   if (!blobs.ok()) return blobs.error();
   auto held = all_of<Held>(*blobs, "locks");
   if (!held.ok()) return held.error();
@@ -161,7 +178,7 @@ Result<RecoveryFigures> resolve_removed(Database& db, const ProtocolDef& p, uint
   if (!refused.empty())
     return make_error(ENOTSUP, "recovery: %s inserted or erased a row, which recovery does not resolve yet",
                       refused.c_str());
-  blobs = exchange("logs", mine);
+  blobs = exchange_timed("logs", mine);
   if (!blobs.ok()) return blobs.error();
   auto logs = all_of<Logged>(*blobs, "logs");
   if (!logs.ok()) return logs.error();
@@ -226,7 +243,7 @@ Result<RecoveryFigures> resolve_removed(Database& db, const ProtocolDef& p, uint
                 {tuple + l.record_offset(), l.record_bytes});
     }
   }
-  blobs = exchange("images", mine);
+  blobs = exchange_timed("images", mine);
   if (!blobs.ok()) return blobs.error();
   std::map<std::tuple<uint64_t, uint32_t, uint64_t>, std::pair<ImageHead, std::string>> images;  // (txn, table, key)
   for (const std::string& b : *blobs)
@@ -242,7 +259,7 @@ Result<RecoveryFigures> resolve_removed(Database& db, const ProtocolDef& p, uint
       off += padded;
     }
 
-  // Phase "reverted": this node's backups undo what did not commit.
+  // This node's backups undo what did not commit.
   for (const auto& [txn, recs] : logged) {
     if (committed.contains(txn)) continue;
     for (const auto& [r, by] : recs)
@@ -257,11 +274,10 @@ Result<RecoveryFigures> resolve_removed(Database& db, const ProtocolDef& p, uint
         ++fig.reverted;
       }
   }
-  blobs = exchange("reverted", "");
-  if (!blobs.ok()) return blobs.error();
 
-  // Phase "installed": this node's primaries complete what committed, the
-  // locks still held, and say what each record now is.
+  // Phase "installed" (with the reverts above: no lock is released before
+  // both are done everywhere): this node's primaries complete what
+  // committed, the locks still held, and say what each record now is.
   mine.clear();
   for (const Held& h : *held) {
     if (!db.is_local(h.node)) continue;
@@ -279,7 +295,7 @@ Result<RecoveryFigures> resolve_removed(Database& db, const ProtocolDef& p, uint
     put(mine, Copy{h.txn, h.table, 0, h.key, word_at(tuple, db.replication_word_offset()),
                    record_hash({tuple + l.record_offset(), l.record_bytes})});
   }
-  blobs = exchange("installed", mine);
+  blobs = exchange_timed("installed", mine);
   if (!blobs.ok()) return blobs.error();
   auto copies = all_of<Copy>(*blobs, "installed");
   if (!copies.ok()) return copies.error();
@@ -316,20 +332,19 @@ Result<RecoveryFigures> resolve_removed(Database& db, const ProtocolDef& p, uint
       }
     }
   }
-  blobs = exchange("verified", wrong);
+  blobs = exchange_timed("verified", wrong);
   if (!blobs.ok()) return blobs.error();
   for (const std::string& w : *blobs)
     if (!w.empty())
       return make_error(EIO, "recovery: the copies of a record it resolved differ: %s", w.c_str());
 
-  // Phase "released": the locks go.
+  // Every copy checked everywhere: the locks go.
   for (const Held& h : *held) {
     if (!db.is_local(h.node)) continue;
     hooks.release(primary_tuple(db, h.table, h.key), db.layout(h.table));
     ++fig.locks_released;
   }
-  blobs = exchange("released", "");
-  if (!blobs.ok()) return blobs.error();
+  lap("released");
   return fig;
 }
 

@@ -27,11 +27,14 @@
 //             records still locked on their primary; a primary gives its
 //             (old) image of each record a backup applied for a transaction
 //             that did not commit.
-//   reverted  backups undo those applied images (revert_backup_record):
-//             before any lock is released, so that no later write of the
-//             record can be undone with them.
-//   released  primaries install the committed images
-//             (ProtocolDef::recovery->install) and release the other locks.
+//   installed backups undo those applied images (revert_backup_record),
+//             and primaries install the committed images
+//             (ProtocolDef::recovery->install), their locks still held; each
+//             primary says what every record it resolved now holds.
+//   verified  every backup of those records holds the same, or recovery
+//             fails naming the record (a lost or wrong image is caught here,
+//             before later writes of the record could hide it); then the
+//             locks are released: no later write can be undone by a revert.
 //
 // Not resolved, each an error that ends the run: a protocol without
 // recovery hooks; a removed node's lock with cluster.replicas = 1 (without a
@@ -66,6 +69,10 @@ struct RecoveryFigures {
   uint64_t locks_released = 0;  // on this node's primaries (installs included)
   uint64_t installed = 0;       // committed writes completed on this node's primaries
   uint64_t reverted = 0;        // images undone on this node's backups
+  // Where the time went: "scan 0.4, locks 12.0, ..." (ms per step: the
+  // local work, and each exchange, which includes waiting for the slowest
+  // survivor).
+  std::string timing;
 };
 
 // Resolves, on this process's nodes, the transactions of the removed nodes
