@@ -191,6 +191,9 @@ struct ZkRegistration::State {
   std::vector<uint32_t> await_acks(uint64_t written_at);
   void refuse(const std::vector<uint32_t>& gone);
   Error end_of_run(const membership::Configuration& next, const std::string& removed) const;
+  // Whether the configuration leaves every partition a primary and this
+  // run can resolve a removed node's transactions (the run goes on).
+  bool goes_on() const;
   void after_removal(const std::vector<uint32_t>& gone);
 };
 
@@ -235,9 +238,11 @@ Error ZkRegistration::State::end_of_run(const membership::Configuration& next, c
 // Configuration `config` removed `gone`: a lost partition ends the run;
 // otherwise every survivor resolves the removed nodes' transactions
 // (txn/recovery.hpp) through the store, and the run goes on without them.
+bool ZkRegistration::State::goes_on() const { return membership::lost_partitions(config).empty() && recover; }
+
 void ZkRegistration::State::after_removal(const std::vector<uint32_t>& gone) {
   const std::string removed = "node" + std::string(gone.size() > 1 ? "s " : " ") + nodes_text(gone);
-  if (!membership::lost_partitions(config).empty() || !recover) return set_verdict(end_of_run(config, removed));
+  if (!goes_on()) return set_verdict(end_of_run(config, removed));
   uint64_t mask = 0;
   for (uint32_t n : gone) mask |= n < 64 ? uint64_t{1} << n : 0;
   std::vector<uint32_t> members;
@@ -261,7 +266,7 @@ void ZkRegistration::State::after_removal(const std::vector<uint32_t>& gone) {
     if (auto r = boot->exclude(n); !r.ok())
       return set_verdict(make_error(r.error().code, "membership: %s", r.error().message.c_str()));
   std::fprintf(stderr,
-               "rdtx-bench: membership: node %u resolved the transactions of %s %.1f ms after acknowledging "
+               "rdtx-bench: membership: node %u resolved the transactions of %s %.1f ms after adopting "
                "configuration %llu: %s; the run goes on with %zu members\n",
                self, removed.c_str(), ms(membership::lease_clock_ns() - t0), static_cast<unsigned long long>(number),
                line->c_str(), members.size());
@@ -306,6 +311,12 @@ void ZkRegistration::State::reconfigure(const std::vector<membership::Suspicion>
   refuse(gone);
   agent->announce(config.number);
   // Every member acknowledges within a few leases, or is suspected too.
+  // A run that goes on resolves the removed nodes' transactions at once:
+  // every member that takes part has adopted c+1 and refused the removed
+  // nodes, which is what its acknowledgement would say (awaited after, for
+  // the log line).
+  const bool on = goes_on();
+  if (on) after_removal(gone);
   const std::vector<uint32_t> missing = await_acks(written_at);
   const uint64_t acked_at = membership::lease_clock_ns();
   std::fprintf(stderr,
@@ -316,7 +327,7 @@ void ZkRegistration::State::reconfigure(const std::vector<membership::Suspicion>
                missing.empty() ? "acknowledged by every member"
                                : ("not acknowledged by node(s) " + nodes_text(missing) + " within").c_str(),
                ms(acked_at - written_at));
-  after_removal(gone);
+  if (!on) after_removal(gone);
 }
 
 // Every worker of this node disconnects its RC QPs to the removed nodes
@@ -349,9 +360,19 @@ void ZkRegistration::State::adopt(const membership::Configuration& next) {
   cluster->set_configuration(static_cast<uint32_t>(config.number));
   refuse(gone);
   agent->acknowledge(config.number);
+  // Going on: the resolution at once (the acknowledgement goes out with the
+  // next renewal meanwhile).
+  if (goes_on()) {
+    std::fprintf(stderr,
+                 "rdtx-bench: membership: node %u acknowledged configuration %llu (CM node %u, without node(s) %s) at "
+                 "%.6f\n",
+                 self, static_cast<unsigned long long>(config.number), config.cm, nodes_text(gone).c_str(),
+                 wall_of(membership::lease_clock_ns()));
+    return after_removal(gone);
+  }
   // The acknowledgement goes out with the next renewal: wait for the one
-  // after it, so that the run (which this configuration may end) does not
-  // stop the lease agent first.
+  // after it, so that the run (which this configuration ends) does not stop
+  // the lease agent first.
   const uint64_t sent = agent->renewals_sent(), bound = membership::lease_clock_ns() + 2 * lease.lease_ns;
   while (agent->renewals_sent() < sent + 2 && membership::lease_clock_ns() < bound)
     std::this_thread::sleep_for(std::chrono::microseconds(500));
