@@ -206,12 +206,23 @@ class Messenger final : public Service {
   int poll() override { return serve_requests(true) + take_replies() + send_replies(); }
   // Done once nothing is left to answer or decide: every LOCK here has its
   // decision, every reply is out. (A coordinator of another node may still
-  // wait for a reply: it is sent while the worker drains.)
+  // wait for a reply: it is sent while the worker drains.) A removed node's
+  // LOCKs are recovery's to decide, and it waits for no reply.
   bool drain() override {
     poll();
+    const uint64_t frozen = frozen_.load(std::memory_order_relaxed);
     for (uint32_t n = 0; n < nodes_; ++n)
-      if (in_[n].npend != 0 || out_[n].queued != 0) return false;
+      if (!(n < 64 && (frozen >> n & 1)) && (in_[n].npend != 0 || out_[n].queued != 0)) return false;
     return true;
+  }
+  // Recovery (recovery.hpp): the removed senders' messages are processed
+  // as far as they have landed (a LOCK takes its locks, a COMMIT-PRIMARY
+  // installs), then their logs are read no more and nothing is sent back:
+  // their LOCKs still undecided are recovery's to resolve from the backups'
+  // logs.
+  void freeze_senders(uint64_t mask) override { freeze_req_.fetch_or(mask, std::memory_order_acq_rel); }
+  bool senders_frozen(uint64_t mask) const override {
+    return (frozen_.load(std::memory_order_acquire) & mask) == mask;
   }
   // After the run: what is left in the logs (decisions whose WRITE landed
   // after the last poll) is processed; nobody waits for replies any more.
@@ -245,9 +256,13 @@ class Messenger final : public Service {
     bool reading = false;
   };
 
+  bool is_frozen(uint32_t s) const { return s < 64 && (frozen_.load(std::memory_order_relaxed) >> s & 1); }
+
   int serve_requests(bool reply) {
     int done = 0;
+    const uint64_t freeze = freeze_req_.load(std::memory_order_relaxed) & ~frozen_.load(std::memory_order_relaxed);
     for (uint32_t s = 0; s < nodes_; ++s) {
+      if (is_frozen(s)) continue;
       In& in = in_[s];
       std::byte* r = ring(request_ring(s));
       for (;;) {
@@ -268,6 +283,11 @@ class Messenger final : public Service {
         in.head = h;
         publish_head(request_ring(s), h);
       }
+    }
+    if (freeze != 0) {
+      for (uint32_t n = 0; n < nodes_ && n < 64; ++n)
+        if (freeze >> n & 1) out_[n].queued = 0;  // nobody reads a reply there any more
+      frozen_.fetch_or(freeze, std::memory_order_release);
     }
     return done;
   }
@@ -461,6 +481,7 @@ class Messenger final : public Service {
     int sent = 0;
     for (uint32_t n = 0; n < nodes_; ++n) {
       Out& o = out_[n];
+      if (is_frozen(n)) continue;
       if (o.reading) {
         if (o.head_read.remaining() > 0) continue;
         o.reading = false;
@@ -541,6 +562,7 @@ class Messenger final : public Service {
   runtime::WaitGroup sent_;  // reply WRITEs in flight
   std::unique_ptr<rdma::DeviceMemory> heads_mem_;
   rdma::MemoryRegion heads_mr_;
+  std::atomic<uint64_t> freeze_req_{0}, frozen_{0};  // recovery's: bit n, node n
 };
 
 // ---- coordinator side ----
@@ -840,6 +862,7 @@ constexpr ProtocolDef kDef = {
                 .commit = {Primitive::kMailbox}},  // COMMIT-PRIMARY; ABORT
     .abort_reasons = occ::kReasons,  // OCC's pieces report them (occ.hpp)
     .lock_held = lock_word0_held,
+    .recovery = &occ::kRecovery,  // OCC's metadata, and its installs (COMMIT-PRIMARY's)
     .create = create,
     .region_bytes = region_bytes,
 };

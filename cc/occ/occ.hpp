@@ -41,6 +41,9 @@ runtime::Task<bool> fetch_unlocked(txn::Coordinator& c, txn::Txn& t, txn::Primit
 runtime::Task<bool> validate_reads(txn::Coordinator& c, txn::Txn& t, txn::Primitive p);
 
 extern const txn::ProtocolDef kDef;
+// Recovery of a removed coordinator's transactions on OCC's metadata
+// (txn/recovery.hpp), FaRM's too: the lock word holds the attempt id.
+extern const txn::RecoveryHooks kRecovery;
 // Tests only, never in the registry: OCC with its validation removed (the
 // read set is not validated, read-write records are locked without checking
 // their version). Not serializable: the stress suite runs it to show that

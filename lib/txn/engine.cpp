@@ -85,7 +85,13 @@ Result<rpc::HandlerId> WorkerEngine::register_handler(const char* name, rpc::Han
   return id;
 }
 
-void WorkerEngine::add_service(std::unique_ptr<Service> s) { services_.push_back({std::move(s)}); }
+void WorkerEngine::add_service(std::unique_ptr<Service> s) {
+  // Recovery reaches a node's services through the database (node_services).
+  std::shared_ptr<void>& slot = db_.node_state(w_.node, "services");
+  if (!slot) slot = std::make_shared<std::vector<Service*>>();
+  static_cast<std::vector<Service*>*>(slot.get())->push_back(s.get());
+  services_.push_back({std::move(s)});
+}
 
 // Starts every service and gives each its named poller. Once the worker is
 // stopping, the poller also starts a task that polls drain() until it

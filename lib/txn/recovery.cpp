@@ -11,6 +11,7 @@
 #include "env/tsc.hpp"
 #include "store/tuple.hpp"
 #include "txn/replication.hpp"
+#include "txn/service.hpp"
 
 namespace rdtx::txn {
 
@@ -105,7 +106,7 @@ Result<RecoveryFigures> resolve_removed(Database& db, const ProtocolDef& p, uint
   if (p.recovery == nullptr)
     return make_error(ENOTSUP,
                       "protocol '%s' cannot resolve a removed coordinator's transactions yet (recovery is "
-                      "implemented for occ)",
+                      "implemented for occ and farm)",
                       p.name);
   const RecoveryHooks& hooks = *p.recovery;
   RecoveryFigures fig;
@@ -131,11 +132,23 @@ Result<RecoveryFigures> resolve_removed(Database& db, const ProtocolDef& p, uint
     if (removed >> n & 1)
       return make_error(ENOTSUP, "recovery: node %u held data (promoting a backup is not implemented)", n);
   // Phase "locks": the tuples a removed node's attempt holds here.
-  if (db.replicas() > 1)
-    for (uint32_t n : local)
-      if (!freeze_log_senders(db, n, removed, wait_ns))
-        return make_error(ETIMEDOUT, "recovery: the log appliers of node %u did not freeze the removed nodes' rings "
-                          "within %.0f ms (their workers' loops not running?)", n, static_cast<double>(wait_ns) / 1e6);
+  // Every service that takes work from other nodes (the log appliers,
+  // FaRM's messenger) processes what the removed nodes sent, then nothing.
+  for (uint32_t n : local) {
+    auto* services = static_cast<std::vector<Service*>*>(db.node_state(n, "services").get());
+    if (services == nullptr) continue;
+    for (Service* s : *services) s->freeze_senders(removed);
+    const uint64_t end = env::monotonic_ns() + wait_ns;
+    for (Service* s : *services)
+      while (!s->senders_frozen(removed)) {
+        if (env::monotonic_ns() >= end)
+          return make_error(ETIMEDOUT,
+                            "recovery: service %s of node %u did not stop taking work from the removed nodes within "
+                            "%.0f ms (its worker's loop not running?)",
+                            s->name().c_str(), n, static_cast<double>(wait_ns) / 1e6);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+  }
   std::string mine;
   for (uint32_t n : local)
     for (TableId t = 0; t < db.tables(); ++t) {

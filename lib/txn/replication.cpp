@@ -223,8 +223,10 @@ class LogApplier final : public Service {
 
   // Recovery (any thread): the rings of the senders in `mask` are applied
   // as far as they are complete, then frozen (never applied again).
-  void request_freeze(uint64_t mask) { freeze_req_.fetch_or(mask, std::memory_order_acq_rel); }
-  bool frozen_all(uint64_t mask) const { return (frozen_.load(std::memory_order_acquire) & mask) == mask; }
+  void freeze_senders(uint64_t mask) override { freeze_req_.fetch_or(mask, std::memory_order_acq_rel); }
+  bool senders_frozen(uint64_t mask) const override {
+    return (frozen_.load(std::memory_order_acquire) & mask) == mask;
+  }
   // fn(txn, record, data) for every record of the frozen rings' entries
   // still in their rings (after frozen_all(): the worker no longer touches
   // them).
@@ -724,20 +726,6 @@ NodeAppliers* appliers_of(Database& db, uint32_t node) {
 }
 
 }  // namespace
-
-bool freeze_log_senders(Database& db, uint32_t node, uint64_t senders, uint64_t wait_ns) {
-  NodeAppliers* a = appliers_of(db, node);
-  if (a == nullptr) return true;  // no rings here
-  for (LogApplier* l : a->list) l->request_freeze(senders);
-  const uint64_t end = env::monotonic_ns() + wait_ns;
-  for (;;) {
-    bool all = true;
-    for (LogApplier* l : a->list) all = all && l->frozen_all(senders);
-    if (all) return true;
-    if (env::monotonic_ns() >= end) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-}
 
 void for_each_frozen_record(Database& db, uint32_t node, const std::function<void(const LoggedRecord&)>& fn) {
   NodeAppliers* a = appliers_of(db, node);

@@ -106,12 +106,9 @@ Result<std::unique_ptr<StageModule>> create_log_stage(WorkerEngine& e);
 // was removed. Every logged record names its transaction (its writer
 // field: the attempt id, whether or not histories are recorded).
 //
-// Freezes the rings the senders in `senders` (bit n: node n) log to, on
-// every applier of local node `node`: each applies what is complete in them
-// and then never touches them again (an entry begun and never completed is
-// no log error then). Waits up to wait_ns; false if an applier did not
-// answer in time (its worker's loop not running).
-bool freeze_log_senders(Database& db, uint32_t node, uint64_t senders, uint64_t wait_ns);
+// The appliers freeze the rings of removed senders (Service::
+// freeze_senders): what is complete in them is applied, then nothing (an
+// entry begun and never completed is no log error then).
 // A record of an entry in a frozen ring.
 struct LoggedRecord {
   uint64_t txn;  // the attempt id of the transaction that logged it
@@ -122,8 +119,8 @@ struct LoggedRecord {
 };
 // fn(record) for every record of the entries still in node `node`'s frozen
 // rings (each ring remembers the positions of a ring's worth of its last
-// entries; one overwritten by a later lap is not found). After
-// freeze_log_senders() returned true.
+// entries; one overwritten by a later lap is not found). After the
+// appliers' senders_frozen().
 void for_each_frozen_record(Database& db, uint32_t node, const std::function<void(const LoggedRecord&)>& fn);
 // An inserted or erased row (a logged sequence 0, or the erased flag).
 bool logged_row_change(uint64_t seq);

@@ -16,8 +16,10 @@
 //   settle() after the run, before its checks (runner's thread)
 //   stop()   when the engine goes, after its poller was unregistered
 //   locks_left()  after the run: locks still held (a lock table's)
+//   freeze_senders(), senders_frozen()  recovery's, from its own thread
 //
-// Thread-safety: every call on the worker's thread.
+// Thread-safety: every call on the worker's thread, but the two of
+// recovery's (from its thread: a service that freezes makes them safe).
 #pragma once
 
 #include <cstdint>
@@ -53,6 +55,17 @@ class Service {
   // Locks the service still holds for transactions once the run is over
   // (a lock table's): counted with the tuples' locks left, which fail the run.
   virtual uint64_t locks_left() const { return 0; }
+  // Recovery (recovery.hpp), from the recovery thread while the worker
+  // runs: take no more work from the removed senders (bit n: node n) once
+  // what they sent so far is processed, and keep nothing waiting for them
+  // (a drain does not wait for them); senders_frozen() says when that is
+  // done. For a service that takes work from other nodes (the log
+  // appliers, FaRM's messenger); the default has nothing to freeze.
+  virtual void freeze_senders(uint64_t senders) { (void)senders; }
+  virtual bool senders_frozen(uint64_t senders) const {
+    (void)senders;
+    return true;
+  }
 
  private:
   std::string name_;
