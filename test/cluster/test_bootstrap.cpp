@@ -23,6 +23,7 @@
 #include "cluster/bootstrap.hpp"
 #include "cluster/bootstrap_wire.hpp"
 #include "cluster/wire_codec.hpp"
+#include "../free_ports.hpp"
 
 using namespace rdtx;
 using cluster::Bootstrap;
@@ -36,24 +37,7 @@ int64_t now_ms() {
       .count();
 }
 
-// Ports the kernel hands out for port 0, held together so they differ.
-std::vector<uint16_t> free_ports(size_t k) {
-  std::vector<int> fds;
-  std::vector<uint16_t> ports;
-  for (size_t i = 0; i < k; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    socklen_t len = sizeof a;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ports.push_back(ntohs(a.sin_port));
-    fds.push_back(fd);
-  }
-  for (int fd : fds) ::close(fd);
-  return ports;
-}
+using rdtx::test::free_ports;
 
 BootstrapOptions options(uint32_t self, const std::vector<uint16_t>& ports, uint64_t connect_ms = 5000) {
   BootstrapOptions o;

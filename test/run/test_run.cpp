@@ -31,6 +31,7 @@
 #include "txn/database.hpp"
 #include "txn/workload.hpp"
 #include "test/env/telemetry_client.hpp"
+#include "../free_ports.hpp"
 
 using namespace rdtx;
 using namespace rdtx::testing_telemetry;
@@ -281,23 +282,7 @@ class SharesWorkload : public txn::Workload {
   }
 };
 
-std::vector<uint16_t> free_ports(size_t k) {
-  std::vector<int> fds;
-  std::vector<uint16_t> ports;
-  for (size_t i = 0; i < k; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    socklen_t len = sizeof a;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ports.push_back(ntohs(a.sin_port));
-    fds.push_back(fd);
-  }
-  for (int fd : fds) ::close(fd);
-  return ports;
-}
+using rdtx::test::free_ports;
 
 // Three nodes' results exchanged by nodes 0 and 1 after node 2 was removed
 // (excluded on both): each node's share of the invariant and its one
